@@ -1,0 +1,46 @@
+#include "core/status.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace zl {
+
+std::string_view error_kind_name(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::kOk: return "ok";
+    case ErrorKind::kInvalidArgument: return "invalid_argument";
+    case ErrorKind::kNotFound: return "not_found";
+    case ErrorKind::kIo: return "io_error";
+    case ErrorKind::kCorruptFile: return "corrupt_file";
+    case ErrorKind::kUnsupported: return "unsupported";
+    case ErrorKind::kOutOfRange: return "out_of_range";
+    case ErrorKind::kResourceExhausted: return "resource_exhausted";
+    case ErrorKind::kInternal: return "internal";
+  }
+  return "unknown";
+}
+
+std::string Status::to_string() const {
+  if (ok()) return "ok";
+  return std::string(error_kind_name(kind_)) + ": " + message_;
+}
+
+Status Status::with_context(std::string_view context) const {
+  if (ok()) return *this;
+  return Status(kind_, std::string(context) + ": " + message_);
+}
+
+namespace detail {
+
+CheckFailure::CheckFailure(const char* file, int line, const char* cond) {
+  os_ << file << ":" << line << ": CHECK failed: " << cond << " ";
+}
+
+CheckFailure::~CheckFailure() {
+  std::fprintf(stderr, "%s\n", os_.str().c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+}  // namespace detail
+}  // namespace zl

@@ -1,0 +1,62 @@
+// Tensor element types of the GGUF format (ggml type ids) and their block
+// geometry. The ids and sizes are part of the file format.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace zl {
+
+enum class GgmlType : uint32_t {
+  kF32 = 0,
+  kF16 = 1,
+  kQ4_0 = 2,
+  kQ4_1 = 3,
+  kQ5_0 = 6,
+  kQ5_1 = 7,
+  kQ8_0 = 8,
+  kQ8_1 = 9,
+  kQ2_K = 10,
+  kQ3_K = 11,
+  kQ4_K = 12,
+  kQ5_K = 13,
+  kQ6_K = 14,
+  kQ8_K = 15,
+  kIQ2_XXS = 16,
+  kIQ2_XS = 17,
+  kIQ3_XXS = 18,
+  kIQ1_S = 19,
+  kIQ4_NL = 20,
+  kIQ3_S = 21,
+  kIQ2_S = 22,
+  kIQ4_XS = 23,
+  kI8 = 24,
+  kI16 = 25,
+  kI32 = 26,
+  kI64 = 27,
+  kF64 = 28,
+  kIQ1_M = 29,
+  kBF16 = 30,
+  kTQ1_0 = 34,
+  kTQ2_0 = 35,
+  kMXFP4 = 39,
+};
+
+struct GgmlTypeTraits {
+  std::string_view name;  // "Q4_K"
+  int64_t block_size;     // elements per block (1 for plain types)
+  int64_t type_size;      // bytes per block
+  bool supported;         // zerolayer can dequantize and compute with it
+};
+
+// Traits of a known type id; nullopt for an id the format does not define.
+std::optional<GgmlTypeTraits> ggml_type_traits(uint32_t id);
+
+// Name for messages: "Q4_0", or "type#77" for an unknown id.
+std::string ggml_type_name(GgmlType type);
+
+// Parses "Q4_0", "q8_0", "F16", "bf16"… (case-insensitive); nullopt if unknown.
+std::optional<GgmlType> parse_ggml_type(std::string_view name);
+
+}  // namespace zl
