@@ -1,6 +1,7 @@
 #include "cli/args.h"
 
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 
 namespace zl::cli {
@@ -9,10 +10,14 @@ Result<Args> Args::parse(int argc, char** argv, int first, const std::vector<Fla
   Args args;
   for (int i = first; i < argc; ++i) {
     std::string a = argv[i];
-    if (a.size() < 3 || a.rfind("--", 0) != 0) {
+    std::string name;
+    if (a.size() == 2 && a[0] == '-' && a[1] != '-') {
+      name = a.substr(1);  // one-letter short form: -n
+    } else if (a.size() >= 3 && a.rfind("--", 0) == 0) {
+      name = a.substr(2);
+    } else {
       return invalid_argument("unexpected argument '" + a + "'");
     }
-    std::string name = a.substr(2);
     std::optional<std::string> inline_value;
     if (auto eq = name.find('='); eq != std::string::npos) {
       inline_value = name.substr(eq + 1);
@@ -73,7 +78,7 @@ Result<double> Args::get_double(const std::string& name, double def) const {
 std::string usage(const std::string& cmd, const std::string& synopsis, const std::vector<FlagSpec>& specs) {
   std::string out = "Usage: zerolayer " + cmd + " " + synopsis + "\n\n";
   for (const auto& s : specs) {
-    std::string left = "  --" + s.name + (s.takes_value ? " VALUE" : "");
+    std::string left = (s.name.size() == 1 ? "  -" : "  --") + s.name + (s.takes_value ? " VALUE" : "");
     if (left.size() < 26) left.resize(26, ' ');
     out += left + " " + s.help + "\n";
   }
@@ -98,6 +103,33 @@ Result<std::vector<int32_t>> parse_id_list(const std::string& s) {
     }
   }
   return ids;
+}
+
+}  // namespace zl::cli
+
+namespace zl::cli {
+
+std::optional<Args> parse_command(int argc, char** argv, int first, const std::string& cmd,
+                                  const std::string& synopsis, std::vector<FlagSpec> specs, int* exit_code) {
+  specs.push_back({"help", false, "show this help"});
+  auto args = Args::parse(argc, argv, first, specs);
+  if (!args.ok()) {
+    std::fprintf(stderr, "zerolayer %s: %s\n\n%s", cmd.c_str(), args.status().message().c_str(),
+                 usage(cmd, synopsis, specs).c_str());
+    *exit_code = kExitUsage;
+    return std::nullopt;
+  }
+  if (args->has("help")) {
+    std::fputs(usage(cmd, synopsis, specs).c_str(), stdout);
+    *exit_code = kExitOk;
+    return std::nullopt;
+  }
+  return std::move(args).value();
+}
+
+int report_error(const std::string& cmd, const Status& status) {
+  std::fprintf(stderr, "zerolayer %s: %s\n", cmd.c_str(), status.to_string().c_str());
+  return status.kind() == ErrorKind::kInvalidArgument ? kExitUsage : kExitRuntime;
 }
 
 }  // namespace zl::cli

@@ -47,3 +47,17 @@ constexpr int kExitRuntime = 1;
 constexpr int kExitUsage = 2;
 
 }  // namespace zl::cli
+
+namespace zl::cli {
+
+// Parses flags for `cmd`, adding --help. On --help prints the usage to stdout
+// and sets *exit_code to 0; on a usage error prints the error and the usage to
+// stderr and sets it to 2. Returns nullopt in both cases.
+std::optional<Args> parse_command(int argc, char** argv, int first, const std::string& cmd,
+                                  const std::string& synopsis, std::vector<FlagSpec> specs, int* exit_code);
+
+// Prints "zerolayer <cmd>: <status>" to stderr and returns kExitRuntime (or
+// kExitUsage for InvalidArgument).
+int report_error(const std::string& cmd, const Status& status);
+
+}  // namespace zl::cli

@@ -1,0 +1,53 @@
+#include "cli/model_loading.h"
+
+#include <chrono>
+
+#include "core/progress.h"
+
+namespace zl::cli {
+
+Result<LoadedModel> load_model_with_progress(const std::string& path) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSIGN_OR_RETURN(auto model, load_model(path));
+  const uint64_t total = model->n_weight_bytes();
+  Progress progress("loading " + path, total);
+  uint64_t done = 0;
+  volatile uint8_t sink = 0;
+  for (const auto& t : model->file->tensors()) {
+    for (uint64_t off = 0; off < t.n_bytes; off += 4096) {
+      sink = sink + t.data[off];
+      if ((off & ((16u << 20) - 1)) == 0) progress.update(done + off);
+    }
+    done += t.n_bytes;
+  }
+  progress.finish();
+  LoadedModel out;
+  out.model = std::move(model);
+  out.t_load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+void append_json_string(std::string& out, std::string_view s) {
+  static const char* kHex = "0123456789abcdef";
+  out += '"';
+  for (unsigned char ch : s) {
+    switch (ch) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (ch < 0x20) {
+          out += "\\u00";
+          out += kHex[ch >> 4];
+          out += kHex[ch & 15];
+        } else {
+          out += static_cast<char>(ch);
+        }
+    }
+  }
+  out += '"';
+}
+
+}  // namespace zl::cli

@@ -1,0 +1,35 @@
+// Model loading for the CLI commands: opens the GGUF, binds the weights and
+// pages them in up front (with progress on a terminal), so that load time is
+// measured once and the first forward pass does not pay for page faults.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "model/model.h"
+
+namespace zl::cli {
+
+struct LoadedModel {
+  std::unique_ptr<Model> model;
+  double t_load_ms = 0;
+};
+
+Result<LoadedModel> load_model_with_progress(const std::string& path);
+
+// Appends `s` as a JSON string literal (quoted, escaped) to `out`.
+void append_json_string(std::string& out, std::string_view s);
+
+}  // namespace zl::cli
+
+namespace zl::cli {
+
+// Tokenizes prompt text with the model's own tokenizer (BOS as the vocabulary
+// says, special-token text not parsed).
+Result<std::vector<int32_t>> tokenize_prompt(const GgufFile& file, const std::string& text);
+// Concatenates the pieces of `ids` (the text a completion would stream).
+Result<std::string> detokenize_ids(const GgufFile& file, const std::vector<int32_t>& ids);
+
+}  // namespace zl::cli

@@ -1,0 +1,217 @@
+#include "model/make_model.h"
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "kernels/quant.h"
+#include "model/gguf.h"
+
+namespace zl {
+namespace {
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t hash_name(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ull;
+  return h;
+}
+
+// 65536 standard-normal samples drawn once (Box-Muller on a fixed stream);
+// each weight picks one with 16 random bits: fast, deterministic, and normal
+// enough for random-weight models.
+const std::vector<float>& normal_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    uint64_t s = 0x5eed;
+    for (size_t i = 0; i < t.size(); i += 2) {
+      double u1 = (static_cast<double>(splitmix64(s) >> 11) + 1.0) / 9007199254740993.0;
+      double u2 = static_cast<double>(splitmix64(s) >> 11) / 9007199254740992.0;
+      double r = std::sqrt(-2.0 * std::log(u1));
+      t[i] = static_cast<float>(r * std::cos(2 * M_PI * u2));
+      t[i + 1] = static_cast<float>(r * std::sin(2 * M_PI * u2));
+    }
+    return t;
+  }();
+  return table;
+}
+
+// Fills `out` with n values mean + std * N(0,1), keyed by (seed, tensor, row).
+void random_row(uint64_t seed, uint64_t tensor_hash, int64_t row, float mean, float std, float* out, int64_t n) {
+  const auto& table = normal_table();
+  uint64_t s = seed * 0x9e3779b97f4a7c15ull ^ tensor_hash ^ (static_cast<uint64_t>(row) * 0xd1b54a32d192ed03ull);
+  for (int64_t i = 0; i < n; i += 4) {
+    uint64_t r = splitmix64(s);
+    for (int64_t j = 0; j < 4 && i + j < n; ++j) out[i + j] = mean + std * table[(r >> (16 * j)) & 0xffff];
+  }
+}
+
+uint32_t llama_file_type(GgmlType t) {
+  switch (t) {
+    case GgmlType::kF32: return 0;
+    case GgmlType::kF16: return 1;
+    case GgmlType::kQ4_0: return 2;
+    case GgmlType::kQ8_0: return 7;
+    case GgmlType::kQ4_K: return 15;  // Q4_K_M is the closest named mix
+    case GgmlType::kQ6_K: return 18;
+    case GgmlType::kBF16: return 32;
+    default: return 0;
+  }
+}
+
+// Llama 3.1/3.2 rope scaling (factor 32, low 1, high 4, original context 8192)
+// expressed as per-dimension theta divisors, as converters write rope_freqs.
+std::vector<float> llama3_rope_factors(int64_t head_dim, float base) {
+  const double factor = 32.0, low_ff = 1.0, high_ff = 4.0, old_ctx = 8192.0;
+  const double low_wavelen = old_ctx / low_ff, high_wavelen = old_ctx / high_ff;
+  std::vector<float> out;
+  for (int64_t i = 0; i < head_dim; i += 2) {
+    const double freq = 1.0 / std::pow(base, static_cast<double>(i) / head_dim);
+    const double wavelen = 2 * M_PI / freq;
+    if (wavelen < high_wavelen) {
+      out.push_back(1.0f);
+    } else if (wavelen > low_wavelen) {
+      out.push_back(static_cast<float>(factor));
+    } else {
+      const double smooth = (old_ctx / wavelen - low_ff) / (high_ff - low_ff);
+      out.push_back(static_cast<float>(1.0 / ((1 - smooth) / factor + smooth)));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<ModelShape> model_shape_preset(const std::string& name) {
+  ModelShape s;
+  if (name == "tiny") {
+    s = {.n_embd = 256, .n_layer = 4, .n_head = 8, .n_head_kv = 4, .n_ff = 768, .n_ctx = 512};
+  } else if (name == "stories260k") {
+    s = {.n_embd = 64, .n_layer = 5, .n_head = 8, .n_head_kv = 4, .n_ff = 172, .n_ctx = 512};
+  } else if (name == "llama3.2-1b") {
+    s = {.n_embd = 2048, .n_layer = 16, .n_head = 32, .n_head_kv = 8, .head_dim = 64, .n_ff = 8192,
+         .n_ctx = 131072, .rope_freq_base = 500000.0f, .tied_output = true, .llama3_rope = true};
+  } else if (name == "tinyllama-1.1b") {
+    s = {.n_embd = 2048, .n_layer = 22, .n_head = 32, .n_head_kv = 4, .n_ff = 5632, .n_ctx = 2048};
+  } else {
+    return std::nullopt;
+  }
+  s.arch = "llama";
+  return s;
+}
+
+std::vector<std::string> model_shape_preset_names() { return {"tiny", "stories260k", "llama3.2-1b", "tinyllama-1.1b"}; }
+
+Status make_model(const MakeModelOptions& opts, ThreadPool* pool,
+                  const std::function<void(uint64_t, uint64_t)>& progress) {
+  ModelShape s = opts.shape;
+  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3") {
+    return invalid_argument("--arch must be llama, qwen2 or qwen3, not '" + s.arch + "'");
+  }
+  auto traits = ggml_type_traits(static_cast<uint32_t>(opts.type));
+  if (!traits || !traits->supported) return invalid_argument("unsupported tensor type " + ggml_type_name(opts.type));
+  ASSIGN_OR_RETURN(auto vocab, GgufFile::open(opts.vocab_path));
+  const GgufArray* tokens = vocab->get_array("tokenizer.ggml.tokens");
+  if (!tokens || tokens->items.empty()) {
+    return invalid_argument(opts.vocab_path + " has no tokenizer.ggml.tokens array");
+  }
+  const int64_t vocab_size = static_cast<int64_t>(tokens->items.size());
+  if (s.n_vocab == 0) s.n_vocab = vocab_size;
+  if (s.n_vocab < vocab_size) return invalid_argument("--n-vocab is smaller than the vocabulary's " + std::to_string(vocab_size) + " tokens");
+  if (s.head_dim == 0 && s.n_head > 0) s.head_dim = s.n_embd / s.n_head;
+  if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ff <= 0 || s.n_ctx <= 0 ||
+      s.head_dim <= 0 || s.head_dim % 2 != 0 || s.n_head % s.n_head_kv != 0) {
+    return invalid_argument("inconsistent model shape (all dimensions positive, head_dim even, n_head a multiple of n_head_kv)");
+  }
+  const int64_t q_dim = s.n_head * s.head_dim, kv_dim = s.n_head_kv * s.head_dim;
+
+  GgufWriter w;
+  const std::string a = s.arch + ".";
+  w.set("general.architecture", GgufValue::string(s.arch));
+  w.set("general.name", GgufValue::string(opts.name.empty() ? "zerolayer random " + s.arch : opts.name));
+  w.set("general.file_type", GgufValue::u32(llama_file_type(opts.type)));
+  w.set("general.quantization_version", GgufValue::u32(2));
+  w.set(a + "vocab_size", GgufValue::u32(static_cast<uint32_t>(s.n_vocab)));
+  w.set(a + "context_length", GgufValue::u32(static_cast<uint32_t>(s.n_ctx)));
+  w.set(a + "embedding_length", GgufValue::u32(static_cast<uint32_t>(s.n_embd)));
+  w.set(a + "block_count", GgufValue::u32(static_cast<uint32_t>(s.n_layer)));
+  w.set(a + "feed_forward_length", GgufValue::u32(static_cast<uint32_t>(s.n_ff)));
+  w.set(a + "attention.head_count", GgufValue::u32(static_cast<uint32_t>(s.n_head)));
+  w.set(a + "attention.head_count_kv", GgufValue::u32(static_cast<uint32_t>(s.n_head_kv)));
+  if (s.head_dim != s.n_embd / s.n_head) {
+    w.set(a + "attention.key_length", GgufValue::u32(static_cast<uint32_t>(s.head_dim)));
+    w.set(a + "attention.value_length", GgufValue::u32(static_cast<uint32_t>(s.head_dim)));
+  }
+  w.set(a + "attention.layer_norm_rms_epsilon", GgufValue::f32(s.rms_eps));
+  w.set(a + "rope.freq_base", GgufValue::f32(s.rope_freq_base));
+  w.set(a + "rope.dimension_count", GgufValue::u32(static_cast<uint32_t>(s.head_dim)));
+  for (const auto& [key, value] : vocab->metadata()) {
+    if (key.rfind("tokenizer.", 0) == 0) w.set(key, value);
+  }
+
+  const uint64_t seed = opts.seed;
+  // A weight matrix [ne0, ne1] in opts.type, falling back to Q8_0/F16 when the
+  // row length is not a multiple of the type's block (as llama-quantize does).
+  auto matrix = [&](const std::string& name, int64_t ne0, int64_t ne1) {
+    GgmlType t = opts.type;
+    if (ne0 % traits->block_size != 0) t = ne0 % 32 == 0 ? GgmlType::kQ8_0 : GgmlType::kF16;
+    const uint64_t h = hash_name(name);
+    w.add_tensor(name, t, {ne0, ne1}, [=](uint8_t* dst, uint64_t n_bytes) {
+      const size_t rb = row_size(t, ne0);
+      auto rows = [&](int64_t r0, int64_t r1) {
+        std::vector<float> buf(ne0);
+        for (int64_t r = r0; r < r1; ++r) {
+          random_row(seed, h, r, 0.0f, 0.02f, buf.data(), ne0);
+          quantize_row(t, buf.data(), dst + r * rb, ne0);
+        }
+      };
+      if (pool) pool->parallel_for(ne1, rows, 64); else rows(0, ne1);
+    });
+  };
+  auto vector = [&](const std::string& name, int64_t n, float mean, float std) {
+    const uint64_t h = hash_name(name);
+    w.add_tensor(name, GgmlType::kF32, {n}, [=](uint8_t* dst, uint64_t) {
+      random_row(seed, h, 0, mean, std, reinterpret_cast<float*>(dst), n);
+    });
+  };
+
+  matrix("token_embd.weight", s.n_embd, s.n_vocab);
+  vector("output_norm.weight", s.n_embd, 1.0f, 0.05f);
+  if (!s.tied_output) matrix("output.weight", s.n_embd, s.n_vocab);
+  if (s.llama3_rope) {
+    auto factors = llama3_rope_factors(s.head_dim, s.rope_freq_base);
+    w.add_tensor("rope_freqs.weight", GgmlType::kF32, {static_cast<int64_t>(factors.size())},
+                 [factors](uint8_t* dst, uint64_t n) { std::memcpy(dst, factors.data(), n); });
+  }
+  for (int64_t i = 0; i < s.n_layer; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    vector(p + "attn_norm.weight", s.n_embd, 1.0f, 0.05f);
+    matrix(p + "attn_q.weight", s.n_embd, q_dim);
+    matrix(p + "attn_k.weight", s.n_embd, kv_dim);
+    matrix(p + "attn_v.weight", s.n_embd, kv_dim);
+    matrix(p + "attn_output.weight", q_dim, s.n_embd);
+    if (s.arch == "qwen2") {
+      vector(p + "attn_q.bias", q_dim, 0.0f, 0.02f);
+      vector(p + "attn_k.bias", kv_dim, 0.0f, 0.02f);
+      vector(p + "attn_v.bias", kv_dim, 0.0f, 0.02f);
+    }
+    if (s.arch == "qwen3") {
+      vector(p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.05f);
+      vector(p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.05f);
+    }
+    vector(p + "ffn_norm.weight", s.n_embd, 1.0f, 0.05f);
+    matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff);
+    matrix(p + "ffn_up.weight", s.n_embd, s.n_ff);
+    matrix(p + "ffn_down.weight", s.n_ff, s.n_embd);
+  }
+  return w.write(opts.out_path, progress);
+}
+
+}  // namespace zl

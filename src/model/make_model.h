@@ -1,0 +1,54 @@
+// Deterministic random-weight models in real shapes, for tests and benchmarks.
+//
+// Weights are N(0, 0.02) (norm weights 1 + N(0, 0.05)) from a counter-based
+// generator keyed by (seed, tensor name, row), so every row is independent of
+// the others and the output is byte-identical for the same arguments however
+// many threads write it. Tokenizer metadata is copied from a vocabulary GGUF.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "kernels/ggml_type.h"
+
+namespace zl {
+
+struct ModelShape {
+  std::string arch = "llama";  // llama, qwen2, qwen3
+  int64_t n_vocab = 0;         // 0: take the vocabulary's size
+  int64_t n_embd = 0;
+  int64_t n_layer = 0;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t head_dim = 0;        // 0: n_embd / n_head
+  int64_t n_ff = 0;
+  int64_t n_ctx = 0;
+  float rope_freq_base = 10000.0f;
+  float rms_eps = 1e-5f;
+  bool tied_output = false;
+  bool llama3_rope = false;    // write rope_freqs.weight (Llama 3.1/3.2 scaling)
+};
+
+// Presets: "tiny", "llama3.2-1b", "tinyllama-1.1b", "stories260k". nullopt if unknown.
+std::optional<ModelShape> model_shape_preset(const std::string& name);
+std::vector<std::string> model_shape_preset_names();
+
+struct MakeModelOptions {
+  ModelShape shape;
+  GgmlType type = GgmlType::kF32;  // type of the 2-D weight matrices
+  std::string vocab_path;          // GGUF with tokenizer.* metadata
+  std::string out_path;
+  uint64_t seed = 1;
+  std::string name;                // general.name (default: "zerolayer random <shape>")
+};
+
+// Writes the model. `progress` (may be null) receives (bytes_done, bytes_total).
+Status make_model(const MakeModelOptions& opts, ThreadPool* pool,
+                  const std::function<void(uint64_t, uint64_t)>& progress);
+
+}  // namespace zl

@@ -1,0 +1,184 @@
+#include "model/model.h"
+
+#include <cmath>
+
+#include "kernels/quant.h"
+
+namespace zl {
+namespace {
+
+constexpr int64_t kMaxDim = int64_t{1} << 24;  // bound for any model dimension
+
+Result<int64_t> required_int(const GgufFile& f, const std::string& key) {
+  ASSIGN_OR_RETURN(int64_t v, f.get_int(key));
+  if (v <= 0 || v > kMaxDim) return corrupt_file("'" + key + "' = " + std::to_string(v) + " is out of range");
+  return v;
+}
+
+Result<int64_t> optional_int(const GgufFile& f, const std::string& key, int64_t def) {
+  if (!f.find(key)) return def;
+  return required_int(f, key);
+}
+
+Result<float> optional_float(const GgufFile& f, const std::string& key, float def) {
+  if (!f.find(key)) return def;
+  ASSIGN_OR_RETURN(double v, f.get_float(key));
+  if (!std::isfinite(v)) return corrupt_file("'" + key + "' is not finite");
+  return static_cast<float>(v);
+}
+
+// Binds a tensor and checks its shape (ne[0], ne[1]; ne1 = 1 for vectors) and type.
+Result<const GgufTensor*> bind_tensor(const GgufFile& f, const std::string& name, int64_t ne0, int64_t ne1,
+                               bool required = true) {
+  const GgufTensor* t = f.find_tensor(name);
+  if (!t) {
+    if (!required) return static_cast<const GgufTensor*>(nullptr);
+    return corrupt_file("missing tensor '" + name + "'");
+  }
+  const bool is_vector = ne1 == 1;
+  if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1) {
+    return corrupt_file("tensor '" + name + "' has shape [" + std::to_string(t->ne[0]) + ", " +
+                        std::to_string(t->ne[1]) + ", " + std::to_string(t->ne[2]) + ", " +
+                        std::to_string(t->ne[3]) + "], expected [" + std::to_string(ne0) + ", " +
+                        std::to_string(ne1) + "]");
+  }
+  auto traits = ggml_type_traits(static_cast<uint32_t>(t->type));
+  if (!traits || !traits->supported) {
+    return unsupported("tensor '" + name + "' has type " + ggml_type_name(t->type) +
+                       ", which zerolayer does not support (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)");
+  }
+  if (is_vector && t->type != GgmlType::kF32) {
+    return unsupported("tensor '" + name + "' is " + ggml_type_name(t->type) + "; 1-D tensors must be F32");
+  }
+  return t;
+}
+
+}  // namespace
+
+std::string arch_name(Arch arch) {
+  switch (arch) {
+    case Arch::kLlama: return "llama";
+    case Arch::kQwen2: return "qwen2";
+    case Arch::kQwen3: return "qwen3";
+  }
+  return "?";
+}
+
+Result<ModelConfig> read_model_config(const GgufFile& f) {
+  ModelConfig c;
+  ASSIGN_OR_RETURN(c.arch_name, f.get_string("general.architecture"));
+  if (c.arch_name == "llama") {
+    c.arch = Arch::kLlama;
+    c.rope_type = RopeType::kNorm;
+  } else if (c.arch_name == "qwen2") {
+    c.arch = Arch::kQwen2;
+    c.rope_type = RopeType::kNeox;
+  } else if (c.arch_name == "qwen3") {
+    c.arch = Arch::kQwen3;
+    c.rope_type = RopeType::kNeox;
+  } else {
+    return unsupported("architecture '" + c.arch_name + "' is not supported (supported: llama, qwen2, qwen3)");
+  }
+  if (auto name = f.get_string("general.name"); name.ok()) c.name = *name;
+  const std::string a = c.arch_name + ".";
+  ASSIGN_OR_RETURN(c.n_embd, required_int(f, a + "embedding_length"));
+  ASSIGN_OR_RETURN(c.n_layer, required_int(f, a + "block_count"));
+  ASSIGN_OR_RETURN(c.n_ff, required_int(f, a + "feed_forward_length"));
+  ASSIGN_OR_RETURN(c.n_head, required_int(f, a + "attention.head_count"));
+  ASSIGN_OR_RETURN(c.n_head_kv, optional_int(f, a + "attention.head_count_kv", c.n_head));
+  ASSIGN_OR_RETURN(c.n_ctx_train, optional_int(f, a + "context_length", 2048));
+  if (c.n_embd % c.n_head != 0 && !f.find(a + "attention.key_length")) {
+    return corrupt_file("embedding_length " + std::to_string(c.n_embd) + " is not a multiple of head_count " +
+                        std::to_string(c.n_head));
+  }
+  ASSIGN_OR_RETURN(c.head_dim, optional_int(f, a + "attention.key_length", c.n_embd / c.n_head));
+  ASSIGN_OR_RETURN(int64_t v_len, optional_int(f, a + "attention.value_length", c.head_dim));
+  if (v_len != c.head_dim) return unsupported("value_length != key_length is not supported");
+  if (c.n_head % c.n_head_kv != 0) {
+    return corrupt_file("head_count " + std::to_string(c.n_head) + " is not a multiple of head_count_kv " +
+                        std::to_string(c.n_head_kv));
+  }
+  ASSIGN_OR_RETURN(c.rope_dim, optional_int(f, a + "rope.dimension_count", c.head_dim));
+  if (c.rope_dim > c.head_dim || c.rope_dim % 2 != 0) {
+    return corrupt_file("rope.dimension_count " + std::to_string(c.rope_dim) + " does not fit head_dim " +
+                        std::to_string(c.head_dim));
+  }
+  if (c.head_dim % 2 != 0) return corrupt_file("head_dim must be even");
+  ASSIGN_OR_RETURN(c.rms_eps, optional_float(f, a + "attention.layer_norm_rms_epsilon", 1e-5f));
+  ASSIGN_OR_RETURN(c.rope_freq_base, optional_float(f, a + "rope.freq_base", 10000.0f));
+  if (!(c.rms_eps > 0) || !(c.rope_freq_base > 0)) return corrupt_file("rms epsilon and rope.freq_base must be positive");
+  if (auto type = f.get_string(a + "rope.scaling.type"); type.ok() && *type == "linear") {
+    ASSIGN_OR_RETURN(float factor, optional_float(f, a + "rope.scaling.factor", 1.0f));
+    if (!(factor > 0)) return corrupt_file("rope.scaling.factor must be positive");
+    c.rope_freq_scale = 1.0f / factor;
+  } else if (type.ok() && *type != "none" && *type != "llama3") {
+    return unsupported("rope scaling type '" + *type + "' is not supported");
+  }
+  // Vocabulary size: the token embedding is the source of truth.
+  const GgufTensor* emb = f.find_tensor("token_embd.weight");
+  if (!emb) return corrupt_file("missing tensor 'token_embd.weight'");
+  c.n_vocab = emb->ne[1];
+  if (c.n_vocab <= 0 || c.n_vocab > kMaxDim) return corrupt_file("bad vocabulary size");
+  c.tied_output = f.find_tensor("output.weight") == nullptr;
+  return c;
+}
+
+Result<std::unique_ptr<Model>> load_model(const std::string& path) {
+  ASSIGN_OR_RETURN(auto file, GgufFile::open(path));
+  return load_model(std::move(file));
+}
+
+Result<std::unique_ptr<Model>> load_model(std::unique_ptr<GgufFile> file) {
+  auto m = std::make_unique<Model>();
+  const GgufFile& f = *file;
+  ASSIGN_OR_RETURN(m->config, read_model_config(f));
+  const ModelConfig& c = m->config;
+  ASSIGN_OR_RETURN(m->token_embd, bind_tensor(f, "token_embd.weight", c.n_embd, c.n_vocab));
+  ASSIGN_OR_RETURN(m->output_norm, bind_tensor(f, "output_norm.weight", c.n_embd, 1));
+  if (c.tied_output) {
+    m->output = m->token_embd;
+  } else {
+    ASSIGN_OR_RETURN(m->output, bind_tensor(f, "output.weight", c.n_embd, c.n_vocab));
+  }
+  ASSIGN_OR_RETURN(m->rope_freqs, bind_tensor(f, "rope_freqs.weight", c.rope_dim / 2, 1, /*required=*/false));
+  const bool qwen2 = c.arch == Arch::kQwen2;
+  const bool qwen3 = c.arch == Arch::kQwen3;
+  m->layers.resize(c.n_layer);
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    LayerWeights& l = m->layers[i];
+    ASSIGN_OR_RETURN(l.attn_norm, bind_tensor(f, p + "attn_norm.weight", c.n_embd, 1));
+    ASSIGN_OR_RETURN(l.wq, bind_tensor(f, p + "attn_q.weight", c.n_embd, c.q_dim()));
+    ASSIGN_OR_RETURN(l.wk, bind_tensor(f, p + "attn_k.weight", c.n_embd, c.kv_dim()));
+    ASSIGN_OR_RETURN(l.wv, bind_tensor(f, p + "attn_v.weight", c.n_embd, c.kv_dim()));
+    ASSIGN_OR_RETURN(l.wo, bind_tensor(f, p + "attn_output.weight", c.q_dim(), c.n_embd));
+    // Biases are required by qwen2 and accepted (if present) on llama.
+    ASSIGN_OR_RETURN(l.bq, bind_tensor(f, p + "attn_q.bias", c.q_dim(), 1, qwen2));
+    ASSIGN_OR_RETURN(l.bk, bind_tensor(f, p + "attn_k.bias", c.kv_dim(), 1, qwen2));
+    ASSIGN_OR_RETURN(l.bv, bind_tensor(f, p + "attn_v.bias", c.kv_dim(), 1, qwen2));
+    if (qwen3) {
+      ASSIGN_OR_RETURN(l.q_norm, bind_tensor(f, p + "attn_q_norm.weight", c.head_dim, 1));
+      ASSIGN_OR_RETURN(l.k_norm, bind_tensor(f, p + "attn_k_norm.weight", c.head_dim, 1));
+    }
+    ASSIGN_OR_RETURN(l.ffn_norm, bind_tensor(f, p + "ffn_norm.weight", c.n_embd, 1));
+    ASSIGN_OR_RETURN(l.ffn_gate, bind_tensor(f, p + "ffn_gate.weight", c.n_embd, c.n_ff));
+    ASSIGN_OR_RETURN(l.ffn_up, bind_tensor(f, p + "ffn_up.weight", c.n_embd, c.n_ff));
+    ASSIGN_OR_RETURN(l.ffn_down, bind_tensor(f, p + "ffn_down.weight", c.n_ff, c.n_embd));
+  }
+  m->file = std::move(file);
+  return m;
+}
+
+int64_t Model::n_params() const {
+  int64_t n = 0;
+  for (const auto& t : file->tensors()) n += t.n_elements();
+  return n;
+}
+
+uint64_t Model::n_weight_bytes() const {
+  uint64_t n = 0;
+  for (const auto& t : file->tensors()) n += t.n_bytes;
+  return n;
+}
+
+}  // namespace zl
