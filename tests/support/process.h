@@ -42,3 +42,7 @@ inline std::string shared_dir() { return ZL_SHARED_DIR; }
 inline std::string zerolayer_bin() { return ZL_BIN; }
 
 }  // namespace zl::test
+
+namespace zl {
+inline std::string read_file_bytes(const std::string& path) { return zl::test::read_file(path); }
+}  // namespace zl

@@ -1,0 +1,96 @@
+// core/: Status/Result, the thread pool, CLI flag parsing.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <numeric>
+#include <vector>
+
+#include "cli/args.h"
+#include "core/status.h"
+#include "core/thread_pool.h"
+
+namespace zl {
+namespace {
+
+Result<int> parse_positive(int v) {
+  if (v <= 0) return invalid_argument("not positive: " + std::to_string(v));
+  return v;
+}
+
+Result<int> doubled(int v) {
+  ASSIGN_OR_RETURN(int x, parse_positive(v));
+  return 2 * x;
+}
+
+TEST(Status, ResultCarriesValueOrTypedError) {
+  EXPECT_EQ(*doubled(4), 8);
+  auto bad = doubled(-1);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().kind(), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(bad.status().to_string(), "invalid_argument: not positive: -1");
+  EXPECT_EQ(bad.status().with_context("flag --n").message(), "flag --n: not positive: -1");
+  EXPECT_EQ(error_kind_name(ErrorKind::kCorruptFile), "corrupt_file");
+}
+
+TEST(ThreadPool, CoversEveryIndexExactlyOnceForAwkwardSizes) {
+  for (int threads : {1, 2, 3, 8}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {1, 2, 3, 7, 64, 1000, 1023}) {
+      for (int64_t grain : {1, 4, 16}) {
+        std::vector<std::atomic<int>> hits(n);
+        pool.parallel_for(n, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) hits[i]++;
+        }, grain);
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "threads " << threads << " n " << n;
+      }
+    }
+  }
+}
+
+TEST(ThreadPool, ManyRoundsInARow) {
+  ThreadPool pool(2);
+  std::atomic<int64_t> sum{0};
+  for (int round = 0; round < 2000; ++round) {
+    pool.parallel_for(10, [&](int64_t b, int64_t e) { sum += e - b; });
+  }
+  EXPECT_EQ(sum.load(), 20000);
+}
+
+TEST(Args, ParsesLongShortAndInlineForms) {
+  const std::vector<cli::FlagSpec> specs = {{"model", true, ""}, {"n", true, ""}, {"json", false, ""}};
+  const char* argv[] = {"zerolayer", "generate", "--model", "m.gguf", "-n", "5", "--json"};
+  auto a = cli::Args::parse(7, const_cast<char**>(argv), 2, specs);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(*a->get("model"), "m.gguf");
+  EXPECT_EQ(*a->get_int("n", 0), 5);
+  EXPECT_TRUE(a->has("json"));
+  const char* argv2[] = {"zerolayer", "x", "--model=a=b", "--n", "x5"};
+  auto b = cli::Args::parse(5, const_cast<char**>(argv2), 2, specs);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(*b->get("model"), "a=b");
+  EXPECT_FALSE(b->get_int("n", 0).ok());
+}
+
+TEST(Args, RejectsUnknownFlagsMissingValuesAndStrayArguments) {
+  const std::vector<cli::FlagSpec> specs = {{"model", true, ""}, {"json", false, ""}};
+  const char* unknown[] = {"z", "c", "--modle", "x"};
+  EXPECT_FALSE(cli::Args::parse(4, const_cast<char**>(unknown), 2, specs).ok());
+  const char* missing[] = {"z", "c", "--model"};
+  EXPECT_FALSE(cli::Args::parse(3, const_cast<char**>(missing), 2, specs).ok());
+  const char* stray[] = {"z", "c", "file.gguf"};
+  EXPECT_FALSE(cli::Args::parse(3, const_cast<char**>(stray), 2, specs).ok());
+  const char* valued_bool[] = {"z", "c", "--json=1"};
+  EXPECT_FALSE(cli::Args::parse(3, const_cast<char**>(valued_bool), 2, specs).ok());
+}
+
+TEST(Args, IdLists) {
+  EXPECT_EQ(*cli::parse_id_list("1,2, 3"), (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(*cli::parse_id_list("[4,5]"), (std::vector<int32_t>{4, 5}));
+  EXPECT_TRUE(cli::parse_id_list("")->empty());
+  EXPECT_FALSE(cli::parse_id_list("1,x").ok());
+  EXPECT_FALSE(cli::parse_id_list("-3").ok());
+  EXPECT_FALSE(cli::parse_id_list("99999999999").ok());
+}
+
+}  // namespace
+}  // namespace zl

@@ -1,0 +1,215 @@
+// Model loading and make-model: configs, shape checks, clear errors, determinism.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <unistd.h>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernels/quant.h"
+#include "model/forward.h"
+#include "model/gguf.h"
+#include "model/make_model.h"
+#include "model/model.h"
+#include "support/process.h"
+
+namespace zl {
+namespace {
+
+std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "zl_model_test_" + std::to_string(::getpid()) + "_" + name;
+}
+
+// A vocabulary-only GGUF with n tokens (SPM-style metadata).
+std::string write_vocab(int n) {
+  GgufWriter w;
+  std::vector<std::string> tokens;
+  for (int i = 0; i < n; ++i) tokens.push_back("t" + std::to_string(i));
+  w.set("tokenizer.ggml.model", GgufValue::string("llama"));
+  w.set("tokenizer.ggml.tokens", GgufValue::string_array(tokens));
+  w.set("tokenizer.ggml.bos_token_id", GgufValue::u32(1));
+  w.set("tokenizer.ggml.eos_token_id", GgufValue::u32(2));
+  const std::string path = temp_path("vocab.gguf");
+  EXPECT_TRUE(w.write(path).ok());
+  return path;
+}
+
+ModelShape small_shape(const std::string& arch) {
+  ModelShape s = *model_shape_preset("tiny");
+  s.arch = arch;
+  s.n_embd = 64;
+  s.n_layer = 2;
+  s.n_head = 4;
+  s.n_head_kv = 2;
+  s.n_ff = 96;
+  s.n_ctx = 64;
+  return s;
+}
+
+std::string make(const std::string& arch, GgmlType type, uint64_t seed, const std::string& name) {
+  MakeModelOptions o{.shape = small_shape(arch), .type = type, .vocab_path = write_vocab(96),
+                     .out_path = temp_path(name), .seed = seed, .name = ""};
+  Status st = make_model(o, nullptr, nullptr);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  return o.out_path;
+}
+
+TEST(MakeModel, EveryArchAndTypeLoadsAndRuns) {
+  for (const char* arch : {"llama", "qwen2", "qwen3"}) {
+    for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0,
+                       GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+      SCOPED_TRACE(std::string(arch) + " " + ggml_type_name(t));
+      auto m = load_model(make(arch, t, 7, "m.gguf"));
+      ASSERT_TRUE(m.ok()) << m.status().to_string();
+      const ModelConfig& c = (*m)->config;
+      EXPECT_EQ(c.arch_name, arch);
+      EXPECT_EQ(c.n_vocab, 96);
+      EXPECT_EQ(c.head_dim, 16);
+      EXPECT_EQ(c.rope_type, std::string(arch) == "llama" ? RopeType::kNorm : RopeType::kNeox);
+      ReferenceForward fwd(**m, 16, nullptr);
+      const int32_t ids[] = {1, 5, 9};
+      auto logits = fwd.forward(ids, /*all_logits=*/true);
+      ASSERT_TRUE(logits.ok());
+      EXPECT_EQ(logits->size(), 3u * 96);
+      for (float v : *logits) ASSERT_TRUE(std::isfinite(v));
+    }
+  }
+}
+
+TEST(MakeModel, SameSeedSameBytesOtherSeedOtherBytes) {
+  const std::string a = read_file_bytes(make("llama", GgmlType::kQ4_0, 3, "a.gguf"));
+  ThreadPool pool(3);
+  MakeModelOptions o{.shape = small_shape("llama"), .type = GgmlType::kQ4_0, .vocab_path = write_vocab(96),
+                     .out_path = temp_path("b.gguf"), .seed = 3, .name = ""};
+  ASSERT_TRUE(make_model(o, &pool, nullptr).ok());  // threads must not change the bytes
+  EXPECT_EQ(a, read_file_bytes(o.out_path));
+  EXPECT_NE(a, read_file_bytes(make("llama", GgmlType::kQ4_0, 4, "c.gguf")));
+}
+
+TEST(MakeModel, RejectsBadShapes) {
+  MakeModelOptions o{.shape = small_shape("llama"), .type = GgmlType::kF32, .vocab_path = write_vocab(96),
+                     .out_path = temp_path("bad.gguf"), .seed = 1, .name = ""};
+  o.shape.n_head_kv = 3;  // 4 heads are not a multiple of 3
+  EXPECT_EQ(make_model(o, nullptr, nullptr).kind(), ErrorKind::kInvalidArgument);
+  o.shape = small_shape("gpt-j");
+  EXPECT_EQ(make_model(o, nullptr, nullptr).kind(), ErrorKind::kInvalidArgument);
+  o.shape = small_shape("llama");
+  o.vocab_path = temp_path("does-not-exist.gguf");
+  EXPECT_FALSE(make_model(o, nullptr, nullptr).ok());
+}
+
+TEST(MakeModel, Llama3PresetWritesRopeFreqs) {
+  ModelShape s = *model_shape_preset("llama3.2-1b");
+  EXPECT_TRUE(s.tied_output);
+  EXPECT_TRUE(s.llama3_rope);
+  s.n_embd = 128;
+  s.n_layer = 1;
+  s.n_head = 2;
+  s.n_head_kv = 1;
+  s.n_ff = 256;
+  MakeModelOptions o{.shape = s, .type = GgmlType::kQ8_0, .vocab_path = write_vocab(64),
+                     .out_path = temp_path("l3.gguf"), .seed = 1, .name = ""};
+  ASSERT_TRUE(make_model(o, nullptr, nullptr).ok());
+  auto m = load_model(o.out_path);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  ASSERT_NE((*m)->rope_freqs, nullptr);
+  EXPECT_TRUE((*m)->config.tied_output);
+  EXPECT_EQ((*m)->output, (*m)->token_embd);
+  const float* f = reinterpret_cast<const float*>((*m)->rope_freqs->data);
+  EXPECT_FLOAT_EQ(f[0], 1.0f);   // high frequencies are not scaled
+  EXPECT_FLOAT_EQ(f[31], 32.0f);  // the lowest ones by the full factor
+}
+
+// Rewrites one model file with a tensor dropped, renamed or reshaped.
+std::string mutate(const std::string& src, const std::string& drop, const std::string& reshape) {
+  auto f = GgufFile::open(src);
+  EXPECT_TRUE(f.ok());
+  GgufWriter w;
+  for (const auto& [k, v] : (*f)->metadata()) {
+    if (k != "general.alignment") w.set(k, v);
+  }
+  for (const auto& t : (*f)->tensors()) {
+    if (t.name == drop) continue;
+    std::vector<int64_t> ne(t.ne.begin(), t.ne.begin() + t.n_dims);
+    const uint8_t* data = t.data;
+    uint64_t n = t.n_bytes;
+    if (t.name == reshape) std::swap(ne[0], ne[1]);
+    w.add_tensor(t.name, t.type, ne, [data, n](uint8_t* dst, uint64_t) { std::memcpy(dst, data, n); });
+  }
+  const std::string out = temp_path("mutated.gguf");
+  EXPECT_TRUE(w.write(out).ok());
+  return out;
+}
+
+TEST(LoadModel, MissingTensorIsAClearError) {
+  auto m = load_model(mutate(make("llama", GgmlType::kF32, 1, "x.gguf"), "blk.1.ffn_up.weight", ""));
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().kind(), ErrorKind::kCorruptFile);
+  EXPECT_NE(m.status().message().find("blk.1.ffn_up.weight"), std::string::npos) << m.status().message();
+}
+
+TEST(LoadModel, WrongShapeIsAClearError) {
+  auto m = load_model(mutate(make("llama", GgmlType::kF32, 1, "y.gguf"), "", "blk.0.ffn_gate.weight"));
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("blk.0.ffn_gate.weight"), std::string::npos) << m.status().message();
+  EXPECT_NE(m.status().message().find("expected [64, 96]"), std::string::npos) << m.status().message();
+}
+
+TEST(LoadModel, Qwen2WithoutBiasesIsRejected) {
+  auto m = load_model(mutate(make("qwen2", GgmlType::kF32, 1, "q.gguf"), "blk.0.attn_k.bias", ""));
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("attn_k.bias"), std::string::npos);
+}
+
+TEST(LoadModel, UnknownArchitectureIsUnsupported) {
+  GgufWriter w;
+  w.set("general.architecture", GgufValue::string("mamba"));
+  const std::string p = temp_path("mamba.gguf");
+  ASSERT_TRUE(w.write(p).ok());
+  auto m = load_model(p);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().kind(), ErrorKind::kUnsupported);
+  EXPECT_NE(m.status().message().find("mamba"), std::string::npos);
+}
+
+TEST(LoadModel, MissingFileIsAnError) {
+  auto m = load_model("/nonexistent/model.gguf");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("/nonexistent/model.gguf"), std::string::npos) << m.status().message();
+}
+
+TEST(Forward, RejectsOutOfVocabularyIdsAndContextOverflow) {
+  auto m = load_model(make("llama", GgmlType::kF32, 1, "f.gguf"));
+  ASSERT_TRUE(m.ok());
+  ReferenceForward fwd(**m, 4, nullptr);
+  const int32_t bad[] = {1, 96};
+  EXPECT_EQ(fwd.forward(bad, false).status().kind(), ErrorKind::kInvalidArgument);
+  const int32_t neg[] = {-1};
+  EXPECT_EQ(fwd.forward(neg, false).status().kind(), ErrorKind::kInvalidArgument);
+  const int32_t five[] = {1, 2, 3, 4, 5};
+  EXPECT_EQ(fwd.forward(five, false).status().kind(), ErrorKind::kOutOfRange);
+  EXPECT_EQ(fwd.n_past(), 0);
+}
+
+TEST(Forward, IncrementalEqualsBatchAndThreadsDoNotChangeResults) {
+  auto m = load_model(make("qwen3", GgmlType::kQ8_0, 5, "g.gguf"));
+  ASSERT_TRUE(m.ok());
+  const std::vector<int32_t> ids = {1, 17, 33, 2, 60, 61};
+  ReferenceForward batch(**m, 16, nullptr);
+  auto all = batch.forward(ids, /*all_logits=*/true);
+  ASSERT_TRUE(all.ok());
+  ThreadPool pool(2);
+  ReferenceForward inc(**m, 16, &pool);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int32_t one[] = {ids[i]};
+    auto l = inc.forward(one, false);
+    ASSERT_TRUE(l.ok());
+    for (int64_t v = 0; v < 96; ++v) EXPECT_NEAR((*l)[v], (*all)[i * 96 + v], 1e-5) << "pos " << i;
+  }
+}
+
+}  // namespace
+}  // namespace zl
