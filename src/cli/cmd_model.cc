@@ -126,7 +126,7 @@ int cmd_logits(int argc, char** argv, int first) {
 int cmd_generate(int argc, char** argv, int first) {
   int code = 0;
   auto args = parse_command(
-      argc, argv, first, "generate", "--model PATH (--prompt TEXT | --prompt-ids 1,2,3) [-n N] [flags]",
+      argc, argv, first, "generate", "[--model PATH] (--prompt TEXT | --prompt-ids 1,2,3) [-n N] [flags]",
       {{"model", true, "GGUF model file"},
        {"prompt", true, "prompt text (tokenized with the model's tokenizer)"},
        {"prompt-ids", true, "prompt as comma-separated token ids (fed verbatim)"},
@@ -139,7 +139,6 @@ int cmd_generate(int argc, char** argv, int first) {
        {"json", false, "print {prompt_ids, generated_ids, text} as one JSON object"}},
       &code);
   if (!args) return code;
-  if (!args->has("model")) return report_error("generate", invalid_argument("--model is required"));
   if (args->has("prompt") == args->has("prompt-ids")) {
     return report_error("generate", invalid_argument("give exactly one of --prompt and --prompt-ids"));
   }
@@ -154,7 +153,9 @@ int cmd_generate(int argc, char** argv, int first) {
   if (*n_gen < 0 || *n_gen > (1 << 20)) return report_error("generate", invalid_argument("-n must be in [0, 1048576]"));
   if (!(*temperature >= 0)) return report_error("generate", invalid_argument("--temperature must be >= 0"));
 
-  auto loaded = load_model_with_progress(*args->get("model"));
+  auto model_path = args->has("model") ? Result<std::string>(*args->get("model")) : default_model_path();
+  if (!model_path.ok()) return report_error("generate", model_path.status());
+  auto loaded = load_model_with_progress(*model_path);
   if (!loaded.ok()) return report_error("generate", loaded.status());
   const Model& model = *loaded->model;
 

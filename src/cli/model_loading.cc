@@ -1,6 +1,10 @@
 #include "cli/model_loading.h"
 
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 
 #include "core/progress.h"
 
@@ -25,6 +29,26 @@ Result<LoadedModel> load_model_with_progress(const std::string& path) {
   out.model = std::move(model);
   out.t_load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return out;
+}
+
+Result<std::string> default_model_path() {
+  if (const char* env = std::getenv("ZEROLAYER_MODEL"); env && *env) return std::string(env);
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  std::vector<fs::path> candidates;
+  if (!ec) {
+    const fs::path dir = exe.parent_path();
+    candidates = {dir / "models", dir.parent_path() / "models", dir.parent_path() / "share" / "zerolayer"};
+  }
+  std::string searched;
+  for (const auto& c : candidates) {
+    const fs::path p = c / "zerolayer-demo.gguf";
+    if (fs::exists(p, ec)) return p.lexically_normal().string();
+    searched += (searched.empty() ? "" : ", ") + p.lexically_normal().string();
+  }
+  return not_found("no --model given and the built-in demo model was not found (searched $ZEROLAYER_MODEL, " +
+                   searched + ")");
 }
 
 void append_json_string(std::string& out, std::string_view s) {

@@ -19,6 +19,12 @@ struct LoadedModel {
 
 Result<LoadedModel> load_model_with_progress(const std::string& path);
 
+// The model to use when no --model is given: $ZEROLAYER_MODEL, else the
+// built-in demo model (models/zerolayer-demo.gguf) found next to the
+// executable (../models/ from build/, or <prefix>/share/zerolayer/).
+// NotFound, naming the places searched, when there is none.
+Result<std::string> default_model_path();
+
 // Appends `s` as a JSON string literal (quoted, escaped) to `out`.
 void append_json_string(std::string& out, std::string_view s);
 
