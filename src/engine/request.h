@@ -1,0 +1,165 @@
+// The API-neutral request and the events the engine sends back.
+//
+// The HTTP layer parses a request body once into a Request (token ids are
+// already computed: exact counts happen before admission), submits it and
+// receives Events through the request's RequestChannel. Events carry no API
+// formatting: api/anthropic and api/openai turn them into JSON / SSE.
+// Streaming and non-streaming share this path (non-streaming collects).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace zl {
+
+struct SamplingParams {
+  float temperature = 1.0f;         // 0: greedy (argmax, lowest id on ties)
+  int32_t top_k = 0;                // 0: off
+  float top_p = 1.0f;               // 1: off
+  float min_p = 0.0f;               // 0: off
+  float repetition_penalty = 1.0f;  // 1: off (llama.cpp/CTRL style: divide positive logits)
+  float presence_penalty = 0.0f;    // OpenAI style, over generated tokens
+  float frequency_penalty = 0.0f;
+  int32_t penalty_last_n = 64;      // window of recent tokens for the penalties (-1: all)
+  std::optional<uint64_t> seed;     // same seed, same tokens, whatever else is in the batch
+  std::map<int32_t, float> logit_bias;  // added to the logit; -inf bans the token
+};
+
+struct StopParams {
+  int32_t max_tokens = 256;                // generated tokens at most (clamped to the context)
+  std::vector<int32_t> stop_token_ids;     // in addition to EOS/EOT unless ignore_eos
+  std::vector<std::string> stop_strings;   // matched on detokenized text, never emitted
+  bool ignore_eos = false;
+};
+
+struct Request {
+  std::string id;                  // request id (also the log/trace id)
+  std::string tenant;              // API key identity: salts the prefix cache, keys quotas
+  std::vector<int32_t> prompt_ids; // the full prompt, BOS included when the model wants it
+  SamplingParams sampling;
+  StopParams stop;
+  int32_t priority = 0;            // higher first; FCFS within a priority
+  bool return_token_ids = false;   // include token ids in text events
+};
+
+enum class FinishReason {
+  kNone,
+  kEndOfSequence,  // EOS/EOT or a stop token id   (Anthropic end_turn, OpenAI stop)
+  kMaxTokens,      // max_tokens reached           (max_tokens / length)
+  kStopSequence,   // a stop string matched        (stop_sequence / stop)
+  kContextWindow,  // the context window is full   (model_context_window_exceeded / length)
+  kSafety,         // a guard rule stopped it      (refusal / content_filter)
+  kCancelled,      // the client went away
+  kError,          // see Event::error
+};
+std::string_view finish_reason_name(FinishReason r);
+
+struct Usage {
+  int64_t n_prompt_tokens = 0;
+  int64_t n_cached_tokens = 0;     // prompt tokens served from the prefix cache
+  int64_t n_generated_tokens = 0;
+};
+
+struct Timings {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point t_submit{};
+  Clock::time_point t_scheduled{};    // first admitted to the batch
+  Clock::time_point t_first_token{};
+  Clock::time_point t_last_token{};
+  double t_queued_ms() const;
+  double t_prefill_ms() const;      // scheduled -> first token
+};
+
+enum class EventKind {
+  kText,      // text delta (valid UTF-8, possibly empty when only ids advance)
+  kFinish,    // the last event: finish reason, final usage and timings
+  kError,     // the last event: a failure after acceptance
+};
+
+struct Event {
+  EventKind kind = EventKind::kText;
+  std::string text;                 // kText: the delta
+  std::vector<int32_t> token_ids;   // kText: ids behind the delta (when asked)
+  FinishReason finish = FinishReason::kNone;
+  std::string stop_sequence;        // kFinish with kStopSequence: the string that matched
+  Usage usage;                      // cumulative at every event
+  Timings timings;
+  Status error;                     // kError
+};
+
+// One request's event stream from the engine thread to one consumer.
+// Thread-safe. push() never blocks (the engine thread must not wait on a slow
+// client; backpressure is applied by the engine pausing the sequence when
+// pending() grows, see DESIGN.md). cancel() may be called from any thread and
+// takes effect at the engine's next step.
+class RequestChannel {
+ public:
+  explicit RequestChannel(std::string request_id) : request_id_(std::move(request_id)) {}
+
+  const std::string& request_id() const { return request_id_; }
+
+  // Engine side.
+  void push(Event e);
+  bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
+
+  // Consumer side.
+  void cancel() { cancelled_.store(true, std::memory_order_release); }
+  // Pops all pending events (possibly none) without blocking.
+  std::vector<Event> drain();
+  // Waits until an event is pending or `timeout` passes; then drains.
+  std::vector<Event> wait_and_drain(std::chrono::milliseconds timeout);
+  // Called (from the engine thread, outside the lock) after each push: an
+  // I/O thread posts a wake-up to its event loop here. Set before submit().
+  void set_notifier(std::function<void()> fn);
+  size_t pending() const;
+  bool finished() const;  // a kFinish or kError event has been pushed
+
+ private:
+  std::string request_id_;
+  std::atomic<bool> cancelled_{false};
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Event> events_;
+  std::function<void()> notifier_;
+  bool finished_ = false;
+};
+
+// Snapshot of engine state for /metrics, /ready and admission decisions.
+struct EngineStats {
+  int64_t n_running = 0;
+  int64_t n_waiting = 0;
+  int64_t n_kv_blocks_total = 0;
+  int64_t n_kv_blocks_used = 0;
+  int64_t n_kv_blocks_cached = 0;   // unreferenced blocks kept for prefix reuse
+  int64_t kv_block_size = 0;
+  int64_t n_ctx = 0;                // per-sequence context window
+  int64_t n_steps = 0;
+  int64_t n_prompt_tokens_total = 0;
+  int64_t n_cached_tokens_total = 0;
+  int64_t n_generated_tokens_total = 0;
+};
+
+// What the HTTP layer sees of the engine. The real Engine implements it;
+// tests implement fakes.
+class EngineApi {
+ public:
+  virtual ~EngineApi() = default;
+  // Queues a request. Thread-safe. Never blocks on compute. An error
+  // (e.g. the prompt cannot fit the context) arrives as a kError event.
+  virtual std::shared_ptr<RequestChannel> submit(Request request) = 0;
+  virtual EngineStats stats() const = 0;
+};
+
+}  // namespace zl
