@@ -1,0 +1,276 @@
+#include "model/runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/quant.h"
+
+namespace zl {
+namespace {
+
+const float* f32_data(const GgufTensor* t) { return reinterpret_cast<const float*>(t->data); }
+
+float silu(float x) { return x / (1.0f + std::exp(-x)); }
+
+}  // namespace
+
+// ---------------------------------------------------------------- KvStorage
+
+KvStorage::KvStorage(const ModelConfig& c, int64_t n_blocks, int64_t block_size, KvType type)
+    : n_layer_(c.n_layer),
+      n_blocks_(n_blocks),
+      block_size_(block_size),
+      kv_dim_(c.kv_dim()),
+      type_(type),
+      elem_size_(type == KvType::kF32 ? 4 : 2) {
+  CHECK(n_blocks > 0 && block_size > 0);
+  data_.resize(static_cast<size_t>(n_layer_) * 2 * n_blocks_ * block_size_ * kv_dim_ * elem_size_);
+}
+
+size_t KvStorage::bytes_per_token(const ModelConfig& c, KvType type) {
+  return static_cast<size_t>(c.n_layer) * 2 * c.kv_dim() * (type == KvType::kF32 ? 4 : 2);
+}
+
+uint8_t* KvStorage::row(int64_t layer, int which, int64_t block, int64_t slot) {
+  DCHECK(layer < n_layer_ && block < n_blocks_ && slot < block_size_);
+  const size_t index = ((static_cast<size_t>(layer) * 2 + which) * n_blocks_ + block) * block_size_ + slot;
+  return data_.data() + index * kv_dim_ * elem_size_;
+}
+
+void* KvStorage::k_row(int64_t layer, int64_t block, int64_t slot) { return row(layer, 0, block, slot); }
+void* KvStorage::v_row(int64_t layer, int64_t block, int64_t slot) { return row(layer, 1, block, slot); }
+
+// -------------------------------------------------------------- ModelRunner
+
+ModelRunner::ModelRunner(const Model& model, ThreadPool* pool) : model_(model), c_(model.config), pool_(pool) {}
+
+Status ModelRunner::validate(std::span<const BatchSequence> batch, const KvStorage& kv) const {
+  for (const auto& s : batch) {
+    if (s.tokens.empty()) return invalid_argument("a batch sequence has no tokens");
+    for (int32_t id : s.tokens) {
+      if (id < 0 || id >= c_.n_vocab) {
+        return invalid_argument("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                std::to_string(c_.n_vocab) + ")");
+      }
+    }
+    const int64_t end = s.n_past + static_cast<int64_t>(s.tokens.size());
+    if (static_cast<int64_t>(s.block_table.size()) * kv.block_size() < end) {
+      return out_of_range("block table of " + std::to_string(s.block_table.size()) + " blocks cannot hold " +
+                          std::to_string(end) + " tokens");
+    }
+    for (int32_t b : s.block_table) {
+      if (b < 0 || b >= kv.n_blocks()) return internal_error("block id " + std::to_string(b) + " out of range");
+    }
+  }
+  return Status();
+}
+
+void ModelRunner::matmul(const GgufTensor& w, const float* x, int64_t n_tokens, float* y) {
+  const int64_t n_in = w.ne[0];
+  const int64_t n_out = w.ne[1];
+  const GgmlType partner = vec_dot_type(w.type);
+  const size_t act_row = row_size(partner, n_in);
+  const size_t w_row = row_size(w.type, n_in);
+  act_.resize(act_row * n_tokens);
+  for (int64_t t = 0; t < n_tokens; ++t) quantize_row(partner, x + t * n_in, act_.data() + t * act_row, n_in);
+  const uint8_t* act = act_.data();
+  auto rows = [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* wr = w.data + r * w_row;
+      for (int64_t t = 0; t < n_tokens; ++t) y[t * n_out + r] = vec_dot(w.type, wr, act + t * act_row, n_in);
+    }
+  };
+  if (pool_) {
+    pool_->parallel_for(n_out, rows, /*grain=*/16);
+  } else {
+    rows(0, n_out);
+  }
+}
+
+// RoPE as ggml computes it: theta advances by repeated float multiplication,
+// divided by the optional per-dimension frequency factors.
+void ModelRunner::rope(float* x, int64_t n_heads, int64_t pos) const {
+  const int64_t half = c_.rope_dim / 2;
+  const float theta_scale = std::pow(c_.rope_freq_base, -2.0f / static_cast<float>(c_.rope_dim));
+  const float* factors = model_.rope_freqs ? f32_data(model_.rope_freqs) : nullptr;
+  float cos_t[512], sin_t[512];  // rope_dim <= head_dim; CHECKed below
+  CHECK(half <= 512) << "rope_dim too large";
+  float theta = static_cast<float>(pos);
+  for (int64_t i = 0; i < half; ++i) {
+    const float angle = c_.rope_freq_scale * (theta / (factors ? factors[i] : 1.0f));
+    cos_t[i] = std::cos(angle);
+    sin_t[i] = std::sin(angle);
+    theta *= theta_scale;
+  }
+  const bool neox = c_.rope_type == RopeType::kNeox;
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* v = x + h * c_.head_dim;
+    for (int64_t i = 0; i < half; ++i) {
+      // kNorm pairs adjacent values, kNeox pairs the two halves of the rotated dims.
+      const int64_t a = neox ? i : 2 * i;
+      const int64_t b = neox ? i + half : 2 * i + 1;
+      const float x0 = v[a], x1 = v[b];
+      v[a] = x0 * cos_t[i] - x1 * sin_t[i];
+      v[b] = x0 * sin_t[i] + x1 * cos_t[i];
+    }
+  }
+}
+
+namespace {
+
+void store_row(KvType type, const float* src, void* dst, int64_t n) {
+  if (type == KvType::kF32) {
+    std::memcpy(dst, src, n * sizeof(float));
+  } else {
+    auto* d = static_cast<uint16_t*>(dst);
+    for (int64_t i = 0; i < n; ++i) d[i] = fp32_to_fp16(src[i]);
+  }
+}
+
+float load_elem(KvType type, const void* row, int64_t i) {
+  return type == KvType::kF32 ? static_cast<const float*>(row)[i] : fp16_to_fp32(static_cast<const uint16_t*>(row)[i]);
+}
+
+}  // namespace
+
+void ModelRunner::attention_block(const LayerWeights& l, int64_t il, std::span<const BatchSequence> batch,
+                                  KvStorage& kv) {
+  const int64_t n_tokens = static_cast<int64_t>(tokens_.size());
+  const int64_t n_embd = c_.n_embd, q_dim = c_.q_dim(), kv_dim = c_.kv_dim(), hd = c_.head_dim;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    rms_norm(&x_[t * n_embd], f32_data(l.attn_norm), &xn_[t * n_embd], n_embd, c_.rms_eps);
+  }
+  matmul(*l.wq, xn_.data(), n_tokens, q_.data());
+  matmul(*l.wk, xn_.data(), n_tokens, k_.data());
+  matmul(*l.wv, xn_.data(), n_tokens, v_.data());
+  const int64_t bs = kv.block_size();
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    float* q = &q_[t * q_dim];
+    float* k = &k_[t * kv_dim];
+    float* v = &v_[t * kv_dim];
+    if (l.bq) {
+      for (int64_t i = 0; i < q_dim; ++i) q[i] += f32_data(l.bq)[i];
+      for (int64_t i = 0; i < kv_dim; ++i) k[i] += f32_data(l.bk)[i];
+      for (int64_t i = 0; i < kv_dim; ++i) v[i] += f32_data(l.bv)[i];
+    }
+    if (l.q_norm) {
+      for (int64_t h = 0; h < c_.n_head; ++h) rms_norm(q + h * hd, f32_data(l.q_norm), q + h * hd, hd, c_.rms_eps);
+      for (int64_t h = 0; h < c_.n_head_kv; ++h) rms_norm(k + h * hd, f32_data(l.k_norm), k + h * hd, hd, c_.rms_eps);
+    }
+    const TokenRef& ref = tokens_[t];
+    rope(q, c_.n_head, ref.pos);
+    rope(k, c_.n_head_kv, ref.pos);
+    const int32_t block = batch[ref.seq].block_table[ref.pos / bs];
+    store_row(kv.type(), k, kv.k_row(il, block, ref.pos % bs), kv_dim);
+    store_row(kv.type(), v, kv.v_row(il, block, ref.pos % bs), kv_dim);
+  }
+  // Causal attention: the token at position p attends to positions [0, p] of its sequence.
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int64_t group = c_.n_head / c_.n_head_kv;
+  const KvType kv_type = kv.type();
+  auto heads = [&](int64_t j0, int64_t j1) {
+    std::vector<float> scores;
+    for (int64_t j = j0; j < j1; ++j) {
+      const int64_t t = j / c_.n_head, h = j % c_.n_head, kvh = h / group;
+      const TokenRef& ref = tokens_[t];
+      const auto& table = batch[ref.seq].block_table;
+      const int64_t n_kv = ref.pos + 1;
+      scores.resize(n_kv);
+      const float* q = &q_[t * q_dim + h * hd];
+      float max_s = -INFINITY;
+      for (int64_t p = 0; p < n_kv; ++p) {
+        const void* krow = kv.k_row(il, table[p / bs], p % bs);
+        float s = 0.0f;
+        for (int64_t i = 0; i < hd; ++i) s += q[i] * load_elem(kv_type, krow, kvh * hd + i);
+        scores[p] = s * scale;
+        max_s = std::max(max_s, scores[p]);
+      }
+      double sum = 0.0;
+      for (int64_t p = 0; p < n_kv; ++p) {
+        scores[p] = std::exp(scores[p] - max_s);
+        sum += scores[p];
+      }
+      const float inv = static_cast<float>(1.0 / sum);
+      float* out = &attn_[t * q_dim + h * hd];
+      std::fill(out, out + hd, 0.0f);
+      for (int64_t p = 0; p < n_kv; ++p) {
+        const void* vrow = kv.v_row(il, table[p / bs], p % bs);
+        const float w = scores[p] * inv;
+        for (int64_t i = 0; i < hd; ++i) out[i] += w * load_elem(kv_type, vrow, kvh * hd + i);
+      }
+    }
+  };
+  if (pool_) {
+    pool_->parallel_for(n_tokens * c_.n_head, heads);
+  } else {
+    heads(0, n_tokens * c_.n_head);
+  }
+  matmul(*l.wo, attn_.data(), n_tokens, tmp_.data());
+  for (int64_t i = 0; i < n_tokens * n_embd; ++i) x_[i] += tmp_[i];
+}
+
+void ModelRunner::ffn_block(const LayerWeights& l) {
+  const int64_t n_tokens = static_cast<int64_t>(tokens_.size());
+  const int64_t n_embd = c_.n_embd, n_ff = c_.n_ff;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    rms_norm(&x_[t * n_embd], f32_data(l.ffn_norm), &xn_[t * n_embd], n_embd, c_.rms_eps);
+  }
+  matmul(*l.ffn_gate, xn_.data(), n_tokens, gate_.data());
+  matmul(*l.ffn_up, xn_.data(), n_tokens, up_.data());
+  for (int64_t i = 0; i < n_tokens * n_ff; ++i) gate_[i] = silu(gate_[i]) * up_[i];
+  matmul(*l.ffn_down, gate_.data(), n_tokens, tmp_.data());
+  for (int64_t i = 0; i < n_tokens * n_embd; ++i) x_[i] += tmp_[i];
+}
+
+Status ModelRunner::forward(std::span<const BatchSequence> batch, KvStorage& kv, std::vector<float>& logits) {
+  RETURN_IF_ERROR(validate(batch, kv));
+  tokens_.clear();
+  for (int64_t si = 0; si < static_cast<int64_t>(batch.size()); ++si) {
+    for (size_t i = 0; i < batch[si].tokens.size(); ++i) tokens_.push_back({si, batch[si].n_past + static_cast<int64_t>(i)});
+  }
+  const int64_t n = static_cast<int64_t>(tokens_.size());
+  if (n == 0) return Status();
+  const int64_t n_embd = c_.n_embd;
+  x_.resize(n * n_embd);
+  xn_.resize(n * n_embd);
+  q_.resize(n * c_.q_dim());
+  attn_.resize(n * c_.q_dim());
+  k_.resize(n * c_.kv_dim());
+  v_.resize(n * c_.kv_dim());
+  gate_.resize(n * c_.n_ff);
+  up_.resize(n * c_.n_ff);
+  tmp_.resize(n * n_embd);
+
+  const GgufTensor& emb = *model_.token_embd;
+  const size_t emb_row = row_size(emb.type, n_embd);
+  int64_t t = 0;
+  for (const auto& s : batch) {
+    for (int32_t id : s.tokens) dequantize_row(emb.type, emb.data + id * emb_row, &x_[t++ * n_embd], n_embd);
+  }
+  for (int64_t il = 0; il < c_.n_layer; ++il) {
+    attention_block(model_.layers[il], il, batch, kv);
+    ffn_block(model_.layers[il]);
+  }
+
+  // Final norm only on the rows whose logits are wanted, then one output matmul.
+  std::vector<int64_t> out_rows;
+  t = 0;
+  for (const auto& s : batch) {
+    const int64_t n_s = static_cast<int64_t>(s.tokens.size());
+    if (s.want_logits) {
+      for (int64_t i = s.all_logits ? 0 : n_s - 1; i < n_s; ++i) out_rows.push_back(t + i);
+    }
+    t += n_s;
+  }
+  if (out_rows.empty()) return Status();
+  for (size_t r = 0; r < out_rows.size(); ++r) {
+    rms_norm(&x_[out_rows[r] * n_embd], f32_data(model_.output_norm), &xn_[r * n_embd], n_embd, c_.rms_eps);
+  }
+  const size_t base = logits.size();
+  logits.resize(base + out_rows.size() * c_.n_vocab);
+  matmul(*model_.output, xn_.data(), static_cast<int64_t>(out_rows.size()), logits.data() + base);
+  return Status();
+}
+
+}  // namespace zl

@@ -1,0 +1,98 @@
+// ModelRunner: one forward pass over a ragged batch of sequences whose K/V
+// live in a paged cache (DESIGN.md §4).
+//
+// Every step, the tokens of all scheduled sequences (prefill chunks and
+// decode tokens alike) are concatenated into one activation matrix, so each
+// weight matrix is read once per step however many sequences run. Attention
+// then reads each sequence's K/V through its block table. The result for a
+// token does not depend on what else is in the batch (every output is
+// computed in the same order whatever the batch), which is what makes N
+// concurrent greedy requests produce exactly the ids each produces alone.
+//
+// Not thread-safe: one engine thread drives it; the ThreadPool parallelizes
+// matmuls over output rows and attention over (token, head).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "model/model.h"
+
+namespace zl {
+
+enum class KvType { kF32, kF16 };
+
+// K/V storage of a paged cache: per layer, [n_blocks][block_size][kv_dim].
+// Owns the memory (n_layer × 2 × n_blocks × block_size × kv_dim elements).
+class KvStorage {
+ public:
+  KvStorage(const ModelConfig& config, int64_t n_blocks, int64_t block_size, KvType type);
+
+  int64_t n_blocks() const { return n_blocks_; }
+  int64_t block_size() const { return block_size_; }
+  int64_t kv_dim() const { return kv_dim_; }
+  KvType type() const { return type_; }
+  size_t bytes() const { return data_.size(); }
+  // Bytes of K and V for one token across all layers.
+  static size_t bytes_per_token(const ModelConfig& config, KvType type);
+
+  // The row of token slot `slot` in block `block` of layer `layer` (K or V).
+  void* k_row(int64_t layer, int64_t block, int64_t slot);
+  void* v_row(int64_t layer, int64_t block, int64_t slot);
+
+ private:
+  uint8_t* row(int64_t layer, int which, int64_t block, int64_t slot);
+  int64_t n_layer_, n_blocks_, block_size_, kv_dim_;
+  KvType type_;
+  size_t elem_size_;
+  std::vector<uint8_t> data_;
+};
+
+// One sequence's share of a step.
+struct BatchSequence {
+  std::span<const int32_t> tokens;       // tokens to compute now, at positions n_past...
+  int64_t n_past = 0;                     // tokens of this sequence already in the cache
+  std::span<const int32_t> block_table;  // block ids covering positions [0, n_past + tokens.size())
+  bool all_logits = false;                // logits for every token, else only for the last one
+  bool want_logits = true;                // false: a prefill chunk that is not the last one
+};
+
+class ModelRunner {
+ public:
+  ModelRunner(const Model& model, ThreadPool* pool);
+
+  // Computes the batch, writes its K/V into `kv`, and appends the requested
+  // logits rows to `logits` (n_vocab floats per row, sequences in order).
+  // Errors (nothing is computed then): a token id outside the vocabulary, a
+  // block table too short for the positions, a block id outside the storage.
+  Status forward(std::span<const BatchSequence> batch, KvStorage& kv, std::vector<float>& logits);
+
+  const Model& model() const { return model_; }
+
+ private:
+  struct TokenRef {
+    int64_t seq;  // index into the batch
+    int64_t pos;  // absolute position
+  };
+  Status validate(std::span<const BatchSequence> batch, const KvStorage& kv) const;
+  void attention_block(const LayerWeights& l, int64_t il, std::span<const BatchSequence> batch, KvStorage& kv);
+  void ffn_block(const LayerWeights& l);
+  void rope(float* x, int64_t n_heads, int64_t pos) const;
+  void matmul(const GgufTensor& w, const float* x, int64_t n_tokens, float* y);
+
+  const Model& model_;
+  const ModelConfig& c_;
+  ThreadPool* pool_;
+  std::vector<TokenRef> tokens_;
+  // Scratch, [n_tokens][...] for the current batch.
+  std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, tmp_;
+  std::vector<uint8_t> act_;
+};
+
+// Applies y = x / sqrt(mean(x²) + eps) * w over n floats (sum in double, as ggml).
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
+
+}  // namespace zl
