@@ -1,9 +1,27 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs the default test suite (unit + e2e). This is what CI runs.
+# Sets up, builds and runs the default test suite (unit + e2e), then the
+# hostile-input tests (GGUF parsing, model loading) again under
+# AddressSanitizer + UndefinedBehaviorSanitizer. This is what CI runs.
 # Tests that need ../shared (models, golden data, vocabularies) say SKIPPED when it is absent.
+#   --no-sanitize   skip the sanitizer pass
 set -euo pipefail
 cd "$(dirname "$0")/.."
+sanitize=1
+ctest_args=()
+for a in "$@"; do
+  case "$a" in
+    --no-sanitize) sanitize=0 ;;
+    *) ctest_args+=("$a") ;;
+  esac
+done
+jobs=$(nproc 2>/dev/null || echo 2)
 bash scripts/setup.sh
 bash scripts/build.sh
-cd build
-ctest --output-on-failure -j"$(nproc 2>/dev/null || echo 2)" "$@"
+(cd build && ctest --output-on-failure -j"$jobs" "${ctest_args[@]}")
+if [ "$sanitize" = 1 ]; then
+  echo "== sanitizer pass (ASan + UBSan): hostile-input tests"
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DZL_SANITIZE=ON >/dev/null
+  cmake --build build-asan -j"$jobs" --target gguf_test model_test
+  ./build-asan/gguf_test --gtest_brief=1
+  ./build-asan/model_test --gtest_brief=1
+fi
