@@ -119,6 +119,10 @@ struct GgufLimits {
   uint32_t max_array_depth = 8;               // nested arrays
   uint64_t max_kv = 1ull << 20;
   uint64_t max_tensors = 1ull << 20;
+  // Array items in the whole file. A parsed item is a 48-byte GgufValue while
+  // a u8 item takes one byte on disk, so this bounds what many maximal arrays
+  // could make us allocate (~800 MB); real vocabularies hold ~1M items.
+  uint64_t max_total_items = 1ull << 24;
 };
 
 class GgufFile {
@@ -173,10 +177,13 @@ class GgufFile {
 // that multi-gigabyte models stream to disk without being held in memory.
 class GgufWriter {
  public:
-  // Fills `dst` (exactly n_bytes) with the tensor's encoded data.
+  // Fills `dst` (exactly n_bytes, zeroed beforehand) with the tensor's encoded
+  // data. A null DataFn writes zeros.
   using DataFn = std::function<void(uint8_t* dst, uint64_t n_bytes)>;
 
-  void set(std::string key, GgufValue value);  // replaces an existing key
+  // Replaces an existing key in place. Setting general.alignment (a uint32
+  // power of two, CHECKed) is the same as set_alignment.
+  void set(std::string key, GgufValue value);
   void set_alignment(uint64_t alignment);      // also writes general.alignment
   // ne: row length first; 1..4 dims. CHECKs that ne[0] is a multiple of the block size.
   void add_tensor(std::string name, GgmlType type, std::vector<int64_t> ne, DataFn fill);
