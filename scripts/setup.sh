@@ -8,6 +8,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libboost1.81-dev libboost-json1.81-dev
   libpcre2-dev
+  libtomlplusplus-dev
   wamerican
 )
 
@@ -18,7 +19,24 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
+# The official SDKs for the end-to-end tests (tests/sdk), from the committed
+# lockfile; skipped when already installed from the same lockfile.
+install_sdk_tests() {
+  local dir
+  dir="$(cd "$(dirname "$0")/.." && pwd)/tests/sdk"
+  if ! command -v npm >/dev/null; then
+    echo "setup: npm not found; the SDK end-to-end tests will be skipped" >&2
+    return 0
+  fi
+  if [ -f "$dir/node_modules/.package-lock.json" ] && [ "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ]; then
+    return 0
+  fi
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) ||
+    echo "setup: npm ci in tests/sdk failed; the SDK end-to-end tests will be skipped" >&2
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
+  install_sdk_tests
   exit 0
 fi
 
@@ -31,3 +49,4 @@ echo "setup: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq >/dev/null
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+install_sdk_tests

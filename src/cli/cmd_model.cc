@@ -13,6 +13,8 @@
 #include "cli/commands.h"
 #include "cli/model_loading.h"
 #include "core/thread_pool.h"
+#include "engine/engine.h"
+#include "tokenizer/tokenizer.h"
 #include "model/forward.h"
 #include "model/model.h"
 
@@ -32,23 +34,6 @@ void append_ids(std::string& out, const std::vector<int32_t>& ids) {
     out += std::to_string(ids[i]);
   }
   out += ']';
-}
-
-// Greedy: argmax, ties to the lowest id. Otherwise a softmax sample at `temperature`.
-int32_t pick_token(const float* logits, int64_t n_vocab, double temperature, std::mt19937_64& rng) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < n_vocab; ++i) {
-    if (logits[i] > logits[best]) best = i;
-  }
-  if (temperature <= 0) return static_cast<int32_t>(best);
-  std::vector<double> p(n_vocab);
-  double sum = 0;
-  for (int64_t i = 0; i < n_vocab; ++i) sum += p[i] = std::exp((logits[i] - logits[best]) / temperature);
-  double u = std::uniform_real_distribution<double>(0.0, sum)(rng);
-  for (int64_t i = 0; i < n_vocab; ++i) {
-    if ((u -= p[i]) <= 0) return static_cast<int32_t>(i);
-  }
-  return static_cast<int32_t>(best);
 }
 
 std::string describe_value(const GgufValue& v, bool all) {
@@ -76,12 +61,6 @@ std::string describe_value(const GgufValue& v, bool all) {
     return buf;
   }
   return "?";
-}
-
-std::optional<int64_t> eos_id(const GgufFile& f) {
-  auto v = f.get_int("tokenizer.ggml.eos_token_id");
-  if (!v.ok()) return std::nullopt;
-  return *v;
 }
 
 }  // namespace
@@ -127,14 +106,17 @@ int cmd_generate(int argc, char** argv, int first) {
   int code = 0;
   auto args = parse_command(
       argc, argv, first, "generate", "[--model PATH] (--prompt TEXT | --prompt-ids 1,2,3) [-n N] [flags]",
-      {{"model", true, "GGUF model file"},
-       {"prompt", true, "prompt text (tokenized with the model's tokenizer)"},
+      {{"model", true, "GGUF model file (default: the built-in demo model)"},
+       {"prompt", true, "prompt text (tokenized with the model's tokenizer, BOS as the model asks)"},
        {"prompt-ids", true, "prompt as comma-separated token ids (fed verbatim)"},
-       {"n", true, "tokens to generate (default 32)"},
+       {"n", true, "tokens to generate at most (default 32)"},
        {"temperature", true, "0 = greedy (default 0.8)"},
+       {"top-k", true, "keep the k most likely tokens (default 40, 0 = off)"},
+       {"top-p", true, "nucleus sampling (default 0.95, 1 = off)"},
        {"seed", true, "sampling seed (default 42)"},
        {"threads", true, "compute threads (default: all cores)"},
        {"ctx", true, "context size in tokens (default: prompt + n)"},
+       {"kv-type", true, "KV cache type: f16 (default) or f32"},
        {"ignore-eos", false, "do not stop at the end-of-sequence token"},
        {"json", false, "print {prompt_ids, generated_ids, text} as one JSON object"}},
       &code);
@@ -144,77 +126,96 @@ int cmd_generate(int argc, char** argv, int first) {
   }
   auto n_gen = args->get_int("n", 32);
   auto temperature = args->get_double("temperature", 0.8);
+  auto top_k = args->get_int("top-k", 40);
+  auto top_p = args->get_double("top-p", 0.95);
   auto seed = args->get_int("seed", 42);
   auto threads = args->get_int("threads", 0);
   auto n_ctx = args->get_int("ctx", 0);
-  for (const Status* s : {&n_gen.status(), &temperature.status(), &seed.status(), &threads.status(), &n_ctx.status()}) {
+  for (const Status* s : {&n_gen.status(), &temperature.status(), &top_k.status(), &top_p.status(), &seed.status(),
+                          &threads.status(), &n_ctx.status()}) {
     if (!s->ok()) return report_error("generate", *s);
   }
-  if (*n_gen < 0 || *n_gen > (1 << 20)) return report_error("generate", invalid_argument("-n must be in [0, 1048576]"));
+  if (*n_gen < 1 || *n_gen > (1 << 20)) return report_error("generate", invalid_argument("-n must be in [1, 1048576]"));
   if (!(*temperature >= 0)) return report_error("generate", invalid_argument("--temperature must be >= 0"));
+  if (!(*top_p > 0 && *top_p <= 1)) return report_error("generate", invalid_argument("--top-p must be in (0, 1]"));
+  const std::string kv_name = args->get_or("kv-type", "f16");
+  if (kv_name != "f16" && kv_name != "f32") return report_error("generate", invalid_argument("--kv-type must be f16 or f32"));
 
   auto model_path = args->has("model") ? Result<std::string>(*args->get("model")) : default_model_path();
   if (!model_path.ok()) return report_error("generate", model_path.status());
   auto loaded = load_model_with_progress(*model_path);
   if (!loaded.ok()) return report_error("generate", loaded.status());
   const Model& model = *loaded->model;
+  auto tokenizer = Tokenizer::from_gguf(*model.file);
+  if (!tokenizer.ok()) return report_error("generate", tokenizer.status());
 
-  std::vector<int32_t> prompt;
+  Request request{.id = "generate"};
   if (args->has("prompt-ids")) {
     auto ids = parse_id_list(*args->get("prompt-ids"));
     if (!ids.ok()) return report_error("generate", ids.status());
-    prompt = *ids;
+    request.prompt_ids = *ids;
   } else {
-    auto ids = tokenize_prompt(*model.file, *args->get("prompt"));
-    if (!ids.ok()) return report_error("generate", ids.status());
-    prompt = *ids;
+    request.prompt_ids = (*tokenizer)->encode(*args->get("prompt"), EncodeOptions{.add_special = true});
   }
-  if (prompt.empty()) return report_error("generate", invalid_argument("the prompt has no tokens"));
+  if (request.prompt_ids.empty()) return report_error("generate", invalid_argument("the prompt has no tokens"));
+  const int64_t n_prompt = static_cast<int64_t>(request.prompt_ids.size());
+  request.sampling.temperature = static_cast<float>(*temperature);
+  request.sampling.top_k = static_cast<int32_t>(*top_k);
+  request.sampling.top_p = static_cast<float>(*top_p);
+  request.sampling.seed = static_cast<uint64_t>(*seed);
+  request.stop.max_tokens = static_cast<int32_t>(*n_gen);
+  request.stop.ignore_eos = args->has("ignore-eos");
+  request.return_token_ids = true;
 
-  const int64_t ctx = *n_ctx > 0 ? *n_ctx : static_cast<int64_t>(prompt.size()) + *n_gen;
-  ThreadPool pool(static_cast<int>(*threads));
-  ReferenceForward fwd(model, ctx, &pool);
-  std::mt19937_64 rng(static_cast<uint64_t>(*seed));
-  const auto eos = args->has("ignore-eos") ? std::nullopt : eos_id(*model.file);
-  const int64_t n_vocab = model.config.n_vocab;
-
-  const auto t0 = std::chrono::steady_clock::now();
-  auto logits = fwd.forward(prompt, /*all_logits=*/false);
-  if (!logits.ok()) return report_error("generate", logits.status());
-  const auto t1 = std::chrono::steady_clock::now();
+  const int64_t ctx = *n_ctx > 0 ? *n_ctx : n_prompt + *n_gen;
+  EngineConfig ec{.n_ctx = ctx, .max_seqs = 1, .n_kv_tokens = ctx,
+                  .kv_type = kv_name == "f32" ? KvType::kF32 : KvType::kF16, .n_threads = static_cast<int>(*threads)};
+  auto engine = Engine::create(model, **tokenizer, ec);
+  if (!engine.ok()) return report_error("generate", engine.status());
+  const bool json = args->has("json");
+  const std::vector<int32_t> prompt_ids = request.prompt_ids;
+  auto channel = (*engine)->submit(std::move(request));
   std::vector<int32_t> generated;
-  while (static_cast<int64_t>(generated.size()) < *n_gen) {
-    const int32_t id = pick_token(logits->data(), n_vocab, *temperature, rng);
-    generated.push_back(id);
-    if (eos && id == *eos) break;
-    if (static_cast<int64_t>(generated.size()) == *n_gen) break;
-    const int32_t next[1] = {id};
-    logits = fwd.forward(next, /*all_logits=*/false);
-    if (!logits.ok()) return report_error("generate", logits.status());
+  std::string text;
+  Event last;
+  bool done = false;
+  while (!done) {
+    for (Event& e : channel->wait_and_drain(std::chrono::milliseconds(100))) {
+      generated.insert(generated.end(), e.token_ids.begin(), e.token_ids.end());
+      if (e.kind == EventKind::kText) {
+        text += e.text;
+        if (!json) {
+          std::fwrite(e.text.data(), 1, e.text.size(), stdout);
+          std::fflush(stdout);
+        }
+        continue;
+      }
+      last = std::move(e);
+      done = true;
+    }
   }
-  const auto t2 = std::chrono::steady_clock::now();
-  auto text = detokenize_ids(*model.file, generated);
-  if (!text.ok()) return report_error("generate", text.status());
-
-  if (args->has("json")) {
+  if (last.kind == EventKind::kError) return report_error("generate", last.error);
+  if (json) {
     std::string out = "{\"prompt_ids\": ";
-    append_ids(out, prompt);
+    append_ids(out, prompt_ids);
     out += ", \"generated_ids\": ";
     append_ids(out, generated);
     out += ", \"text\": ";
-    append_json_string(out, *text);
+    append_json_string(out, text);
+    out += ", \"finish_reason\": ";
+    append_json_string(out, finish_reason_name(last.finish));
     out += "}\n";
     std::fwrite(out.data(), 1, out.size(), stdout);
   } else {
-    std::fwrite(text->data(), 1, text->size(), stdout);
     std::fputc('\n', stdout);
   }
-  const double pp_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
-  const double tg_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
-  const size_t n_decoded = generated.empty() ? 0 : generated.size() - 1;
-  std::fprintf(stderr, "load %.0f ms | prompt %zu tokens in %.1f ms (%.1f t/s) | generated %zu tokens, %.1f t/s\n",
-               loaded->t_load_ms, prompt.size(), pp_ms, prompt.size() * 1000.0 / pp_ms, generated.size(),
-               n_decoded ? n_decoded * 1000.0 / tg_ms : 0.0);
+  const Timings& t = last.timings;
+  const double tg_ms = std::chrono::duration<double, std::milli>(t.t_last_token - t.t_first_token).count();
+  const int64_t n_out = last.usage.n_generated_tokens;
+  std::fprintf(stderr, "load %.0f ms | prompt %" PRId64 " tokens, first token after %.1f ms | %" PRId64
+               " tokens, %.1f t/s | finish: %s\n",
+               loaded->t_load_ms, n_prompt, t.t_prefill_ms(), n_out, n_out > 1 ? (n_out - 1) * 1000.0 / tg_ms : 0.0,
+               std::string(finish_reason_name(last.finish)).c_str());
   return kExitOk;
 }
 

@@ -15,12 +15,14 @@ struct Command {
 };
 
 constexpr Command kCommands[] = {
+    {"serve", zl::cli::cmd_serve, "serve the Anthropic and OpenAI APIs over HTTP"},
     {"generate", zl::cli::cmd_generate, "generate tokens from a prompt (greedy or sampled)"},
     {"logits", zl::cli::cmd_logits, "print raw logits at every position (teacher forcing)"},
     {"inspect", zl::cli::cmd_inspect, "print a model's metadata, tensors and sizes"},
     {"make-model", zl::cli::cmd_make_model, "write a deterministic random-weight model"},
     {"tokenize", zl::cli::cmd_tokenize, "print the token ids of text read on stdin"},
     {"detokenize", zl::cli::cmd_detokenize, "print the text of token ids"},
+    {"bench", zl::cli::cmd_bench, "measure pp/tg/batched throughput against memory and int8 bounds"},
 };
 
 void print_usage(FILE* out) {

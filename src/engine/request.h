@@ -33,8 +33,8 @@ struct SamplingParams {
   float presence_penalty = 0.0f;    // OpenAI style, over generated tokens
   float frequency_penalty = 0.0f;
   int32_t penalty_last_n = 64;      // window of recent tokens for the penalties (-1: all)
-  std::optional<uint64_t> seed;     // same seed, same tokens, whatever else is in the batch
-  std::map<int32_t, float> logit_bias;  // added to the logit; -inf bans the token
+  std::optional<uint64_t> seed{};   // same seed, same tokens, whatever else is in the batch
+  std::map<int32_t, float> logit_bias{};  // added to the logit; -inf bans the token
 };
 
 struct StopParams {

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/check.h"
+#include "kernels/attention.h"
 #include "kernels/quant.h"
 
 namespace zl {
@@ -23,32 +25,39 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
 }
 
-ReferenceForward::ReferenceForward(const Model& model, int64_t n_ctx, ThreadPool* pool)
-    : model_(model), c_(model.config), pool_(pool), n_ctx_(n_ctx > 0 ? n_ctx : model.config.n_ctx_train) {
+PackedWeights::PackedWeights(const Model& model, KernelIsa isa) {
+  auto add = [&](const GgufTensor* t) {
+    if (t == nullptr || by_tensor_.count(t)) return;
+    by_tensor_.try_emplace(t, t->type, t->data, t->ne[0], t->ne[1], isa);
+    n_bytes_per_token_ += by_tensor_.at(t).n_bytes();
+  };
+  for (const LayerWeights& l : model.layers) {
+    for (const GgufTensor* t : {l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down}) add(t);
+  }
+  add(model.output);
+}
+
+const PackedMatrix& PackedWeights::get(const GgufTensor& t) const {
+  auto it = by_tensor_.find(&t);
+  CHECK(it != by_tensor_.end()) << "PackedWeights: tensor " << t.name << " was not prepared";
+  return it->second;
+}
+
+ReferenceForward::ReferenceForward(const Model& model, int64_t n_ctx, ThreadPool* pool,
+                                   std::shared_ptr<const PackedWeights> weights)
+    : model_(model),
+      c_(model.config),
+      weights_(weights ? std::move(weights) : std::make_shared<const PackedWeights>(model)),
+      pool_(pool),
+      n_ctx_(n_ctx > 0 ? n_ctx : model.config.n_ctx_train) {
   k_cache_.resize(c_.n_layer);
   v_cache_.resize(c_.n_layer);
 }
 
+// The kernels of kernels/matmul.h (ZL_KERNELS=scalar gives quant.h's
+// reference vec_dot per row and token).
 void ReferenceForward::matmul(const GgufTensor& w, const float* x, int64_t n_tokens, float* y) {
-  const int64_t n_in = w.ne[0];
-  const int64_t n_out = w.ne[1];
-  const GgmlType partner = vec_dot_type(w.type);
-  const size_t act_row = row_size(partner, n_in);
-  const size_t w_row = row_size(w.type, n_in);
-  act_.resize(act_row * n_tokens);
-  for (int64_t t = 0; t < n_tokens; ++t) quantize_row(partner, x + t * n_in, act_.data() + t * act_row, n_in);
-  const uint8_t* act = act_.data();
-  auto rows = [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const uint8_t* wr = w.data + r * w_row;
-      for (int64_t t = 0; t < n_tokens; ++t) y[t * n_out + r] = vec_dot(w.type, wr, act + t * act_row, n_in);
-    }
-  };
-  if (pool_) {
-    pool_->parallel_for(n_out, rows, /*grain=*/16);
-  } else {
-    rows(0, n_out);
-  }
+  zl::matmul(weights_->get(w), x, n_tokens, y, pool_);
 }
 
 // RoPE as ggml computes it: theta advances by repeated float multiplication,
@@ -108,42 +117,25 @@ void ReferenceForward::attention_block(const LayerWeights& l, int64_t il, int64_
     std::memcpy(&kc[pos * kv_dim], k, kv_dim * sizeof(float));
     std::memcpy(&vc[pos * kv_dim], v, kv_dim * sizeof(float));
   }
-  // Causal attention: token t attends to positions [0, n_past + t].
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int64_t group = c_.n_head / c_.n_head_kv;
-  auto heads = [&](int64_t j0, int64_t j1) {
-    std::vector<float> scores(n_past_ + n_tokens);
+  // Causal attention: token t attends to positions [0, n_past + t]. The
+  // contiguous F32 cache is one block of a paged cache (kernels/attention.h).
+  const AttentionShape shape{.n_head = c_.n_head,
+                             .n_head_kv = c_.n_head_kv,
+                             .head_dim = hd,
+                             .block_size = n_past_ + n_tokens,
+                             .scale = 1.0f / std::sqrt(static_cast<float>(hd))};
+  const int32_t block_table[1] = {0};
+  auto heads = [&](int64_t j0, int64_t j1) {  // j = t * n_head_kv + kv head
     for (int64_t j = j0; j < j1; ++j) {
-      const int64_t t = j / c_.n_head, h = j % c_.n_head, kvh = h / group;
-      const int64_t n_kv = n_past_ + t + 1;
-      const float* q = &q_[t * q_dim + h * hd];
-      float max_s = -INFINITY;
-      for (int64_t p = 0; p < n_kv; ++p) {
-        const float* k = &kc[p * kv_dim + kvh * hd];
-        float s = 0.0f;
-        for (int64_t i = 0; i < hd; ++i) s += q[i] * k[i];
-        scores[p] = s * scale;
-        max_s = std::max(max_s, scores[p]);
-      }
-      double sum = 0.0;
-      for (int64_t p = 0; p < n_kv; ++p) {
-        scores[p] = std::exp(scores[p] - max_s);
-        sum += scores[p];
-      }
-      const float inv = static_cast<float>(1.0 / sum);
-      float* out = &attn_[t * q_dim + h * hd];
-      std::fill(out, out + hd, 0.0f);
-      for (int64_t p = 0; p < n_kv; ++p) {
-        const float* v = &vc[p * kv_dim + kvh * hd];
-        const float w = scores[p] * inv;
-        for (int64_t i = 0; i < hd; ++i) out[i] += w * v[i];
-      }
+      const int64_t t = j / c_.n_head_kv, kvh = j % c_.n_head_kv;
+      attention(shape, &q_[t * q_dim], kc.data(), vc.data(), KvType::kF32, block_table, n_past_ + t + 1,
+                &attn_[t * q_dim], kvh, kvh + 1);
     }
   };
   if (pool_) {
-    pool_->parallel_for(n_tokens * c_.n_head, heads);
+    pool_->parallel_for(n_tokens * c_.n_head_kv, heads);
   } else {
-    heads(0, n_tokens * c_.n_head);
+    heads(0, n_tokens * c_.n_head_kv);
   }
   matmul(*l.wo, attn_.data(), n_tokens, tmp_.data());
   for (int64_t i = 0; i < n_tokens * n_embd; ++i) x_[i] += tmp_[i];

@@ -8,19 +8,41 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "kernels/matmul.h"
 #include "model/model.h"
 
 namespace zl {
 
+// Every matmul weight of a model prepared once for the kernels (repacked
+// where that pays, kernels/matmul.h), shared by the forward passes of all
+// sequences. Immutable after construction; thread-safe to read.
+class PackedWeights {
+ public:
+  // Cost: one pass over the weights (a copy of those the ISA repacks).
+  explicit PackedWeights(const Model& model, KernelIsa isa = active_isa());
+  // CHECKs that `t` is one of the model's matmul weights.
+  const PackedMatrix& get(const GgufTensor& t) const;
+  // Weight bytes one token's forward pass reads (each matrix once).
+  uint64_t n_bytes_per_token() const { return n_bytes_per_token_; }
+
+ private:
+  std::unordered_map<const GgufTensor*, PackedMatrix> by_tensor_;
+  uint64_t n_bytes_per_token_ = 0;
+};
+
 class ReferenceForward {
  public:
   // n_ctx: KV cache capacity in tokens (<= 0: the model's training context).
-  ReferenceForward(const Model& model, int64_t n_ctx, ThreadPool* pool);
+  // `weights`: shared prepared weights; null prepares a private set.
+  ReferenceForward(const Model& model, int64_t n_ctx, ThreadPool* pool,
+                   std::shared_ptr<const PackedWeights> weights = nullptr);
 
   // Feeds `tokens` at positions [n_past(), n_past() + tokens.size()) and
   // returns logits, n_vocab floats per output row: one row per token when
@@ -41,6 +63,7 @@ class ReferenceForward {
 
   const Model& model_;
   const ModelConfig& c_;
+  std::shared_ptr<const PackedWeights> weights_;
   ThreadPool* pool_;
   int64_t n_ctx_;
   int64_t n_past_ = 0;
@@ -48,7 +71,6 @@ class ReferenceForward {
   std::vector<std::vector<float>> v_cache_;  // [layer][pos * kv_dim]
   // Scratch, sized for the current batch.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, tmp_;
-  std::vector<uint8_t> act_;
 };
 
 // Applies y = x / sqrt(mean(x²) + eps) * w over n floats (sum in double, as ggml).

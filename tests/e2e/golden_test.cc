@@ -28,6 +28,8 @@ const GoldenModel kModels[] = {
     {"tiny-qwen3-F32", 2e-5, true},
 };
 
+void PrintTo(const GoldenModel& m, std::ostream* os) { *os << m.name; }
+
 std::vector<int64_t> ints(const boost::json::value& v) {
   std::vector<int64_t> out;
   for (const auto& x : v.as_array()) out.push_back(x.as_int64());
@@ -104,13 +106,33 @@ TEST_P(GoldenTest, FreeRunningGreedyMatches) {
   for (const auto& c : doc_.at("cases").as_array()) {
     const auto prompt = ints(c.at("prompt_ids"));
     const auto generated = ints(c.at("generated_ids"));
-    auto r = run_command(zerolayer_bin() + " generate --ignore-eos --temperature 0 --json --model " + model_ +
+    auto r = run_command(zerolayer_bin() + " generate --ignore-eos --temperature 0 --kv-type f32 --json --model " + model_ +
                          " --prompt-ids " + join(prompt) + " -n " + std::to_string(generated.size()));
     ASSERT_EQ(r.exit_code, 0);
     auto out = boost::json::parse(r.out);
     EXPECT_EQ(ints(out.at("prompt_ids")), prompt);
     EXPECT_EQ(ints(out.at("generated_ids")), generated);
   }
+}
+
+// stories260K's text cases: the prompt goes through our tokenizer, and the
+// generated text is the concatenation of the generated pieces.
+TEST_P(GoldenTest, TextPromptsReproduceGoldenText) {
+  int n_text_cases = 0;
+  for (const auto& c : doc_.at("cases").as_array()) {
+    if (!c.as_object().contains("prompt_text")) continue;
+    ++n_text_cases;
+    const std::string prompt(c.at("prompt_text").as_string());
+    const auto generated = ints(c.at("generated_ids"));
+    auto r = run_command(zerolayer_bin() + " generate --ignore-eos --temperature 0 --kv-type f32 --json --model " +
+                         model_ + " --prompt '" + prompt + "' -n " + std::to_string(generated.size()));
+    ASSERT_EQ(r.exit_code, 0);
+    auto out = boost::json::parse(r.out);
+    EXPECT_EQ(ints(out.at("prompt_ids")), ints(c.at("prompt_ids"))) << prompt;
+    EXPECT_EQ(ints(out.at("generated_ids")), generated) << prompt;
+    EXPECT_EQ(std::string(out.at("text").as_string()), std::string(c.at("generated_text").as_string())) << prompt;
+  }
+  if (n_text_cases == 0) GTEST_SKIP() << "no text cases in this golden file";
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GoldenTest, ::testing::ValuesIn(kModels),

@@ -1,0 +1,271 @@
+#include "api/anthropic/messages.h"
+
+#include <boost/json/serialize.hpp>
+
+#include "api/json_fields.h"
+#include "api/json_util.h"
+#include "http/sse.h"
+
+namespace zl::api::anthropic {
+namespace json = boost::json;
+namespace {
+
+// Text of a content value: a string, or text blocks joined by newlines.
+// Non-text blocks are handled by the caller (parse_message).
+std::string text_of(const json::value& content, const std::string& param) {
+  if (content.is_string()) return std::string(content.get_string());
+  const auto& blocks = json_array(content, param);
+  std::string out;
+  for (size_t j = 0; j < blocks.size(); ++j) {
+    const std::string bp = index_param(param, j);
+    const auto& b = json_object(blocks[j], bp);
+    const std::string type = json_string(require_field(b, "type", bp + ".type"), bp + ".type");
+    if (type == "text") {
+      if (!out.empty()) out += '\n';
+      out += json_string(require_field(b, "text", bp + ".text"), bp + ".text");
+    } else if (type == "image" || type == "document") {
+      throw_field_error(bp + ".type", "'" + type + "' content is not supported by this model", "unsupported_content");
+    }
+    // Other block types (thinking, search results, …) carry nothing for the prompt.
+  }
+  return out;
+}
+
+// One `messages` entry; tool_result blocks become role "tool" messages placed
+// before the turn's own text.
+void parse_message(const json::value& v, const std::string& param, std::vector<ChatMessage>* out) {
+  const auto& m = json_object(v, param);
+  const std::string role = json_string(require_field(m, "role", param + ".role"), param + ".role");
+  if (role != "user" && role != "assistant" && role != "system") {
+    throw_field_error(param + ".role", "must be 'user', 'assistant' or 'system', not '" + role + "'", "invalid_role");
+  }
+  const json::value& content = require_field(m, "content", param + ".content");
+  ChatMessage msg{.role = role};
+  if (content.is_string()) {
+    msg.content = std::string(content.get_string());
+    out->push_back(std::move(msg));
+    return;
+  }
+  const auto& blocks = json_array(content, param + ".content");
+  for (size_t j = 0; j < blocks.size(); ++j) {
+    const std::string bp = index_param(param + ".content", j);
+    const auto& b = json_object(blocks[j], bp);
+    const std::string type = json_string(require_field(b, "type", bp + ".type"), bp + ".type");
+    if (type == "text") {
+      if (!msg.content.empty()) msg.content += '\n';
+      msg.content += json_string(require_field(b, "text", bp + ".text"), bp + ".text");
+    } else if (type == "tool_use") {
+      const auto* input = find_field(b, "input");
+      msg.tool_calls.push_back(ToolCall{
+          .id = b.contains("id") ? json_string(b.at("id"), bp + ".id") : "",
+          .name = json_string(require_field(b, "name", bp + ".name"), bp + ".name"),
+          .arguments_json = input ? json::serialize(*input) : "{}"});
+    } else if (type == "tool_result") {
+      ChatMessage tool{.role = "tool"};
+      tool.tool_call_id = json_string(require_field(b, "tool_use_id", bp + ".tool_use_id"), bp + ".tool_use_id");
+      if (const auto* c = find_field(b, "content")) tool.content = text_of(*c, bp + ".content");
+      if (const auto* e = find_field(b, "is_error"); e && json_bool(*e, bp + ".is_error")) {
+        tool.content = "Error: " + tool.content;
+      }
+      out->push_back(std::move(tool));
+    } else if (type == "image" || type == "document") {
+      throw_field_error(bp + ".type", "'" + type + "' content is not supported by this model", "unsupported_content");
+    }
+    // thinking, redacted_thinking, search_result, server tool blocks: nothing for the prompt.
+  }
+  if (!msg.content.empty() || !msg.tool_calls.empty() || blocks.empty()) out->push_back(std::move(msg));
+}
+
+// The fields count_tokens and messages share: model, system, messages, tools.
+void parse_conversation(const json::object& o, ChatRequest* r) {
+  r->model = json_string(require_field(o, "model", "model"), "model");
+  if (const auto* s = find_field(o, "system")) {
+    std::string sys = text_of(*s, "system");
+    r->messages.push_back(ChatMessage{.role = "system", .content = std::move(sys)});
+  }
+  const auto& msgs = json_array(require_field(o, "messages", "messages"), "messages");
+  if (msgs.empty()) throw_field_error("messages", "must contain at least one message", "empty_messages");
+  for (size_t i = 0; i < msgs.size(); ++i) parse_message(msgs[i], index_param("messages", i), &r->messages);
+  // An assistant turn at the end is a prefill: the answer continues it.
+  const json::object& last = msgs.back().get_object();
+  r->continue_final_message = last.at("role").get_string() == "assistant";
+
+  if (const auto* tools = find_field(o, "tools")) {
+    const auto& arr = json_array(*tools, "tools");
+    for (size_t i = 0; i < arr.size(); ++i) {
+      const std::string tp = index_param("tools", i);
+      const auto& t = json_object(arr[i], tp);
+      json_string(require_field(t, "name", tp + ".name"), tp + ".name");
+    }
+    r->tools_json = json::serialize(*tools);
+  }
+  if (const auto* tc = find_field(o, "tool_choice")) {
+    const auto& c = json_object(*tc, "tool_choice");
+    const std::string type = json_string(require_field(c, "type", "tool_choice.type"), "tool_choice.type");
+    if (type == "tool") {
+      r->tool_choice = "tool:" + json_string(require_field(c, "name", "tool_choice.name"), "tool_choice.name");
+    } else if (type == "auto" || type == "any" || type == "none") {
+      r->tool_choice = type;
+    } else {
+      throw_field_error("tool_choice.type", "must be 'auto', 'any', 'tool' or 'none'", "invalid_value");
+    }
+    if (const auto* d = find_field(c, "disable_parallel_tool_use")) json_bool(*d, "tool_choice.disable_parallel_tool_use");
+  }
+}
+
+void parse_generation_fields(const json::object& o, ChatRequest* r) {
+  r->max_tokens = json_int(require_field(o, "max_tokens", "max_tokens"), "max_tokens", 1, INT32_MAX);
+  r->sampling.temperature = 1.0f;  // the Anthropic default
+  if (const auto* f = find_field(o, "temperature")) {
+    r->sampling.temperature = static_cast<float>(json_number(*f, "temperature", 0.0, 2.0));
+  }
+  if (const auto* f = find_field(o, "top_p")) {
+    r->sampling.top_p = static_cast<float>(json_number(*f, "top_p", 0.0, 1.0));
+    if (r->sampling.top_p <= 0) throw_field_error("top_p", "must be greater than 0", "out_of_range");
+  }
+  if (const auto* f = find_field(o, "top_k")) r->sampling.top_k = static_cast<int32_t>(json_int(*f, "top_k", 0, 1 << 30));
+  if (const auto* f = find_field(o, "stop_sequences")) {
+    const auto& arr = json_array(*f, "stop_sequences");
+    for (size_t i = 0; i < arr.size(); ++i) {
+      std::string s = json_string(arr[i], index_param("stop_sequences", i));
+      if (s.empty()) throw_field_error(index_param("stop_sequences", i), "must not be empty", "invalid_value");
+      r->stop.push_back(std::move(s));
+    }
+  }
+  if (const auto* f = find_field(o, "metadata")) {
+    const auto& md = json_object(*f, "metadata");
+    if (const auto* u = find_field(md, "user_id")) r->user = json_string(*u, "metadata.user_id");
+  }
+  if (const auto* f = find_field(o, "stream")) r->stream = json_bool(*f, "stream");
+  if (const auto* f = find_field(o, "stream_options")) {
+    if (!r->stream) throw_field_error("stream_options", "only allowed with stream: true", "invalid_value");
+    r->shape = parse_stream_options(*f, nullptr);
+  }
+}
+
+template <typename Fn>
+ApiResult<ChatRequest> parse_with(std::string_view body, Fn fn) {
+  auto doc = parse_json_body(body);
+  if (!doc.ok()) return doc.error();
+  try {
+    ChatRequest r;
+    fn(doc.value().get_object(), &r);
+    return r;
+  } catch (const FieldError& e) {
+    return e.error;
+  }
+}
+
+void append_usage(std::string& out, const Usage& u) {
+  out += "{\"input_tokens\":";
+  append_json_int(out, u.n_prompt_tokens - u.n_cached_tokens);
+  out += ",\"cache_creation_input_tokens\":0,\"cache_read_input_tokens\":";
+  append_json_int(out, u.n_cached_tokens);
+  out += ",\"output_tokens\":";
+  append_json_int(out, u.n_generated_tokens);
+  out += '}';
+}
+
+void append_stop(std::string& out, const Completion& c) {
+  out += "\"stop_reason\":";
+  append_json_string(out, stop_reason(c));
+  out += ",\"stop_sequence\":";
+  if (c.finish == FinishReason::kStopSequence) {
+    append_json_string(out, c.stop_sequence);
+  } else {
+    out += "null";
+  }
+}
+
+class MessagesFormatter final : public EventFormatter {
+ public:
+  MessagesFormatter(std::string model, std::string request_id)
+      : model_(std::move(model)), request_id_(std::move(request_id)), id_(random_id("msg_")) {}
+
+  void stream_start(const Usage& usage, std::string& out) override {
+    std::string d = "{\"type\":\"message_start\",\"message\":{\"id\":\"" + id_ +
+                    "\",\"type\":\"message\",\"role\":\"assistant\",\"model\":";
+    append_json_string(d, model_);
+    d += ",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":";
+    append_usage(d, usage);
+    d += "}}";
+    http::append_sse_event(out, "message_start", d);
+    http::append_sse_event(out, "content_block_start",
+                           R"({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}})");
+    http::append_sse_event(out, "ping", R"({"type":"ping"})");
+  }
+
+  void stream_text(std::string_view text, std::string& out) override {
+    std::string d = R"({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":)";
+    append_json_string(d, text);
+    d += "}}";
+    http::append_sse_event(out, "content_block_delta", d);
+  }
+
+  void stream_finish(const Completion& c, std::string& out) override {
+    http::append_sse_event(out, "content_block_stop", R"({"type":"content_block_stop","index":0})");
+    std::string d = "{\"type\":\"message_delta\",\"delta\":{";
+    append_stop(d, c);
+    d += "},\"usage\":";
+    append_usage(d, c.usage);
+    d += '}';
+    http::append_sse_event(out, "message_delta", d);
+    http::append_sse_event(out, "message_stop", R"({"type":"message_stop"})");
+  }
+
+  void stream_error(const ApiError& e, std::string& out) override {
+    http::append_sse_event(out, "error", anthropic_error_json(e, request_id_));
+  }
+
+  http::HttpResponse complete(std::string_view text, const Completion& c) override {
+    http::HttpResponse r;
+    std::string& d = r.body;
+    d = "{\"id\":\"" + id_ + "\",\"type\":\"message\",\"role\":\"assistant\",\"model\":";
+    append_json_string(d, model_);
+    d += ",\"content\":[{\"type\":\"text\",\"text\":";
+    append_json_string(d, text);
+    d += "}],";
+    append_stop(d, c);
+    d += ",\"usage\":";
+    append_usage(d, c.usage);
+    d += '}';
+    return r;
+  }
+
+  http::HttpResponse error(const ApiError& e) override { return anthropic_error_response(e, request_id_); }
+
+ private:
+  std::string model_;
+  std::string request_id_;
+  std::string id_;
+};
+
+}  // namespace
+
+ApiResult<ChatRequest> parse_messages_request(std::string_view body) {
+  return parse_with(body, [](const json::object& o, ChatRequest* r) {
+    parse_conversation(o, r);
+    parse_generation_fields(o, r);
+  });
+}
+
+ApiResult<ChatRequest> parse_count_tokens_request(std::string_view body) {
+  return parse_with(body, [](const json::object& o, ChatRequest* r) { parse_conversation(o, r); });
+}
+
+std::string_view stop_reason(const Completion& c) {
+  switch (c.finish) {
+    case FinishReason::kEndOfSequence: return "end_turn";
+    case FinishReason::kMaxTokens: return c.max_tokens_clamped ? "model_context_window_exceeded" : "max_tokens";
+    case FinishReason::kStopSequence: return "stop_sequence";
+    case FinishReason::kContextWindow: return "model_context_window_exceeded";
+    case FinishReason::kSafety: return "refusal";
+    default: return "end_turn";
+  }
+}
+
+std::unique_ptr<EventFormatter> make_formatter(std::string model, std::string request_id) {
+  return std::make_unique<MessagesFormatter>(std::move(model), std::move(request_id));
+}
+
+}  // namespace zl::api::anthropic

@@ -1,0 +1,27 @@
+// The Anthropic Messages API: request JSON -> ChatRequest, engine events ->
+// Message JSON / SSE (API-REFERENCE.md §1).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "api/chat.h"
+#include "api/errors.h"
+#include "api/generation.h"
+
+namespace zl::api::anthropic {
+
+// POST /v1/messages. 400 naming the field for missing/mistyped/out-of-range
+// fields; unknown fields are ignored.
+ApiResult<ChatRequest> parse_messages_request(std::string_view body);
+// POST /v1/messages/count_tokens (no max_tokens; no sampling fields).
+ApiResult<ChatRequest> parse_count_tokens_request(std::string_view body);
+
+// "end_turn", "max_tokens", "stop_sequence", "model_context_window_exceeded", "refusal".
+std::string_view stop_reason(const Completion& c);
+
+// Formats one Messages answer. `model` is echoed as sent.
+std::unique_ptr<EventFormatter> make_formatter(std::string model, std::string request_id);
+
+}  // namespace zl::api::anthropic

@@ -1,0 +1,53 @@
+// The API-neutral chat request: what api/anthropic and api/openai parse their
+// JSON into, before the prompt is rendered and tokenized (PromptCodec) and
+// turned into an engine Request (api/generation.h).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/request.h"
+#include "http/stream_shaper.h"
+
+namespace zl::api {
+
+struct ToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments_json;  // the input object, serialized
+};
+
+struct ChatMessage {
+  std::string role;     // "system", "user", "assistant", "tool"
+  std::string content;  // text blocks concatenated
+  std::vector<ToolCall> tool_calls;  // assistant turns
+  std::string tool_call_id;          // role "tool": the call it answers
+};
+
+struct ChatRequest {
+  std::string model;
+  // In order. A top-level system prompt comes first as role "system";
+  // role "system" entries inside the conversation stay where they were sent.
+  std::vector<ChatMessage> messages;
+  // The last message is an assistant turn to continue (prefill): the prompt
+  // ends inside that turn, and the answer is the continuation only.
+  bool continue_final_message = false;
+  std::string tools_json;   // the tools array as sent (JSON), empty when none
+  std::string tool_choice;  // "", "auto", "any", "none", or "tool:<name>"
+
+  // OpenAI /v1/completions: a raw prompt, no chat template.
+  bool raw_prompt = false;
+  std::string prompt;
+
+  std::optional<int64_t> max_tokens;  // nullopt: up to the end of the context window
+  SamplingParams sampling;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;         // OpenAI stream_options.include_usage
+  std::optional<http::StreamShape> shape;  // stream_options (stream only)
+  std::string user;                   // metadata.user_id / user
+};
+
+}  // namespace zl::api

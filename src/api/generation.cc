@@ -1,0 +1,195 @@
+#include "api/generation.h"
+
+#include <algorithm>
+
+namespace zl::api {
+
+ApiError context_length_error(int64_t n_prompt, int64_t n_ctx) {
+  ApiError e;
+  e.type = ErrorType::kInvalidRequest;
+  e.reason = "context_length_exceeded";
+  e.message = "prompt is too long: " + std::to_string(n_prompt) + " tokens > " + std::to_string(n_ctx - 1) +
+              " maximum (context window " + std::to_string(n_ctx) + " tokens)";
+  e.numbers = {{"n_prompt_tokens", n_prompt}, {"n_ctx", n_ctx}, {"max_tokens_fit", 0}};
+  return e;
+}
+
+ApiResult<Prepared> prepare_request(const ChatRequest& chat, const PromptCodec& codec, int64_t n_ctx,
+                                    std::string request_id) {
+  Result<std::vector<int32_t>> ids = chat.raw_prompt ? codec.encode_text(chat.prompt) : codec.encode_chat(chat);
+  if (!ids.ok()) {
+    ApiError e = from_status(ids.status());
+    if (e.type == ErrorType::kInvalidRequest) e.reason = "invalid_prompt";
+    return e;
+  }
+  Prepared p;
+  p.n_prompt_tokens = static_cast<int64_t>(ids->size());
+  p.n_ctx = n_ctx;
+  // At least one token must fit after the prompt.
+  if (n_ctx > 0 && p.n_prompt_tokens >= n_ctx) return context_length_error(p.n_prompt_tokens, n_ctx);
+
+  Request& r = p.request;
+  r.id = std::move(request_id);
+  r.tenant = chat.user;
+  r.prompt_ids = std::move(ids).value();
+  r.sampling = chat.sampling;
+  r.stop.stop_strings = chat.stop;
+  const int64_t room = n_ctx > 0 ? n_ctx - p.n_prompt_tokens : INT32_MAX;
+  const int64_t wanted = chat.max_tokens.value_or(room);
+  p.max_tokens_clamped = wanted > room || !chat.max_tokens;
+  r.stop.max_tokens = static_cast<int32_t>(std::min<int64_t>({wanted, room, INT32_MAX}));
+  return p;
+}
+
+// ---- GenerationSession ----
+
+GenerationSession::GenerationSession(SessionOptions options, std::unique_ptr<EventFormatter> formatter,
+                                     std::shared_ptr<http::Responder> responder)
+    : options_(std::move(options)), formatter_(std::move(formatter)), responder_(std::move(responder)) {
+  if (options_.stream && options_.shape) shaper_.emplace(*options_.shape);
+}
+
+GenerationSession::~GenerationSession() {
+  if (channel_ && !finished_) channel_->cancel();
+}
+
+void GenerationSession::start(EngineApi& engine, Request request, SessionOptions options,
+                              std::unique_ptr<EventFormatter> formatter, std::shared_ptr<http::Responder> responder) {
+  auto s = std::make_shared<GenerationSession>(std::move(options), std::move(formatter), responder);
+  responder->hold(s);
+  std::weak_ptr<GenerationSession> weak = s;
+  responder->on_client_gone([weak] {
+    if (auto s = weak.lock()) {
+      if (s->channel_) s->channel_->cancel();
+      s->finished_ = true;
+      s->done(499);  // nginx's "client closed request", for metrics and logs only
+    }
+  });
+  s->channel_ = engine.submit(std::move(request));
+  s->channel_->set_notifier([weak] {
+    if (auto s = weak.lock()) s->on_engine_notify();
+  });
+  // Events pushed before the notifier was set are picked up here.
+  s->on_engine_notify();
+}
+
+void GenerationSession::on_engine_notify() {
+  if (wake_pending_.exchange(true)) return;  // a pump is already queued
+  responder_->post([weak = weak_from_this()] {
+    if (auto s = weak.lock()) {
+      s->wake_pending_.store(false);
+      s->pump();
+    }
+  });
+}
+
+void GenerationSession::begin_stream_once() {
+  if (stream_started_) return;
+  stream_started_ = true;
+  http::HttpResponse head;
+  head.status = 200;
+  head.content_type = "text/event-stream";
+  head.headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
+  formatter_->stream_start(usage_, head.body);
+  responder_->begin_stream(std::move(head));
+}
+
+void GenerationSession::pump() {
+  if (finished_) return;
+  std::string out;
+  for (Event& e : channel_->drain()) {
+    usage_ = e.usage;
+    if (e.kind == EventKind::kText) {
+      if (t_first_ms_ < 0) t_first_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t_start_).count();
+      if (!options_.stream) {
+        text_ += e.text;
+        continue;
+      }
+      begin_stream_once();
+      if (shaper_) {
+        shaper_->push(e.text);
+      } else if (!e.text.empty()) {
+        formatter_->stream_text(e.text, out);
+      }
+      continue;
+    }
+    if (e.kind == EventKind::kError || e.finish == FinishReason::kError) {
+      if (!out.empty()) responder_->write(out);
+      fail(from_status(e.error.ok() ? internal_error("generation failed") : e.error));
+      return;
+    }
+    final_event_ = std::move(e);
+    break;
+  }
+  if (shaper_) {
+    for (const std::string& piece : shaper_->take_ready(Clock::now())) formatter_->stream_text(piece, out);
+  }
+  if (!out.empty()) responder_->write(out);
+  if (shaper_ && shaper_->has_pending()) {
+    schedule_shaper();
+    return;
+  }
+  if (final_event_) finish(*final_event_);
+}
+
+void GenerationSession::schedule_shaper() {
+  if (timer_pending_) return;
+  auto due = shaper_->next_due();
+  if (!due) return;
+  auto delay = std::chrono::duration_cast<std::chrono::milliseconds>(*due - Clock::now());
+  timer_pending_ = true;
+  responder_->post_after(std::max(delay, std::chrono::milliseconds(0)), [weak = weak_from_this()] {
+    if (auto s = weak.lock()) {
+      s->timer_pending_ = false;
+      s->pump();
+    }
+  });
+}
+
+void GenerationSession::finish(const Event& e) {
+  if (e.finish == FinishReason::kCancelled) {
+    // Cancelled while the client is still here: the engine dropped it (shutdown).
+    fail(ApiError{.type = ErrorType::kOverloaded, .message = "the request was cancelled by the server",
+                  .reason = "cancelled"});
+    return;
+  }
+  Completion c{.finish = e.finish,
+               .stop_sequence = e.stop_sequence,
+               .usage = e.usage,
+               .max_tokens_clamped = options_.max_tokens_clamped};
+  finished_ = true;
+  if (options_.stream) {
+    begin_stream_once();
+    std::string out;
+    formatter_->stream_finish(c, out);
+    responder_->write(out);
+    responder_->end_stream();
+  } else {
+    responder_->send(formatter_->complete(text_, c));
+  }
+  done(200);
+}
+
+void GenerationSession::fail(const ApiError& e) {
+  finished_ = true;
+  if (options_.stream && stream_started_) {
+    std::string out;
+    formatter_->stream_error(e, out);
+    responder_->write(out);
+    responder_->end_stream();
+    done(200);
+  } else {
+    responder_->send(formatter_->error(e));
+    done(http_status(e.type));
+  }
+}
+
+void GenerationSession::done(int status) {
+  if (!options_.on_done) return;
+  auto fn = std::move(options_.on_done);
+  options_.on_done = nullptr;
+  const double t_total = std::chrono::duration<double, std::milli>(Clock::now() - t_start_).count();
+  fn(status, usage_, t_first_ms_, t_total);
+}
+
+}  // namespace zl::api

@@ -1,0 +1,110 @@
+// One generation from parsed request to answer, shared by both APIs and by
+// streaming and non-streaming (non-streaming collects the events).
+//
+//   prepare_request(): prompt -> token ids (PromptCodec), the exact context
+//     check (400 context_length_exceeded with the counts), max_tokens
+//     clamped to what remains of the window, sampling and stop settings.
+//   GenerationSession: submits to the engine, then on the connection's I/O
+//     thread drains the RequestChannel whenever the engine notifies, passes
+//     text through the stream shaper and an EventFormatter (the API's wire
+//     format) into the Responder. A client that goes away cancels the engine
+//     request; so does the session's destruction before the end.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "api/chat.h"
+#include "api/errors.h"
+#include "api/prompt_codec.h"
+#include "engine/request.h"
+#include "http/message.h"
+#include "http/stream_shaper.h"
+
+namespace zl::api {
+
+struct Prepared {
+  Request request;
+  int64_t n_prompt_tokens = 0;
+  int64_t n_ctx = 0;             // 0: unknown (no check)
+  bool max_tokens_clamped = false;  // the window, not the client's max_tokens, bounds the answer
+};
+
+// Builds the engine request for `chat`. `n_ctx` <= 0 disables the window check.
+ApiResult<Prepared> prepare_request(const ChatRequest& chat, const PromptCodec& codec, int64_t n_ctx,
+                                    std::string request_id);
+
+// The error for a prompt of n_prompt tokens that does not fit n_ctx.
+ApiError context_length_error(int64_t n_prompt, int64_t n_ctx);
+
+// How a generation ended, as both APIs need it.
+struct Completion {
+  FinishReason finish = FinishReason::kNone;
+  std::string stop_sequence;
+  Usage usage;
+  bool max_tokens_clamped = false;  // kMaxTokens then means the window filled
+};
+
+// An API's wire format for one generation. Called on the I/O thread, in
+// order: stream_start once, stream_text 0..n times, then stream_finish or
+// stream_error (streaming); or complete / error (non-streaming).
+class EventFormatter {
+ public:
+  virtual ~EventFormatter() = default;
+  virtual void stream_start(const Usage& usage, std::string& out) = 0;
+  virtual void stream_text(std::string_view text, std::string& out) = 0;
+  virtual void stream_finish(const Completion& c, std::string& out) = 0;
+  virtual void stream_error(const ApiError& e, std::string& out) = 0;
+  virtual http::HttpResponse complete(std::string_view text, const Completion& c) = 0;
+  virtual http::HttpResponse error(const ApiError& e) = 0;
+};
+
+struct SessionOptions {
+  bool stream = false;
+  std::optional<http::StreamShape> shape;
+  bool max_tokens_clamped = false;
+  // Called once with the HTTP status and the final usage (metrics, logs).
+  std::function<void(int status, const Usage& usage, double t_first_ms, double t_total_ms)> on_done;
+};
+
+class GenerationSession : public std::enable_shared_from_this<GenerationSession> {
+ public:
+  // Submits `request` and answers through `responder`. The session keeps
+  // itself alive through the responder until the answer is complete.
+  static void start(EngineApi& engine, Request request, SessionOptions options,
+                    std::unique_ptr<EventFormatter> formatter, std::shared_ptr<http::Responder> responder);
+
+  GenerationSession(SessionOptions options, std::unique_ptr<EventFormatter> formatter,
+                    std::shared_ptr<http::Responder> responder);
+  ~GenerationSession();  // cancels the engine request if it has not finished
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  void on_engine_notify();  // engine thread
+  void pump();              // I/O thread
+  void begin_stream_once();
+  void finish(const Event& e);
+  void fail(const ApiError& e);
+  void schedule_shaper();
+  void done(int status);
+
+  SessionOptions options_;
+  std::unique_ptr<EventFormatter> formatter_;
+  std::shared_ptr<http::Responder> responder_;
+  std::shared_ptr<RequestChannel> channel_;
+  std::atomic<bool> wake_pending_{false};
+  std::optional<http::StreamShaper> shaper_;
+  std::optional<Event> final_event_;  // kFinish held back while the shaper drains
+  std::string text_;                  // non-streaming: the whole answer
+  Usage usage_;
+  Clock::time_point t_start_ = Clock::now();
+  double t_first_ms_ = -1;
+  bool stream_started_ = false;
+  bool timer_pending_ = false;
+  bool finished_ = false;
+};
+
+}  // namespace zl::api

@@ -1,0 +1,125 @@
+#include "api/json_fields.h"
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <cmath>
+
+namespace zl::api {
+namespace json = boost::json;
+
+void throw_field_error(const std::string& param, const std::string& message, const std::string& reason) {
+  throw FieldError{invalid_request(param, param.empty() ? message : param + ": " + message, reason)};
+}
+
+ApiResult<json::value> parse_json_body(std::string_view body) {
+  boost::system::error_code ec;
+  json::parse_options opts;
+  opts.max_depth = 256;
+  json::value v = json::parse(body, ec, json::storage_ptr(), opts);
+  if (ec) return invalid_request("", "request body is not valid JSON: " + ec.message(), "invalid_json");
+  if (!v.is_object()) return invalid_request("", "request body must be a JSON object", "invalid_json");
+  return v;
+}
+
+const json::value* find_field(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  return v && !v->is_null() ? v : nullptr;
+}
+
+const json::value& require_field(const json::object& o, std::string_view key, const std::string& param) {
+  const json::value* v = find_field(o, key);
+  if (!v) throw_field_error(param, "field required", "missing_field");
+  return *v;
+}
+
+std::string json_string(const json::value& v, const std::string& param) {
+  if (!v.is_string()) throw_field_error(param, "expected a string", "invalid_type");
+  return std::string(v.get_string());
+}
+
+bool json_bool(const json::value& v, const std::string& param) {
+  if (!v.is_bool()) throw_field_error(param, "expected a boolean", "invalid_type");
+  return v.get_bool();
+}
+
+int64_t json_int(const json::value& v, const std::string& param, int64_t min, int64_t max) {
+  int64_t x = 0;
+  if (v.is_int64()) {
+    x = v.get_int64();
+  } else if (v.is_uint64()) {
+    x = v.get_uint64() > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(v.get_uint64());
+  } else if (v.is_double()) {
+    const double d = v.get_double();
+    if (!std::isfinite(d) || d != std::floor(d)) throw_field_error(param, "expected an integer", "invalid_type");
+    if (d < static_cast<double>(min) || d > static_cast<double>(max)) {
+      throw_field_error(param, "must be between " + std::to_string(min) + " and " + std::to_string(max),
+                        "out_of_range");
+    }
+    x = static_cast<int64_t>(d);
+  } else {
+    throw_field_error(param, "expected an integer", "invalid_type");
+  }
+  if (x < min || x > max) {
+    throw_field_error(param, "must be between " + std::to_string(min) + " and " + std::to_string(max),
+                      "out_of_range");
+  }
+  return x;
+}
+
+double json_number(const json::value& v, const std::string& param, double min, double max) {
+  double d;
+  if (v.is_double()) {
+    d = v.get_double();
+  } else if (v.is_int64()) {
+    d = static_cast<double>(v.get_int64());
+  } else if (v.is_uint64()) {
+    d = static_cast<double>(v.get_uint64());
+  } else {
+    throw_field_error(param, "expected a number", "invalid_type");
+  }
+  if (!std::isfinite(d) || d < min || d > max) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "must be a number between %g and %g", min, max);
+    throw_field_error(param, buf, "out_of_range");
+  }
+  return d;
+}
+
+const json::array& json_array(const json::value& v, const std::string& param) {
+  if (!v.is_array()) throw_field_error(param, "expected an array", "invalid_type");
+  return v.get_array();
+}
+
+const json::object& json_object(const json::value& v, const std::string& param) {
+  if (!v.is_object()) throw_field_error(param, "expected an object", "invalid_type");
+  return v.get_object();
+}
+
+}  // namespace zl::api
+
+namespace zl::api {
+
+std::optional<http::StreamShape> parse_stream_options(const boost::json::value& v, bool* include_usage) {
+  const auto& o = json_object(v, "stream_options");
+  if (include_usage) {
+    if (const auto* f = find_field(o, "include_usage")) *include_usage = json_bool(*f, "stream_options.include_usage");
+  }
+  http::StreamShape shape;
+  bool any = false;
+  if (const auto* f = find_field(o, "max_buffer_size")) {
+    shape.max_buffer_size = json_int(*f, "stream_options.max_buffer_size", 4, 16 << 20);
+    any = true;
+  }
+  if (const auto* f = find_field(o, "min_delay_ms")) {
+    shape.min_delay_ms = json_int(*f, "stream_options.min_delay_ms", 0, 10000);
+    any = true;
+  }
+  if (const auto* f = find_field(o, "network_rtt_ms")) {
+    shape.network_rtt_ms = json_int(*f, "stream_options.network_rtt_ms", 0, 60000);
+    any = true;
+  }
+  if (!any) return std::nullopt;
+  return shape;
+}
+
+}  // namespace zl::api

@@ -1,0 +1,19 @@
+// Hand-written JSON output for the hot path (SSE frames): no DOM, no
+// allocation beyond the output string.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace zl::api {
+
+// Appends `s` as a quoted JSON string. Control characters, '"' and '\\' are
+// escaped; invalid UTF-8 bytes become U+FFFD so the output is always valid.
+void append_json_string(std::string& out, std::string_view s);
+inline void append_json_int(std::string& out, int64_t v) { out += std::to_string(v); }
+
+// A random id: `prefix` + 24 base62 characters ("msg_…", "chatcmpl-…").
+std::string random_id(std::string_view prefix);
+
+}  // namespace zl::api

@@ -1,0 +1,302 @@
+#include "api/openai/chat_completions.h"
+
+#include <boost/json/serialize.hpp>
+#include <ctime>
+
+#include "api/json_fields.h"
+#include "api/json_util.h"
+#include "http/sse.h"
+
+namespace zl::api::openai {
+namespace json = boost::json;
+namespace {
+
+// A message's content: a string, null, or an array of parts ({type:"text"}).
+std::string content_text(const json::value* content, const std::string& param) {
+  if (!content) return "";
+  if (content->is_string()) return std::string(content->get_string());
+  const auto& parts = json_array(*content, param);
+  std::string out;
+  for (size_t j = 0; j < parts.size(); ++j) {
+    const std::string pp = index_param(param, j);
+    const auto& p = json_object(parts[j], pp);
+    const std::string type = json_string(require_field(p, "type", pp + ".type"), pp + ".type");
+    if (type == "text") {
+      if (!out.empty()) out += '\n';
+      out += json_string(require_field(p, "text", pp + ".text"), pp + ".text");
+    } else if (type == "image_url" || type == "input_audio" || type == "file") {
+      throw_field_error(pp + ".type", "'" + type + "' content is not supported by this model", "unsupported_content");
+    }
+  }
+  return out;
+}
+
+ChatMessage parse_message(const json::value& v, const std::string& param) {
+  const auto& m = json_object(v, param);
+  ChatMessage msg;
+  msg.role = json_string(require_field(m, "role", param + ".role"), param + ".role");
+  if (msg.role == "developer") msg.role = "system";
+  if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" && msg.role != "tool") {
+    throw_field_error(param + ".role", "must be 'system', 'developer', 'user', 'assistant' or 'tool'", "invalid_role");
+  }
+  msg.content = content_text(find_field(m, "content"), param + ".content");
+  if (msg.role == "tool") {
+    if (const auto* id = find_field(m, "tool_call_id")) msg.tool_call_id = json_string(*id, param + ".tool_call_id");
+  }
+  if (const auto* calls = find_field(m, "tool_calls")) {
+    const auto& arr = json_array(*calls, param + ".tool_calls");
+    for (size_t i = 0; i < arr.size(); ++i) {
+      const std::string cp = index_param(param + ".tool_calls", i);
+      const auto& c = json_object(arr[i], cp);
+      const auto& fn = json_object(require_field(c, "function", cp + ".function"), cp + ".function");
+      ToolCall tc;
+      if (const auto* id = find_field(c, "id")) tc.id = json_string(*id, cp + ".id");
+      tc.name = json_string(require_field(fn, "name", cp + ".function.name"), cp + ".function.name");
+      if (const auto* a = find_field(fn, "arguments")) tc.arguments_json = json_string(*a, cp + ".function.arguments");
+      msg.tool_calls.push_back(std::move(tc));
+    }
+  }
+  return msg;
+}
+
+// Sampling, stop and stream fields shared by both endpoints.
+void parse_common(const json::object& o, ChatRequest* r) {
+  r->model = json_string(require_field(o, "model", "model"), "model");
+  if (const auto* f = find_field(o, "max_completion_tokens")) {
+    r->max_tokens = json_int(*f, "max_completion_tokens", 1, INT32_MAX);
+  } else if (const auto* f = find_field(o, "max_tokens")) {
+    r->max_tokens = json_int(*f, "max_tokens", 1, INT32_MAX);
+  }
+  if (const auto* f = find_field(o, "n"); f && json_int(*f, "n", 1, 128) != 1) {
+    throw_field_error("n", "only n = 1 is supported", "unsupported_value");
+  }
+  SamplingParams& s = r->sampling;
+  if (const auto* f = find_field(o, "temperature")) s.temperature = static_cast<float>(json_number(*f, "temperature", 0, 2));
+  if (const auto* f = find_field(o, "top_p")) {
+    s.top_p = static_cast<float>(json_number(*f, "top_p", 0, 1));
+    if (s.top_p <= 0) throw_field_error("top_p", "must be greater than 0", "out_of_range");
+  }
+  if (const auto* f = find_field(o, "top_k")) s.top_k = static_cast<int32_t>(json_int(*f, "top_k", 0, 1 << 30));
+  if (const auto* f = find_field(o, "min_p")) s.min_p = static_cast<float>(json_number(*f, "min_p", 0, 1));
+  if (const auto* f = find_field(o, "presence_penalty")) {
+    s.presence_penalty = static_cast<float>(json_number(*f, "presence_penalty", -2, 2));
+  }
+  if (const auto* f = find_field(o, "frequency_penalty")) {
+    s.frequency_penalty = static_cast<float>(json_number(*f, "frequency_penalty", -2, 2));
+  }
+  if (const auto* f = find_field(o, "repetition_penalty")) {
+    s.repetition_penalty = static_cast<float>(json_number(*f, "repetition_penalty", 0.01, 10));
+  }
+  if (const auto* f = find_field(o, "seed")) s.seed = static_cast<uint64_t>(json_int(*f, "seed", INT64_MIN, INT64_MAX));
+  if (const auto* f = find_field(o, "logit_bias")) {
+    for (const auto& [k, v] : json_object(*f, "logit_bias")) {
+      const std::string p = "logit_bias." + std::string(k);
+      char* end = nullptr;
+      const std::string key(k);
+      const long id = std::strtol(key.c_str(), &end, 10);
+      if (key.empty() || *end != '\0' || id < 0 || id > INT32_MAX) throw_field_error(p, "keys must be token ids", "invalid_value");
+      s.logit_bias[static_cast<int32_t>(id)] = static_cast<float>(json_number(v, p, -100, 100));
+    }
+  }
+  if (const auto* f = find_field(o, "stop")) {
+    if (f->is_string()) {
+      r->stop.push_back(std::string(f->get_string()));
+    } else {
+      const auto& arr = json_array(*f, "stop");
+      for (size_t i = 0; i < arr.size(); ++i) r->stop.push_back(json_string(arr[i], index_param("stop", i)));
+    }
+    for (size_t i = 0; i < r->stop.size(); ++i) {
+      if (r->stop[i].empty()) throw_field_error(index_param("stop", i), "must not be empty", "invalid_value");
+    }
+  }
+  if (const auto* f = find_field(o, "user")) r->user = json_string(*f, "user");
+  if (const auto* f = find_field(o, "stream")) r->stream = json_bool(*f, "stream");
+  if (const auto* f = find_field(o, "stream_options")) {
+    if (!r->stream) throw_field_error("stream_options", "only allowed with stream: true", "invalid_value");
+    r->shape = parse_stream_options(*f, &r->include_usage);
+  }
+}
+
+template <typename Fn>
+ApiResult<ChatRequest> parse_with(std::string_view body, Fn fn) {
+  auto doc = parse_json_body(body);
+  if (!doc.ok()) return doc.error();
+  try {
+    ChatRequest r;
+    fn(doc.value().get_object(), &r);
+    return r;
+  } catch (const FieldError& e) {
+    return e.error;
+  }
+}
+
+void append_usage(std::string& out, const Usage& u) {
+  out += "{\"prompt_tokens\":";
+  append_json_int(out, u.n_prompt_tokens);
+  out += ",\"completion_tokens\":";
+  append_json_int(out, u.n_generated_tokens);
+  out += ",\"total_tokens\":";
+  append_json_int(out, u.n_prompt_tokens + u.n_generated_tokens);
+  out += ",\"prompt_tokens_details\":{\"cached_tokens\":";
+  append_json_int(out, u.n_cached_tokens);
+  out += "}}";
+}
+
+class Formatter final : public EventFormatter {
+ public:
+  Formatter(Kind kind, std::string model, bool include_usage)
+      : kind_(kind), model_(std::move(model)), include_usage_(include_usage),
+        id_(random_id(kind == Kind::kChat ? "chatcmpl-" : "cmpl-")), created_(std::time(nullptr)) {}
+
+  void stream_start(const Usage&, std::string& out) override {
+    if (kind_ == Kind::kChat) chunk(out, R"({"role":"assistant","content":""})", nullptr);
+  }
+
+  void stream_text(std::string_view text, std::string& out) override {
+    std::string delta;
+    if (kind_ == Kind::kChat) {
+      delta = "{\"content\":";
+      append_json_string(delta, text);
+      delta += '}';
+    } else {
+      append_json_string(delta, text);
+    }
+    chunk(out, delta, nullptr);
+  }
+
+  void stream_finish(const Completion& c, std::string& out) override {
+    chunk(out, kind_ == Kind::kChat ? "{}" : "\"\"", &c);
+    if (include_usage_) {
+      std::string d = head();
+      d += "\"choices\":[],\"usage\":";
+      append_usage(d, c.usage);
+      d += '}';
+      http::append_sse_data(out, d);
+    }
+    http::append_sse_data(out, "[DONE]");
+  }
+
+  void stream_error(const ApiError& e, std::string& out) override { http::append_sse_data(out, openai_error_json(e)); }
+
+  http::HttpResponse complete(std::string_view text, const Completion& c) override {
+    http::HttpResponse r;
+    std::string& d = r.body;
+    d = head();
+    d += "\"choices\":[{\"index\":0,";
+    if (kind_ == Kind::kChat) {
+      d += "\"message\":{\"role\":\"assistant\",\"content\":";
+      append_json_string(d, text);
+      d += ",\"refusal\":null},";
+    } else {
+      d += "\"text\":";
+      append_json_string(d, text);
+      d += ',';
+    }
+    d += "\"logprobs\":null,\"finish_reason\":";
+    append_json_string(d, finish_reason(c));
+    d += "}],\"usage\":";
+    append_usage(d, c.usage);
+    d += '}';
+    return r;
+  }
+
+  http::HttpResponse error(const ApiError& e) override { return openai_error_response(e); }
+
+ private:
+  // {"id":…,"object":…,"created":…,"model":…,   (open: the caller continues)
+  std::string head() const {
+    std::string d = "{\"id\":\"" + id_ + "\",\"object\":\"";
+    d += kind_ == Kind::kChat ? (streamed_object_ ? "chat.completion.chunk" : "chat.completion") : "text_completion";
+    d += "\",\"created\":" + std::to_string(created_) + ",\"model\":";
+    append_json_string(d, model_);
+    d += ",\"system_fingerprint\":null,";
+    return d;
+  }
+
+  // One chunk: `delta` is the chat delta object or the completion text.
+  void chunk(std::string& out, std::string_view delta, const Completion* fin) {
+    streamed_object_ = true;
+    std::string d = head();
+    d += "\"choices\":[{\"index\":0,";
+    d += kind_ == Kind::kChat ? "\"delta\":" : "\"text\":";
+    d += delta;
+    d += ",\"logprobs\":null,\"finish_reason\":";
+    if (fin) {
+      append_json_string(d, finish_reason(*fin));
+    } else {
+      d += "null";
+    }
+    d += "}]";
+    if (include_usage_) d += ",\"usage\":null";
+    d += '}';
+    http::append_sse_data(out, d);
+  }
+
+  Kind kind_;
+  std::string model_;
+  bool include_usage_;
+  std::string id_;
+  int64_t created_;
+  bool streamed_object_ = false;
+};
+
+}  // namespace
+
+ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
+  return parse_with(body, [](const json::object& o, ChatRequest* r) {
+    parse_common(o, r);
+    const auto& msgs = json_array(require_field(o, "messages", "messages"), "messages");
+    if (msgs.empty()) throw_field_error("messages", "must contain at least one message", "empty_messages");
+    for (size_t i = 0; i < msgs.size(); ++i) r->messages.push_back(parse_message(msgs[i], index_param("messages", i)));
+    r->continue_final_message = r->messages.back().role == "assistant";
+    if (const auto* t = find_field(o, "tools")) {
+      json_array(*t, "tools");
+      r->tools_json = json::serialize(*t);
+    }
+    if (const auto* tc = find_field(o, "tool_choice")) {
+      if (tc->is_string()) {
+        const std::string c(tc->get_string());
+        r->tool_choice = c == "required" ? "any" : c;
+      } else {
+        const auto& c = json_object(*tc, "tool_choice");
+        const auto& fn = json_object(require_field(c, "function", "tool_choice.function"), "tool_choice.function");
+        r->tool_choice = "tool:" + json_string(require_field(fn, "name", "tool_choice.function.name"),
+                                               "tool_choice.function.name");
+      }
+    }
+  });
+}
+
+ApiResult<ChatRequest> parse_completion_request(std::string_view body) {
+  return parse_with(body, [](const json::object& o, ChatRequest* r) {
+    parse_common(o, r);
+    if (!r->max_tokens) r->max_tokens = 16;  // the OpenAI default for completions
+    r->raw_prompt = true;
+    const json::value& p = require_field(o, "prompt", "prompt");
+    if (p.is_string()) {
+      r->prompt = std::string(p.get_string());
+    } else {
+      const auto& arr = json_array(p, "prompt");
+      if (arr.size() != 1) throw_field_error("prompt", "only one prompt per request is supported", "unsupported_value");
+      r->prompt = json_string(arr[0], "prompt[0]");
+    }
+    if (const auto* e = find_field(o, "echo"); e && json_bool(*e, "echo")) {
+      throw_field_error("echo", "echo is not supported", "unsupported_value");
+    }
+  });
+}
+
+std::string_view finish_reason(const Completion& c) {
+  switch (c.finish) {
+    case FinishReason::kMaxTokens:
+    case FinishReason::kContextWindow: return "length";
+    case FinishReason::kSafety: return "content_filter";
+    default: return "stop";
+  }
+}
+
+std::unique_ptr<EventFormatter> make_formatter(Kind kind, std::string model, bool include_usage) {
+  return std::make_unique<Formatter>(kind, std::move(model), include_usage);
+}
+
+}  // namespace zl::api::openai

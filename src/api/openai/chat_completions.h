@@ -1,0 +1,26 @@
+// The OpenAI Chat Completions and (legacy) Completions APIs: request JSON ->
+// ChatRequest, engine events -> JSON / `data:` chunks (API-REFERENCE.md §2).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "api/chat.h"
+#include "api/errors.h"
+#include "api/generation.h"
+
+namespace zl::api::openai {
+
+// POST /v1/chat/completions
+ApiResult<ChatRequest> parse_chat_request(std::string_view body);
+// POST /v1/completions (prompt: a string or an array of one string)
+ApiResult<ChatRequest> parse_completion_request(std::string_view body);
+
+// "stop", "length", "content_filter".
+std::string_view finish_reason(const Completion& c);
+
+enum class Kind { kChat, kCompletion };
+std::unique_ptr<EventFormatter> make_formatter(Kind kind, std::string model, bool include_usage);
+
+}  // namespace zl::api::openai

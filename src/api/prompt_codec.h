@@ -1,0 +1,27 @@
+// What the API layer needs of the tokenizer: the prompt of a chat (through
+// the model's chat template) as token ids, and raw text as token ids. The
+// real implementation wraps src/tokenizer (api/tokenizer_codec.h); tests and
+// `serve --fake-engine` use fake/fake_codec.h.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "api/chat.h"
+#include "core/status.h"
+
+namespace zl::api {
+
+class PromptCodec {
+ public:
+  virtual ~PromptCodec() = default;
+  // The whole prompt of `chat` (BOS as the model wants; special-token text in
+  // message contents is not honoured). When chat.continue_final_message the
+  // prompt ends inside the last (assistant) turn. Thread-safe.
+  virtual Result<std::vector<int32_t>> encode_chat(const ChatRequest& chat) const = 0;
+  // Raw text as a prompt (BOS as the model wants). Thread-safe.
+  virtual Result<std::vector<int32_t>> encode_text(std::string_view text) const = 0;
+};
+
+}  // namespace zl::api

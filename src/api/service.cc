@@ -1,0 +1,221 @@
+#include "api/service.h"
+
+#include <ctime>
+
+#include "api/anthropic/messages.h"
+#include "api/errors.h"
+#include "api/generation.h"
+#include "api/json_util.h"
+#include "api/openai/chat_completions.h"
+
+namespace zl::api {
+namespace {
+
+// Constant-time for keys of equal length: the time taken does not reveal
+// how much of a key matched.
+bool key_equals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size() || b.empty()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+std::string rfc3339(int64_t unix_time) {
+  std::time_t t = static_cast<std::time_t>(unix_time);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace
+
+ApiService::ApiService(ApiConfig config, EngineApi* engine, const PromptCodec* codec)
+    : config_(std::move(config)), engine_(engine), codec_(codec) {
+  if (config_.model_created_unix == 0) config_.model_created_unix = std::time(nullptr);
+}
+
+ApiService::Api ApiService::api_of(const http::HttpRequest& req) {
+  const std::string_view p = req.path;
+  if (p.starts_with("/v1/chat/") || p == "/v1/completions" || p.starts_with("/v1/completions/")) return Api::kOpenAI;
+  return Api::kAnthropic;
+}
+
+void ApiService::register_routes(http::Router& router) {
+  using http::HttpRequest;
+  using R = std::shared_ptr<http::Responder>;
+  router.set_error_formatter([this](http::HttpError error, const HttpRequest& req) {
+    const ApiError e = from_http_error(error, req);
+    metrics_.on_request("other", http_status(e.type));
+    return api_of(req) == Api::kOpenAI ? openai_error_response(e) : anthropic_error_response(e, req.request_id);
+  });
+  router.add("HEAD", "/", [this](HttpRequest&, R res) {
+    metrics_.on_request("/", 200);
+    res->send(http::HttpResponse{.status = 200, .content_type = "text/plain", .headers = {}, .body = "zerolayer\n"});
+  });
+  router.add("GET", "/", [this](HttpRequest&, R res) {
+    metrics_.on_request("/", 200);
+    res->send(http::HttpResponse{.status = 200, .content_type = "text/plain", .headers = {}, .body = "zerolayer\n"});
+  });
+  router.add("GET", "/health", [this](HttpRequest&, R res) { send_json(*res, "/health", R"({"status":"ok"})"); });
+  router.add("GET", "/ready", [this](HttpRequest& q, R res) { handle_ready(q, std::move(res)); });
+  router.add("GET", "/metrics", [this](HttpRequest& q, R res) { handle_metrics(q, std::move(res)); });
+  router.add("POST", "/v1/messages", [this](HttpRequest& q, R res) { handle_messages(q, std::move(res)); });
+  router.add("POST", "/v1/messages/count_tokens",
+             [this](HttpRequest& q, R res) { handle_count_tokens(q, std::move(res)); });
+  router.add("POST", "/v1/chat/completions", [this](HttpRequest& q, R res) { handle_openai(q, std::move(res), true); });
+  router.add("POST", "/v1/completions", [this](HttpRequest& q, R res) { handle_openai(q, std::move(res), false); });
+  router.add("GET", "/v1/models", [this](HttpRequest& q, R res) { handle_models(q, std::move(res)); });
+  router.add("GET", "/v1/models/{id}", [this](HttpRequest& q, R res) { handle_model(q, std::move(res)); });
+}
+
+bool ApiService::authorize(const http::HttpRequest& req, http::Responder& res, const std::string& route) {
+  if (config_.api_keys.empty()) return true;
+  std::string_view key = req.header("x-api-key");
+  if (key.empty()) {
+    std::string_view auth = req.header("authorization");
+    if (auth.size() > 7 && (auth.substr(0, 7) == "Bearer " || auth.substr(0, 7) == "bearer ")) key = auth.substr(7);
+  }
+  if (!key.empty()) {
+    for (const std::string& k : config_.api_keys) {
+      if (key_equals(key, k)) return true;
+    }
+  }
+  ApiError e{.type = ErrorType::kAuthentication,
+             .message = key.empty() ? "missing API key: send x-api-key or Authorization: Bearer" : "invalid API key",
+             .reason = key.empty() ? "missing_api_key" : "invalid_api_key"};
+  send_error(req, res, route, e);
+  return false;
+}
+
+void ApiService::send_error(const http::HttpRequest& req, http::Responder& res, const std::string& route,
+                            const ApiError& e) {
+  metrics_.on_request(route, http_status(e.type));
+  res.send(api_of(req) == Api::kOpenAI ? openai_error_response(e) : anthropic_error_response(e, req.request_id));
+}
+
+void ApiService::send_json(http::Responder& res, const std::string& route, std::string body) {
+  metrics_.on_request(route, 200);
+  res.send(http::HttpResponse{.status = 200, .content_type = "application/json", .headers = {}, .body = std::move(body)});
+}
+
+void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Responder> res,
+                          const std::string& route, ChatRequest chat, std::unique_ptr<EventFormatter> formatter) {
+  const EngineStats stats = engine_->stats();
+  ApiResult<Prepared> prepared = prepare_request(chat, *codec_, stats.n_ctx, req.request_id);
+  if (!prepared.ok()) {
+    send_error(req, *res, route, prepared.error());
+    return;
+  }
+  SessionOptions opts;
+  opts.stream = chat.stream;
+  opts.shape = chat.shape;
+  opts.max_tokens_clamped = prepared.value().max_tokens_clamped;
+  opts.on_done = [this, route](int status, const Usage& usage, double t_first_ms, double t_total_ms) {
+    metrics_.on_request(route, status);
+    metrics_.on_generation(usage, t_first_ms, t_total_ms);
+  };
+  GenerationSession::start(*engine_, std::move(prepared.value().request), std::move(opts), std::move(formatter),
+                           std::move(res));
+}
+
+void ApiService::handle_messages(http::HttpRequest& req, std::shared_ptr<http::Responder> res) {
+  const std::string route = "/v1/messages";
+  if (!authorize(req, *res, route)) return;
+  ApiResult<ChatRequest> chat = anthropic::parse_messages_request(req.body);
+  if (!chat.ok()) return send_error(req, *res, route, chat.error());
+  auto formatter = anthropic::make_formatter(chat.value().model, req.request_id);
+  generate(req, std::move(res), route, std::move(chat.value()), std::move(formatter));
+}
+
+void ApiService::handle_count_tokens(http::HttpRequest& req, std::shared_ptr<http::Responder> res) {
+  const std::string route = "/v1/messages/count_tokens";
+  if (!authorize(req, *res, route)) return;
+  ApiResult<ChatRequest> chat = anthropic::parse_count_tokens_request(req.body);
+  if (!chat.ok()) return send_error(req, *res, route, chat.error());
+  Result<std::vector<int32_t>> ids = codec_->encode_chat(chat.value());
+  if (!ids.ok()) return send_error(req, *res, route, from_status(ids.status()));
+  send_json(*res, route, "{\"input_tokens\":" + std::to_string(ids->size()) + "}");
+}
+
+void ApiService::handle_openai(http::HttpRequest& req, std::shared_ptr<http::Responder> res, bool chat_api) {
+  const std::string route = chat_api ? "/v1/chat/completions" : "/v1/completions";
+  if (!authorize(req, *res, route)) return;
+  ApiResult<ChatRequest> chat = chat_api ? openai::parse_chat_request(req.body) : openai::parse_completion_request(req.body);
+  if (!chat.ok()) return send_error(req, *res, route, chat.error());
+  auto formatter = openai::make_formatter(chat_api ? openai::Kind::kChat : openai::Kind::kCompletion,
+                                          chat.value().model, chat.value().include_usage);
+  generate(req, std::move(res), route, std::move(chat.value()), std::move(formatter));
+}
+
+std::string ApiService::model_json() const {
+  const EngineStats stats = engine_->stats();
+  std::string d = "{\"type\":\"model\",\"id\":";
+  append_json_string(d, config_.model_alias);
+  d += ",\"display_name\":";
+  append_json_string(d, config_.model_alias);
+  d += ",\"created_at\":\"" + rfc3339(config_.model_created_unix) + "\"";
+  d += ",\"object\":\"model\",\"created\":" + std::to_string(config_.model_created_unix);
+  d += ",\"owned_by\":\"zerolayer\"";
+  if (stats.n_ctx > 0) {
+    d += ",\"max_input_tokens\":" + std::to_string(stats.n_ctx - 1);
+    d += ",\"max_tokens\":" + std::to_string(stats.n_ctx - 1);
+  }
+  d += '}';
+  return d;
+}
+
+void ApiService::handle_models(http::HttpRequest& req, std::shared_ptr<http::Responder> res) {
+  const std::string route = "/v1/models";
+  if (!authorize(req, *res, route)) return;
+  // One body that both SDKs parse: OpenAI's list and Anthropic's page.
+  std::string d = "{\"object\":\"list\",\"data\":[" + model_json() + "],\"has_more\":false,\"first_id\":";
+  append_json_string(d, config_.model_alias);
+  d += ",\"last_id\":";
+  append_json_string(d, config_.model_alias);
+  d += '}';
+  send_json(*res, route, std::move(d));
+}
+
+void ApiService::handle_model(http::HttpRequest& req, std::shared_ptr<http::Responder> res) {
+  const std::string route = "/v1/models/{id}";
+  if (!authorize(req, *res, route)) return;
+  if (req.path_params.empty() || req.path_params[0] != config_.model_alias) {
+    ApiError e{.type = ErrorType::kNotFound,
+               .message = "model '" + (req.path_params.empty() ? std::string() : req.path_params[0]) +
+                          "' not found; this server serves '" + config_.model_alias + "'",
+               .reason = "model_not_found"};
+    return send_error(req, *res, route, e);
+  }
+  send_json(*res, route, model_json());
+}
+
+void ApiService::handle_ready(http::HttpRequest& req, std::shared_ptr<http::Responder> res) {
+  const EngineStats s = engine_->stats();
+  const auto now = std::chrono::steady_clock::now();
+  bool stalled = false;
+  {
+    std::lock_guard<std::mutex> lock(ready_mu_);
+    if (s.n_steps != last_steps_ || (s.n_running == 0 && s.n_waiting == 0)) {
+      last_steps_ = s.n_steps;
+      last_step_change_ = now;
+    } else {
+      stalled = now - last_step_change_ > config_.stall_timeout;
+    }
+  }
+  std::string body = "{\"status\":\"" + std::string(stalled ? "stalled" : "ready") +
+                     "\",\"n_running\":" + std::to_string(s.n_running) + ",\"n_waiting\":" + std::to_string(s.n_waiting) +
+                     ",\"n_steps\":" + std::to_string(s.n_steps) + "}";
+  if (!stalled) return send_json(*res, "/ready", std::move(body));
+  metrics_.on_request("/ready", 503);
+  res->send(http::HttpResponse{.status = 503, .content_type = "application/json", .headers = {}, .body = std::move(body)});
+}
+
+void ApiService::handle_metrics(http::HttpRequest&, std::shared_ptr<http::Responder> res) {
+  metrics_.on_request("/metrics", 200);
+  std::string body = metrics_.render(engine_->stats(), extra_metrics_ ? extra_metrics_() : std::string());
+  res->send(http::HttpResponse{.status = 200, .content_type = "text/plain; version=0.0.4", .headers = {}, .body = std::move(body)});
+}
+
+}  // namespace zl::api

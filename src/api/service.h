@@ -1,0 +1,80 @@
+// The API service: registers every route on the HTTP router and wires
+// parse -> auth -> prepare -> engine -> format.
+//
+//   HEAD /, GET /health            liveness (no auth)
+//   GET /ready                     model loaded and the engine stepping (no auth)
+//   GET /metrics                   Prometheus text (no auth)
+//   POST /v1/messages              Anthropic (+ count_tokens)
+//   GET /v1/models, /v1/models/{id}  both APIs (a merged model object)
+//   POST /v1/chat/completions, /v1/completions   OpenAI
+// Routes under /v1/chat and /v1/completions answer errors in the OpenAI
+// envelope; every other route in the Anthropic one.
+//
+// Thread-safe after construction: handlers run on any I/O thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "api/errors.h"
+#include "api/generation.h"
+#include "api/metrics.h"
+#include "api/prompt_codec.h"
+#include "engine/request.h"
+#include "http/router.h"
+
+namespace zl::api {
+
+struct ApiConfig {
+  std::string model_alias = "zerolayer";  // the id /v1/models lists
+  std::vector<std::string> api_keys;      // empty: no authentication
+  int64_t model_created_unix = 0;
+  // How long the engine may hold work without stepping before /ready fails.
+  std::chrono::milliseconds stall_timeout{10000};
+};
+
+class ApiService {
+ public:
+  // engine and codec must outlive the service.
+  ApiService(ApiConfig config, EngineApi* engine, const PromptCodec* codec);
+
+  void register_routes(http::Router& router);
+  // More exposition text for /metrics (e.g. connection counters).
+  void set_extra_metrics(std::function<std::string()> fn) { extra_metrics_ = std::move(fn); }
+
+ private:
+  enum class Api { kAnthropic, kOpenAI };
+  static Api api_of(const http::HttpRequest& req);
+  // Answers 401 and returns false when the request carries no valid key.
+  bool authorize(const http::HttpRequest& req, http::Responder& res, const std::string& route);
+  void send_error(const http::HttpRequest& req, http::Responder& res, const std::string& route, const ApiError& e);
+  void send_json(http::Responder& res, const std::string& route, std::string body);
+
+  void handle_messages(http::HttpRequest& req, std::shared_ptr<http::Responder> res);
+  void handle_count_tokens(http::HttpRequest& req, std::shared_ptr<http::Responder> res);
+  void handle_openai(http::HttpRequest& req, std::shared_ptr<http::Responder> res, bool chat);
+  void handle_models(http::HttpRequest& req, std::shared_ptr<http::Responder> res);
+  void handle_model(http::HttpRequest& req, std::shared_ptr<http::Responder> res);
+  void handle_ready(http::HttpRequest& req, std::shared_ptr<http::Responder> res);
+  void handle_metrics(http::HttpRequest& req, std::shared_ptr<http::Responder> res);
+
+  // Submits a parsed chat and answers through `res`.
+  void generate(const http::HttpRequest& req, std::shared_ptr<http::Responder> res, const std::string& route,
+                ChatRequest chat, std::unique_ptr<EventFormatter> formatter);
+  std::string model_json() const;
+
+  ApiConfig config_;
+  EngineApi* engine_;
+  const PromptCodec* codec_;
+  ApiMetrics metrics_;
+  std::function<std::string()> extra_metrics_;
+  std::mutex ready_mu_;
+  int64_t last_steps_ = -1;
+  std::chrono::steady_clock::time_point last_step_change_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace zl::api

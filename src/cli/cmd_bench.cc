@@ -1,0 +1,149 @@
+// `zerolayer bench`: llama-bench-style throughput of the forward pass, each
+// figure next to the machine bound measured in the same run.
+//
+//   pp128/pp512  prompt processing: one forward of N tokens (last logits only)
+//   tg128        generation: 128 forwards of one token each, from position 0
+//   batched[B]   aggregate decode: forwards of B tokens at once through one
+//                ReferenceForward, so every weight matrix is read once per B
+//                tokens (the batched-matmul throughput B sequences decoding
+//                together would get; attention here is causal within the
+//                chunk rather than per sequence — small at these contexts)
+// Each figure is the best of --reps runs (the machine is shared and noisy).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/model_loading.h"
+#include "core/thread_pool.h"
+#include "kernels/matmul.h"
+#include "kernels/peak.h"
+#include "model/forward.h"
+
+namespace zl::cli {
+namespace {
+
+struct BenchContext {
+  const Model& model;
+  ThreadPool* pool;
+  std::shared_ptr<const PackedWeights> weights;
+  int reps;
+  std::vector<int32_t> ids;  // random token ids
+};
+
+double seconds(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Tokens per second of `n_steps` forwards of `chunk` tokens each on a fresh
+// context; best of ctx.reps.
+Result<double> tokens_per_second(BenchContext& ctx, int64_t n_steps, int64_t chunk) {
+  double best = 0;
+  for (int rep = 0; rep < ctx.reps; ++rep) {
+    ReferenceForward fwd(ctx.model, n_steps * chunk, ctx.pool, ctx.weights);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t s = 0; s < n_steps; ++s) {
+      std::span<const int32_t> tokens(ctx.ids.data() + s * chunk, static_cast<size_t>(chunk));
+      auto r = fwd.forward(tokens, /*all_logits=*/false);
+      if (!r.ok()) return r.status();
+    }
+    best = std::max(best, static_cast<double>(n_steps * chunk) / seconds(t0));
+  }
+  return best;
+}
+
+// Multiply-adds per token of the layer matrices (prompt tokens skip the output).
+double layer_macs_per_token(const Model& model) {
+  double macs = 0;
+  for (const LayerWeights& l : model.layers) {
+    for (const GgufTensor* t : {l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down}) {
+      macs += static_cast<double>(t->ne[0]) * static_cast<double>(t->ne[1]);
+    }
+  }
+  return macs;
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv, int first) {
+  int code = 0;
+  auto args = parse_command(argc, argv, first, "bench", "--model PATH [--threads N] [--reps N] [--json]",
+                            {{"model", true, "GGUF model file"},
+                             {"threads", true, "compute threads (default: all cores)"},
+                             {"reps", true, "runs per figure, the best is reported (default 2)"},
+                             {"json", false, "print one JSON object"}},
+                            &code);
+  if (!args) return code;
+  if (!args->has("model")) return report_error("bench", invalid_argument("--model is required"));
+  auto threads = args->get_int("threads", 0);
+  auto reps = args->get_int("reps", 2);
+  if (!threads.ok()) return report_error("bench", threads.status());
+  if (!reps.ok() || *reps < 1) return report_error("bench", invalid_argument("--reps must be >= 1"));
+  auto loaded = load_model_with_progress(*args->get("model"));
+  if (!loaded.ok()) return report_error("bench", loaded.status());
+  const Model& model = *loaded->model;
+  ThreadPool pool(static_cast<int>(*threads));
+  BenchContext ctx{model, &pool, std::make_shared<const PackedWeights>(model), static_cast<int>(*reps), {}};
+  std::mt19937 rng(42);
+  std::uniform_int_distribution<int32_t> id_dist(0, static_cast<int32_t>(model.config.n_vocab - 1));
+  for (int i = 0; i < 1024; ++i) ctx.ids.push_back(id_dist(rng));
+
+  const double bandwidth_gbs = measure_read_bandwidth_gbs(&pool, size_t{1} << 30);
+  const double int8_peak_gops = measure_int8_peak_gops(&pool);
+  if (auto warm = tokens_per_second(ctx, 2, 8); !warm.ok()) return report_error("bench", warm.status());
+
+  struct Figure {
+    std::string name;
+    int64_t n_steps, chunk;
+    double tps = 0;
+  };
+  std::vector<Figure> figs = {{"pp128", 1, 128}, {"pp512", 1, 512}, {"tg128", 128, 1}};
+  for (int64_t b : {1, 4, 8, 16}) figs.push_back({std::to_string(b), std::max<int64_t>(8, 64 / b), b});
+  for (Figure& f : figs) {
+    auto tps = tokens_per_second(ctx, f.n_steps, f.chunk);
+    if (!tps.ok()) return report_error("bench", tps.status());
+    f.tps = *tps;
+  }
+  const double weight_bytes = static_cast<double>(ctx.weights->n_bytes_per_token());
+  const double tg = figs[2].tps;
+  const double roofline = weight_bytes * tg / (bandwidth_gbs * 1e9);
+  const double pp_fraction = figs[1].tps * 2 * layer_macs_per_token(model) / (int8_peak_gops * 1e9);
+
+  const std::string path = *args->get("model");
+  if (args->has("json")) {
+    std::string out = "{\"model\": ";
+    append_json_string(out, path);
+    char buf[1024];
+    std::snprintf(buf, sizeof buf,
+                  ", \"threads\": %d, \"kernels\": \"%s\", \"pp128\": %.2f, \"pp512\": %.2f, \"tg128\": %.2f, "
+                  "\"batched\": {\"1\": %.2f, \"4\": %.2f, \"8\": %.2f, \"16\": %.2f}, \"bandwidth_gbs\": %.2f, "
+                  "\"weight_bytes_per_token\": %.0f, \"decode_roofline\": %.4f, \"int8_peak_gops\": %.1f, "
+                  "\"pp512_int8_fraction\": %.4f}\n",
+                  pool.n_threads(), isa_name(active_isa()), figs[0].tps, figs[1].tps, tg, figs[3].tps, figs[4].tps,
+                  figs[5].tps, figs[6].tps, bandwidth_gbs, weight_bytes, roofline, int8_peak_gops, pp_fraction);
+    out += buf;
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    return kExitOk;
+  }
+  std::printf("model %s, %d threads, %s kernels, best of %d\n", path.c_str(), pool.n_threads(),
+              isa_name(active_isa()), ctx.reps);
+  std::printf("memory read bandwidth  %8.2f GB/s\nint8 peak              %8.1f GOPS\n", bandwidth_gbs,
+              int8_peak_gops);
+  std::printf("weight bytes / token   %8.1f MB\n\n%-14s %10s\n", weight_bytes / 1e6, "test", "t/s");
+  for (size_t i = 0; i < figs.size(); ++i) {
+    const std::string name = i < 3 ? figs[i].name : "batched B=" + figs[i].name;
+    std::printf("%-14s %10.2f\n", name.c_str(), figs[i].tps);
+  }
+  std::printf("\ndecode at %.1f%% of the memory roofline (%.1f t/s bound)\n", 100 * roofline,
+              bandwidth_gbs * 1e9 / weight_bytes);
+  std::printf("pp512 at %.1f%% of the int8 peak; B=16 aggregate = %.2fx B=1\n", 100 * pp_fraction,
+              figs[6].tps / figs[3].tps);
+  return kExitOk;
+}
+
+}  // namespace zl::cli

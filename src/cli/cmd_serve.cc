@@ -1,0 +1,155 @@
+// `zerolayer serve`: the HTTP server with the Anthropic and OpenAI APIs.
+// Wiring only: settings (cli/serve_config.h), engine + codec
+// (cli/serve_engine.h), API routes (api/service.h), HTTP (http/server.h).
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/service.h"
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/serve_config.h"
+#include "cli/serve_engine.h"
+#include "http/server.h"
+
+namespace zl::cli {
+namespace {
+
+const char kSynopsis[] = "--model PATH [--host 127.0.0.1] [--port 8080] [--api-key KEY]... [flags]";
+
+std::vector<FlagSpec> serve_flags() {
+  return {
+      {"model", true, "GGUF model to serve (env ZEROLAYER_MODEL)"},
+      {"host", true, "address to listen on (default 127.0.0.1)"},
+      {"port", true, "port to listen on (default 8080; 0: any free port)"},
+      {"api-key", true, "accepted API key, as x-api-key or Authorization: Bearer (repeatable; none: open)"},
+      {"api-key-file", true, "file with accepted API keys, one a line"},
+      {"threads", true, "compute threads (default: one per core)"},
+      {"ctx", true, "context window per sequence in tokens (default: the model's)"},
+      {"parallel", true, "sequences decoded at once (default 4)"},
+      {"model-alias", true, "model id listed by /v1/models (default: the model file's name)"},
+      {"chat-template", true, "chat template family (default: detected from the model)"},
+      {"io-threads", true, "HTTP I/O threads (default 1)"},
+      {"max-body-bytes", true, "largest request body; larger is 413 (default 33554432)"},
+      {"header-timeout-ms", true, "time to send the request headers (default 10000)"},
+      {"body-timeout-ms", true, "time to send the request body (default 60000)"},
+      {"idle-timeout-ms", true, "keep-alive idle time (default 60000)"},
+      {"config", true, "TOML file with any of these settings (keys with '_' for '-')"},
+  };
+}
+
+// Flags that parse_command does not see: repeatable --api-key, and the
+// test-only --fake-* flags (not in the usage).
+struct Extracted {
+  std::vector<std::string> api_keys;
+  std::map<std::string, std::string> hidden;
+  std::vector<char*> rest;
+};
+
+Extracted extract_flags(int argc, char** argv, int first) {
+  Extracted x;
+  for (int i = 0; i < first; ++i) x.rest.push_back(argv[i]);
+  for (int i = first; i < argc; ++i) {
+    std::string a = argv[i];
+    auto take = [&](const std::string& name, bool has_value) -> std::optional<std::string> {
+      if (a == "--" + name) {
+        if (!has_value) return "true";
+        if (i + 1 < argc) return std::string(argv[++i]);
+        return std::nullopt;
+      }
+      if (has_value && a.rfind("--" + name + "=", 0) == 0) return a.substr(name.size() + 3);
+      return std::nullopt;
+    };
+    if (auto v = take("api-key", true)) {
+      x.api_keys.push_back(*v);
+    } else if (auto v = take("fake-engine", false)) {
+      x.hidden["fake-engine"] = *v;
+    } else if (auto v = take("fake-step-us", true)) {
+      x.hidden["fake-step-us"] = *v;
+    } else if (auto v = take("fake-ctx", true)) {
+      x.hidden["fake-ctx"] = *v;
+    } else {
+      x.rest.push_back(argv[i]);
+    }
+  }
+  return x;
+}
+
+}  // namespace
+
+int cmd_serve(int argc, char** argv, int first) {
+  Extracted x = extract_flags(argc, argv, first);
+  std::vector<FlagSpec> specs = serve_flags();
+  int code = kExitOk;
+  auto args = parse_command(static_cast<int>(x.rest.size()), x.rest.data(), first, "serve", kSynopsis, specs, &code);
+  if (!args) return code;
+  std::map<std::string, std::string> flags = x.hidden;
+  for (const FlagSpec& s : specs) {
+    if (auto v = args->get(s.name)) flags[s.name] = *v;
+  }
+  auto config = resolve_serve_config(flags, x.api_keys, [](const char* n) { return std::getenv(n); });
+  if (!config.ok()) return report_error("serve", config.status());
+  const ServeConfig& cfg = config.value();
+
+  // SIGINT/SIGTERM are taken by sigwait below; block them before any thread starts.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto backend = make_backend(cfg);
+  if (!backend.ok()) return report_error("serve", backend.status());
+  ServeBackend& b = backend.value();
+
+  api::ApiConfig api_cfg;
+  api_cfg.model_alias = cfg.model_alias.empty() ? b.default_alias : cfg.model_alias;
+  api_cfg.api_keys = cfg.api_keys;
+  api::ApiService service(api_cfg, b.engine.get(), b.codec.get());
+  http::Router router;
+  service.register_routes(router);
+
+  http::ServerConfig http_cfg;
+  http_cfg.host = cfg.host;
+  http_cfg.port = static_cast<uint16_t>(cfg.port);
+  http_cfg.n_io_threads = static_cast<int>(cfg.io_threads);
+  http_cfg.max_body_bytes = static_cast<uint64_t>(cfg.max_body_bytes);
+  http_cfg.header_timeout = std::chrono::milliseconds(cfg.header_timeout_ms);
+  http_cfg.body_timeout = std::chrono::milliseconds(cfg.body_timeout_ms);
+  http_cfg.idle_timeout = std::chrono::milliseconds(cfg.idle_timeout_ms);
+  http::HttpServer server(http_cfg, &router);
+  service.set_extra_metrics([&server] {
+    const http::ServerCounters c = server.counters();
+    return "# TYPE zerolayer_http_connections_open gauge\nzerolayer_http_connections_open " +
+           std::to_string(c.n_connections_open) + "\n# TYPE zerolayer_http_connections_total counter\n" +
+           "zerolayer_http_connections_total " + std::to_string(c.n_connections_total) + "\n";
+  });
+  if (Status s = server.listen(); !s.ok()) return report_error("serve", s);
+  server.start();
+
+  const std::string url = "http://" + (cfg.host.find(':') != std::string::npos ? "[" + cfg.host + "]" : cfg.host) +
+                          ":" + std::to_string(server.port());
+  std::printf("zerolayer: serving %s at %s (Anthropic base URL %s, OpenAI base URL %s/v1)%s\n",
+              api_cfg.model_alias.c_str(), url.c_str(), url.c_str(), url.c_str(),
+              cfg.api_keys.empty() ? "" : ", API key required");
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  std::fprintf(stderr, "zerolayer: %s received, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  // Order: no more I/O, then the engine (its thread may still notify channels),
+  // then the server's connections (destroyed with it).
+  server.stop();
+  b.engine.reset();
+  return kExitOk;
+}
+
+}  // namespace zl::cli

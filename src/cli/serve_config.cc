@@ -1,0 +1,181 @@
+#include "cli/serve_config.h"
+
+#define TOML_EXCEPTIONS 0
+#include <toml++/toml.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace zl::cli {
+namespace {
+
+std::string env_name(const std::string& setting) {
+  std::string out = "ZEROLAYER_";
+  for (char c : setting) out += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string toml_key(const std::string& setting) {
+  std::string out = setting;
+  for (char& c : out) {
+    if (c == '-') c = '_';
+  }
+  return out;
+}
+
+std::vector<std::string> split_keys(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::string cur;
+  std::istringstream in(s);
+  while (std::getline(in, cur, sep)) {
+    while (!cur.empty() && std::isspace(static_cast<unsigned char>(cur.back()))) cur.pop_back();
+    size_t b = 0;
+    while (b < cur.size() && std::isspace(static_cast<unsigned char>(cur[b]))) ++b;
+    if (b < cur.size()) out.push_back(cur.substr(b));
+  }
+  return out;
+}
+
+// A TOML scalar as the string a flag would carry.
+std::optional<std::string> toml_scalar(const toml::node& n) {
+  if (auto s = n.value<std::string>()) return *s;
+  if (auto i = n.value<int64_t>()) return std::to_string(*i);
+  if (auto b = n.value<bool>()) return *b ? "true" : "false";
+  if (auto d = n.value<double>()) return std::to_string(*d);
+  return std::nullopt;
+}
+
+struct Sources {
+  std::map<std::string, std::string> values;  // setting -> raw value
+  std::map<std::string, std::string> origin;  // setting -> "flag --x" / "ZEROLAYER_X" / "config file"
+};
+
+Status read_toml(const std::string& path, Sources* src, std::vector<std::string>* keys) {
+  toml::parse_result parsed = toml::parse_file(path);
+  if (!parsed) {
+    std::ostringstream msg;
+    msg << "config file " << path << ": " << parsed.error().description() << " (line "
+        << parsed.error().source().begin.line << ")";
+    return invalid_argument(msg.str());
+  }
+  const toml::table& t = parsed.table();
+  for (const std::string& name : serve_setting_names()) {
+    const toml::node* n = t.get(toml_key(name));
+    if (!n) continue;
+    auto v = toml_scalar(*n);
+    if (!v) return invalid_argument("config file " + path + ": '" + toml_key(name) + "' must be a scalar");
+    src->values[name] = *v;
+    src->origin[name] = "config file " + path;
+  }
+  if (const toml::array* arr = t["api_keys"].as_array()) {
+    for (const auto& item : *arr) {
+      auto s = item.value<std::string>();
+      if (!s) return invalid_argument("config file " + path + ": 'api_keys' must be an array of strings");
+      keys->push_back(*s);
+    }
+  }
+  if (auto k = t["api_key"].value<std::string>()) keys->push_back(*k);
+  return {};
+}
+
+Status parse_int(const Sources& src, const std::string& name, int64_t min, int64_t max, int64_t* out) {
+  auto it = src.values.find(name);
+  if (it == src.values.end()) return {};
+  const std::string& v = it->second;
+  char* end = nullptr;
+  errno = 0;
+  const long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno != 0 || x < min || x > max) {
+    return invalid_argument(src.origin.at(name) + ": " + name + " must be an integer in [" + std::to_string(min) +
+                            ", " + std::to_string(max) + "], got '" + v + "'");
+  }
+  *out = x;
+  return {};
+}
+
+Status parse_bool(const Sources& src, const std::string& name, bool* out) {
+  auto it = src.values.find(name);
+  if (it == src.values.end()) return {};
+  const std::string& v = it->second;
+  if (v == "true" || v == "1" || v == "yes") {
+    *out = true;
+  } else if (v == "false" || v == "0" || v == "no") {
+    *out = false;
+  } else {
+    return invalid_argument(src.origin.at(name) + ": " + name + " must be true or false, got '" + v + "'");
+  }
+  return {};
+}
+
+}  // namespace
+
+const std::vector<std::string>& serve_setting_names() {
+  static const std::vector<std::string> kNames = {
+      "model",           "host",           "port",           "threads",         "ctx",
+      "parallel",        "model-alias",    "chat-template",  "io-threads",      "max-body-bytes",
+      "header-timeout-ms", "body-timeout-ms", "idle-timeout-ms", "api-key-file", "fake-engine",
+      "fake-step-us",    "fake-ctx"};
+  return kNames;
+}
+
+Result<ServeConfig> resolve_serve_config(const std::map<std::string, std::string>& flags,
+                                         const std::vector<std::string>& flag_api_keys, const EnvFn& env) {
+  Sources src;
+  std::vector<std::string> toml_keys;
+  std::string config_path;
+  if (auto it = flags.find("config"); it != flags.end()) {
+    config_path = it->second;
+  } else if (const char* e = env("ZEROLAYER_CONFIG"); e && *e) {
+    config_path = e;
+  }
+  if (!config_path.empty()) RETURN_IF_ERROR(read_toml(config_path, &src, &toml_keys));
+  for (const std::string& name : serve_setting_names()) {
+    if (const char* e = env(env_name(name).c_str()); e && *e) {
+      src.values[name] = e;
+      src.origin[name] = env_name(name);
+    }
+    if (auto it = flags.find(name); it != flags.end()) {
+      src.values[name] = it->second;
+      src.origin[name] = "--" + name;
+    }
+  }
+
+  ServeConfig c;
+  auto str = [&](const std::string& name, std::string* out) {
+    if (auto it = src.values.find(name); it != src.values.end()) *out = it->second;
+  };
+  str("model", &c.model_path);
+  str("host", &c.host);
+  str("model-alias", &c.model_alias);
+  str("chat-template", &c.chat_template);
+  RETURN_IF_ERROR(parse_int(src, "port", 0, 65535, &c.port));
+  RETURN_IF_ERROR(parse_int(src, "threads", 0, 1024, &c.threads));
+  RETURN_IF_ERROR(parse_int(src, "ctx", 0, 1 << 24, &c.ctx));
+  RETURN_IF_ERROR(parse_int(src, "parallel", 1, 4096, &c.parallel));
+  RETURN_IF_ERROR(parse_int(src, "io-threads", 1, 64, &c.io_threads));
+  RETURN_IF_ERROR(parse_int(src, "max-body-bytes", 1024, 1ll << 32, &c.max_body_bytes));
+  RETURN_IF_ERROR(parse_int(src, "header-timeout-ms", 10, 3600000, &c.header_timeout_ms));
+  RETURN_IF_ERROR(parse_int(src, "body-timeout-ms", 10, 3600000, &c.body_timeout_ms));
+  RETURN_IF_ERROR(parse_int(src, "idle-timeout-ms", 10, 3600000, &c.idle_timeout_ms));
+  RETURN_IF_ERROR(parse_bool(src, "fake-engine", &c.fake_engine));
+  RETURN_IF_ERROR(parse_int(src, "fake-step-us", 0, 10000000, &c.fake_step_us));
+  RETURN_IF_ERROR(parse_int(src, "fake-ctx", 16, 1 << 24, &c.fake_ctx));
+
+  // API keys: the highest source that gives any wins, like every setting.
+  std::vector<std::string> keys = flag_api_keys;
+  if (keys.empty()) {
+    if (const char* e = env("ZEROLAYER_API_KEY"); e && *e) keys = split_keys(e, ',');
+  }
+  if (keys.empty()) keys = toml_keys;
+  if (auto it = src.values.find("api-key-file"); it != src.values.end()) {
+    std::ifstream f(it->second);
+    if (!f) return invalid_argument(src.origin.at("api-key-file") + ": cannot read API key file '" + it->second + "'");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    for (std::string& k : split_keys(ss.str(), '\n')) keys.push_back(std::move(k));
+  }
+  c.api_keys = std::move(keys);
+  return c;
+}
+
+}  // namespace zl::cli

@@ -1,0 +1,51 @@
+// Settings of `zerolayer serve`: command-line flag > environment variable
+// (ZEROLAYER_<NAME>, e.g. ZEROLAYER_PORT) > TOML file (--config, keys named
+// like the flags with '_' for '-': `port = 8080`, `model_alias = "x"`) >
+// default. API keys: --api-key (repeatable), ZEROLAYER_API_KEY (comma
+// separated), `api_key`/`api_keys` in TOML, and --api-key-file (one key a
+// line); never printed.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace zl::cli {
+
+struct ServeConfig {
+  std::string model_path;
+  std::string host = "127.0.0.1";
+  int64_t port = 8080;
+  std::vector<std::string> api_keys;  // empty: no authentication
+  int64_t threads = 0;                // compute threads; 0: one per core
+  int64_t ctx = 0;                    // context window per sequence; 0: the model's
+  int64_t parallel = 4;               // sequences decoded at once
+  std::string model_alias;            // the id in /v1/models; default: the model file's stem
+  std::string chat_template;          // template family override; empty: from the model
+  int64_t io_threads = 1;
+  int64_t max_body_bytes = 32ll << 20;
+  int64_t header_timeout_ms = 10000;
+  int64_t body_timeout_ms = 60000;
+  int64_t idle_timeout_ms = 60000;
+  // Tests: a model-free fake engine (fake/fake_engine.h).
+  bool fake_engine = false;
+  int64_t fake_step_us = 2000;
+  int64_t fake_ctx = 4096;
+};
+
+// The names of all settings ("model", "port", "api-key", …) as flags take them.
+const std::vector<std::string>& serve_setting_names();
+
+using EnvFn = std::function<const char*(const char*)>;
+
+// Resolves the settings. `flags` maps a setting name to its flag value;
+// `flag_api_keys` are the repeated --api-key values. InvalidArgument naming
+// the setting and its source for bad values or an unreadable config file.
+Result<ServeConfig> resolve_serve_config(const std::map<std::string, std::string>& flags,
+                                         const std::vector<std::string>& flag_api_keys, const EnvFn& env);
+
+}  // namespace zl::cli

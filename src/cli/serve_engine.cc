@@ -1,0 +1,60 @@
+#include "cli/serve_engine.h"
+
+#include "api/tokenizer_codec.h"
+#include "cli/model_loading.h"
+#include "engine/engine.h"
+#include "fake/fake_engine.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace zl::cli {
+
+namespace {
+
+// What the real engine points into, kept alive together.
+struct LoadedBackend {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+};
+
+std::string file_stem(const std::string& path) {
+  size_t b = path.find_last_of('/');
+  b = b == std::string::npos ? 0 : b + 1;
+  size_t e = path.rfind('.');
+  if (e == std::string::npos || e < b) e = path.size();
+  return path.substr(b, e - b);
+}
+
+}  // namespace
+
+Result<ServeBackend> make_backend(const ServeConfig& config) {
+  ServeBackend b;
+  if (config.fake_engine) {
+    b.engine = std::make_unique<fake::FakeEngine>(fake::FakeEngineConfig{
+        .n_ctx = config.ctx > 0 ? config.ctx : config.fake_ctx,
+        .step_time = std::chrono::microseconds(config.fake_step_us)});
+    b.codec = std::make_unique<fake::FakeCodec>();
+    b.default_alias = "zerolayer-fake";
+    return b;
+  }
+  std::string path = config.model_path;
+  if (path.empty()) {
+    ASSIGN_OR_RETURN(path, default_model_path());
+  }
+  auto loaded = std::make_shared<LoadedBackend>();
+  ASSIGN_OR_RETURN(LoadedModel lm, load_model_with_progress(path));
+  loaded->model = std::move(lm.model);
+  ASSIGN_OR_RETURN(loaded->tokenizer, Tokenizer::from_gguf(*loaded->model->file));
+  ASSIGN_OR_RETURN(ChatTemplate tmpl, ChatTemplate::for_vocab(loaded->tokenizer->vocab(), config.chat_template));
+  EngineConfig ec{.n_ctx = config.ctx,
+                  .max_seqs = static_cast<int32_t>(config.parallel),
+                  .n_threads = static_cast<int>(config.threads)};
+  ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::create(*loaded->model, *loaded->tokenizer, ec));
+  b.engine = std::move(engine);
+  b.codec = std::make_unique<api::TokenizerCodec>(loaded->tokenizer.get(), std::move(tmpl));
+  b.keep_alive = loaded;
+  b.default_alias = file_stem(path);
+  return b;
+}
+
+}  // namespace zl::cli

@@ -1,0 +1,302 @@
+#include "engine/engine.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+namespace zl {
+
+struct Engine::Live {
+  Request request;
+  std::shared_ptr<RequestChannel> channel;
+  SeqId seq = 0;
+  Sampler sampler;
+  IncrementalDetokenizer detok;
+  StopMatcher stop;
+  Usage usage;
+  Timings timings;
+  bool admitted_once = false;
+
+  Live(Request r, std::shared_ptr<RequestChannel> ch, const Tokenizer& tok)
+      : request(std::move(r)),
+        channel(std::move(ch)),
+        sampler(request.sampling, request.prompt_ids),
+        detok(tok),
+        stop(request.stop.stop_strings) {}
+};
+
+EngineConfig resolve_engine_config(const ModelConfig& model, EngineConfig c) {
+  if (c.n_ctx <= 0) c.n_ctx = std::min<int64_t>(model.n_ctx_train, 4096);
+  if (c.max_seqs <= 0) c.max_seqs = 16;
+  if (c.block_size <= 0) c.block_size = 16;
+  if (c.max_step_tokens <= 0) c.max_step_tokens = 512;
+  if (c.n_kv_tokens <= 0) {
+    c.n_kv_tokens = c.n_ctx * c.max_seqs;
+    // Never take more than half of the memory available now.
+    const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0) {
+      const double budget = 0.5 * static_cast<double>(pages) * static_cast<double>(page);
+      const int64_t fit = static_cast<int64_t>(budget / KvStorage::bytes_per_token(model, c.kv_type));
+      c.n_kv_tokens = std::min(c.n_kv_tokens, std::max<int64_t>(fit, c.n_ctx));
+    }
+  }
+  // Whole blocks, and at least one full context.
+  c.n_kv_tokens = std::max(c.n_kv_tokens, c.n_ctx);
+  c.n_kv_tokens = (c.n_kv_tokens + c.block_size - 1) / c.block_size * c.block_size;
+  return c;
+}
+
+Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokenizer& tokenizer, EngineConfig config) {
+  config = resolve_engine_config(model.config, config);
+  if (config.n_ctx < 2) return invalid_argument("context size must be at least 2 tokens");
+  if (config.n_kv_tokens / config.block_size > INT32_MAX / 2) return invalid_argument("KV cache too large");
+  return std::unique_ptr<Engine>(new Engine(model, tokenizer, config));
+}
+
+Engine::Engine(const Model& model, const Tokenizer& tokenizer, EngineConfig config)
+    : model_(model),
+      tokenizer_(tokenizer),
+      config_(config),
+      pool_(config.n_threads),
+      runner_(model, &pool_),
+      kv_(model.config, config.n_kv_tokens / config.block_size, config.block_size, config.kv_type),
+      blocks_(BlockPoolConfig{.block_size = config.block_size,
+                              .n_blocks = static_cast<int32_t>(config.n_kv_tokens / config.block_size),
+                              .prefix_caching = config.prefix_caching}),
+      scheduler_(SchedulerConfig{.max_step_tokens = config.max_step_tokens, .max_running = config.max_seqs}, blocks_) {
+  stats_.n_ctx = config_.n_ctx;
+  stats_.kv_block_size = config_.block_size;
+  stats_.n_kv_blocks_total = blocks_.n_blocks();
+  thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() { stop(); }
+
+void Engine::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_ && !thread_.joinable()) return;
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::shared_ptr<RequestChannel> Engine::submit(Request request) {
+  auto channel = std::make_shared<RequestChannel>(request.id);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stop_) {
+      inbox_.emplace_back(std::move(request), channel);
+      ++stats_.n_waiting;
+      cv_.notify_all();
+      return channel;
+    }
+  }
+  Event e{.kind = EventKind::kError, .finish = FinishReason::kError};
+  e.error = Status(ErrorKind::kResourceExhausted, "overloaded: the engine is shutting down");
+  channel->push(std::move(e));
+  return channel;
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void Engine::loop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !inbox_.empty() || scheduler_.has_work(); });
+      if (stop_) break;
+    }
+    take_inbox();
+    step();
+    publish_stats();
+  }
+  // Shutting down: everything still known ends with an error event.
+  take_inbox();
+  std::vector<SeqId> ids;
+  for (const auto& [id, live] : live_) ids.push_back(id);
+  for (SeqId id : ids) {
+    Live& live = *live_.at(id);
+    finish(live, FinishReason::kError, Status(ErrorKind::kResourceExhausted, "overloaded: the engine is shutting down"));
+  }
+  publish_stats();
+}
+
+void Engine::take_inbox() {
+  std::vector<std::pair<Request, std::shared_ptr<RequestChannel>>> inbox;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    inbox.swap(inbox_);
+  }
+  for (auto& [request, channel] : inbox) admit(std::move(request), std::move(channel));
+}
+
+void Engine::admit(Request request, std::shared_ptr<RequestChannel> channel) {
+  auto fail = [&](Status error) {
+    Event e{.kind = EventKind::kError, .finish = FinishReason::kError};
+    e.usage.n_prompt_tokens = static_cast<int64_t>(request.prompt_ids.size());
+    e.error = std::move(error);
+    channel->push(std::move(e));
+  };
+  const int64_t n_prompt = static_cast<int64_t>(request.prompt_ids.size());
+  if (n_prompt == 0) return fail(invalid_argument("the prompt has no tokens"));
+  for (int32_t id : request.prompt_ids) {
+    if (id < 0 || id >= model_.config.n_vocab) return fail(invalid_argument("prompt token id " + std::to_string(id) + " is outside the vocabulary"));
+  }
+  if (n_prompt >= config_.n_ctx) {
+    return fail(out_of_range("context_length_exceeded: the prompt has " + std::to_string(n_prompt) +
+                             " tokens; the context window is " + std::to_string(config_.n_ctx)));
+  }
+  if (request.stop.max_tokens < 1) return fail(invalid_argument("max_tokens must be at least 1"));
+  const int64_t max_total = std::min<int64_t>(config_.n_ctx, n_prompt + request.stop.max_tokens);
+  SequenceSpec spec{.tenant = request.tenant,
+                    .prompt = request.prompt_ids,
+                    .max_total_tokens = static_cast<int32_t>(max_total),
+                    .priority = request.priority};
+  auto seq = scheduler_.submit(std::move(spec));
+  if (!seq.ok()) return fail(seq.status());
+  auto live = std::make_unique<Live>(std::move(request), std::move(channel), tokenizer_);
+  live->seq = *seq;
+  live->usage.n_prompt_tokens = n_prompt;
+  live->timings.t_submit = Timings::Clock::now();
+  live_.emplace(*seq, std::move(live));
+}
+
+void Engine::apply_cancellations_and_backpressure() {
+  for (auto& [id, live] : live_) {
+    if (live->channel->cancelled()) {
+      scheduler_.cancel(id);
+    } else {
+      scheduler_.set_paused(id, live->channel->pending() > config_.max_pending_events);
+    }
+  }
+}
+
+void Engine::step() {
+  apply_cancellations_and_backpressure();
+  StepPlan plan = scheduler_.schedule();
+  for (SeqId id : plan.cancelled) {
+    auto it = live_.find(id);
+    if (it == live_.end()) continue;
+    Event e{.kind = EventKind::kFinish, .finish = FinishReason::kCancelled};
+    e.usage = it->second->usage;
+    e.timings = it->second->timings;
+    it->second->channel->push(std::move(e));
+    live_.erase(it);
+  }
+  const auto now = Timings::Clock::now();
+  for (SeqId id : plan.admitted) {
+    Live& live = *live_.at(id);
+    if (!live.admitted_once) {
+      live.admitted_once = true;
+      live.timings.t_scheduled = now;
+      live.usage.n_cached_tokens = scheduler_.sequence(id).n_cached_prompt;
+    }
+  }
+  if (plan.empty()) return;
+
+  batch_.clear();
+  for (const ScheduledSeq& it : plan.items) {
+    const Sequence& s = scheduler_.sequence(it.id);
+    batch_.push_back(BatchSequence{.tokens = std::span(s.tokens).subspan(it.pos, it.n_tokens),
+                                   .n_past = it.pos,
+                                   .block_table = s.blocks.table(),
+                                   .all_logits = false,
+                                   .want_logits = it.samples});
+  }
+  logits_.clear();
+  Status st = runner_.forward(batch_, kv_, logits_);
+  if (!st.ok()) {
+    scheduler_.abandon_step();
+    for (const ScheduledSeq& it : plan.items) finish(*live_.at(it.id), FinishReason::kError, st);
+    return;
+  }
+  const int64_t n_vocab = model_.config.n_vocab;
+  int64_t row = 0;
+  for (const ScheduledSeq& it : plan.items) {
+    Live& live = *live_.at(it.id);
+    if (!it.samples) {
+      scheduler_.on_step_done(it.id, std::nullopt);
+      continue;
+    }
+    auto token = live.sampler.sample(std::span(logits_.data() + row * n_vocab, n_vocab));
+    ++row;
+    if (!token.ok()) {
+      // Every id banned: the step must still be reported with a token before
+      // the sequence can end; the placeholder is never emitted.
+      scheduler_.on_step_done(it.id, 0);
+      finish(live, FinishReason::kError, token.status());
+      continue;
+    }
+    scheduler_.on_step_done(it.id, *token);
+    handle_token(live, *token);
+  }
+}
+
+void Engine::handle_token(Live& live, int32_t token) {
+  const auto now = Timings::Clock::now();
+  if (live.usage.n_generated_tokens == 0) live.timings.t_first_token = now;
+  live.timings.t_last_token = now;
+  ++live.usage.n_generated_tokens;
+  const StopParams& sp = live.request.stop;
+  const bool stop_id = std::find(sp.stop_token_ids.begin(), sp.stop_token_ids.end(), token) != sp.stop_token_ids.end();
+  if (stop_id || (!sp.ignore_eos && tokenizer_.vocab().is_eog(token))) {
+    return finish(live, FinishReason::kEndOfSequence, Status(), token);
+  }
+  StopFeed fed = live.stop.feed(live.detok.push(token));
+  std::vector<int32_t> ids;
+  if (live.request.return_token_ids) ids.push_back(token);
+  emit(live, std::move(fed.text), std::move(ids));
+  if (fed.stop) return finish(live, FinishReason::kStopSequence);
+  const Sequence& s = scheduler_.sequence(live.seq);
+  if (live.usage.n_generated_tokens >= sp.max_tokens) return finish(live, FinishReason::kMaxTokens);
+  if (s.n_tokens() >= s.max_total_tokens) return finish(live, FinishReason::kContextWindow);
+}
+
+void Engine::emit(Live& live, std::string text, std::vector<int32_t> ids) {
+  if (text.empty() && ids.empty()) return;
+  Event e{.kind = EventKind::kText, .text = std::move(text), .token_ids = std::move(ids)};
+  e.usage = live.usage;
+  live.channel->push(std::move(e));
+}
+
+void Engine::finish(Live& live, FinishReason reason, Status error, std::optional<int32_t> final_token) {
+  if (reason != FinishReason::kStopSequence && reason != FinishReason::kError) {
+    // Release what the detokenizer and the stop matcher still hold.
+    StopFeed fed = live.stop.feed(live.detok.flush());
+    std::string tail = std::move(fed.text);
+    if (fed.stop) {
+      reason = FinishReason::kStopSequence;
+    } else {
+      tail += live.stop.flush();
+    }
+    emit(live, std::move(tail), {});
+  }
+  Event e{.kind = error.ok() ? EventKind::kFinish : EventKind::kError, .finish = reason};
+  if (final_token && live.request.return_token_ids) e.token_ids.push_back(*final_token);
+  if (reason == FinishReason::kStopSequence) e.stop_sequence = live.stop.matched();
+  e.usage = live.usage;
+  e.timings = live.timings;
+  e.error = std::move(error);
+  live.channel->push(std::move(e));
+  const SeqId id = live.seq;
+  scheduler_.finish(id);
+  live_.erase(id);
+}
+
+void Engine::publish_stats() {
+  const SchedulerStats ss = scheduler_.stats();
+  const BlockPoolStats bs = blocks_.stats();
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.n_running = ss.n_running;
+  stats_.n_waiting = ss.n_waiting + static_cast<int64_t>(inbox_.size());
+  stats_.n_kv_blocks_used = bs.n_used;
+  stats_.n_kv_blocks_cached = bs.n_cached;
+  stats_.n_steps = ss.n_steps;
+}
+
+}  // namespace zl

@@ -1,0 +1,101 @@
+// The engine: one thread that owns the model runner, the paged KV cache and
+// the scheduler, and turns submitted Requests into Events.
+//
+// Every step: take new requests from the inbox, note cancellations, ask the
+// scheduler for a plan, run ONE forward pass over the ragged batch of all
+// scheduled sequences (prefill chunks and decode tokens together), then for
+// each sequence that reached the end of its tokens: sample (per-request
+// Sampler), detokenize incrementally (valid UTF-8 deltas), match stop strings
+// (held back, never emitted), push events, and finish the sequence when it
+// ends (EOS/EOT, stop token, stop string, max_tokens, context window).
+// Idle, the thread sleeps on a condition variable.
+//
+// Thread-safety: submit(), stats() and stop() may be called from any thread.
+// Nothing else touches engine state: the I/O side sees only RequestChannels.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "engine/kv_cache.h"
+#include "engine/request.h"
+#include "engine/sampler.h"
+#include "engine/scheduler.h"
+#include "engine/stop_matcher.h"
+#include "model/model.h"
+#include "model/runner.h"
+#include "tokenizer/detokenizer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace zl {
+
+struct EngineConfig {
+  int64_t n_ctx = 0;             // per-sequence context window; 0: min(training context, 4096)
+  int32_t max_seqs = 0;          // sequences in one batch at most; 0: 16
+  int64_t n_kv_tokens = 0;       // KV cache capacity in tokens; 0: n_ctx × max_seqs, capped by memory
+  int32_t block_size = 16;       // tokens per KV block
+  int32_t max_step_tokens = 512; // token budget of one step
+  KvType kv_type = KvType::kF16;
+  int n_threads = 0;             // compute threads; 0: all cores
+  bool prefix_caching = true;
+  size_t max_pending_events = 256;  // a sequence whose client lags this far behind is paused
+};
+
+// Resolves the zero defaults of `config` for `model` (and free memory).
+EngineConfig resolve_engine_config(const ModelConfig& model, EngineConfig config);
+
+class Engine final : public EngineApi {
+ public:
+  // The model and tokenizer must outlive the engine. Starts the engine thread.
+  static Result<std::unique_ptr<Engine>> create(const Model& model, const Tokenizer& tokenizer, EngineConfig config);
+  ~Engine() override;  // stop()
+
+  std::shared_ptr<RequestChannel> submit(Request request) override;
+  EngineStats stats() const override;
+  const EngineConfig& config() const { return config_; }
+  // Cancels everything still queued or running and joins the engine thread. Idempotent.
+  void stop();
+
+ private:
+  struct Live;  // per-request state on the engine thread
+  Engine(const Model& model, const Tokenizer& tokenizer, EngineConfig config);
+  void loop();
+  void step();
+  void take_inbox();
+  void admit(Request request, std::shared_ptr<RequestChannel> channel);
+  void apply_cancellations_and_backpressure();
+  void handle_token(Live& live, int32_t token);
+  // Ends a sequence: flushes held text, pushes the last event (with the ids of
+  // a final EOS/stop token that produced no text), frees its blocks.
+  void finish(Live& live, FinishReason reason, Status error = Status(), std::optional<int32_t> final_token = std::nullopt);
+  void emit(Live& live, std::string text, std::vector<int32_t> ids);
+  void publish_stats();
+
+  const Model& model_;
+  const Tokenizer& tokenizer_;
+  EngineConfig config_;
+  ThreadPool pool_;
+  ModelRunner runner_;
+  KvStorage kv_;
+  BlockPool blocks_;
+  Scheduler scheduler_;
+  std::unordered_map<SeqId, std::unique_ptr<Live>> live_;
+  std::vector<float> logits_;
+  std::vector<BatchSequence> batch_;
+
+  mutable std::mutex mu_;  // guards inbox_, stop_, stats_
+  std::condition_variable cv_;
+  std::vector<std::pair<Request, std::shared_ptr<RequestChannel>>> inbox_;
+  bool stop_ = false;
+  EngineStats stats_;
+  std::thread thread_;
+};
+
+}  // namespace zl

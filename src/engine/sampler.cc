@@ -1,0 +1,252 @@
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/check.h"
+
+namespace zl {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Most likely first; equal logits: lower id first.
+bool more_likely(const TokenProb& a, const TokenProb& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+
+Status no_token() {
+  return invalid_argument("no token can be sampled: all are banned, masked or not finite");
+}
+
+void renormalize(std::vector<TokenProb>& c) {
+  double sum = 0;
+  for (const TokenProb& t : c) sum += t.p;
+  if (sum <= 0) return;
+  for (TokenProb& t : c) t.p = static_cast<float>(t.p / sum);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// TokenMask
+
+TokenMask::TokenMask(int32_t n_vocab) : n_vocab_(n_vocab), bits_((std::max(n_vocab, 0) + 63) / 64) {
+  CHECK(n_vocab >= 0) << "n_vocab " << n_vocab;
+}
+
+void TokenMask::forbid(int32_t id) {
+  if (id < 0 || id >= n_vocab_) return;
+  bits_[id >> 6] |= uint64_t{1} << (id & 63);
+}
+
+void TokenMask::forbid(std::span<const int32_t> ids) {
+  for (int32_t id : ids) forbid(id);
+}
+
+void TokenMask::allow_only(std::span<const int32_t> ids) {
+  std::fill(bits_.begin(), bits_.end(), ~uint64_t{0});
+  for (int32_t id : ids) {
+    if (id >= 0 && id < n_vocab_) bits_[id >> 6] &= ~(uint64_t{1} << (id & 63));
+  }
+}
+
+void TokenMask::clear() { std::fill(bits_.begin(), bits_.end(), 0); }
+
+// ---------------------------------------------------------------------------------------------
+// Stages
+
+namespace sampling {
+
+void apply_logit_bias(std::span<float> logits, const std::map<int32_t, float>& bias) {
+  const auto n = static_cast<int32_t>(logits.size());
+  for (const auto& [id, b] : bias) {
+    if (id >= 0 && id < n) logits[id] += b;
+  }
+}
+
+void apply_mask(std::span<float> logits, const TokenMask& mask) {
+  const auto n = static_cast<int32_t>(std::min<size_t>(logits.size(), mask.n_vocab()));
+  for (int32_t id = 0; id < n; ++id) {
+    if (mask.forbidden(id)) logits[id] = kNegInf;
+  }
+}
+
+int32_t argmax(std::span<const float> logits) {
+  int32_t best = -1;
+  float best_logit = kNegInf;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (logits[i] > best_logit) {  // strict: the lowest id wins ties; NaN never wins
+      best_logit = logits[i];
+      best = static_cast<int32_t>(i);
+    }
+  }
+  return best;
+}
+
+std::vector<TokenProb> softmax(std::span<const float> logits, float temperature) {
+  CHECK(temperature > 0) << "temperature " << temperature;
+  std::vector<TokenProb> c;
+  bool any_pos_inf = false;
+  for (float l : logits) any_pos_inf |= (l == std::numeric_limits<float>::infinity());
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const float l = logits[i];
+    if (any_pos_inf ? l == std::numeric_limits<float>::infinity() : std::isfinite(l)) {
+      c.push_back({.id = static_cast<int32_t>(i), .logit = any_pos_inf ? 0.0f : l / temperature});
+    }
+  }
+  if (c.empty()) return c;
+  float max_logit = kNegInf;
+  for (const TokenProb& t : c) max_logit = std::max(max_logit, t.logit);
+  for (TokenProb& t : c) t.p = std::exp(t.logit - max_logit);
+  renormalize(c);
+  return c;
+}
+
+void top_k(std::vector<TokenProb>& c, int32_t k) {
+  if (k <= 0) return;
+  if (static_cast<size_t>(k) < c.size()) {
+    std::nth_element(c.begin(), c.begin() + k, c.end(), more_likely);
+    c.resize(k);
+  }
+  std::sort(c.begin(), c.end(), more_likely);
+  renormalize(c);
+}
+
+void top_p(std::vector<TokenProb>& c, float p) {
+  if (p >= 1.0f || c.empty()) return;
+  double total = 0;
+  for (const TokenProb& t : c) total += t.p;
+  const double target = static_cast<double>(p) * total;
+  // Sort a growing most-likely prefix until it holds enough probability: usually a few dozen
+  // tokens out of a vocabulary of ~10^5.
+  size_t m = std::min<size_t>(c.size(), 64);
+  for (;;) {
+    std::partial_sort(c.begin(), c.begin() + m, c.end(), more_likely);
+    double cum = 0;
+    for (size_t i = 0; i < m; ++i) {
+      cum += c[i].p;
+      if (cum >= target) {
+        c.resize(i + 1);
+        renormalize(c);
+        return;
+      }
+    }
+    if (m == c.size()) return;  // rounding: everything is needed
+    m = std::min(c.size(), m * 4);
+  }
+}
+
+void min_p(std::vector<TokenProb>& c, float p) {
+  if (p <= 0.0f || c.empty()) return;
+  float p_max = 0;
+  for (const TokenProb& t : c) p_max = std::max(p_max, t.p);
+  const float threshold = std::min(p, 1.0f) * p_max;
+  std::erase_if(c, [&](const TokenProb& t) { return t.p < threshold; });
+  renormalize(c);
+}
+
+int32_t draw(const std::vector<TokenProb>& c, double u) {
+  CHECK(!c.empty());
+  double total = 0;
+  for (const TokenProb& t : c) total += t.p;
+  const double target = u * total;
+  double cum = 0;
+  for (const TokenProb& t : c) {
+    cum += t.p;
+    if (target < cum) return t.id;
+  }
+  return c.back().id;  // u * total rounded up to the sum
+}
+
+}  // namespace sampling
+
+// ---------------------------------------------------------------------------------------------
+// Sampler
+
+Sampler::Sampler(SamplingParams params, std::span<const int32_t> context)
+    : params_(std::move(params)) {
+  if (params_.seed) {
+    seed_ = *params_.seed;
+  } else {
+    std::random_device rd;
+    seed_ = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  }
+  rng_.seed(seed_);
+  const int32_t last_n = params_.penalty_last_n;
+  if (last_n == 0) return;
+  size_t first = 0;
+  if (last_n > 0 && context.size() > static_cast<size_t>(last_n)) first = context.size() - last_n;
+  for (size_t i = first; i < context.size(); ++i) push(context[i], /*generated=*/false);
+}
+
+void Sampler::accept(int32_t token) { push(token, /*generated=*/true); }
+
+void Sampler::push(int32_t token, bool generated) {
+  const int32_t last_n = params_.penalty_last_n;
+  if (last_n == 0) return;
+  Counts& c = counts_[token];
+  ++c.n_all;
+  c.n_generated += generated;
+  if (last_n < 0) return;  // the whole sequence: counts only, nothing leaves the window
+  window_.emplace_back(token, generated);
+  if (window_.size() <= static_cast<size_t>(last_n)) return;
+  const auto [old, old_generated] = window_.front();
+  window_.pop_front();
+  auto it = counts_.find(old);
+  it->second.n_all--;
+  it->second.n_generated -= old_generated;
+  if (it->second.n_all == 0) counts_.erase(it);
+}
+
+bool Sampler::penalties_active() const {
+  return params_.penalty_last_n != 0 &&
+         (params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f ||
+          params_.frequency_penalty != 0.0f);
+}
+
+void Sampler::apply_penalties(std::span<float> logits) const {
+  const auto n = static_cast<int32_t>(logits.size());
+  const float rep = params_.repetition_penalty;
+  for (const auto& [id, c] : counts_) {
+    if (id < 0 || id >= n) continue;
+    float& l = logits[id];
+    if (rep != 1.0f) l = l > 0 ? l / rep : l * rep;
+    l -= static_cast<float>(c.n_generated) * params_.frequency_penalty +
+         (c.n_generated > 0 ? params_.presence_penalty : 0.0f);
+  }
+}
+
+void Sampler::transform(std::span<float> logits, const TokenMask* mask) const {
+  sampling::apply_logit_bias(logits, params_.logit_bias);
+  if (penalties_active()) apply_penalties(logits);
+  if (mask) sampling::apply_mask(logits, *mask);
+}
+
+Result<std::vector<TokenProb>> Sampler::distribution(std::span<float> logits,
+                                                     const TokenMask* mask) {
+  transform(logits, mask);
+  if (params_.temperature <= 0.0f) {
+    const int32_t id = sampling::argmax(logits);
+    if (id < 0) return no_token();
+    return std::vector<TokenProb>{{.id = id, .logit = logits[id], .p = 1.0f}};
+  }
+  std::vector<TokenProb> c = sampling::softmax(logits, params_.temperature);
+  if (c.empty()) return no_token();
+  sampling::top_k(c, params_.top_k);
+  sampling::top_p(c, params_.top_p);
+  sampling::min_p(c, params_.min_p);
+  return c;
+}
+
+Result<int32_t> Sampler::sample(std::span<float> logits, const TokenMask* mask) {
+  ASSIGN_OR_RETURN(std::vector<TokenProb> c, distribution(logits, mask));
+  const int32_t id = params_.temperature <= 0.0f ? c[0].id : sampling::draw(c, next_uniform());
+  accept(id);
+  return id;
+}
+
+double Sampler::next_uniform() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
+
+}  // namespace zl

@@ -1,0 +1,217 @@
+// The scheduler: which sequences run in the next forward pass, and how many tokens each.
+//
+// Design (vLLM v1 style)
+// ----------------------
+// There is no prefill phase and no decode phase. A sequence is a token list (prompt, then the
+// tokens generated so far) and n_computed, the number of leading tokens whose KV is in the
+// cache. Each step grants a sequence some tokens to compute, positions
+// [n_computed, n_computed + grant); a prompt is just a sequence far behind, so chunked
+// prefill is simply a grant smaller than what is left, and decode is a grant of 1. When a
+// grant reaches the end of the token list, the forward pass yields logits for the last
+// position and the caller samples the next token (ScheduledSeq::samples).
+//
+// Each schedule():
+//   1. removes sequences cancelled since the last step (frees their blocks);
+//   2. grants running sequences, decodes first (one token left to compute), then unfinished
+//      prefills, each group oldest admission first, so a long prefill never starves decodes.
+//      Grants are bounded by the step token budget and max_prefill_chunk. Room for the grant is
+//      reserved in the sequence's block table; when the pool is short, the lowest-priority,
+//      most recently admitted running sequence is preempted (blocks freed, n_computed reset,
+//      back to the waiting queue to recompute later, its generated tokens now part of what it
+//      recomputes) until the grant fits or the requester itself was the one preempted;
+//   3. if nothing was preempted, admits waiting sequences in order (priority high first, FCFS
+//      within a priority; a preempted sequence keeps its arrival order and so goes back to the
+//      front of its priority) while a running slot, budget and blocks remain. Admission reuses
+//      the longest cached prefix (BlockPool prefix caching) and reserves blocks for the first
+//      chunk only; the first waiting sequence that does not fit stops admission (no skipping,
+//      so a large request is not starved by small ones).
+// The oldest running sequence is never preempted while another one runs, and submit() refuses
+// a sequence that could not fit the whole pool alone, so every sequence eventually finishes.
+// The scheduler sees the KV cache only through BlockPool / SequenceBlocks and never runs a
+// model: the caller reports each step back (on_step_done) and decides when a sequence ends.
+//
+// Driving it (the engine loop, one step):
+//   for each live request whose channel is cancelled:   sched.cancel(id);
+//   StepPlan plan = sched.schedule();
+//   for (SeqId id : plan.cancelled)   -> push a kCancelled event, drop per-request state;
+//   for (auto& it : plan.items) { const Sequence& s = sched.sequence(it.id);
+//       feed tokens s.tokens[it.pos, it.pos + it.n_tokens) at positions it.pos.. ; KV of
+//       position p is written to / read from block s.blocks.table()[p / block_size], slot
+//       p % block_size; logits are needed only for the last token of items with samples; }
+//   forward(batch);
+//   for (auto& it : plan.items) {
+//       std::optional<int32_t> tok;  if (it.samples) tok = sampler[it.id].sample(logits row);
+//       sched.on_step_done(it.id, tok);          // every item, exactly once
+//       if (tok && the request is done: EOS, stop string, max_tokens, n_ctx) sched.finish(it.id);
+//   }
+// A forward pass that fails: sched.abandon_step(), then finish() the affected sequences.
+//
+// Costs: schedule() is O(running + admitted + cancelled) plus the block work of its grants
+// (prefix matching is O(prompt) per admission). Thread-safety: none; owned by the engine
+// thread. The BlockPool must outlive the scheduler.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/status.h"
+#include "engine/kv_cache.h"  // BlockPool, SequenceBlocks
+
+namespace zl {
+
+using SeqId = int64_t;
+
+struct SchedulerConfig {
+  int32_t max_step_tokens = 512;   // token budget of one step (prefill chunks + decodes)
+  int32_t max_running = 64;        // sequences in the batch at most
+  int32_t max_prefill_chunk = 0;   // largest grant to one sequence in one step; 0: the budget
+};
+
+// What submit() needs to know about a request.
+struct SequenceSpec {
+  std::string tenant;              // salts the prefix cache (Request::tenant)
+  std::vector<int32_t> prompt;     // at least one token
+  int32_t max_total_tokens = 0;    // prompt + generated at most (max_tokens clamped to n_ctx)
+  int32_t priority = 0;            // higher first
+};
+
+enum class SeqState { kWaiting, kRunning };
+
+// A sequence as the scheduler tracks it. The caller reads it through sequence(id).
+struct Sequence {
+  SeqId id = 0;
+  int32_t priority = 0;
+  int64_t arrival = 0;             // submit order
+  int64_t admission = -1;          // order of the latest (re)admission; -1 before the first
+  std::vector<int32_t> tokens;     // prompt, then generated tokens
+  int32_t n_prompt = 0;
+  int32_t max_total_tokens = 0;
+  int32_t n_computed = 0;          // tokens[0, n_computed) have KV in the blocks
+  int32_t n_cached_prompt = 0;     // prompt tokens reused from the prefix cache at first admission
+  int32_t n_preemptions = 0;
+  SeqState state = SeqState::kWaiting;
+  bool cancel_requested = false;
+  bool paused = false;
+  SequenceBlocks blocks;           // the block table; empty while waiting
+
+  int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
+  int32_t n_generated() const { return n_tokens() - n_prompt; }
+  int32_t n_uncomputed() const { return n_tokens() - n_computed; }
+};
+
+// One sequence's share of a step.
+struct ScheduledSeq {
+  SeqId id = 0;
+  int32_t pos = 0;                 // first position to compute (n_computed before the step)
+  int32_t n_tokens = 0;            // compute positions [pos, pos + n_tokens)
+  bool samples = false;            // pos + n_tokens == token count: sample one token after
+};
+
+struct StepPlan {
+  std::vector<ScheduledSeq> items;  // the batch: decodes, prefill chunks, then admissions
+  std::vector<SeqId> admitted;      // (re)admitted this step
+  std::vector<SeqId> preempted;     // back to waiting, blocks freed, will recompute
+  std::vector<SeqId> cancelled;     // removed for good, blocks freed
+  int32_t n_tokens = 0;             // sum of items' n_tokens (<= max_step_tokens)
+  bool empty() const { return items.empty(); }
+};
+
+struct SchedulerStats {
+  int32_t n_running = 0;
+  int32_t n_waiting = 0;
+  int64_t n_steps = 0;
+  int64_t n_preemptions = 0;
+  int64_t n_admissions = 0;
+  int64_t n_cached_prompt_tokens = 0;   // over first admissions
+};
+
+class Scheduler {
+ public:
+  // CHECKs max_step_tokens >= 1, max_running >= 1, max_prefill_chunk >= 0.
+  Scheduler(SchedulerConfig config, BlockPool& pool);
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Queues a sequence. Errors: invalid_argument (empty prompt, max_total_tokens below the
+  // prompt length), resource_exhausted "kv_cache_overflow" (max_total_tokens could not fit the
+  // whole pool). O(log waiting).
+  Result<SeqId> submit(SequenceSpec spec);
+
+  // Marks a sequence cancelled; the next schedule() removes it (and reports it in
+  // StepPlan::cancelled). Any time, even between schedule() and on_step_done(). Unknown ids
+  // (already finished) are ignored. O(1).
+  void cancel(SeqId id);
+
+  // A paused sequence keeps its blocks but gets no grants and is not admitted (backpressure:
+  // its client is not reading). It can still be preempted. CHECKs the sequence exists. O(1).
+  void set_paused(SeqId id, bool paused);
+
+  // Plans the next step (see the design comment). CHECKs that every item of the previous plan
+  // was reported. O(running + admitted + cancelled) + block work.
+  StepPlan schedule();
+
+  // Reports one item of the last plan as computed: n_computed advances by its grant, newly full
+  // blocks are committed to the prefix cache, and `new_token` (required iff the item samples)
+  // is appended to the sequence. CHECKs the id was in the plan and not yet reported, and that
+  // the token keeps the sequence within max_total_tokens (finish() it once it reaches them).
+  void on_step_done(SeqId id, std::optional<int32_t> new_token);
+
+  // Forgets the unreported items of the last plan: their n_computed does not advance (what the
+  // forward pass wrote is recomputed later). For a failed forward pass.
+  void abandon_step();
+
+  // Removes a sequence for good and frees its blocks (committed full blocks stay cached).
+  // CHECKs the sequence exists and has no unreported item. O(blocks + log waiting).
+  void finish(SeqId id);
+
+  // CHECKs the sequence exists. The reference is valid until the sequence is removed.
+  const Sequence& sequence(SeqId id) const;
+  const Sequence* find(SeqId id) const;  // nullptr when unknown
+  bool has_work() const { return !running_.empty() || !waiting_.empty(); }
+
+  // In admission order (oldest first) / in admission priority order.
+  std::vector<const Sequence*> running() const;
+  std::vector<const Sequence*> waiting() const;
+  SchedulerStats stats() const;
+  const SchedulerConfig& config() const { return config_; }
+  const BlockPool& pool() const { return pool_; }
+
+ private:
+  struct WaitingOrder {
+    bool operator()(const Sequence* a, const Sequence* b) const {
+      if (a->priority != b->priority) return a->priority > b->priority;
+      return a->arrival < b->arrival;
+    }
+  };
+
+  Sequence& get(SeqId id);
+  void remove_cancelled(StepPlan& plan);
+  int32_t chunk_limit(int32_t budget) const;
+  void schedule_running(StepPlan& plan, int32_t& budget);
+  // Grows `seq` to hold `n_tokens`, preempting others as needed. False if `seq` itself was
+  // preempted.
+  bool reserve_or_preempt(Sequence& seq, int32_t n_tokens, StepPlan& plan, int32_t& budget);
+  Sequence* pick_victim() const;
+  void preempt(Sequence& seq, StepPlan& plan, int32_t& budget);
+  void admit_waiting(StepPlan& plan, int32_t& budget);
+  void erase(Sequence& seq);
+
+  SchedulerConfig config_;
+  BlockPool& pool_;
+  std::unordered_map<SeqId, std::unique_ptr<Sequence>> seqs_;
+  std::vector<Sequence*> running_;                 // admission order
+  std::set<Sequence*, WaitingOrder> waiting_;
+  std::vector<SeqId> cancel_requests_;
+  std::unordered_map<SeqId, ScheduledSeq> pending_;  // items of the last plan not yet reported
+  SeqId next_id_ = 1;
+  int64_t next_arrival_ = 0;
+  int64_t next_admission_ = 0;
+  SchedulerStats stats_;
+};
+
+}  // namespace zl

@@ -1,0 +1,231 @@
+#include "fake/fake_engine.h"
+
+#include <algorithm>
+
+namespace zl::fake {
+
+const std::vector<std::string> kStory = {
+    "Once", " upon", " a", " time", ",", " there", " was", " a", " little", " girl", " named", " Lily", ".",
+    " She", " loved", " to", " play", " outside", ".", " \"Hi!\"", " she", " said", ".\n", "The", " end", "."};
+
+namespace {
+
+constexpr int32_t kBos = 1;
+constexpr int32_t kByteBase = 3;
+
+void append_bytes(std::string_view text, std::vector<int32_t>* ids) {
+  for (unsigned char c : text) ids->push_back(kByteBase + c);
+}
+
+}  // namespace
+
+std::string FakeCodec::render_chat(const api::ChatRequest& chat) {
+  std::string out;
+  for (size_t i = 0; i < chat.messages.size(); ++i) {
+    const api::ChatMessage& m = chat.messages[i];
+    out += "<|" + m.role + "|>\n" + m.content;
+    for (const auto& tc : m.tool_calls) out += "<tool_call " + tc.name + ">" + tc.arguments_json + "</tool_call>";
+    const bool last = i + 1 == chat.messages.size();
+    if (!(last && chat.continue_final_message)) out += "\n";
+  }
+  if (!chat.tools_json.empty()) out += "<|tools|>\n" + chat.tools_json + "\n";
+  if (!chat.continue_final_message) out += "<|assistant|>\n";
+  return out;
+}
+
+Result<std::vector<int32_t>> FakeCodec::encode_chat(const api::ChatRequest& chat) const {
+  return encode_text(render_chat(chat));
+}
+
+Result<std::vector<int32_t>> FakeCodec::encode_text(std::string_view text) const {
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() + 1);
+  ids.push_back(kBos);
+  append_bytes(text, &ids);
+  return ids;
+}
+
+std::string FakeCodec::decode(const std::vector<int32_t>& ids) {
+  std::string out;
+  for (int32_t id : ids) {
+    if (id >= kByteBase && id < kByteBase + 256) out += static_cast<char>(id - kByteBase);
+  }
+  return out;
+}
+
+struct FakeEngine::Seq {
+  Request request;
+  std::shared_ptr<RequestChannel> channel;
+  bool endless = false;
+  bool fail = false;
+  bool overload = false;
+  std::chrono::microseconds token_time{0};
+  std::chrono::steady_clock::time_point next_token{};
+  std::string text;     // all generated text
+  size_t n_emitted = 0; // bytes of `text` already sent
+  Usage usage;
+  Timings timings;
+};
+
+FakeEngine::FakeEngine(FakeEngineConfig config) : config_(config) { thread_ = std::thread([this] { loop(); }); }
+
+FakeEngine::~FakeEngine() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+std::shared_ptr<RequestChannel> FakeEngine::submit(Request request) {
+  auto seq = std::make_unique<Seq>();
+  seq->channel = std::make_shared<RequestChannel>(request.id);
+  const std::string prompt = FakeCodec::decode(request.prompt_ids);
+  seq->endless = prompt.find("[[fake:long]]") != std::string::npos;
+  seq->fail = prompt.find("[[fake:error]]") != std::string::npos;
+  seq->overload = prompt.find("[[fake:overload]]") != std::string::npos;
+  if (prompt.find("[[fake:slow]]") != std::string::npos) seq->token_time = std::chrono::milliseconds(50);
+  seq->usage.n_prompt_tokens = static_cast<int64_t>(request.prompt_ids.size());
+  seq->timings.t_submit = std::chrono::steady_clock::now();
+  seq->request = std::move(request);
+  auto channel = seq->channel;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    incoming_.push_back(std::move(seq));
+  }
+  cv_.notify_all();
+  return channel;
+}
+
+EngineStats FakeEngine::stats() const {
+  EngineStats s;
+  s.n_running = n_running_.load();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s.n_waiting = static_cast<int64_t>(incoming_.size());
+  }
+  s.n_ctx = config_.n_ctx;
+  s.n_steps = n_steps_.load();
+  s.n_kv_blocks_total = 1024;
+  s.kv_block_size = 16;
+  s.n_kv_blocks_used = std::min<int64_t>(s.n_running * 4, 1024);
+  s.n_prompt_tokens_total = n_prompt_total_.load();
+  s.n_generated_tokens_total = n_generated_total_.load();
+  return s;
+}
+
+void FakeEngine::loop() {
+  std::vector<std::unique_ptr<Seq>> running;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (running.empty()) cv_.wait(lock, [&] { return stop_ || !incoming_.empty(); });
+      if (stop_) break;
+      for (auto& s : incoming_) {
+        s->timings.t_scheduled = std::chrono::steady_clock::now();
+        n_prompt_total_.fetch_add(s->usage.n_prompt_tokens);
+        running.push_back(std::move(s));
+      }
+      incoming_.clear();
+    }
+    n_running_.store(static_cast<int64_t>(running.size()));
+    n_steps_.fetch_add(1);
+    std::erase_if(running, [&](const std::unique_ptr<Seq>& s) { return !step(*s); });
+    n_running_.store(static_cast<int64_t>(running.size()));
+    std::this_thread::sleep_for(config_.step_time);
+  }
+  // Shutdown: whatever is left is cancelled.
+  for (auto& s : running) {
+    Event e{.kind = EventKind::kFinish, .finish = FinishReason::kCancelled, .usage = s->usage};
+    s->channel->push(std::move(e));
+  }
+}
+
+bool FakeEngine::step(Seq& s) {
+  auto finish = [&](FinishReason r, std::string stop = {}) {
+    Event e;
+    e.kind = EventKind::kFinish;
+    e.finish = r;
+    e.stop_sequence = std::move(stop);
+    e.usage = s.usage;
+    e.timings = s.timings;
+    s.channel->push(std::move(e));
+    return false;
+  };
+  if (s.channel->cancelled()) {
+    n_cancelled_.fetch_add(1);
+    return finish(FinishReason::kCancelled);
+  }
+  if (s.overload) {
+    Event e{.kind = EventKind::kError, .usage = s.usage, .error = resource_exhausted("no KV blocks free (fake)")};
+    s.channel->push(std::move(e));
+    return false;
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (now < s.next_token) return true;
+  s.next_token = now + s.token_time;
+
+  const int64_t n_gen = s.usage.n_generated_tokens;
+  if (!s.endless && n_gen >= static_cast<int64_t>(kStory.size())) {
+    // The story is over: EOS. Held-back text (a partial stop match) is released first.
+    if (s.n_emitted < s.text.size()) {
+      Event e{.kind = EventKind::kText, .text = s.text.substr(s.n_emitted), .usage = s.usage};
+      s.n_emitted = s.text.size();
+      s.channel->push(std::move(e));
+    }
+    return finish(FinishReason::kEndOfSequence);
+  }
+  s.text += kStory[n_gen % kStory.size()];
+  ++s.usage.n_generated_tokens;
+  n_generated_total_.fetch_add(1);
+  if (n_gen == 0) s.timings.t_first_token = now;
+  s.timings.t_last_token = now;
+  if (s.fail && s.usage.n_generated_tokens > 2) {
+    Event e{.kind = EventKind::kError, .usage = s.usage, .error = internal_error("fake engine failure")};
+    s.channel->push(std::move(e));
+    return false;
+  }
+
+  // Stop strings: the earliest match ends the text before it; a suffix that
+  // could still become a match is held back.
+  size_t stop_pos = std::string::npos;
+  std::string stop_str;
+  size_t hold = 0;
+  for (const std::string& stop : s.request.stop.stop_strings) {
+    const size_t from = s.n_emitted;
+    const size_t p = s.text.find(stop, from);
+    if (p != std::string::npos && p < stop_pos) {
+      stop_pos = p;
+      stop_str = stop;
+    }
+    for (size_t k = std::min(stop.size() - 1, s.text.size() - from); k > hold; --k) {
+      if (s.text.compare(s.text.size() - k, k, stop, 0, k) == 0) {
+        hold = k;
+        break;
+      }
+    }
+  }
+  const size_t end = stop_pos != std::string::npos ? stop_pos : s.text.size() - hold;
+  if (end > s.n_emitted) {
+    Event e{.kind = EventKind::kText, .text = s.text.substr(s.n_emitted, end - s.n_emitted), .usage = s.usage};
+    s.n_emitted = end;
+    s.channel->push(std::move(e));
+  }
+  if (stop_pos != std::string::npos) return finish(FinishReason::kStopSequence, stop_str);
+  const int64_t n_total = s.usage.n_prompt_tokens + s.usage.n_generated_tokens;
+  const bool window_full = n_total >= config_.n_ctx;
+  const bool at_max = s.usage.n_generated_tokens >= s.request.stop.max_tokens;
+  if (window_full || at_max) {
+    if (s.n_emitted < s.text.size()) {
+      Event e{.kind = EventKind::kText, .text = s.text.substr(s.n_emitted), .usage = s.usage};
+      s.n_emitted = s.text.size();
+      s.channel->push(std::move(e));
+    }
+    return finish(at_max ? FinishReason::kMaxTokens : FinishReason::kContextWindow);
+  }
+  return true;
+}
+
+}  // namespace zl::fake
+

@@ -1,0 +1,80 @@
+// A fake engine and prompt codec: deterministic, model-free stand-ins for
+// the real ones, used by unit/e2e tests and `zerolayer serve --fake-engine`.
+//
+// FakeCodec: one token per byte (id = byte + 3), BOS = 1; chats render as
+// "<|role|>\n<content>\n" per message, then "<|assistant|>\n" (or the prompt
+// ends inside the last assistant turn for a prefill).
+//
+// FakeEngine: one engine thread; every step (step_time) each running request
+// emits one token of a fixed story (kStory), then EOS. It honours
+// max_tokens, the context window (n_ctx), stop strings (held back while they
+// could still match, never emitted), and cancellation at the next step.
+// Markers in the prompt text change its behaviour:
+//   [[fake:long]]      the story repeats forever (until max_tokens/window/cancel)
+//   [[fake:slow]]      50 ms per token for this request
+//   [[fake:error]]     a kError (internal) after 2 tokens
+//   [[fake:overload]]  a kError (resource_exhausted) before any token
+// Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/prompt_codec.h"
+#include "engine/request.h"
+
+namespace zl::fake {
+
+// The story, one token per entry.
+extern const std::vector<std::string> kStory;
+
+class FakeCodec final : public api::PromptCodec {
+ public:
+  Result<std::vector<int32_t>> encode_chat(const api::ChatRequest& chat) const override;
+  Result<std::vector<int32_t>> encode_text(std::string_view text) const override;
+  static std::string render_chat(const api::ChatRequest& chat);
+  static std::string decode(const std::vector<int32_t>& ids);
+};
+
+struct FakeEngineConfig {
+  int64_t n_ctx = 4096;
+  std::chrono::microseconds step_time{2000};
+};
+
+class FakeEngine final : public EngineApi {
+ public:
+  explicit FakeEngine(FakeEngineConfig config = {});
+  ~FakeEngine() override;
+
+  std::shared_ptr<RequestChannel> submit(Request request) override;
+  EngineStats stats() const override;
+
+  int64_t n_cancelled() const { return n_cancelled_.load(); }
+
+ private:
+  struct Seq;
+  void loop();
+  // Advances one sequence by one token; false when it has finished.
+  bool step(Seq& s);
+
+  FakeEngineConfig config_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<Seq>> incoming_;
+  bool stop_ = false;
+  std::atomic<int64_t> n_running_{0};
+  std::atomic<int64_t> n_steps_{0};
+  std::atomic<int64_t> n_prompt_total_{0};
+  std::atomic<int64_t> n_generated_total_{0};
+  std::atomic<int64_t> n_cancelled_{0};
+  std::thread thread_;
+};
+
+}  // namespace zl::fake

@@ -1,0 +1,95 @@
+#include "http/router.h"
+
+#include <algorithm>
+
+namespace zl::http {
+namespace {
+
+std::vector<std::string> split_path(std::string_view path) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < path.size()) {
+    if (path[i] == '/') {
+      ++i;
+      continue;
+    }
+    size_t j = path.find('/', i);
+    if (j == std::string_view::npos) j = path.size();
+    out.emplace_back(path.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
+
+bool is_capture(const std::string& seg) { return seg.size() >= 2 && seg.front() == '{' && seg.back() == '}'; }
+
+}  // namespace
+
+std::string_view HttpRequest::header(std::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (k == name) return v;
+  }
+  return {};
+}
+
+bool HttpRequest::has_header(std::string_view name) const {
+  return std::any_of(headers.begin(), headers.end(), [&](const Header& h) { return h.first == name; });
+}
+
+void Router::add(std::string method, std::string pattern, Handler handler) {
+  routes_.push_back(Route{std::move(method), split_path(pattern), std::move(handler)});
+}
+
+bool Router::match(const Route& r, std::string_view path, std::vector<std::string>* params) {
+  std::vector<std::string> segs = split_path(path);
+  if (segs.size() != r.segments.size()) return false;
+  params->clear();
+  for (size_t i = 0; i < segs.size(); ++i) {
+    if (is_capture(r.segments[i])) {
+      params->push_back(segs[i]);
+    } else if (segs[i] != r.segments[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void Router::dispatch(HttpRequest& request, const std::shared_ptr<Responder>& responder) const {
+  bool path_known = false;
+  std::vector<std::string> params;
+  const Route* head_fallback = nullptr;
+  for (const Route& r : routes_) {
+    if (!match(r, request.path, &params)) continue;
+    path_known = true;
+    if (r.method == request.method) {
+      request.path_params = std::move(params);
+      r.handler(request, responder);
+      return;
+    }
+    if (request.method == "HEAD" && r.method == "GET" && !head_fallback) head_fallback = &r;
+  }
+  if (head_fallback) {
+    match(*head_fallback, request.path, &params);
+    request.path_params = std::move(params);
+    head_fallback->handler(request, responder);
+    return;
+  }
+  responder->send(error_response(path_known ? HttpError::kMethodNotAllowed : HttpError::kNotFound, request));
+}
+
+HttpResponse Router::error_response(HttpError error, const HttpRequest& request) const {
+  if (error_formatter_) return error_formatter_(error, request);
+  HttpResponse r;
+  switch (error) {
+    case HttpError::kBadRequest: r.status = 400; break;
+    case HttpError::kNotFound: r.status = 404; break;
+    case HttpError::kMethodNotAllowed: r.status = 405; break;
+    case HttpError::kBodyTooLarge: r.status = 413; break;
+    case HttpError::kHeadersTooLarge: r.status = 431; break;
+    case HttpError::kInternal: r.status = 500; break;
+  }
+  r.body = "{\"error\":{\"status\":" + std::to_string(r.status) + "}}";
+  return r;
+}
+
+}  // namespace zl::http

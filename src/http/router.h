@@ -1,0 +1,45 @@
+// Method + path routing. Patterns are exact paths whose segments may be
+// "{name}" captures ("/v1/models/{id}"); captures go to
+// HttpRequest::path_params in order. The query string is never matched.
+// Unknown paths are 404, known paths with another method 405; both answers
+// come from the error formatter that the API layer installs, so that every
+// error body is the API's envelope. HEAD falls back to the GET route.
+//
+// Built once before the server starts; then read-only (thread-safe).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "http/message.h"
+
+namespace zl::http {
+
+// Makes the answer for an error the HTTP layer detected.
+using ErrorFormatter = std::function<HttpResponse(HttpError error, const HttpRequest& request)>;
+
+class Router {
+ public:
+  void add(std::string method, std::string pattern, Handler handler);
+  void set_error_formatter(ErrorFormatter f) { error_formatter_ = std::move(f); }
+
+  // Runs the handler for `request`, or answers 404/405.
+  void dispatch(HttpRequest& request, const std::shared_ptr<Responder>& responder) const;
+
+  // The answer for an HTTP-level error (a plain JSON body without a formatter).
+  HttpResponse error_response(HttpError error, const HttpRequest& request) const;
+
+ private:
+  struct Route {
+    std::string method;
+    std::vector<std::string> segments;
+    Handler handler;
+  };
+  static bool match(const Route& r, std::string_view path, std::vector<std::string>* params);
+
+  std::vector<Route> routes_;
+  ErrorFormatter error_formatter_;
+};
+
+}  // namespace zl::http

@@ -1,0 +1,642 @@
+#include "http/server.h"
+
+#include <atomic>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <cctype>
+#include <optional>
+#include <random>
+#include <thread>
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = boost::asio::ip::tcp;
+using error_code = boost::system::error_code;
+
+namespace zl::http {
+namespace {
+
+// After an error answer that closes the connection, unread request bytes are
+// drained for this long so the client sees the answer, not a reset.
+constexpr std::chrono::milliseconds kLingerTime{2000};
+
+std::string_view reason_phrase(int status) {
+  switch (status) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 204: return "No Content";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 413: return "Payload Too Large";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 503: return "Service Unavailable";
+    case 529: return "Site Overloaded";
+    default: return "Status";
+  }
+}
+
+std::string new_request_id() {
+  static constexpr char kAlphabet[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+  thread_local std::mt19937_64 rng(std::random_device{}());
+  std::string id = "req_";
+  for (int i = 0; i < 24; ++i) id += kAlphabet[rng() % 62];
+  return id;
+}
+
+// Status line and headers. `content_length` < 0: chunked (HTTP/1.1) or
+// close-delimited (HTTP/1.0).
+std::string serialize_head(const HttpResponse& r, const std::string& request_id, int64_t content_length,
+                           bool keep_alive, int version) {
+  std::string h;
+  h.reserve(256 + r.headers.size() * 48);
+  h += version == 10 ? "HTTP/1.0 " : "HTTP/1.1 ";
+  h += std::to_string(r.status);
+  h += ' ';
+  h += reason_phrase(r.status);
+  h += "\r\nServer: zerolayer\r\n";
+  if (!r.content_type.empty()) h += "Content-Type: " + r.content_type + "\r\n";
+  if (content_length >= 0) {
+    h += "Content-Length: " + std::to_string(content_length) + "\r\n";
+  } else if (version == 11) {
+    h += "Transfer-Encoding: chunked\r\n";
+  }
+  h += "request-id: " + request_id + "\r\nx-request-id: " + request_id + "\r\n";
+  for (const auto& [k, v] : r.headers) h += k + ": " + v + "\r\n";
+  if (!keep_alive) {
+    h += "Connection: close\r\n";
+  } else if (version == 10) {
+    h += "Connection: keep-alive\r\n";
+  }
+  h += "\r\n";
+  return h;
+}
+
+struct Shared {
+  ServerConfig cfg;
+  const Router* router = nullptr;
+  std::atomic<int64_t> n_open{0};
+  std::atomic<int64_t> n_total{0};
+  std::atomic<int64_t> n_requests{0};
+};
+
+class Connection;
+
+// One request's answer (see Responder). Lives on its connection's thread.
+class Exchange final : public Responder, public std::enable_shared_from_this<Exchange> {
+ public:
+  Exchange(std::weak_ptr<Connection> conn, asio::io_context& ioc, std::string id, bool head_only, int version,
+           bool keep_alive)
+      : conn_(std::move(conn)), ioc_(ioc), id_(std::move(id)), head_only_(head_only), version_(version),
+        keep_alive_(keep_alive) {}
+
+  const std::string& request_id() const override { return id_; }
+  void send(HttpResponse response) override;
+  void begin_stream(HttpResponse head) override;
+  void write(std::string_view bytes) override;
+  void end_stream() override;
+  size_t buffered_bytes() const override;
+  bool client_gone() const override { return gone_; }
+  bool done() const override { return ended_ || gone_; }
+  void on_client_gone(std::function<void()> fn) override { on_gone_ = std::move(fn); }
+  void on_drained(std::function<void()> fn) override { on_drained_ = std::move(fn); }
+  void hold(std::shared_ptr<void> state) override {
+    if (!done()) held_.push_back(std::move(state));
+  }
+  void post(std::function<void()> fn) override;
+  void post_after(std::chrono::milliseconds delay, std::function<void()> fn) override;
+
+  // Connection side.
+  void mark_gone() {
+    if (gone_ || ended_) return;
+    gone_ = true;
+    if (auto fn = std::move(on_gone_)) fn();
+    release();
+  }
+  void drained() {
+    if (on_drained_ && !done()) on_drained_();
+  }
+  bool streaming() const { return started_ && !ended_; }
+
+ private:
+  void release() {
+    on_gone_ = nullptr;
+    on_drained_ = nullptr;
+    held_.clear();  // may destroy the handler's state (which may hold us: we are kept by the caller)
+  }
+  void finish();
+
+  std::weak_ptr<Connection> conn_;
+  asio::io_context& ioc_;
+  std::string id_;
+  bool head_only_;
+  int version_;
+  bool keep_alive_;
+  bool started_ = false;
+  bool ended_ = false;
+  bool gone_ = false;
+  std::function<void()> on_gone_;
+  std::function<void()> on_drained_;
+  std::vector<std::shared_ptr<void>> held_;
+};
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(tcp::socket sock, asio::io_context& ioc, Shared& shared)
+      : sock_(std::move(sock)), ioc_(ioc), timer_(ioc), sh_(shared) {
+    sh_.n_open.fetch_add(1);
+    sh_.n_total.fetch_add(1);
+  }
+  ~Connection() { sh_.n_open.fetch_sub(1); }
+
+  void start() { read_next(); }
+
+  // Exchange side.
+  void queue(std::string_view bytes) {
+    if (closed_) return;
+    out_.append(bytes);
+    flush();
+  }
+  size_t buffered() const { return out_.size() + writing_buf_.size(); }
+  void exchange_ended(bool keep_alive) {
+    answer_queued_ = true;
+    if (!keep_alive) keep_alive_ = false;
+    if (!writing_ && out_.empty()) finish_exchange();
+  }
+  bool closed() const { return closed_; }
+
+ private:
+  void read_next();
+  void start_read_some();
+  void on_read_some(error_code ec, size_t n);
+  void read_header();
+  void on_header(error_code ec);
+  void on_body(error_code ec);
+  void dispatch();
+  void flush();
+  void on_written(error_code ec);
+  void finish_exchange();
+  void answer_and_close(HttpError error);
+  void close();
+  void linger_close();
+  void arm(std::chrono::milliseconds d);
+  void disarm() {
+    ++timer_gen_;
+    timer_.cancel();
+  }
+
+  tcp::socket sock_;
+  asio::io_context& ioc_;
+  asio::steady_timer timer_;
+  Shared& sh_;
+  beast::flat_buffer buf_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  std::shared_ptr<Exchange> ex_;
+  // Keeps the connection alive while an answer is pending even when no
+  // socket operation is (pipelined bytes buffered: no read outstanding).
+  std::shared_ptr<Connection> busy_self_;
+  std::string out_;
+  std::string writing_buf_;
+  uint64_t timer_gen_ = 0;
+  bool writing_ = false;
+  bool reading_ = false;        // an async_read_some is in flight (idle or background)
+  bool parsing_ = false;        // a Beast header/body read is in flight
+  bool busy_ = false;           // a request is being answered
+  bool answer_queued_ = false;  // the answer is complete in out_/writing_buf_
+  bool keep_alive_ = true;
+  bool lingering_ = false;
+  bool closed_ = false;
+};
+
+// ---- Exchange ----
+
+void Exchange::send(HttpResponse r) {
+  if (started_ || done()) return;
+  auto conn = conn_.lock();
+  if (!conn) return;
+  started_ = true;
+  std::string bytes = serialize_head(r, id_, static_cast<int64_t>(r.body.size()), keep_alive_, version_);
+  if (!head_only_) bytes += r.body;
+  conn->queue(bytes);
+  finish();
+}
+
+void Exchange::begin_stream(HttpResponse head) {
+  if (started_ || done()) return;
+  auto conn = conn_.lock();
+  if (!conn) return;
+  started_ = true;
+  // HTTP/1.0 has no chunked coding: the body ends when the connection closes.
+  if (version_ == 10) keep_alive_ = false;
+  std::string body = std::move(head.body);
+  conn->queue(serialize_head(head, id_, head_only_ ? 0 : -1, keep_alive_, version_));
+  if (head_only_) {
+    finish();
+    return;
+  }
+  if (!body.empty()) write(body);
+}
+
+void Exchange::write(std::string_view bytes) {
+  if (!started_ || done() || bytes.empty()) return;
+  auto conn = conn_.lock();
+  if (!conn) return;
+  if (version_ == 10) {
+    conn->queue(bytes);
+    return;
+  }
+  char size_line[24];
+  int n = std::snprintf(size_line, sizeof size_line, "%zx\r\n", bytes.size());
+  std::string chunk;
+  chunk.reserve(bytes.size() + n + 2);
+  chunk.append(size_line, n);
+  chunk.append(bytes);
+  chunk += "\r\n";
+  conn->queue(chunk);
+}
+
+void Exchange::end_stream() {
+  if (!started_ || done()) return;
+  auto conn = conn_.lock();
+  if (!conn) return;
+  if (version_ == 11) conn->queue("0\r\n\r\n");
+  finish();
+}
+
+void Exchange::finish() {
+  ended_ = true;
+  auto self = shared_from_this();  // release() may drop the last outside reference
+  release();
+  if (auto conn = conn_.lock()) conn->exchange_ended(keep_alive_);
+}
+
+size_t Exchange::buffered_bytes() const {
+  auto conn = conn_.lock();
+  return conn ? conn->buffered() : 0;
+}
+
+void Exchange::post(std::function<void()> fn) {
+  asio::post(ioc_, [w = weak_from_this(), fn = std::move(fn)] {
+    auto self = w.lock();
+    if (self && !self->done()) fn();
+  });
+}
+
+void Exchange::post_after(std::chrono::milliseconds delay, std::function<void()> fn) {
+  auto timer = std::make_shared<asio::steady_timer>(ioc_, delay);
+  timer->async_wait([timer, w = weak_from_this(), fn = std::move(fn)](error_code ec) {
+    auto self = w.lock();
+    if (!ec && self && !self->done()) fn();
+  });
+}
+
+// ---- Connection ----
+
+void Connection::arm(std::chrono::milliseconds d) {
+  const uint64_t gen = ++timer_gen_;
+  timer_.expires_after(d);
+  timer_.async_wait([self = shared_from_this(), gen](error_code ec) {
+    if (ec || gen != self->timer_gen_ || self->closed_) return;
+    // A deadline passed: slow client, idle keep-alive, stuck write or the end of a linger.
+    self->close();
+  });
+}
+
+void Connection::read_next() {
+  if (closed_) return;
+  busy_ = false;
+  parser_.emplace();
+  parser_->header_limit(sh_.cfg.max_header_bytes);
+  parser_->body_limit(sh_.cfg.max_body_bytes);
+  if (buf_.size() > 0) {
+    read_header();
+    return;
+  }
+  arm(sh_.cfg.idle_timeout);
+  if (!reading_) start_read_some();
+}
+
+void Connection::start_read_some() {
+  reading_ = true;
+  sock_.async_read_some(buf_.prepare(16 << 10), [self = shared_from_this()](error_code ec, size_t n) {
+    self->on_read_some(ec, n);
+  });
+}
+
+void Connection::on_read_some(error_code ec, size_t n) {
+  reading_ = false;
+  if (closed_) return;
+  if (ec) {
+    // EOF or reset: idle keep-alive ends, or the client left mid-answer.
+    close();
+    return;
+  }
+  if (lingering_) {
+    buf_.consume(buf_.size());
+    start_read_some();
+    return;
+  }
+  buf_.commit(n);
+  if (busy_) {
+    // Pipelined bytes: keep them, unparsed, for after this answer. Reading
+    // stops here (a disconnect is then noticed at the next write).
+    return;
+  }
+  read_header();
+}
+
+void Connection::read_header() {
+  arm(sh_.cfg.header_timeout);
+  parsing_ = true;
+  bhttp::async_read_header(sock_, buf_, *parser_, [self = shared_from_this()](error_code ec, size_t) {
+    self->on_header(ec);
+  });
+}
+
+void Connection::on_header(error_code ec) {
+  parsing_ = false;
+  if (closed_) return;
+  if (ec == bhttp::error::body_limit) return answer_and_close(HttpError::kBodyTooLarge);
+  if (ec == bhttp::error::header_limit) return answer_and_close(HttpError::kHeadersTooLarge);
+  if (ec == bhttp::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
+      ec == asio::error::operation_aborted) {
+    close();
+    return;
+  }
+  if (ec) return answer_and_close(HttpError::kBadRequest);
+  if (parser_->is_done()) {
+    dispatch();
+    return;
+  }
+  const auto& h = parser_->get();
+  auto expect = h[bhttp::field::expect];
+  if (h.version() == 11 && beast::iequals(expect, "100-continue")) queue("HTTP/1.1 100 Continue\r\n\r\n");
+  arm(sh_.cfg.body_timeout);
+  parsing_ = true;
+  bhttp::async_read(sock_, buf_, *parser_, [self = shared_from_this()](error_code ec, size_t) {
+    self->on_body(ec);
+  });
+}
+
+void Connection::on_body(error_code ec) {
+  parsing_ = false;
+  if (closed_) return;
+  if (ec == bhttp::error::body_limit) return answer_and_close(HttpError::kBodyTooLarge);
+  if (ec == bhttp::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
+      ec == asio::error::operation_aborted) {
+    close();
+    return;
+  }
+  if (ec) return answer_and_close(HttpError::kBadRequest);
+  dispatch();
+}
+
+HttpRequest to_request(bhttp::request<bhttp::string_body>&& m) {
+  HttpRequest req;
+  req.method = std::string(m.method_string());
+  req.target = std::string(m.target());
+  const size_t q = req.target.find('?');
+  req.path = req.target.substr(0, q);
+  if (q != std::string::npos) req.query = req.target.substr(q + 1);
+  req.version = m.version() == 10 ? 10 : 11;
+  req.headers.reserve(16);
+  for (const auto& f : m) {
+    std::string name(f.name_string());
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    req.headers.emplace_back(std::move(name), std::string(f.value()));
+  }
+  req.body = std::move(m.body());
+  return req;
+}
+
+void Connection::dispatch() {
+  disarm();
+  busy_ = true;
+  busy_self_ = shared_from_this();
+  answer_queued_ = false;
+  keep_alive_ = parser_->keep_alive();
+  HttpRequest req = to_request(parser_->release());
+  parser_.reset();
+  req.request_id = new_request_id();
+  sh_.n_requests.fetch_add(1);
+  ex_ = std::make_shared<Exchange>(weak_from_this(), ioc_, req.request_id, req.method == "HEAD", req.version,
+                                   keep_alive_);
+  // Watch the socket while answering: EOF means the client has gone.
+  if (buf_.size() == 0 && !reading_) start_read_some();
+  auto ex = ex_;
+  try {
+    sh_.router->dispatch(req, ex);
+  } catch (const std::exception&) {
+    if (!ex->done()) {
+      if (ex->streaming()) {
+        ex->end_stream();
+      } else {
+        ex->send(sh_.router->error_response(HttpError::kInternal, req));
+      }
+    }
+  }
+}
+
+void Connection::flush() {
+  if (writing_ || out_.empty() || closed_) return;
+  writing_buf_.swap(out_);
+  out_.clear();
+  writing_ = true;
+  if (busy_) arm(sh_.cfg.write_timeout);
+  asio::async_write(sock_, asio::buffer(writing_buf_), [self = shared_from_this()](error_code ec, size_t) {
+    self->on_written(ec);
+  });
+}
+
+void Connection::on_written(error_code ec) {
+  writing_ = false;
+  writing_buf_.clear();
+  if (closed_) return;
+  if (ec) {
+    close();
+    return;
+  }
+  if (!out_.empty()) {
+    flush();
+    return;
+  }
+  if (busy_) disarm();
+  if (answer_queued_) {
+    finish_exchange();
+  } else if (ex_) {
+    ex_->drained();
+  }
+}
+
+void Connection::finish_exchange() {
+  auto self = std::move(busy_self_);
+  ex_.reset();
+  answer_queued_ = false;
+  busy_ = false;
+  if (!keep_alive_) {
+    linger_close();
+    return;
+  }
+  read_next();
+}
+
+void Connection::answer_and_close(HttpError error) {
+  HttpRequest req;
+  req.request_id = new_request_id();
+  req.method = "POST";
+  if (parser_ && parser_->is_header_done()) {
+    req.method = std::string(parser_->get().method_string());
+    req.target = std::string(parser_->get().target());
+    req.path = req.target.substr(0, req.target.find('?'));
+  }
+  HttpResponse r = sh_.router->error_response(error, req);
+  std::string bytes = serialize_head(r, req.request_id, static_cast<int64_t>(r.body.size()), false, 11) + r.body;
+  parser_.reset();
+  busy_ = true;
+  keep_alive_ = false;
+  answer_queued_ = true;
+  queue(bytes);
+}
+
+void Connection::linger_close() {
+  if (closed_) return;
+  lingering_ = true;
+  error_code ignored;
+  sock_.shutdown(tcp::socket::shutdown_send, ignored);
+  arm(kLingerTime);
+  buf_.consume(buf_.size());
+  if (!reading_) start_read_some();
+}
+
+void Connection::close() {
+  if (closed_) return;
+  closed_ = true;
+  ++timer_gen_;
+  timer_.cancel();
+  if (ex_) {
+    auto ex = std::move(ex_);
+    ex->mark_gone();
+  }
+  error_code ignored;
+  sock_.shutdown(tcp::socket::shutdown_both, ignored);
+  sock_.close(ignored);
+  busy_self_.reset();  // last: may destroy *this
+}
+
+}  // namespace
+
+// ---- HttpServer ----
+
+struct HttpServer::Impl {
+  Shared shared;
+  std::vector<std::unique_ptr<asio::io_context>> contexts;
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> guards;
+  std::unique_ptr<tcp::acceptor> acceptor;
+  std::vector<std::thread> threads;
+  size_t next_context = 0;
+  uint16_t port = 0;
+  bool started = false;
+  bool stopped = false;
+
+  void accept() {
+    asio::io_context& ctx = *contexts[next_context];
+    next_context = (next_context + 1) % contexts.size();
+    acceptor->async_accept(ctx, [this, &ctx](error_code ec, tcp::socket sock) {
+      if (ec == asio::error::operation_aborted || !acceptor->is_open()) return;
+      if (!ec) {
+        if (shared.n_open.load() >= shared.cfg.max_connections) {
+          error_code ignored;
+          sock.close(ignored);
+        } else {
+          error_code ignored;
+          sock.set_option(tcp::no_delay(true), ignored);
+          std::make_shared<Connection>(std::move(sock), ctx, shared)->start();
+        }
+      }
+      accept();
+    });
+  }
+};
+
+HttpServer::HttpServer(ServerConfig config, const Router* router) : impl_(std::make_unique<Impl>()) {
+  impl_->shared.cfg = std::move(config);
+  impl_->shared.router = router;
+  const int n = std::max(1, impl_->shared.cfg.n_io_threads);
+  for (int i = 0; i < n; ++i) {
+    impl_->contexts.push_back(std::make_unique<asio::io_context>(1));
+    impl_->guards.push_back(asio::make_work_guard(*impl_->contexts.back()));
+  }
+}
+
+HttpServer::~HttpServer() {
+  stop();
+  // Destroying the contexts destroys pending handlers and so the connections.
+  impl_->acceptor.reset();
+  impl_->contexts.clear();
+}
+
+Status HttpServer::listen() {
+  const ServerConfig& cfg = impl_->shared.cfg;
+  error_code ec;
+  auto addr = asio::ip::make_address(cfg.host, ec);
+  if (ec) return invalid_argument("bad listen address '" + cfg.host + "': " + ec.message());
+  tcp::endpoint ep(addr, cfg.port);
+  auto acc = std::make_unique<tcp::acceptor>(*impl_->contexts[0]);
+  const std::string where = cfg.host + ":" + std::to_string(cfg.port);
+  acc->open(ep.protocol(), ec);
+  if (!ec) acc->set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acc->bind(ep, ec);
+  if (!ec) acc->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return io_error("cannot listen on " + where + ": " + ec.message());
+  impl_->port = acc->local_endpoint().port();
+  impl_->acceptor = std::move(acc);
+  return {};
+}
+
+uint16_t HttpServer::port() const { return impl_->port; }
+
+void HttpServer::start() {
+  CHECK(impl_->acceptor) << "listen() first";
+  if (impl_->started) return;
+  impl_->started = true;
+  impl_->accept();
+  for (auto& ctx : impl_->contexts) {
+    impl_->threads.emplace_back([c = ctx.get()] { c->run(); });
+  }
+}
+
+void HttpServer::stop() {
+  if (impl_->stopped) return;
+  impl_->stopped = true;
+  if (impl_->acceptor) {
+    asio::post(*impl_->contexts[0], [a = impl_->acceptor.get()] {
+      error_code ignored;
+      a->close(ignored);
+    });
+  }
+  for (auto& g : impl_->guards) g.reset();
+  for (auto& ctx : impl_->contexts) ctx->stop();
+  for (auto& t : impl_->threads) t.join();
+  impl_->threads.clear();
+}
+
+ServerCounters HttpServer::counters() const {
+  return ServerCounters{.n_connections_open = impl_->shared.n_open.load(),
+                        .n_connections_total = impl_->shared.n_total.load(),
+                        .n_requests_total = impl_->shared.n_requests.load()};
+}
+
+}  // namespace zl::http

@@ -1,0 +1,73 @@
+// HTTP/1.1 server on Boost.Asio + Beast (Beast stays inside server.cc).
+//
+// Design: n_io_threads event loops (one io_context each, one thread each);
+// each accepted connection lives on one loop for its whole life, so a
+// connection's state needs no locks. Per connection:
+//   idle --first byte--> headers (deadline header_timeout from the first
+//   byte: a slow-loris that trickles bytes is cut at the deadline, not reset
+//   by each byte) --> body (deadline body_timeout) --> busy (the handler
+//   answers through a Responder) --> idle again (keep-alive) or close.
+// While busy the server keeps one read pending: EOF/reset means the client
+// has gone, which fires Responder::on_client_gone (the API layer cancels the
+// engine request there); bytes of a pipelined request are kept unparsed
+// until the current answer is complete (reading pauses meanwhile). Writes are queued and never block the loop; each
+// socket write must finish within write_timeout.
+// Bodies past max_body_bytes are refused from the Content-Length alone (413)
+// and the connection closes after a short lingering drain, so the client
+// reads the answer instead of a reset.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "http/router.h"
+
+namespace zl::http {
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8080;                 // 0: any free port (see HttpServer::port())
+  int n_io_threads = 1;
+  uint64_t max_body_bytes = 32ull << 20;   // 413 past this
+  uint32_t max_header_bytes = 64u << 10;   // 431 past this
+  std::chrono::milliseconds idle_timeout{60000};    // keep-alive: waiting for a request's first byte
+  std::chrono::milliseconds header_timeout{10000};  // first byte -> end of headers
+  std::chrono::milliseconds body_timeout{60000};    // end of headers -> end of body
+  std::chrono::milliseconds write_timeout{60000};   // one socket write
+  int max_connections = 10000;          // accepted and closed at once past this
+};
+
+struct ServerCounters {
+  int64_t n_connections_open = 0;
+  int64_t n_connections_total = 0;
+  int64_t n_requests_total = 0;
+};
+
+class HttpServer {
+ public:
+  // The router must outlive the server.
+  HttpServer(ServerConfig config, const Router* router);
+  ~HttpServer();  // stops
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds and listens; kIo naming the address when that fails.
+  Status listen();
+  // The bound port (after listen()).
+  uint16_t port() const;
+  // Starts the I/O threads; returns at once.
+  void start();
+  // Closes the listener and every connection, joins the threads. Idempotent.
+  void stop();
+
+  ServerCounters counters() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace zl::http

@@ -1,0 +1,82 @@
+#include "kernels/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/check.h"
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
+
+namespace zl {
+namespace kern {
+// attention_avx2.cc: the same contract, head_dim a multiple of 8 and <= kMaxHeadDim.
+void avx2_attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
+                    KvType kv_type, const int32_t* block_table, int64_t n_kv, float* out, int64_t kv_h0,
+                    int64_t kv_h1);
+}  // namespace kern
+
+namespace {
+
+// Row of position p, kv head h, as floats into dst.
+void load_row(const AttentionShape& s, const void* cache, KvType kv_type, const int32_t* block_table, int64_t p,
+              int64_t h, float* dst) {
+  const int64_t kv_dim = s.n_head_kv * s.head_dim;
+  const int64_t off = (block_table[p / s.block_size] * s.block_size + p % s.block_size) * kv_dim + h * s.head_dim;
+  if (kv_type == KvType::kF32) {
+    std::copy_n(static_cast<const float*>(cache) + off, s.head_dim, dst);
+  } else {
+    const uint16_t* src = static_cast<const uint16_t*>(cache) + off;
+    for (int64_t i = 0; i < s.head_dim; ++i) dst[i] = fp16_to_fp32(src[i]);
+  }
+}
+
+}  // namespace
+
+void attention_scalar(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
+                      KvType kv_type, const int32_t* block_table, int64_t n_kv, float* out, int64_t kv_h0,
+                      int64_t kv_h1) {
+  const int64_t hd = s.head_dim, group = s.n_head / s.n_head_kv;
+  std::vector<float> scores(n_kv), row(hd);
+  for (int64_t h = kv_h0 * group; h < kv_h1 * group; ++h) {
+    const int64_t kvh = h / group;
+    const float* qh = q + h * hd;
+    float max_s = -INFINITY;
+    for (int64_t p = 0; p < n_kv; ++p) {
+      load_row(s, k_cache, kv_type, block_table, p, kvh, row.data());
+      float dot = 0.0f;
+      for (int64_t i = 0; i < hd; ++i) dot += qh[i] * row[i];
+      scores[p] = dot * s.scale;
+      max_s = std::max(max_s, scores[p]);
+    }
+    double sum = 0.0;
+    for (int64_t p = 0; p < n_kv; ++p) {
+      scores[p] = std::exp(scores[p] - max_s);
+      sum += scores[p];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    float* o = out + h * hd;
+    std::fill(o, o + hd, 0.0f);
+    for (int64_t p = 0; p < n_kv; ++p) {
+      load_row(s, v_cache, kv_type, block_table, p, kvh, row.data());
+      const float w = scores[p] * inv;
+      for (int64_t i = 0; i < hd; ++i) o[i] += w * row[i];
+    }
+  }
+}
+
+void attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache, KvType kv_type,
+               const int32_t* block_table, int64_t n_kv, float* out, int64_t kv_h0, int64_t kv_h1) {
+  DCHECK(s.n_head_kv > 0 && s.n_head % s.n_head_kv == 0 && n_kv >= 1 && s.block_size > 0);
+  if (active_isa() != KernelIsa::kScalar && s.head_dim % 8 == 0 && s.head_dim <= kMaxHeadDim) {
+    return kern::avx2_attention(s, q, k_cache, v_cache, kv_type, block_table, n_kv, out, kv_h0, kv_h1);
+  }
+  attention_scalar(s, q, k_cache, v_cache, kv_type, block_table, n_kv, out, kv_h0, kv_h1);
+}
+
+void attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache, KvType kv_type,
+               const int32_t* block_table, int64_t n_kv, float* out) {
+  attention(s, q, k_cache, v_cache, kv_type, block_table, n_kv, out, 0, s.n_head_kv);
+}
+
+}  // namespace zl

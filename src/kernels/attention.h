@@ -1,0 +1,46 @@
+// Attention of one query token over a paged KV cache: fused q·K, online
+// softmax and ·V, GQA-aware (each K/V row is read once per group of query
+// heads that share it).
+//
+// Cache layout, per layer: blocks [n_blocks][block_size][n_head_kv * head_dim]
+// of F16 (uint16_t bits) or F32; position p of a sequence lives in block
+// block_table[p / block_size], row p % block_size. A contiguous cache
+// [n_ctx][kv_dim] is the special case of one block (block_table = {0},
+// block_size >= n_kv).
+//
+//   out[h * head_dim + i] = sum_p softmax_p(scale * q_h · k_p) * v_p[i]
+// for query head h, kv head h / (n_head / n_head_kv), positions p < n_kv.
+// Pure and thread-safe; no allocation for head_dim <= kMaxHeadDim.
+#pragma once
+
+#include <cstdint>
+
+namespace zl {
+
+enum class KvType { kF32, kF16 };
+
+struct AttentionShape {
+  int64_t n_head = 0;      // query heads
+  int64_t n_head_kv = 0;   // key/value heads (divides n_head)
+  int64_t head_dim = 0;
+  int64_t block_size = 0;  // positions per cache block
+  float scale = 1.0f;      // usually 1/sqrt(head_dim)
+};
+
+inline constexpr int64_t kMaxHeadDim = 256;
+
+// q: [n_head * head_dim]; out: [n_head * head_dim]. Computes the query heads
+// of kv heads [kv_h0, kv_h1) only (callers split heads over threads); the
+// overload without a range does all of them. n_kv >= 1.
+void attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache, KvType kv_type,
+               const int32_t* block_table, int64_t n_kv, float* out, int64_t kv_h0, int64_t kv_h1);
+void attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache, KvType kv_type,
+               const int32_t* block_table, int64_t n_kv, float* out);
+
+// The scalar twin (two passes: scores, then softmax in double and ·V, as the
+// reference forward pass computes it), for tests.
+void attention_scalar(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
+                      KvType kv_type, const int32_t* block_table, int64_t n_kv, float* out, int64_t kv_h0,
+                      int64_t kv_h1);
+
+}  // namespace zl

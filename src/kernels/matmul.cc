@@ -1,0 +1,248 @@
+// Dispatch, weight packing and the scalar reference path of kernels/matmul.h.
+#include "kernels/matmul.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/check.h"
+#include "kernels/matmul_internal.h"
+#include "kernels/quant.h"
+
+namespace zl {
+namespace {
+
+bool cpu_has_avx2() {
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+}
+
+bool cpu_has_avx512() {
+  return cpu_has_avx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+}
+
+KernelIsa pick_active_isa() {
+  const KernelIsa best = detected_isa();
+  const char* env = std::getenv("ZL_KERNELS");
+  if (env == nullptr || *env == '\0') return best;
+  const std::string v = env;
+  KernelIsa want = best;
+  if (v == "scalar") {
+    want = KernelIsa::kScalar;
+  } else if (v == "avx2") {
+    want = KernelIsa::kAvx2;
+  } else if (v == "avx512") {
+    want = KernelIsa::kAvx512;
+  } else {
+    std::fprintf(stderr, "zerolayer: ignoring ZL_KERNELS=%s (want scalar, avx2 or avx512)\n", env);
+    return best;
+  }
+  if (!isa_supported(want)) {
+    std::fprintf(stderr, "zerolayer: ZL_KERNELS=%s is not supported by this CPU, using %s\n", env,
+                 isa_name(best));
+    return best;
+  }
+  return want;
+}
+
+bool repacks(GgmlType type, KernelIsa isa) {
+  return isa == KernelIsa::kAvx512 && (type == GgmlType::kQ4_0 || type == GgmlType::kQ8_0);
+}
+
+void* aligned_bytes(size_t n) {
+  const size_t rounded = (std::max<size_t>(n, 1) + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded);
+  CHECK(p != nullptr) << "out of memory repacking " << n << " bytes";
+  std::memset(p, 0, rounded);
+  return p;
+}
+
+// Thread-local activation scratch of the calling thread (see matmul()).
+struct Scratch {
+  std::vector<int8_t> qs;
+  std::vector<float> d;
+  std::vector<int32_t> corr;
+  std::vector<BlockQ8_K> qk;
+  std::vector<float> f;
+  std::vector<uint8_t> raw;  // scalar path: vec_dot_type rows
+};
+
+Scratch& scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+void run_rows(ThreadPool* pool, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (pool != nullptr) {
+    pool->parallel_for(n, fn, grain);
+  } else {
+    fn(0, n);
+  }
+}
+
+void matmul_scalar(const PackedMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
+  const int64_t n_in = w.n_in(), n_out = w.n_out();
+  const GgmlType partner = vec_dot_type(w.type());
+  const size_t act_row = row_size(partner, n_in);
+  const size_t w_row = row_size(w.type(), n_in);
+  auto& raw = scratch().raw;
+  raw.resize(act_row * n_tokens);
+  for (int64_t t = 0; t < n_tokens; ++t) quantize_row(partner, x + t * n_in, raw.data() + t * act_row, n_in);
+  const uint8_t* act = raw.data();
+  run_rows(pool, n_out, 16, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* wr = w.data() + r * w_row;
+      for (int64_t t = 0; t < n_tokens; ++t) y[t * n_out + r] = vec_dot(w.type(), wr, act + t * act_row, n_in);
+    }
+  });
+}
+
+// Quantizes x for w into the thread-local scratch; returns the view.
+kern::Acts prepare_acts(const PackedMatrix& w, const float* x, int64_t n_tokens, ThreadPool* pool) {
+  Scratch& s = scratch();
+  kern::Acts a;
+  a.n_tokens = n_tokens;
+  const int64_t n_in = a.n_in = w.n_in();
+  switch (w.type()) {
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ8_0: {
+      const int64_t nb = n_in / kQk32;
+      const int32_t corr_mul = !w.repacked() ? 0 : w.type() == GgmlType::kQ4_0 ? -8 : -128;
+      a.tiled = w.repacked();
+      const int64_t n_rows = a.tiled ? (n_tokens + kern::kTokenTile - 1) / kern::kTokenTile * kern::kTokenTile : n_tokens;
+      s.qs.resize(n_rows * n_in);
+      s.d.resize(n_rows * nb);
+      s.corr.resize(n_rows * nb);
+      auto rows = [&](int64_t t0, int64_t t1) {
+        if (a.tiled) {
+          kern::avx512_quantize_q8_0_tiled(x, n_in, t0, t1, corr_mul, s.qs.data(), s.d.data(), s.corr.data());
+        } else {
+          kern::avx2_quantize_q8_0(x + t0 * n_in, n_in, t1 - t0, corr_mul, s.qs.data() + t0 * n_in,
+                                   s.d.data() + t0 * nb, s.corr.data() + t0 * nb);
+        }
+      };
+      if (n_tokens >= 4) {
+        run_rows(pool, n_tokens, 1, rows);
+      } else {
+        rows(0, n_tokens);
+      }
+      a.qs = s.qs.data();
+      a.d = s.d.data();
+      a.corr = s.corr.data();
+      break;
+    }
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ6_K: {
+      const int64_t nb = n_in / kQkK;
+      s.qk.resize(n_tokens * nb);
+      auto rows = [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) quantize_row(GgmlType::kQ8_K, x + t * n_in, s.qk.data() + t * nb, n_in);
+      };
+      if (n_tokens >= 4) {
+        run_rows(pool, n_tokens, 1, rows);
+      } else {
+        rows(0, n_tokens);
+      }
+      a.qk = s.qk.data();
+      break;
+    }
+    case GgmlType::kF32: a.f = x; break;
+    case GgmlType::kF16:
+    case GgmlType::kBF16: {
+      const bool f16 = w.type() == GgmlType::kF16;
+      s.f.resize(n_tokens * n_in);
+      for (int64_t i = 0; i < n_tokens * n_in; ++i) {
+        s.f[i] = f16 ? fp16_to_fp32(fp32_to_fp16(x[i])) : bf16_to_fp32(fp32_to_bf16(x[i]));
+      }
+      a.f = s.f.data();
+      break;
+    }
+    default: CHECK(false) << "matmul: unsupported type " << ggml_type_name(w.type());
+  }
+  return a;
+}
+
+}  // namespace
+
+KernelIsa detected_isa() {
+  static const KernelIsa isa = cpu_has_avx512() ? KernelIsa::kAvx512
+                               : cpu_has_avx2() ? KernelIsa::kAvx2
+                                                : KernelIsa::kScalar;
+  return isa;
+}
+
+KernelIsa active_isa() {
+  static const KernelIsa isa = pick_active_isa();
+  return isa;
+}
+
+bool isa_supported(KernelIsa isa) {
+  switch (isa) {
+    case KernelIsa::kScalar: return true;
+    case KernelIsa::kAvx2: return cpu_has_avx2();
+    case KernelIsa::kAvx512: return cpu_has_avx512();
+  }
+  return false;
+}
+
+const char* isa_name(KernelIsa isa) {
+  switch (isa) {
+    case KernelIsa::kScalar: return "scalar";
+    case KernelIsa::kAvx2: return "avx2";
+    case KernelIsa::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+void PackedMatrix::FreeDeleter::operator()(void* p) const { std::free(p); }
+
+PackedMatrix::PackedMatrix(GgmlType type, const uint8_t* data, int64_t n_in, int64_t n_out, KernelIsa isa)
+    : type_(type), n_in_(n_in), n_out_(n_out), isa_(isa), data_(data) {
+  CHECK(isa_supported(isa)) << "PackedMatrix: " << isa_name(isa) << " is not supported by this CPU";
+  vec_dot_type(type);  // CHECKs a supported type
+  const size_t w_row = row_size(type, n_in);
+  n_bytes_ = w_row * static_cast<size_t>(n_out);
+  if (!repacks(type, isa)) return;
+  const int64_t nb = n_in / kQk32;
+  const int64_t n_groups = (n_out + kern::kGroupRows - 1) / kern::kGroupRows;
+  const bool q4 = type == GgmlType::kQ4_0;
+  const int64_t gb = q4 ? kern::kGroupBlockQ4_0 : kern::kGroupBlockQ8_0;
+  quants_.reset(static_cast<uint8_t*>(aligned_bytes(static_cast<size_t>(n_groups * nb * gb))));
+  scales_.reset(static_cast<uint16_t*>(aligned_bytes(static_cast<size_t>(n_groups * nb * kern::kGroupRows * 2))));
+  for (int64_t r = 0; r < n_out; ++r) {
+    const int64_t g = r / kern::kGroupRows, lane = r % kern::kGroupRows;
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* dst = quants_.get() + (g * nb + b) * gb + 4 * lane;
+      if (q4) {
+        const auto& blk = reinterpret_cast<const BlockQ4_0*>(data + r * w_row)[b];
+        scales_.get()[(g * nb + b) * kern::kGroupRows + lane] = blk.d;
+        for (int j = 0; j < 4; ++j) std::memcpy(dst + 64 * j, blk.qs + 4 * j, 4);
+      } else {
+        const auto& blk = reinterpret_cast<const BlockQ8_0*>(data + r * w_row)[b];
+        scales_.get()[(g * nb + b) * kern::kGroupRows + lane] = blk.d;
+        for (int j = 0; j < 8; ++j) {
+          for (int i = 0; i < 4; ++i) dst[64 * j + i] = static_cast<uint8_t>(blk.qs[4 * j + i]) ^ 0x80;
+        }
+      }
+    }
+  }
+  // Padding rows of the last group: zero scales; their (zero) quants are
+  // never stored (the kernel masks them), so their value does not matter.
+}
+
+void matmul(const PackedMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
+  if (n_tokens <= 0 || w.n_out() == 0) return;
+  if (w.isa() == KernelIsa::kScalar) return matmul_scalar(w, x, n_tokens, y, pool);
+  const kern::Acts a = prepare_acts(w, x, n_tokens, pool);
+  const kern::RowsKernel kernel = w.repacked() ? kern::avx512_rows_kernel(w.type()) : kern::avx2_rows_kernel(w.type());
+  CHECK(kernel != nullptr) << "matmul: no " << isa_name(w.isa()) << " kernel for " << ggml_type_name(w.type());
+  const int64_t grain = w.repacked() ? kern::kGroupRows : 4;
+  // Below ~64 KiB of weight traffic a dispatch costs more than it saves.
+  if (w.n_bytes() * static_cast<size_t>(n_tokens) < (size_t{64} << 10)) pool = nullptr;
+  run_rows(pool, w.n_out(), grain, [&](int64_t r0, int64_t r1) { kernel(w, a, y, r0, r1); });
+}
+
+}  // namespace zl

@@ -1,0 +1,84 @@
+// Matrix multiplication of a weight matrix by a batch of activation rows:
+// y[t][r] = dot(W row r, x[t]) with ggml's semantics (kernels/quant.h):
+// the activations are first converted to vec_dot_type(W.type) — Q8_0 for
+// Q4_0/Q8_0, Q8_K for Q4_K/Q6_K, F16/BF16/F32 rounding for the float types —
+// and each weight block is multiplied with exact integer sums.
+//
+// Kernels per instruction set, chosen at run time from CPUID (override with
+// ZL_KERNELS=scalar|avx2|avx512 for tests and comparisons):
+//   scalar  quant.h's vec_dot per (row, token) — the reference.
+//   avx2    per-row dot products (maddubs/madd, F16C + FMA), every format.
+//   avx512  Q4_0/Q8_0 weights repacked at load into groups of 16 rows
+//           interleaved by 4 bytes, multiplied with AVX-512 VNNI (vpdpbusd)
+//           against broadcast activations: one weight load serves up to 8
+//           tokens (a GEMM micro-kernel of 16 rows x 8 tokens); the other
+//           formats use the avx2 kernels.
+// Results differ from the scalar path only in float rounding (the order in
+// which per-block integer sums are scaled and added).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "core/thread_pool.h"
+#include "kernels/ggml_type.h"
+
+namespace zl {
+
+enum class KernelIsa { kScalar, kAvx2, kAvx512 };
+
+// The best instruction set this CPU supports (cached CPUID query).
+KernelIsa detected_isa();
+// What matmul uses: ZL_KERNELS if set (clamped to what the CPU supports, with
+// a warning on stderr), else detected_isa(). Read once per process.
+KernelIsa active_isa();
+bool isa_supported(KernelIsa isa);
+const char* isa_name(KernelIsa isa);
+
+// A weight matrix of n_out rows of n_in values, prepared once for one ISA.
+// References `data` in place (which must then outlive it) or holds a
+// repacked copy (avx512 Q4_0/Q8_0: same number of bytes). Immutable after
+// construction; matmul may run on it from several threads.
+class PackedMatrix {
+ public:
+  PackedMatrix() = default;
+  // `data` holds n_out rows of row_size(type, n_in) bytes (GGUF layout).
+  // Cost: O(bytes) when repacking, O(1) otherwise. CHECKs a supported type.
+  PackedMatrix(GgmlType type, const uint8_t* data, int64_t n_in, int64_t n_out,
+               KernelIsa isa = active_isa());
+
+  GgmlType type() const { return type_; }
+  int64_t n_in() const { return n_in_; }
+  int64_t n_out() const { return n_out_; }
+  KernelIsa isa() const { return isa_; }
+  bool repacked() const { return quants_ != nullptr; }
+  // Bytes of weights read by one pass over the matrix.
+  size_t n_bytes() const { return n_bytes_; }
+
+  // GGUF layout (always valid: the original rows).
+  const uint8_t* data() const { return data_; }
+  // Repacked layout (avx512 Q4_0/Q8_0), see matmul_internal.h.
+  const uint8_t* quants() const { return quants_.get(); }
+  const uint16_t* scales() const { return scales_.get(); }
+
+ private:
+  struct FreeDeleter {
+    void operator()(void* p) const;
+  };
+  GgmlType type_ = GgmlType::kF32;
+  int64_t n_in_ = 0, n_out_ = 0;
+  KernelIsa isa_ = KernelIsa::kScalar;
+  size_t n_bytes_ = 0;
+  const uint8_t* data_ = nullptr;
+  std::unique_ptr<uint8_t, FreeDeleter> quants_;
+  std::unique_ptr<uint16_t, FreeDeleter> scales_;
+};
+
+// y[t * n_out + r] = W row r · x[t] for t < n_tokens, r < n_out; x holds
+// n_tokens rows of n_in floats. Quantizes x once (scratch is thread-local to
+// the caller, grown on demand), then splits the rows over `pool` (may be
+// null). Not reentrant per pool (ThreadPool::parallel_for).
+void matmul(const PackedMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool);
+
+}  // namespace zl

@@ -1,0 +1,256 @@
+// AVX2 kernels (compiled with -mavx2 -mfma -mf16c; called only when CPUID
+// reports them): one weight row times one token at a time, the row staying
+// in L1 while it is multiplied with every token. Integer formats follow
+// ggml's AVX2 dot products (maddubs + madd, exact int32 sums per block).
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/matmul_internal.h"
+#include "kernels/quant.h"
+
+namespace zl::kern {
+namespace {
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline float f16(uint16_t h) { return _cvtsh_ss(h); }
+
+// Sum over pairs of u8 * s8 into int32 lanes, via |w| * sign(a, w).
+inline __m256i dot_s8(__m256i w, __m256i a) {
+  const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
+  return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+float dot_q4_0(const BlockQ4_0* x, const int8_t* qa, const float* da, int64_t nb) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m128i p = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].qs));
+    __m256i w = _mm256_inserti128_si256(_mm256_castsi128_si256(p), _mm_srli_epi16(p, 4), 1);
+    w = _mm256_sub_epi8(_mm256_and_si256(w, m4), eight);
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa + 32 * b));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_s8(w, a)), _mm256_set1_ps(f16(x[b].d) * da[b]), acc);
+  }
+  return hsum(acc);
+}
+
+float dot_q8_0(const BlockQ8_0* x, const int8_t* qa, const float* da, int64_t nb) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs));
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa + 32 * b));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_s8(w, a)), _mm256_set1_ps(f16(x[b].d) * da[b]), acc);
+  }
+  return hsum(acc);
+}
+
+float dot_q4_k(const BlockQ4_K* x, const BlockQ8_K* y, int64_t nb) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  __m256 acc = _mm256_setzero_ps();
+  float acc_m = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    uint8_t sc[8], mn[8];
+    for (int j = 0; j < 8; ++j) unpack_scale_min_k4(j, x[i].scales, &sc[j], &mn[j]);
+    int summs = 0;
+    for (int g = 0; g < 16; ++g) summs += y[i].bsums[g] * mn[g / 2];
+    acc_m += f16(x[i].dmin) * y[i].d * static_cast<float>(summs);
+    const uint8_t* q4 = x[i].qs;
+    const int8_t* q8 = y[i].qs;
+    __m256i sumi = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {
+      const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q4 + 32 * j));
+      const __m256i lo = _mm256_and_si256(bits, m4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
+      const __m256i a_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * j));
+      const __m256i a_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * j + 32));
+      const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a_lo), _mm256_set1_epi16(sc[2 * j]));
+      const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a_hi), _mm256_set1_epi16(sc[2 * j + 1]));
+      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return hsum(acc) - acc_m;
+}
+
+float dot_q6_k(const BlockQ6_K* x, const BlockQ8_K* y, int64_t nb) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3), m32 = _mm256_set1_epi8(32);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t* ql = x[i].ql;
+    const uint8_t* qh = x[i].qh;
+    const int8_t* q8 = y[i].qs;
+    const int8_t* sc = x[i].scales;
+    __m256i sumi = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h, ql += 64, qh += 32, q8 += 128, sc += 8) {
+      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+      const __m256i l2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+      const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
+      __m256i q[4];
+      q[0] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4));
+      q[1] = _mm256_or_si256(_mm256_and_si256(l2, m4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4));
+      q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4));
+      q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l2, 4), m4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
+      for (int g = 0; g < 4; ++g) {
+        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32 * g));
+        const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(q[g], a), _mm256_maddubs_epi16(m32, a));
+        const __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[2 * g + 1]), _mm_set1_epi16(sc[2 * g]));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(s, p16));
+      }
+    }
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sumi), acc);
+  }
+  return hsum(acc);
+}
+
+// Float weights against float activations (already rounded through the
+// weight type): 4 independent accumulators of 8 lanes, scalar tail.
+template <typename LoadW, typename ScalarW>
+float dot_float(const float* a, int64_t n, LoadW load_w, ScalarW scalar_w) {
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    for (int k = 0; k < 4; ++k) acc[k] = _mm256_fmadd_ps(load_w(i + 8 * k), _mm256_loadu_ps(a + i + 8 * k), acc[k]);
+  }
+  for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(load_w(i), _mm256_loadu_ps(a + i), acc[0]);
+  float s = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+  for (; i < n; ++i) s += scalar_w(i) * a[i];
+  return s;
+}
+
+template <GgmlType kType>
+void rows(const PackedMatrix& w, const Acts& a, float* y, int64_t r0, int64_t r1) {
+  const int64_t n_in = w.n_in(), n_out = w.n_out();
+  const size_t w_row = row_size(kType, n_in);
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* wr = w.data() + r * w_row;
+    for (int64_t t = 0; t < a.n_tokens; ++t) {
+      float v = 0.0f;
+      if constexpr (kType == GgmlType::kQ4_0 || kType == GgmlType::kQ8_0) {
+        const int64_t nb = n_in / 32;
+        const int8_t* qa = a.qs + t * n_in;
+        const float* da = a.d + t * nb;
+        v = kType == GgmlType::kQ4_0 ? dot_q4_0(reinterpret_cast<const BlockQ4_0*>(wr), qa, da, nb)
+                                     : dot_q8_0(reinterpret_cast<const BlockQ8_0*>(wr), qa, da, nb);
+      } else if constexpr (kType == GgmlType::kQ4_K || kType == GgmlType::kQ6_K) {
+        const int64_t nb = n_in / kQkK;
+        const BlockQ8_K* qk = a.qk + t * nb;
+        v = kType == GgmlType::kQ4_K ? dot_q4_k(reinterpret_cast<const BlockQ4_K*>(wr), qk, nb)
+                                     : dot_q6_k(reinterpret_cast<const BlockQ6_K*>(wr), qk, nb);
+      } else if constexpr (kType == GgmlType::kF32) {
+        const float* wf = reinterpret_cast<const float*>(wr);
+        v = dot_float(a.f + t * n_in, n_in, [&](int64_t i) { return _mm256_loadu_ps(wf + i); },
+                      [&](int64_t i) { return wf[i]; });
+      } else if constexpr (kType == GgmlType::kF16) {
+        const uint16_t* wh = reinterpret_cast<const uint16_t*>(wr);
+        v = dot_float(
+            a.f + t * n_in, n_in,
+            [&](int64_t i) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wh + i))); },
+            [&](int64_t i) { return f16(wh[i]); });
+      } else {  // BF16: the value is the high half of a float
+        const uint16_t* wh = reinterpret_cast<const uint16_t*>(wr);
+        v = dot_float(
+            a.f + t * n_in, n_in,
+            [&](int64_t i) {
+              const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wh + i)));
+              return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
+            },
+            [&](int64_t i) { return bf16_to_fp32(wh[i]); });
+      }
+      y[t * n_out + r] = v;
+    }
+  }
+}
+
+// roundf (ties away from zero), exactly (see the avx512 twin).
+inline __m256 round_away(__m256 v) {
+  const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m256 frac = _mm256_sub_ps(v, t);
+  const __m256 sign = _mm256_and_ps(v, _mm256_set1_ps(-0.0f));
+  const __m256 absfrac = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), frac);
+  const __m256 up = _mm256_cmp_ps(absfrac, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+  return _mm256_add_ps(t, _mm256_and_ps(up, _mm256_or_ps(_mm256_set1_ps(1.0f), sign)));
+}
+
+}  // namespace
+
+RowsKernel avx2_rows_kernel(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_0: return rows<GgmlType::kQ4_0>;
+    case GgmlType::kQ8_0: return rows<GgmlType::kQ8_0>;
+    case GgmlType::kQ4_K: return rows<GgmlType::kQ4_K>;
+    case GgmlType::kQ6_K: return rows<GgmlType::kQ6_K>;
+    case GgmlType::kF32: return rows<GgmlType::kF32>;
+    case GgmlType::kF16: return rows<GgmlType::kF16>;
+    case GgmlType::kBF16: return rows<GgmlType::kBF16>;
+    default: return nullptr;
+  }
+}
+
+void avx2_quantize_q8_0(const float* x, int64_t n_in, int64_t n_tokens, int32_t corr_mul, int8_t* qs, float* d,
+                        int32_t* corr) {
+  const int64_t nb_total = n_in / 32 * n_tokens;
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  for (int64_t b = 0; b < nb_total; ++b) {
+    __m256 v[4];
+    __m256 m = _mm256_setzero_ps();
+    for (int k = 0; k < 4; ++k) {
+      v[k] = _mm256_loadu_ps(x + 32 * b + 8 * k);
+      m = _mm256_max_ps(m, _mm256_and_ps(v[k], abs_mask));
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float amax = _mm_cvtss_f32(m4);
+    const float dd = amax / 127;
+    const float id = dd != 0.0f ? 1.0f / dd : 0.0f;
+    d[b] = _cvtsh_ss(_cvtss_sh(dd, _MM_FROUND_TO_NEAREST_INT));
+    const __m256 vid = _mm256_set1_ps(id);
+    __m256i q[4];
+    for (int k = 0; k < 4; ++k) q[k] = _mm256_cvttps_epi32(round_away(_mm256_mul_ps(v[k], vid)));
+    // Pack 32 int32 -> 32 int8 (values fit: |q| <= 127), restoring order.
+    const __m256i p01 = _mm256_packs_epi32(q[0], q[1]);
+    const __m256i p23 = _mm256_packs_epi32(q[2], q[3]);
+    __m256i p = _mm256_packs_epi16(p01, p23);
+    p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + 32 * b), p);
+    __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+    corr[b] = corr_mul * _mm_cvtsi128_si32(s4);
+  }
+}
+
+// 8 independent maddubs + madd + add chains.
+int64_t avx2_int8_peak(int64_t rounds) {
+  __m256i acc[8];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i) acc[i] = _mm256_set1_epi32(i);
+  __m256i a[2] = {_mm256_set1_epi8(3), _mm256_set1_epi8(5)}, b[4];  // 8 + 4 + 2 + 1 of 16 ymm
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) b[i] = _mm256_set1_epi8(static_cast<char>(i - 4));
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t r = 0; r < rounds; ++r) {
+    __asm__ volatile("" : "+x"(a[0]), "+x"(a[1]));  // keeps the products inside the loop
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
+      acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(a[i >> 2], b[i & 3]), ones));
+    }
+  }
+  __m256i s = acc[0];
+  for (int i = 1; i < 8; ++i) s = _mm256_add_epi32(s, acc[i]);
+  return _mm256_extract_epi32(s, 0);
+}
+
+double avx2_int8_peak_ops_per_round() { return 8 * 32 * 2; }
+
+}  // namespace zl::kern

@@ -1,0 +1,74 @@
+// Shared between matmul.cc and the per-ISA translation units (not a public
+// header). The ISA files are compiled with their own -m flags; nothing here
+// may use intrinsics.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/matmul.h"
+#include "kernels/quant_blocks.h"
+
+namespace zl::kern {
+
+// Repacked Q4_0/Q8_0 (avx512): rows in groups of kGroupRows (the last group
+// zero-padded). For group g and block b (32 values):
+//   scales[(g * nb + b) * 16 + r]       f16 scale of row 16g + r
+//   quants + (g * nb + b) * kGroupBlock  Q4_0: 4 x 64 bytes, vector j lane r
+//       (4 bytes) = qs[4j .. 4j+3] of row r, i.e. low nibbles are values
+//       4j..4j+3, high nibbles 16+4j..16+4j+3.
+//     Q8_0: 8 x 64 bytes, vector j lane r = (qs[4j .. 4j+3] of row r) ^ 0x80
+//       (unsigned, = q + 128, for vpdpbusd).
+inline constexpr int kGroupRows = 16;
+inline constexpr int kGroupBlockQ4_0 = 256;
+inline constexpr int kGroupBlockQ8_0 = 512;
+inline constexpr int kTokenTile = 8;
+
+// Activations quantized for one matmul, n_tokens rows.
+struct Acts {
+  int64_t n_tokens = 0;
+  int64_t n_in = 0;
+  // Q8_0 (Q4_0/Q8_0 weights): values, the f16-rounded scales as floats, and a
+  // per-block integer correction added to the integer sum before scaling
+  // (-8 * sum(qs) for repacked Q4_0, -128 * sum(qs) for repacked Q8_0, else 0).
+  const int8_t* qs = nullptr;     // [n_tokens][n_in]
+  const float* d = nullptr;       // [n_tokens][n_in / 32]
+  const int32_t* corr = nullptr;  // [n_tokens][n_in / 32]
+  // avx512 repacked path: tokens in tiles of kTokenTile, block-interleaved:
+  // token i, block b at index (i / kTokenTile * nb + b) * kTokenTile + i % kTokenTile
+  // (qs in units of 32 bytes); the last tile is padded.
+  bool tiled = false;
+  // Q8_K (Q4_K/Q6_K weights).
+  const BlockQ8_K* qk = nullptr;  // [n_tokens][n_in / 256]
+  // Float types: x rounded through the weight type (F16/BF16) or as is.
+  const float* f = nullptr;       // [n_tokens][n_in]
+};
+
+// Writes y[t * n_out + r] for rows [r0, r1) and all tokens.
+using RowsKernel = void (*)(const PackedMatrix& w, const Acts& a, float* y, int64_t r0, int64_t r1);
+
+// Quantizes n_tokens rows of x to Q8_0 into qs/d and sets corr[b] =
+// corr_mul * sum of block b's values. Bit-exact with quantize_row(kQ8_0).
+using QuantizeQ8_0 = void (*)(const float* x, int64_t n_in, int64_t n_tokens, int32_t corr_mul, int8_t* qs,
+                              float* d, int32_t* corr);
+
+// AVX2 kernels (matmul_avx2.cc). Row kernels for every supported type.
+RowsKernel avx2_rows_kernel(GgmlType type);
+void avx2_quantize_q8_0(const float* x, int64_t n_in, int64_t n_tokens, int32_t corr_mul, int8_t* qs, float* d,
+                        int32_t* corr);
+
+// AVX-512 kernels (matmul_avx512.cc): repacked Q4_0/Q8_0 only; rows are
+// split in whole groups (r0, r1 multiples of kGroupRows, r1 may be n_out).
+RowsKernel avx512_rows_kernel(GgmlType type);
+// Quantizes tokens [t0, t1) of x (rows of n_in) into the tiled layout of
+// Acts (qs/d/corr point at token 0 of the whole buffer).
+void avx512_quantize_q8_0_tiled(const float* x, int64_t n_in, int64_t t0, int64_t t1, int32_t corr_mul,
+                                int8_t* qs, float* d, int32_t* corr);
+
+// Int8 peak microbenchmarks (kernels/peak.h): `rounds` iterations of a
+// register-only loop of independent multiply-adds; returns a checksum.
+int64_t avx2_int8_peak(int64_t rounds);
+double avx2_int8_peak_ops_per_round();
+int64_t avx512_int8_peak(int64_t rounds);
+double avx512_int8_peak_ops_per_round();
+
+}  // namespace zl::kern

@@ -1,0 +1,220 @@
+// The engine on real models: concurrency does not change results, the prefix
+// cache does not change results, cancellation returns every block, and the
+// finish reasons and usage are exact.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/engine.h"
+#include "model/model.h"
+#include "support/process.h"
+#include "tokenizer/tokenizer.h"
+
+namespace zl {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Loaded {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+};
+
+Loaded load_shared(const std::string& name) {
+  Loaded l;
+  const std::string path = test::shared_dir() + "/models/" + name + ".gguf";
+  if (!test::file_exists(path)) return l;
+  auto m = load_model(path);
+  EXPECT_TRUE(m.ok()) << m.status().to_string();
+  l.model = std::move(m).value();
+  auto t = Tokenizer::from_gguf(*l.model->file);
+  EXPECT_TRUE(t.ok()) << t.status().to_string();
+  l.tokenizer = std::move(t).value();
+  return l;
+}
+
+struct Outcome {
+  std::vector<int32_t> ids;
+  std::string text;
+  Event last;
+};
+
+// Collects a channel's events until the last one.
+Outcome collect(RequestChannel& ch) {
+  Outcome o;
+  for (;;) {
+    for (Event& e : ch.wait_and_drain(1000ms)) {
+      o.ids.insert(o.ids.end(), e.token_ids.begin(), e.token_ids.end());
+      o.text += e.text;
+      if (e.kind != EventKind::kText) {
+        o.last = std::move(e);
+        return o;
+      }
+    }
+  }
+}
+
+Request greedy(std::vector<int32_t> prompt, int max_tokens, std::string tenant = "t") {
+  Request r{.id = "r", .tenant = std::move(tenant), .prompt_ids = std::move(prompt)};
+  r.sampling.temperature = 0;
+  r.stop.max_tokens = max_tokens;
+  r.stop.ignore_eos = true;
+  r.return_token_ids = true;
+  return r;
+}
+
+std::vector<int32_t> random_prompt(std::mt19937& rng, int n, int n_vocab) {
+  std::vector<int32_t> p = {1};
+  for (int i = 1; i < n; ++i) p.push_back(3 + static_cast<int32_t>(rng() % (n_vocab - 3)));
+  return p;
+}
+
+void wait_idle(const Engine& e) {
+  for (int i = 0; i < 500 && (e.stats().n_running > 0 || e.stats().n_waiting > 0); ++i) std::this_thread::sleep_for(2ms);
+}
+
+class EngineOnModel : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EngineOnModel, ConcurrentRequestsProduceWhatEachProducesAlone) {
+  Loaded l = load_shared(GetParam());
+  if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/" << GetParam() << ".gguf not found";
+  const int n_vocab = static_cast<int>(l.model->config.n_vocab);
+  std::mt19937 rng(7);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int len : {1, 7, 40, 3, 90, 16, 17, 33}) prompts.push_back(random_prompt(rng, len, n_vocab));
+  EngineConfig cfg{.n_ctx = 256, .max_seqs = 8, .n_kv_tokens = 2048, .block_size = 16, .max_step_tokens = 64,
+                   .kv_type = KvType::kF32, .n_threads = 2};
+  // Alone, one at a time.
+  std::vector<Outcome> alone;
+  {
+    auto engine = Engine::create(*l.model, *l.tokenizer, cfg);
+    ASSERT_TRUE(engine.ok());
+    for (const auto& p : prompts) alone.push_back(collect(*(*engine)->submit(greedy(p, 24))));
+  }
+  // Together, joining at different steps (a small step budget forces chunked prefill).
+  auto engine = Engine::create(*l.model, *l.tokenizer, cfg);
+  ASSERT_TRUE(engine.ok());
+  std::vector<std::shared_ptr<RequestChannel>> channels;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    channels.push_back((*engine)->submit(greedy(prompts[i], 24)));
+    if (i % 3 == 2) std::this_thread::sleep_for(3ms);
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Outcome o = collect(*channels[i]);
+    EXPECT_EQ(o.ids, alone[i].ids) << "prompt " << i;
+    EXPECT_EQ(o.text, alone[i].text) << "prompt " << i;
+    EXPECT_EQ(o.last.finish, FinishReason::kMaxTokens);
+    EXPECT_EQ(o.last.usage.n_generated_tokens, 24);
+    EXPECT_EQ(o.last.usage.n_prompt_tokens, static_cast<int64_t>(prompts[i].size()));
+  }
+  wait_idle(**engine);
+  EXPECT_EQ((*engine)->stats().n_kv_blocks_used, 0);
+}
+
+TEST_P(EngineOnModel, PrefixCacheHitsGiveTheSameIds) {
+  Loaded l = load_shared(GetParam());
+  if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/" << GetParam() << ".gguf not found";
+  std::mt19937 rng(3);
+  const auto prompt = random_prompt(rng, 70, static_cast<int>(l.model->config.n_vocab));
+  EngineConfig cfg{.n_ctx = 256, .max_seqs = 4, .n_kv_tokens = 1024, .block_size = 16, .kv_type = KvType::kF32,
+                   .n_threads = 1};
+  EngineConfig no_cache = cfg;
+  no_cache.prefix_caching = false;
+  auto plain = Engine::create(*l.model, *l.tokenizer, no_cache);
+  const Outcome want = collect(*(*plain)->submit(greedy(prompt, 20)));
+  auto engine = Engine::create(*l.model, *l.tokenizer, cfg);
+  const Outcome first = collect(*(*engine)->submit(greedy(prompt, 20)));
+  const Outcome second = collect(*(*engine)->submit(greedy(prompt, 20)));
+  const Outcome other_tenant = collect(*(*engine)->submit(greedy(prompt, 20, "someone else")));
+  EXPECT_EQ(first.ids, want.ids);
+  EXPECT_EQ(second.ids, want.ids);
+  EXPECT_EQ(other_tenant.ids, want.ids);
+  EXPECT_EQ(first.last.usage.n_cached_tokens, 0);
+  EXPECT_EQ(second.last.usage.n_cached_tokens, 64);  // 4 full blocks; the last prompt token is always computed
+  EXPECT_EQ(other_tenant.last.usage.n_cached_tokens, 0);  // salted per tenant
+}
+
+INSTANTIATE_TEST_SUITE_P(Shared, EngineOnModel, ::testing::Values("stories260K", "tiny-qwen2-F32"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+TEST(Engine, CancelReturnsEveryBlock) {
+  Loaded l = load_shared("stories260K");
+  if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/stories260K.gguf not found";
+  EngineConfig cfg{.n_ctx = 512, .max_seqs = 4, .n_kv_tokens = 2048, .block_size = 16, .n_threads = 1};
+  auto engine = Engine::create(*l.model, *l.tokenizer, cfg);
+  std::mt19937 rng(5);
+  std::vector<std::shared_ptr<RequestChannel>> channels;
+  for (int i = 0; i < 6; ++i) channels.push_back((*engine)->submit(greedy(random_prompt(rng, 50 + i, 512), 400)));
+  std::this_thread::sleep_for(20ms);
+  for (auto& ch : channels) ch->cancel();
+  for (auto& ch : channels) {
+    Outcome o = collect(*ch);
+    EXPECT_EQ(o.last.finish, FinishReason::kCancelled);
+  }
+  wait_idle(**engine);
+  const EngineStats s = (*engine)->stats();
+  EXPECT_EQ(s.n_kv_blocks_used, 0);
+  EXPECT_EQ(s.n_running, 0);
+}
+
+TEST(Engine, FinishReasonsAndErrors) {
+  Loaded l = load_shared("stories260K");
+  if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/stories260K.gguf not found";
+  EngineConfig cfg{.n_ctx = 64, .max_seqs = 2, .n_kv_tokens = 256, .block_size = 16, .n_threads = 1};
+  auto engine = Engine::create(*l.model, *l.tokenizer, cfg);
+  const auto prompt = l.tokenizer->encode("Once upon a time");
+  // A stop string: never emitted, reported with its text.
+  Request r = greedy(prompt, 64);
+  r.stop.stop_strings = {"Lily"};
+  Outcome o = collect(*(*engine)->submit(r));
+  EXPECT_EQ(o.last.finish, FinishReason::kStopSequence);
+  EXPECT_EQ(o.last.stop_sequence, "Lily");
+  EXPECT_EQ(o.text, ", there was a little girl named ");
+  // The window fills up: 5 prompt tokens + 59 generated = 64.
+  o = collect(*(*engine)->submit(greedy(prompt, 1000)));
+  EXPECT_EQ(o.last.finish, FinishReason::kContextWindow);
+  EXPECT_EQ(o.last.usage.n_generated_tokens, 59);
+  // A prompt that cannot fit, and a bad token id: typed errors.
+  o = collect(*(*engine)->submit(greedy(std::vector<int32_t>(64, 5), 4)));
+  EXPECT_EQ(o.last.kind, EventKind::kError);
+  EXPECT_EQ(o.last.error.kind(), ErrorKind::kOutOfRange);
+  o = collect(*(*engine)->submit(greedy({1, 512}, 4)));
+  EXPECT_EQ(o.last.error.kind(), ErrorKind::kInvalidArgument);
+  // A stop token id ends the generation with its id reported.
+  Request s = greedy(prompt, 64);
+  s.stop.stop_token_ids = {286};  // "▁was", the 3rd greedy token
+  o = collect(*(*engine)->submit(s));
+  EXPECT_EQ(o.last.finish, FinishReason::kEndOfSequence);
+  EXPECT_EQ(o.ids, (std::vector<int32_t>{432, 383, 286}));
+}
+
+TEST(Engine, SameSeedSameTokensWhateverElseRuns) {
+  Loaded l = load_shared("stories260K");
+  if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/stories260K.gguf not found";
+  EngineConfig cfg{.n_ctx = 256, .max_seqs = 8, .n_kv_tokens = 2048, .n_threads = 1};
+  auto engine = Engine::create(*l.model, *l.tokenizer, cfg);
+  Request r = greedy(l.tokenizer->encode("The little dog"), 40);
+  r.sampling.temperature = 0.9f;
+  r.sampling.seed = 1234;
+  const Outcome alone = collect(*(*engine)->submit(r));
+  std::vector<std::shared_ptr<RequestChannel>> noise;
+  for (int i = 0; i < 5; ++i) {
+    Request n = r;
+    n.sampling.seed = 99 + i;
+    noise.push_back((*engine)->submit(n));
+  }
+  const Outcome busy = collect(*(*engine)->submit(r));
+  for (auto& ch : noise) collect(*ch);
+  EXPECT_EQ(alone.ids, busy.ids);
+}
+
+}  // namespace
+}  // namespace zl

@@ -1,0 +1,169 @@
+// kernels/matmul: every instruction-set path against the scalar reference
+// (quant.h vec_dot) on random inputs of awkward sizes; activation
+// quantization bit-exact with quantize_row.
+#include "kernels/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernels/matmul_internal.h"
+#include "kernels/quant.h"
+
+namespace zl {
+namespace {
+
+std::vector<float> random_floats(int64_t n, std::mt19937& rng, float scale = 1.0f) {
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+struct Case {
+  GgmlType type;
+  std::vector<int64_t> n_ins;
+};
+
+const Case kCases[] = {
+    {GgmlType::kQ4_0, {32, 96, 160, 544}},  {GgmlType::kQ8_0, {32, 96, 160, 544}},
+    {GgmlType::kQ4_K, {256, 768}},          {GgmlType::kQ6_K, {256, 768}},
+    {GgmlType::kF32, {1, 7, 37, 100, 264}}, {GgmlType::kF16, {1, 7, 37, 100, 264}},
+    {GgmlType::kBF16, {1, 7, 37, 100, 264}},
+};
+const int64_t kNOuts[] = {1, 15, 17, 50};
+const int64_t kNTokens[] = {1, 2, 3, 5, 8, 17};
+
+// Checks matmul on `isa` against vec_dot for every size combination. The
+// tolerance is relative to sum |w_i * x_i| (float rounding only: integer
+// block sums are exact in both).
+void check_isa(KernelIsa isa, ThreadPool* pool) {
+  std::mt19937 rng(1234);
+  for (const Case& c : kCases) {
+    for (int64_t n_in : c.n_ins) {
+      for (int64_t n_out : kNOuts) {
+        const size_t w_row = row_size(c.type, n_in);
+        std::vector<uint8_t> w(w_row * n_out);
+        std::vector<float> w_deq(n_in * n_out);
+        for (int64_t r = 0; r < n_out; ++r) {
+          auto row = random_floats(n_in, rng);
+          quantize_row(c.type, row.data(), w.data() + r * w_row, n_in);
+          dequantize_row(c.type, w.data() + r * w_row, w_deq.data() + r * n_in, n_in);
+        }
+        const PackedMatrix packed(c.type, w.data(), n_in, n_out, isa);
+        for (int64_t n_tokens : kNTokens) {
+          auto x = random_floats(n_in * n_tokens, rng, 2.0f);
+          std::vector<float> y(n_tokens * n_out, NAN);
+          matmul(packed, x.data(), n_tokens, y.data(), pool);
+          std::vector<uint8_t> act;
+          for (int64_t t = 0; t < n_tokens; ++t) {
+            quantize_activations(c.type, x.data() + t * n_in, act, n_in);
+            for (int64_t r = 0; r < n_out; ++r) {
+              const float want = vec_dot(c.type, w.data() + r * w_row, act.data(), n_in);
+              double mag = 0;
+              for (int64_t i = 0; i < n_in; ++i) mag += std::fabs(w_deq[r * n_in + i] * x[t * n_in + i]);
+              const float got = y[t * n_out + r];
+              ASSERT_NEAR(got, want, 2e-5 * mag + 1e-6)
+                  << isa_name(isa) << " " << ggml_type_name(c.type) << " n_in=" << n_in << " n_out=" << n_out
+                  << " n_tokens=" << n_tokens << " t=" << t << " r=" << r;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+class MatmulIsaTest : public ::testing::TestWithParam<KernelIsa> {
+ protected:
+  void SetUp() override {
+    if (!isa_supported(GetParam())) {
+      std::printf("SKIPPED: this CPU does not support %s\n", isa_name(GetParam()));
+      GTEST_SKIP() << isa_name(GetParam()) << " not supported by this CPU";
+    }
+  }
+};
+
+TEST_P(MatmulIsaTest, MatchesScalarSingleThreaded) { check_isa(GetParam(), nullptr); }
+
+TEST_P(MatmulIsaTest, MatchesScalarOnTwoThreads) {
+  ThreadPool pool(2);
+  check_isa(GetParam(), &pool);
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, MatmulIsaTest,
+                         ::testing::Values(KernelIsa::kScalar, KernelIsa::kAvx2, KernelIsa::kAvx512),
+                         [](const auto& info) { return std::string(isa_name(info.param)); });
+
+// The SIMD Q8_0 quantizers must equal quantize_row bit for bit, ties of
+// roundf (x.5, away from zero) included.
+void check_quantizer(kern::QuantizeQ8_0 quantize) {
+  std::mt19937 rng(7);
+  for (int64_t n_tokens : {1, 3}) {
+    const int64_t n_in = 96;
+    auto x = random_floats(n_in * n_tokens, rng, 3.0f);
+    // Block 1 of token 0: amax 127 makes d = 1, so halves are exact ties.
+    x[32] = 127.0f;
+    for (int i = 1; i < 32; ++i) x[32 + i] = static_cast<float>(i % 9) - 4.5f;
+    for (int i = 0; i < 32; ++i) x[64 + i] = 0.0f;  // an all-zero block
+    std::vector<int8_t> qs(n_in * n_tokens);
+    std::vector<float> d(n_in / 32 * n_tokens);
+    std::vector<int32_t> corr(d.size());
+    quantize(x.data(), n_in, n_tokens, -8, qs.data(), d.data(), corr.data());
+    std::vector<BlockQ8_0> ref(n_in / 32 * n_tokens);
+    for (int64_t t = 0; t < n_tokens; ++t) quantize_row(GgmlType::kQ8_0, x.data() + t * n_in, &ref[t * n_in / 32], n_in);
+    for (size_t b = 0; b < ref.size(); ++b) {
+      EXPECT_EQ(d[b], fp16_to_fp32(ref[b].d)) << "block " << b;
+      int32_t sum = 0;
+      for (int j = 0; j < 32; ++j) {
+        EXPECT_EQ(qs[32 * b + j], ref[b].qs[j]) << "block " << b << " value " << j;
+        sum += ref[b].qs[j];
+      }
+      EXPECT_EQ(corr[b], -8 * sum);
+    }
+  }
+}
+
+TEST(MatmulQuantize, Avx2Q8_0IsBitExact) {
+  if (!isa_supported(KernelIsa::kAvx2)) GTEST_SKIP() << "no AVX2";
+  check_quantizer(kern::avx2_quantize_q8_0);
+}
+
+TEST(MatmulQuantize, Avx512TiledQ8_0IsBitExact) {
+  if (!isa_supported(KernelIsa::kAvx512)) GTEST_SKIP() << "no AVX-512 VNNI";
+  // Wraps the tiled quantizer into the row layout check_quantizer expects.
+  check_quantizer([](const float* x, int64_t n_in, int64_t n_tokens, int32_t corr_mul, int8_t* qs, float* d,
+                     int32_t* corr) {
+    const int64_t nb = n_in / 32, n_rows = (n_tokens + kern::kTokenTile - 1) / kern::kTokenTile * kern::kTokenTile;
+    std::vector<int8_t> tq(n_rows * n_in);
+    std::vector<float> td(n_rows * nb);
+    std::vector<int32_t> tc(n_rows * nb);
+    kern::avx512_quantize_q8_0_tiled(x, n_in, 0, n_tokens, corr_mul, tq.data(), td.data(), tc.data());
+    for (int64_t i = 0; i < n_tokens; ++i) {
+      for (int64_t b = 0; b < nb; ++b) {
+        const int64_t o = (i / kern::kTokenTile * nb + b) * kern::kTokenTile + i % kern::kTokenTile;
+        std::copy(&tq[32 * o], &tq[32 * o] + 32, qs + (i * nb + b) * 32);
+        d[i * nb + b] = td[o];
+        corr[i * nb + b] = tc[o];
+      }
+    }
+  });
+}
+
+TEST(MatmulPack, RepacksOnlyQ4_0AndQ8_0ForAvx512) {
+  if (!isa_supported(KernelIsa::kAvx512)) GTEST_SKIP() << "no AVX-512 VNNI";
+  std::vector<uint8_t> w(row_size(GgmlType::kQ4_K, 256) * 3);
+  EXPECT_FALSE(PackedMatrix(GgmlType::kQ4_K, w.data(), 256, 3, KernelIsa::kAvx512).repacked());
+  std::vector<uint8_t> w4(row_size(GgmlType::kQ4_0, 64) * 3);
+  PackedMatrix p(GgmlType::kQ4_0, w4.data(), 64, 3, KernelIsa::kAvx512);
+  EXPECT_TRUE(p.repacked());
+  EXPECT_EQ(p.n_bytes(), w4.size());
+}
+
+}  // namespace
+}  // namespace zl

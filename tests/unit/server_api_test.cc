@@ -1,0 +1,477 @@
+// Unit tests of the server's API layer: JSON parsing (every field, every
+// error path), error envelopes, the golden SSE grammar, stop reasons, the
+// context check, the stream shaper, the router and the serve settings.
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+#include <cstdlib>
+#include <fstream>
+
+#include "api/anthropic/messages.h"
+#include "api/errors.h"
+#include "api/generation.h"
+#include "api/json_util.h"
+#include "api/openai/chat_completions.h"
+#include "api/tokenizer_codec.h"
+#include "cli/serve_config.h"
+#include "fake/fake_engine.h"
+#include "http/router.h"
+#include "http/stream_shaper.h"
+
+namespace zl::api {
+namespace {
+
+namespace json = boost::json;
+
+ChatRequest parse_ok(std::string_view body) {
+  auto r = anthropic::parse_messages_request(body);
+  EXPECT_TRUE(r.ok()) << (r.ok() ? "" : r.error().message);
+  return r.ok() ? r.value() : ChatRequest{};
+}
+
+ApiError parse_err(std::string_view body) {
+  auto r = anthropic::parse_messages_request(body);
+  EXPECT_FALSE(r.ok()) << body;
+  return r.ok() ? ApiError{} : r.error();
+}
+
+TEST(AnthropicParse, EveryField) {
+  ChatRequest r = parse_ok(R"({
+    "model":"claude-x","max_tokens":77,"temperature":0.25,"top_p":0.5,"top_k":7,
+    "stop_sequences":["\n\nHuman:","END"],"metadata":{"user_id":"u-1"},"stream":true,
+    "stream_options":{"max_buffer_size":16,"min_delay_ms":20,"network_rtt_ms":80},
+    "system":[{"type":"text","text":"sys A","cache_control":{"type":"ephemeral"}},{"type":"text","text":"sys B"}],
+    "messages":[
+      {"role":"user","content":"hello"},
+      {"role":"assistant","content":[{"type":"thinking","thinking":"hm","signature":"s"},{"type":"text","text":"calling"},
+                                      {"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"city":"Paris"}}]},
+      {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"sunny"}]},
+                                {"type":"text","text":"thanks"}]},
+      {"role":"system","content":"late system"},
+      {"role":"assistant","content":"Sure,"}],
+    "tools":[{"name":"get_weather","description":"d","input_schema":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}],
+    "tool_choice":{"type":"tool","name":"get_weather","disable_parallel_tool_use":true},
+    "thinking":{"type":"enabled","budget_tokens":2048},"context_management":{"edits":[]},"output_config":{"effort":"high"},
+    "service_tier":"auto","unknown_future_field":{"a":[1,2,3]}})");
+  EXPECT_EQ(r.model, "claude-x");
+  EXPECT_EQ(r.max_tokens, 77);
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 0.25f);
+  EXPECT_FLOAT_EQ(r.sampling.top_p, 0.5f);
+  EXPECT_EQ(r.sampling.top_k, 7);
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"\n\nHuman:", "END"}));
+  EXPECT_EQ(r.user, "u-1");
+  EXPECT_TRUE(r.stream);
+  ASSERT_TRUE(r.shape.has_value());
+  EXPECT_EQ(r.shape->max_buffer_size, 16);
+  EXPECT_EQ(r.shape->min_delay_ms, 20);
+  EXPECT_EQ(r.shape->network_rtt_ms, 80);
+  ASSERT_EQ(r.messages.size(), 7u);
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(r.messages[0].content, "sys A\nsys B");
+  EXPECT_EQ(r.messages[1].content, "hello");
+  EXPECT_EQ(r.messages[2].role, "assistant");
+  EXPECT_EQ(r.messages[2].content, "calling");
+  ASSERT_EQ(r.messages[2].tool_calls.size(), 1u);
+  EXPECT_EQ(r.messages[2].tool_calls[0].name, "get_weather");
+  EXPECT_EQ(r.messages[2].tool_calls[0].arguments_json, R"({"city":"Paris"})");
+  EXPECT_EQ(r.messages[3].role, "tool");
+  EXPECT_EQ(r.messages[3].tool_call_id, "toolu_1");
+  EXPECT_EQ(r.messages[3].content, "sunny");
+  EXPECT_EQ(r.messages[4].content, "thanks");
+  EXPECT_EQ(r.messages[5].role, "system");
+  EXPECT_EQ(r.messages[6].content, "Sure,");
+  EXPECT_TRUE(r.continue_final_message);
+  EXPECT_EQ(r.tool_choice, "tool:get_weather");
+  EXPECT_NE(r.tools_json.find("get_weather"), std::string::npos);
+}
+
+TEST(AnthropicParse, DefaultsAndNulls) {
+  ChatRequest r = parse_ok(R"({"model":"m","max_tokens":1,"messages":[{"role":"user","content":"x"}],"temperature":null,"stream":null})");
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 1.0f);
+  EXPECT_FALSE(r.stream);
+  EXPECT_FALSE(r.continue_final_message);
+  EXPECT_FALSE(r.shape.has_value());
+  // A system entry last is not a prefill.
+  r = parse_ok(R"({"model":"m","max_tokens":1,"messages":[{"role":"user","content":"x"},{"role":"system","content":"y"}]})");
+  EXPECT_FALSE(r.continue_final_message);
+}
+
+TEST(AnthropicParse, ErrorsNameTheField) {
+  struct Case {
+    const char* body;
+    const char* param;
+    const char* reason;
+  };
+  const Case cases[] = {
+      {R"({"model":"m","messages":[{"role":"user","content":"x"}]})", "max_tokens", "missing_field"},
+      {R"({"model":"m","max_tokens":0,"messages":[{"role":"user","content":"x"}]})", "max_tokens", "out_of_range"},
+      {R"({"model":"m","max_tokens":2147483648,"messages":[{"role":"user","content":"x"}]})", "max_tokens", "out_of_range"},
+      {R"({"model":"m","max_tokens":1.5,"messages":[{"role":"user","content":"x"}]})", "max_tokens", "invalid_type"},
+      {R"({"model":"m","max_tokens":true,"messages":[{"role":"user","content":"x"}]})", "max_tokens", "invalid_type"},
+      {R"({"model":5,"max_tokens":1,"messages":[{"role":"user","content":"x"}]})", "model", "invalid_type"},
+      {R"({"model":"m","max_tokens":1,"messages":{}})", "messages", "invalid_type"},
+      {R"({"model":"m","max_tokens":1,"messages":[]})", "messages", "empty_messages"},
+      {R"({"model":"m","max_tokens":1,"messages":["x"]})", "messages[0]", "invalid_type"},
+      {R"({"model":"m","max_tokens":1,"messages":[{"role":"robot","content":"x"}]})", "messages[0].role", "invalid_role"},
+      {R"({"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"text":"x"}]}]})", "messages[0].content[0].type", "missing_field"},
+      {R"({"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"text"}]}]})", "messages[0].content[0].text", "missing_field"},
+      {R"({"model":"m","max_tokens":1,"system":42,"messages":[{"role":"user","content":"x"}]})", "system", "invalid_type"},
+      {R"({"model":"m","max_tokens":1,"temperature":2.5,"messages":[{"role":"user","content":"x"}]})", "temperature", "out_of_range"},
+      {R"({"model":"m","max_tokens":1,"temperature":"hot","messages":[{"role":"user","content":"x"}]})", "temperature", "invalid_type"},
+      {R"({"model":"m","max_tokens":1,"top_p":1.5,"messages":[{"role":"user","content":"x"}]})", "top_p", "out_of_range"},
+      {R"({"model":"m","max_tokens":1,"top_k":-1,"messages":[{"role":"user","content":"x"}]})", "top_k", "out_of_range"},
+      {R"({"model":"m","max_tokens":1,"stop_sequences":[""],"messages":[{"role":"user","content":"x"}]})", "stop_sequences[0]", "invalid_value"},
+      {R"({"model":"m","max_tokens":1,"stop_sequences":[1],"messages":[{"role":"user","content":"x"}]})", "stop_sequences[0]", "invalid_type"},
+      {R"({"model":"m","max_tokens":1,"metadata":{"user_id":3},"messages":[{"role":"user","content":"x"}]})", "metadata.user_id", "invalid_type"},
+      {R"({"model":"m","max_tokens":1,"stream":"yes","messages":[{"role":"user","content":"x"}]})", "stream", "invalid_type"},
+      {R"({"model":"m","max_tokens":1,"stream_options":{},"messages":[{"role":"user","content":"x"}]})", "stream_options", "invalid_value"},
+      {R"({"model":"m","max_tokens":1,"stream":true,"stream_options":{"min_delay_ms":-1},"messages":[{"role":"user","content":"x"}]})", "stream_options.min_delay_ms", "out_of_range"},
+      {R"({"model":"m","max_tokens":1,"stream":true,"stream_options":{"max_buffer_size":2},"messages":[{"role":"user","content":"x"}]})", "stream_options.max_buffer_size", "out_of_range"},
+      {R"({"model":"m","max_tokens":1,"stream":true,"stream_options":{"network_rtt_ms":60001},"messages":[{"role":"user","content":"x"}]})", "stream_options.network_rtt_ms", "out_of_range"},
+      {R"({"model":"m","max_tokens":1,"tools":[{"description":"no name"}],"messages":[{"role":"user","content":"x"}]})", "tools[0].name", "missing_field"},
+      {R"({"model":"m","max_tokens":1,"tool_choice":{"type":"sometimes"},"messages":[{"role":"user","content":"x"}]})", "tool_choice.type", "invalid_value"},
+      {R"({"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"tool_result"}]}]})", "messages[0].content[0].tool_use_id", "missing_field"},
+  };
+  for (const Case& c : cases) {
+    ApiError e = parse_err(c.body);
+    EXPECT_EQ(e.type, ErrorType::kInvalidRequest) << c.body;
+    EXPECT_EQ(e.param, c.param) << c.body;
+    EXPECT_EQ(e.reason, c.reason) << c.body;
+    EXPECT_EQ(e.message.rfind(c.param, 0), 0u) << e.message;
+  }
+  EXPECT_EQ(parse_err("{").reason, "invalid_json");
+  EXPECT_EQ(parse_err("\"str\"").reason, "invalid_json");
+  EXPECT_EQ(parse_err("").reason, "invalid_json");
+}
+
+TEST(AnthropicParse, CountTokensNeedsNoMaxTokens) {
+  auto r = anthropic::parse_count_tokens_request(R"({"model":"m","messages":[{"role":"user","content":"x"}],"thinking":{"type":"adaptive"}})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r.value().max_tokens.has_value());
+  EXPECT_FALSE(anthropic::parse_count_tokens_request(R"({"model":"m"})").ok());
+}
+
+TEST(OpenAIParse, FieldsAndErrors) {
+  auto r = openai::parse_chat_request(R"({"model":"gpt","max_completion_tokens":9,"temperature":1.5,"top_p":0.9,
+    "presence_penalty":0.5,"frequency_penalty":-0.5,"seed":42,"stop":"###","user":"u","n":1,"logit_bias":{"15":-100},
+    "stream":true,"stream_options":{"include_usage":true,"max_buffer_size":8},
+    "messages":[{"role":"developer","content":"dev"},{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},
+                {"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},
+                {"role":"tool","tool_call_id":"c1","content":"r"}],
+    "tools":[{"type":"function","function":{"name":"f","parameters":{}}}],"tool_choice":{"type":"function","function":{"name":"f"}}})");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const ChatRequest& c = r.value();
+  EXPECT_EQ(c.max_tokens, 9);
+  EXPECT_FLOAT_EQ(c.sampling.temperature, 1.5f);
+  EXPECT_FLOAT_EQ(c.sampling.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(c.sampling.frequency_penalty, -0.5f);
+  EXPECT_EQ(c.sampling.seed, 42u);
+  EXPECT_FLOAT_EQ(c.sampling.logit_bias.at(15), -100.0f);
+  EXPECT_EQ(c.stop, std::vector<std::string>{"###"});
+  EXPECT_TRUE(c.include_usage);
+  EXPECT_EQ(c.shape->max_buffer_size, 8);
+  EXPECT_EQ(c.messages[0].role, "system");
+  EXPECT_EQ(c.messages[1].content, "a\nb");
+  EXPECT_EQ(c.messages[2].tool_calls[0].name, "f");
+  EXPECT_EQ(c.messages[3].tool_call_id, "c1");
+  EXPECT_EQ(c.tool_choice, "tool:f");
+  EXPECT_FALSE(c.continue_final_message);
+
+  auto bad = [](const char* body, const char* param) {
+    auto e = openai::parse_chat_request(body);
+    ASSERT_FALSE(e.ok()) << body;
+    EXPECT_EQ(e.error().param, param) << body;
+  };
+  bad(R"({"model":"m","messages":[]})", "messages");
+  bad(R"({"messages":[{"role":"user","content":"x"}]})", "model");
+  bad(R"({"model":"m","n":2,"messages":[{"role":"user","content":"x"}]})", "n");
+  bad(R"({"model":"m","temperature":-0.1,"messages":[{"role":"user","content":"x"}]})", "temperature");
+  bad(R"({"model":"m","max_tokens":0,"messages":[{"role":"user","content":"x"}]})", "max_tokens");
+  bad(R"({"model":"m","logit_bias":{"x":1},"messages":[{"role":"user","content":"x"}]})", "logit_bias.x");
+  bad(R"({"model":"m","stream_options":{"include_usage":true},"messages":[{"role":"user","content":"x"}]})", "stream_options");
+  bad(R"({"model":"m","messages":[{"role":"function","content":"x"}]})", "messages[0].role");
+  bad(R"({"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]})", "messages[0].content[0].type");
+
+  auto comp = openai::parse_completion_request(R"({"model":"m","prompt":["Once"]})");
+  ASSERT_TRUE(comp.ok());
+  EXPECT_TRUE(comp.value().raw_prompt);
+  EXPECT_EQ(comp.value().prompt, "Once");
+  EXPECT_EQ(comp.value().max_tokens, 16);
+  EXPECT_FALSE(openai::parse_completion_request(R"({"model":"m","prompt":["a","b"]})").ok());
+}
+
+TEST(Errors, EnvelopesAndStatuses) {
+  ApiError e = context_length_error(300, 256);
+  EXPECT_EQ(anthropic_error_json(e, "req_1"),
+            R"J({"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 300 tokens > 255 maximum (context window 256 tokens)","detail":{"reason":"context_length_exceeded","n_prompt_tokens":300,"n_ctx":256,"max_tokens_fit":0}},"request_id":"req_1"})J");
+  EXPECT_EQ(openai_error_json(invalid_request("max_tokens", "max_tokens: bad")),
+            R"({"error":{"message":"max_tokens: bad","type":"invalid_request_error","param":"max_tokens","code":"invalid_request"}})");
+  const std::pair<ErrorType, int> statuses[] = {
+      {ErrorType::kInvalidRequest, 400}, {ErrorType::kAuthentication, 401}, {ErrorType::kPermission, 403},
+      {ErrorType::kNotFound, 404},       {ErrorType::kMethodNotAllowed, 405}, {ErrorType::kRequestTooLarge, 413},
+      {ErrorType::kRateLimit, 429},      {ErrorType::kApi, 500},              {ErrorType::kOverloaded, 529}};
+  for (auto [t, s] : statuses) EXPECT_EQ(http_status(t), s);
+  EXPECT_EQ(anthropic_type_name(ErrorType::kOverloaded), "overloaded_error");
+  EXPECT_EQ(anthropic_type_name(ErrorType::kRequestTooLarge), "request_too_large");
+  http::HttpResponse r = anthropic_error_response(ApiError{.type = ErrorType::kOverloaded, .message = "busy"}, "req_2");
+  EXPECT_EQ(r.status, 529);
+  EXPECT_EQ(r.content_type, "application/json");
+  bool has_retry = false;
+  for (auto& [k, v] : r.headers) has_retry |= k == "retry-after";
+  EXPECT_TRUE(has_retry);
+  EXPECT_EQ(from_status(resource_exhausted("kv")).type, ErrorType::kOverloaded);
+  EXPECT_EQ(from_status(internal_error("x")).type, ErrorType::kApi);
+}
+
+TEST(Formatting, AnthropicStreamGolden) {
+  auto f = anthropic::make_formatter("m", "req_1");
+  std::string out;
+  f->stream_start(Usage{.n_prompt_tokens = 10, .n_cached_tokens = 4, .n_generated_tokens = 1}, out);
+  f->stream_text("Hi \"there\"\n", out);
+  f->stream_finish(Completion{.finish = FinishReason::kStopSequence, .stop_sequence = "END",
+                              .usage = {.n_prompt_tokens = 10, .n_cached_tokens = 4, .n_generated_tokens = 3}},
+                   out);
+  // The message id is random: cut it out.
+  const size_t id = out.find("msg_");
+  ASSERT_NE(id, std::string::npos);
+  out.replace(id, 28, "msg_X");
+  EXPECT_EQ(out,
+            "event: message_start\n"
+            R"(data: {"type":"message_start","message":{"id":"msg_X","type":"message","role":"assistant","model":"m","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":6,"cache_creation_input_tokens":0,"cache_read_input_tokens":4,"output_tokens":1}}})"
+            "\n\nevent: content_block_start\n"
+            R"(data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}})"
+            "\n\nevent: ping\n"
+            R"(data: {"type":"ping"})"
+            "\n\nevent: content_block_delta\n"
+            R"(data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi \"there\"\n"}})"
+            "\n\nevent: content_block_stop\n"
+            R"(data: {"type":"content_block_stop","index":0})"
+            "\n\nevent: message_delta\n"
+            R"(data: {"type":"message_delta","delta":{"stop_reason":"stop_sequence","stop_sequence":"END"},"usage":{"input_tokens":6,"cache_creation_input_tokens":0,"cache_read_input_tokens":4,"output_tokens":3}})"
+            "\n\nevent: message_stop\n"
+            R"(data: {"type":"message_stop"})"
+            "\n\n");
+  std::string err;
+  f->stream_error(ApiError{.type = ErrorType::kOverloaded, .message = "Overloaded", .reason = "overloaded"}, err);
+  EXPECT_EQ(err,
+            "event: error\n"
+            R"(data: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded","detail":{"reason":"overloaded"}},"request_id":"req_1"})"
+            "\n\n");
+}
+
+TEST(Formatting, StopReasons) {
+  auto a = [](FinishReason r, bool clamped = false) {
+    return std::string(anthropic::stop_reason(Completion{.finish = r, .max_tokens_clamped = clamped}));
+  };
+  EXPECT_EQ(a(FinishReason::kEndOfSequence), "end_turn");
+  EXPECT_EQ(a(FinishReason::kMaxTokens), "max_tokens");
+  EXPECT_EQ(a(FinishReason::kMaxTokens, true), "model_context_window_exceeded");
+  EXPECT_EQ(a(FinishReason::kStopSequence), "stop_sequence");
+  EXPECT_EQ(a(FinishReason::kContextWindow), "model_context_window_exceeded");
+  EXPECT_EQ(a(FinishReason::kSafety), "refusal");
+  auto o = [](FinishReason r) { return std::string(openai::finish_reason(Completion{.finish = r})); };
+  EXPECT_EQ(o(FinishReason::kEndOfSequence), "stop");
+  EXPECT_EQ(o(FinishReason::kStopSequence), "stop");
+  EXPECT_EQ(o(FinishReason::kMaxTokens), "length");
+  EXPECT_EQ(o(FinishReason::kContextWindow), "length");
+  EXPECT_EQ(o(FinishReason::kSafety), "content_filter");
+}
+
+TEST(Formatting, OpenAIChunks) {
+  auto f = openai::make_formatter(openai::Kind::kChat, "gpt", /*include_usage=*/true);
+  std::string out;
+  f->stream_start({}, out);
+  f->stream_text("a", out);
+  f->stream_finish(Completion{.finish = FinishReason::kMaxTokens, .usage = {.n_prompt_tokens = 5, .n_generated_tokens = 1}}, out);
+  std::vector<std::string> frames;
+  for (size_t p = 0, e; (e = out.find("\n\n", p)) != std::string::npos; p = e + 2) frames.push_back(out.substr(p, e - p));
+  ASSERT_EQ(frames.size(), 5u);
+  for (auto& fr : frames) EXPECT_EQ(fr.rfind("data: ", 0), 0u);
+  EXPECT_EQ(frames.back(), "data: [DONE]");
+  auto usage = json::parse(frames[3].substr(6)).as_object();
+  EXPECT_TRUE(usage["choices"].as_array().empty());
+  EXPECT_EQ(usage["usage"].as_object()["total_tokens"].as_int64(), 6);
+  auto fin = json::parse(frames[2].substr(6)).as_object();
+  EXPECT_EQ(fin["choices"].as_array()[0].as_object()["finish_reason"].as_string(), "length");
+  EXPECT_TRUE(fin["usage"].is_null());
+  EXPECT_EQ(fin["id"], json::parse(frames[0].substr(6)).as_object()["id"]);
+}
+
+TEST(Prepare, ContextCheckAndClamp) {
+  fake::FakeCodec codec;
+  ChatRequest chat;
+  chat.messages = {{.role = "user", .content = std::string(100, 'x')}};
+  chat.max_tokens = 1000000;
+  const int64_t n_prompt = static_cast<int64_t>(codec.encode_chat(chat)->size());
+  auto p = prepare_request(chat, codec, n_prompt + 10, "req_1");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p.value().request.stop.max_tokens, 10);
+  EXPECT_TRUE(p.value().max_tokens_clamped);
+  chat.max_tokens = 10;
+  EXPECT_FALSE(prepare_request(chat, codec, n_prompt + 10, "r").value().max_tokens_clamped);
+  auto e = prepare_request(chat, codec, n_prompt, "r");
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().reason, "context_length_exceeded");
+  EXPECT_EQ(e.error().numbers[0], (std::pair<std::string, int64_t>{"n_prompt_tokens", n_prompt}));
+}
+
+TEST(Codec, ChatMappingOntoTemplates) {
+  ChatRequest chat;
+  chat.messages = {{.role = "system", .content = "a"}, {.role = "system", .content = "b"}, {.role = "user", .content = "u"},
+                   {.role = "assistant", .content = "", .tool_calls = {{"id", "f", "{}"}}},
+                   {.role = "tool", .content = "r", .tool_call_id = "id"}, {.role = "system", .content = "late"}};
+  TokenizerCodec chatml(nullptr, ChatTemplate(ChatTemplateKind::kChatml));
+  auto m = chatml.to_template_messages(chat);
+  ASSERT_EQ(m.size(), 5u);
+  EXPECT_EQ(m[0].content, "a\n\nb");
+  EXPECT_EQ(m[2].content, "[tool call f] {}");
+  EXPECT_EQ(m[3].role, "user");
+  EXPECT_EQ(m[4].role, "system");
+  TokenizerCodec llama2(nullptr, ChatTemplate(ChatTemplateKind::kLlama2));
+  EXPECT_EQ(llama2.to_template_messages(chat)[4].role, "user");
+}
+
+TEST(Json, EscapesAndRepairsUtf8) {
+  std::string out;
+  append_json_string(out, std::string("a\"b\\c\n\t\x01\x7f", 9));
+  EXPECT_EQ(out, R"("a\"b\\c\n\t\u0001\u007f")");
+  out.clear();
+  append_json_string(out, "caf\xC3\xA9 \xF0\x9F\x8E\x89 bad:\xC3 \xFF");
+  EXPECT_EQ(out, "\"caf\xC3\xA9 \xF0\x9F\x8E\x89 bad:\xEF\xBF\xBD \xEF\xBF\xBD\"");
+  EXPECT_NO_THROW(json::parse(out));
+}
+
+TEST(StreamShaper, SplitsOnUtf8BoundariesAndPaces) {
+  EXPECT_EQ(http::utf8_safe_prefix("ab\xC3\xA9", 3), 2u);
+  EXPECT_EQ(http::utf8_safe_prefix("\xF0\x9F\x8E\x89x", 2), 4u);
+  http::StreamShaper split({.max_buffer_size = 4});
+  split.push("hello w\xC3\xB6rld");
+  auto now = http::StreamShaper::Clock::now();
+  auto pieces = split.take_ready(now);
+  std::string joined;
+  for (auto& p : pieces) {
+    EXPECT_LE(p.size(), 4u);
+    joined += p;
+  }
+  EXPECT_EQ(joined, "hello w\xC3\xB6rld");
+  http::StreamShaper paced({.min_delay_ms = 50});
+  paced.push("a");
+  EXPECT_EQ(paced.take_ready(now).size(), 1u);
+  paced.push("b");
+  paced.push("c");
+  EXPECT_TRUE(paced.take_ready(now + std::chrono::milliseconds(10)).empty());
+  EXPECT_EQ(*paced.next_due(), now + std::chrono::milliseconds(50));
+  auto later = paced.take_ready(now + std::chrono::milliseconds(50));
+  ASSERT_EQ(later.size(), 1u);
+  EXPECT_EQ(later[0], "bc");
+  EXPECT_EQ(http::StreamShaper({.min_delay_ms = 5, .network_rtt_ms = 200}).window().count(), 50);
+  EXPECT_EQ(http::StreamShaper({.network_rtt_ms = 10000}).window().count(), 100);
+}
+
+TEST(Router, CapturesAnd404And405) {
+  http::Router router;
+  std::string seen;
+  router.add("GET", "/v1/models/{id}", [&](http::HttpRequest& r, std::shared_ptr<http::Responder>) { seen = r.path_params[0]; });
+  std::vector<int> statuses;
+  router.set_error_formatter([&](http::HttpError e, const http::HttpRequest&) {
+    statuses.push_back(e == http::HttpError::kNotFound ? 404 : 405);
+    return http::HttpResponse{};
+  });
+  struct Null : http::Responder {
+    std::string id;
+    const std::string& request_id() const override { return id; }
+    void send(http::HttpResponse) override {}
+    void begin_stream(http::HttpResponse) override {}
+    void write(std::string_view) override {}
+    void end_stream() override {}
+    size_t buffered_bytes() const override { return 0; }
+    bool client_gone() const override { return false; }
+    bool done() const override { return false; }
+    void on_client_gone(std::function<void()>) override {}
+    void on_drained(std::function<void()>) override {}
+    void hold(std::shared_ptr<void>) override {}
+    void post(std::function<void()>) override {}
+    void post_after(std::chrono::milliseconds, std::function<void()>) override {}
+  };
+  auto res = std::make_shared<Null>();
+  http::HttpRequest r{.method = "GET", .path = "/v1/models/abc"};
+  router.dispatch(r, res);
+  EXPECT_EQ(seen, "abc");
+  r = http::HttpRequest{.method = "HEAD", .path = "/v1/models/zz"};
+  router.dispatch(r, res);
+  EXPECT_EQ(seen, "zz");
+  r = http::HttpRequest{.method = "POST", .path = "/v1/models/abc"};
+  router.dispatch(r, res);
+  r = http::HttpRequest{.method = "GET", .path = "/v1/models"};
+  router.dispatch(r, res);
+  EXPECT_EQ(statuses, (std::vector<int>{405, 404}));
+}
+
+TEST(ServeConfig, FlagOverEnvOverTomlOverDefault) {
+  const std::string path = ::testing::TempDir() + "serve_config_test.toml";
+  {
+    std::ofstream f(path);
+    f << "port = 9000\nhost = \"0.0.0.0\"\nmodel_alias = \"from-toml\"\nctx = 1024\napi_keys = [\"t1\", \"t2\"]\n";
+  }
+  std::map<std::string, std::string> env = {{"ZEROLAYER_PORT", "9100"}, {"ZEROLAYER_CTX", "2048"}};
+  auto getenv = [&](const char* n) -> const char* {
+    auto it = env.find(n);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  auto c = cli::resolve_serve_config({{"config", path}, {"port", "9200"}}, {}, getenv);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->port, 9200);           // flag
+  EXPECT_EQ(c->ctx, 2048);            // env
+  EXPECT_EQ(c->host, "0.0.0.0");      // toml
+  EXPECT_EQ(c->model_alias, "from-toml");
+  EXPECT_EQ(c->parallel, 4);          // default
+  EXPECT_EQ(c->api_keys, (std::vector<std::string>{"t1", "t2"}));
+  env["ZEROLAYER_API_KEY"] = "e1, e2";
+  EXPECT_EQ(cli::resolve_serve_config({{"config", path}}, {}, getenv)->api_keys, (std::vector<std::string>{"e1", "e2"}));
+  EXPECT_EQ(cli::resolve_serve_config({{"config", path}}, {"f1"}, getenv)->api_keys, std::vector<std::string>{"f1"});
+  auto bad = cli::resolve_serve_config({{"port", "70000"}}, {}, getenv);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--port"), std::string::npos);
+  env["ZEROLAYER_PARALLEL"] = "many";
+  bad = cli::resolve_serve_config({}, {}, getenv);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("ZEROLAYER_PARALLEL"), std::string::npos);
+  {
+    std::ofstream f(path);
+    f << "port = = 1\n";
+  }
+  EXPECT_FALSE(cli::resolve_serve_config({{"config", path}}, {}, [](const char*) -> const char* { return nullptr; }).ok());
+}
+
+}  // namespace
+}  // namespace zl::api
+
+namespace zl::api {
+namespace {
+
+TEST(Codec, RealTokenizerOnStories260K) {
+  const std::string path = std::string(ZL_SHARED_DIR) + "/models/stories260K.gguf";
+  if (!std::ifstream(path).good()) GTEST_SKIP() << "SKIPPED: " << path << " not found (../shared absent)";
+  auto tok = Tokenizer::load(path);
+  ASSERT_TRUE(tok.ok()) << tok.status().to_string();
+  auto tmpl = ChatTemplate::for_vocab((*tok)->vocab());
+  ASSERT_TRUE(tmpl.ok());
+  TokenizerCodec codec(tok->get(), std::move(tmpl).value());
+  ChatRequest chat;
+  chat.messages = {{.role = "system", .content = "Be kind."}, {.role = "user", .content = "Once upon a time"}};
+  auto ids = codec.encode_chat(chat);
+  ASSERT_TRUE(ids.ok()) << ids.status().to_string();
+  EXPECT_GT(ids->size(), 5u);
+  EXPECT_EQ((*ids)[0], (*tok)->vocab().bos());
+  chat.messages.push_back({.role = "assistant", .content = "There was"});
+  chat.continue_final_message = true;
+  auto prefill = codec.encode_chat(chat);
+  ASSERT_TRUE(prefill.ok());
+  EXPECT_GT(prefill->size(), ids->size());
+  auto raw = codec.encode_text("Once upon a time");
+  ASSERT_TRUE(raw.ok());
+  EXPECT_LT(raw->size(), ids->size());
+}
+
+}  // namespace
+}  // namespace zl::api
