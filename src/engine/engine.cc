@@ -5,6 +5,16 @@
 #include <algorithm>
 
 namespace zl {
+namespace {
+
+// While every running sequence is paused (its client is not reading), the
+// loop re-checks the channels this often instead of spinning on empty steps.
+// The consumer side does not wake the engine when it drains; this bounds the
+// resume latency at the cost of a few hundred cheap wake-ups a second, and
+// only while something is paused.
+constexpr std::chrono::milliseconds kPausedPoll{2};
+
+}  // namespace
 
 struct Engine::Live {
   Request request;
@@ -112,8 +122,12 @@ void Engine::loop() {
       if (stop_) break;
     }
     take_inbox();
-    step();
+    const bool stepped = step();
     publish_stats();
+    if (!stepped) {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, kPausedPoll, [&] { return stop_ || !inbox_.empty(); });
+    }
   }
   // Shutting down: everything still known ends with an error event.
   take_inbox();
@@ -176,7 +190,7 @@ void Engine::apply_cancellations_and_backpressure() {
   }
 }
 
-void Engine::step() {
+bool Engine::step() {
   apply_cancellations_and_backpressure();
   StepPlan plan = scheduler_.schedule();
   for (SeqId id : plan.cancelled) {
@@ -195,9 +209,11 @@ void Engine::step() {
       live.admitted_once = true;
       live.timings.t_scheduled = now;
       live.usage.n_cached_tokens = scheduler_.sequence(id).n_cached_prompt;
+      n_prompt_total_ += live.usage.n_prompt_tokens;
+      n_cached_total_ += live.usage.n_cached_tokens;
     }
   }
-  if (plan.empty()) return;
+  if (plan.empty()) return !plan.cancelled.empty();
 
   batch_.clear();
   for (const ScheduledSeq& it : plan.items) {
@@ -213,7 +229,7 @@ void Engine::step() {
   if (!st.ok()) {
     scheduler_.abandon_step();
     for (const ScheduledSeq& it : plan.items) finish(*live_.at(it.id), FinishReason::kError, st);
-    return;
+    return true;
   }
   const int64_t n_vocab = model_.config.n_vocab;
   int64_t row = 0;
@@ -235,6 +251,7 @@ void Engine::step() {
     scheduler_.on_step_done(it.id, *token);
     handle_token(live, *token);
   }
+  return true;
 }
 
 void Engine::handle_token(Live& live, int32_t token) {
@@ -242,6 +259,7 @@ void Engine::handle_token(Live& live, int32_t token) {
   if (live.usage.n_generated_tokens == 0) live.timings.t_first_token = now;
   live.timings.t_last_token = now;
   ++live.usage.n_generated_tokens;
+  ++n_generated_total_;
   const StopParams& sp = live.request.stop;
   const bool stop_id = std::find(sp.stop_token_ids.begin(), sp.stop_token_ids.end(), token) != sp.stop_token_ids.end();
   if (stop_id || (!sp.ignore_eos && tokenizer_.vocab().is_eog(token))) {
@@ -297,6 +315,10 @@ void Engine::publish_stats() {
   stats_.n_kv_blocks_used = bs.n_used;
   stats_.n_kv_blocks_cached = bs.n_cached;
   stats_.n_steps = ss.n_steps;
+  stats_.n_preemptions = ss.n_preemptions;
+  stats_.n_prompt_tokens_total = n_prompt_total_;
+  stats_.n_cached_tokens_total = n_cached_total_;
+  stats_.n_generated_tokens_total = n_generated_total_;
 }
 
 }  // namespace zl

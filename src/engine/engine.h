@@ -67,7 +67,9 @@ class Engine final : public EngineApi {
   struct Live;  // per-request state on the engine thread
   Engine(const Model& model, const Tokenizer& tokenizer, EngineConfig config);
   void loop();
-  void step();
+  // Returns false when the plan was empty: every running sequence is paused
+  // (backpressure) and nothing could be admitted.
+  bool step();
   void take_inbox();
   void admit(Request request, std::shared_ptr<RequestChannel> channel);
   void apply_cancellations_and_backpressure();
@@ -89,6 +91,9 @@ class Engine final : public EngineApi {
   std::unordered_map<SeqId, std::unique_ptr<Live>> live_;
   std::vector<float> logits_;
   std::vector<BatchSequence> batch_;
+  int64_t n_prompt_total_ = 0;     // engine thread; published by publish_stats()
+  int64_t n_cached_total_ = 0;
+  int64_t n_generated_total_ = 0;
 
   mutable std::mutex mu_;  // guards inbox_, stop_, stats_
   std::condition_variable cv_;

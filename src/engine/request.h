@@ -146,6 +146,7 @@ struct EngineStats {
   int64_t kv_block_size = 0;
   int64_t n_ctx = 0;                // per-sequence context window
   int64_t n_steps = 0;
+  int64_t n_preemptions = 0;
   int64_t n_prompt_tokens_total = 0;
   int64_t n_cached_tokens_total = 0;
   int64_t n_generated_tokens_total = 0;

@@ -145,6 +145,35 @@ INSTANTIATE_TEST_SUITE_P(Shared, EngineOnModel, ::testing::Values("stories260K",
                            return n;
                          });
 
+TEST(Engine, PreemptionUnderMemoryPressureKeepsResultsExact) {
+  Loaded l = load_shared("stories260K");
+  if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/stories260K.gguf not found";
+  std::mt19937 rng(9);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 5; ++i) prompts.push_back(random_prompt(rng, 30 + 3 * i, 512));
+  EngineConfig roomy{.n_ctx = 96, .max_seqs = 1, .n_kv_tokens = 96, .block_size = 16, .kv_type = KvType::kF32, .n_threads = 1};
+  std::vector<Outcome> alone;
+  {
+    auto engine = Engine::create(*l.model, *l.tokenizer, roomy);
+    for (const auto& p : prompts) alone.push_back(collect(*(*engine)->submit(greedy(p, 40))));
+  }
+  // 10 blocks for 5 sequences that each grow to 5 blocks: preemption must happen.
+  EngineConfig tight = roomy;
+  tight.max_seqs = 5;
+  tight.n_kv_tokens = 160;
+  auto engine = Engine::create(*l.model, *l.tokenizer, tight);
+  std::vector<std::shared_ptr<RequestChannel>> channels;
+  for (const auto& p : prompts) channels.push_back((*engine)->submit(greedy(p, 40)));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Outcome o = collect(*channels[i]);
+    EXPECT_EQ(o.ids, alone[i].ids) << "prompt " << i;
+    EXPECT_EQ(o.text, alone[i].text) << "prompt " << i;
+  }
+  wait_idle(**engine);
+  EXPECT_EQ((*engine)->stats().n_kv_blocks_used, 0);
+  EXPECT_GT((*engine)->stats().n_preemptions, 0);
+}
+
 TEST(Engine, CancelReturnsEveryBlock) {
   Loaded l = load_shared("stories260K");
   if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/stories260K.gguf not found";
