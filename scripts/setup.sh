@@ -7,10 +7,15 @@ PACKAGES=(
   build-essential cmake g++ pkg-config git ca-certificates
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libboost1.81-dev libboost-json1.81-dev
-  libpcre2-dev
   libtomlplusplus-dev
   wamerican
 )
+
+# Node.js runs the official SDK clients in the end-to-end tests; Debian's
+# packages only when the machine has no node of its own.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  PACKAGES+=(nodejs npm)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
