@@ -1,11 +1,9 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs zerolayer on the built-in demo model.
-# Extra arguments go to `zerolayer generate` (e.g. --prompt "..." -n 100).
+# Sets up, builds and starts `zerolayer serve` on the built-in demo model
+# (models/zerolayer-demo.gguf) at http://127.0.0.1:8080.
+# Extra arguments go to `zerolayer serve` (e.g. --port 9000, --model PATH).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh
-if [ $# -eq 0 ]; then
-  set -- --prompt "Once upon a time" -n 64
-fi
-exec build/zerolayer generate "$@"
+exec build/zerolayer serve "$@"
