@@ -65,6 +65,7 @@ void GenerationSession::start(EngineApi& engine, Request request, SessionOptions
       s->done(499);  // nginx's "client closed request", for metrics and logs only
     }
   });
+  s->t_submit_ = Clock::now();
   s->channel_ = engine.submit(std::move(request));
   s->channel_->set_notifier([weak] {
     if (auto s = weak.lock()) s->on_engine_notify();
@@ -94,8 +95,24 @@ void GenerationSession::begin_stream_once() {
   responder_->begin_stream(std::move(head));
 }
 
+bool GenerationSession::socket_backed_up() {
+  if (!options_.stream || !stream_started_ || responder_->buffered_bytes() < kMaxBufferedBytes) return false;
+  if (!drain_hook_set_) {
+    drain_hook_set_ = true;
+    responder_->on_drained([weak = weak_from_this()] {
+      if (auto s = weak.lock()) s->pump();
+    });
+  }
+  return true;
+}
+
 void GenerationSession::pump() {
   if (finished_) return;
+  // Backpressure: while the socket has not taken what was already written,
+  // leave the events in the channel. Its pending() grows and the engine
+  // pauses the sequence (EngineConfig::max_pending_events); on_drained
+  // pumps again once the socket has taken everything.
+  if (socket_backed_up()) return;
   std::string out;
   for (Event& e : channel_->drain()) {
     usage_ = e.usage;
@@ -114,6 +131,8 @@ void GenerationSession::pump() {
       continue;
     }
     if (e.kind == EventKind::kError || e.finish == FinishReason::kError) {
+      timings_ = e.timings;
+      finish_reason_ = FinishReason::kError;
       if (!out.empty()) responder_->write(out);
       fail(from_status(e.error.ok() ? internal_error("generation failed") : e.error));
       return;
@@ -147,6 +166,8 @@ void GenerationSession::schedule_shaper() {
 }
 
 void GenerationSession::finish(const Event& e) {
+  timings_ = e.timings;
+  finish_reason_ = e.finish;
   if (e.finish == FinishReason::kCancelled) {
     // Cancelled while the client is still here: the engine dropped it (shutdown).
     fail(ApiError{.type = ErrorType::kOverloaded, .message = "the request was cancelled by the server",
@@ -172,6 +193,7 @@ void GenerationSession::finish(const Event& e) {
 
 void GenerationSession::fail(const ApiError& e) {
   finished_ = true;
+  error_reason_ = e.reason.empty() ? std::string(anthropic_type_name(e.type)) : e.reason;
   if (options_.stream && stream_started_) {
     std::string out;
     formatter_->stream_error(e, out);
@@ -188,8 +210,16 @@ void GenerationSession::done(int status) {
   if (!options_.on_done) return;
   auto fn = std::move(options_.on_done);
   options_.on_done = nullptr;
-  const double t_total = std::chrono::duration<double, std::milli>(Clock::now() - t_start_).count();
-  fn(status, usage_, t_first_ms_, t_total);
+  SessionResult r{.status = status,
+                  .usage = usage_,
+                  .t_first_ms = t_first_ms_,
+                  .t_total_ms = std::chrono::duration<double, std::milli>(Clock::now() - t_start_).count(),
+                  .timings = timings_,
+                  .t_submit = t_submit_,
+                  .finish = finish_reason_,
+                  .error_reason = error_reason_};
+  if (status == 499 && r.error_reason.empty()) r.error_reason = "client_gone";
+  fn(r);
 }
 
 }  // namespace zl::api

@@ -9,6 +9,11 @@
 //     text through the stream shaper and an EventFormatter (the API's wire
 //     format) into the Responder. A client that goes away cancels the engine
 //     request; so does the session's destruction before the end.
+//     Backpressure: a stream drains its channel only while the connection
+//     holds less than kMaxBufferedBytes not yet taken by the socket; events
+//     then stay in the channel and the engine pauses the sequence, so memory
+//     per stream is bounded (that buffer + EngineConfig::max_pending_events
+//     events) whatever the client's reading speed.
 #pragma once
 
 #include <chrono>
@@ -62,16 +67,31 @@ class EventFormatter {
   virtual http::HttpResponse error(const ApiError& e) = 0;
 };
 
+// How a session ended, for metrics and request logs.
+struct SessionResult {
+  int status = 0;                // 499: the client went away
+  Usage usage;
+  double t_first_ms = -1;        // session start -> first token on the I/O thread
+  double t_total_ms = 0;
+  Timings timings;               // the engine's, from its last event
+  std::chrono::steady_clock::time_point t_submit{};  // engine.submit() was called
+  FinishReason finish = FinishReason::kNone;
+  std::string error_reason;      // error.detail.reason of an error answer
+};
+
 struct SessionOptions {
   bool stream = false;
   std::optional<http::StreamShape> shape;
   bool max_tokens_clamped = false;
-  // Called once with the HTTP status and the final usage (metrics, logs).
-  std::function<void(int status, const Usage& usage, double t_first_ms, double t_total_ms)> on_done;
+  // Called once when the answer is complete or the client has gone (metrics, logs).
+  std::function<void(const SessionResult&)> on_done;
 };
 
 class GenerationSession : public std::enable_shared_from_this<GenerationSession> {
  public:
+  // A stream stops draining its channel while this many bytes wait for the socket.
+  static constexpr size_t kMaxBufferedBytes = 16 << 10;
+
   // Submits `request` and answers through `responder`. The session keeps
   // itself alive through the responder until the answer is complete.
   static void start(EngineApi& engine, Request request, SessionOptions options,
@@ -85,6 +105,8 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   using Clock = std::chrono::steady_clock;
   void on_engine_notify();  // engine thread
   void pump();              // I/O thread
+  // True (and a wake-up on drain armed) while the socket is not keeping up.
+  bool socket_backed_up();
   void begin_stream_once();
   void finish(const Event& e);
   void fail(const ApiError& e);
@@ -100,10 +122,15 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   std::optional<Event> final_event_;  // kFinish held back while the shaper drains
   std::string text_;                  // non-streaming: the whole answer
   Usage usage_;
+  Timings timings_;
+  FinishReason finish_reason_ = FinishReason::kNone;
+  std::string error_reason_;
   Clock::time_point t_start_ = Clock::now();
+  Clock::time_point t_submit_{};
   double t_first_ms_ = -1;
   bool stream_started_ = false;
   bool timer_pending_ = false;
+  bool drain_hook_set_ = false;
   bool finished_ = false;
 };
 

@@ -47,18 +47,18 @@ void ApiService::register_routes(http::Router& router) {
   using R = std::shared_ptr<http::Responder>;
   router.set_error_formatter([this](http::HttpError error, const HttpRequest& req) {
     const ApiError e = from_http_error(error, req);
-    metrics_.on_request("other", http_status(e.type));
+    record(req, "other", http_status(e.type), e.reason);
     return api_of(req) == Api::kOpenAI ? openai_error_response(e) : anthropic_error_response(e, req.request_id);
   });
-  router.add("HEAD", "/", [this](HttpRequest&, R res) {
-    metrics_.on_request("/", 200);
+  router.add("HEAD", "/", [this](HttpRequest& q, R res) {
+    record(q, "/", 200);
     res->send(http::HttpResponse{.status = 200, .content_type = "text/plain", .headers = {}, .body = "zerolayer\n"});
   });
-  router.add("GET", "/", [this](HttpRequest&, R res) {
-    metrics_.on_request("/", 200);
+  router.add("GET", "/", [this](HttpRequest& q, R res) {
+    record(q, "/", 200);
     res->send(http::HttpResponse{.status = 200, .content_type = "text/plain", .headers = {}, .body = "zerolayer\n"});
   });
-  router.add("GET", "/health", [this](HttpRequest&, R res) { send_json(*res, "/health", R"({"status":"ok"})"); });
+  router.add("GET", "/health", [this](HttpRequest& q, R res) { send_json(q, *res, "/health", R"({"status":"ok"})"); });
   router.add("GET", "/ready", [this](HttpRequest& q, R res) { handle_ready(q, std::move(res)); });
   router.add("GET", "/metrics", [this](HttpRequest& q, R res) { handle_metrics(q, std::move(res)); });
   router.add("POST", "/v1/messages", [this](HttpRequest& q, R res) { handle_messages(q, std::move(res)); });
@@ -91,12 +91,21 @@ bool ApiService::authorize(const http::HttpRequest& req, http::Responder& res, c
 
 void ApiService::send_error(const http::HttpRequest& req, http::Responder& res, const std::string& route,
                             const ApiError& e) {
-  metrics_.on_request(route, http_status(e.type));
+  record(req, route, http_status(e.type), e.reason.empty() ? std::string(anthropic_type_name(e.type)) : e.reason);
   res.send(api_of(req) == Api::kOpenAI ? openai_error_response(e) : anthropic_error_response(e, req.request_id));
 }
 
-void ApiService::send_json(http::Responder& res, const std::string& route, std::string body) {
-  metrics_.on_request(route, 200);
+void ApiService::record(const http::HttpRequest& req, const std::string& route, int status, std::string error_reason) {
+  metrics_.on_request(route, status);
+  if (!config_.request_log) return;
+  RequestLog log{.request_id = req.request_id, .method = req.method, .route = route, .status = status,
+                 .error_reason = std::move(error_reason), .t_start = RequestLog::Clock::now()};
+  config_.request_log(log);
+}
+
+void ApiService::send_json(const http::HttpRequest& req, http::Responder& res, const std::string& route,
+                           std::string body) {
+  record(req, route, 200);
   res.send(http::HttpResponse{.status = 200, .content_type = "application/json", .headers = {}, .body = std::move(body)});
 }
 
@@ -112,9 +121,16 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
   opts.stream = chat.stream;
   opts.shape = chat.shape;
   opts.max_tokens_clamped = prepared.value().max_tokens_clamped;
-  opts.on_done = [this, route](int status, const Usage& usage, double t_first_ms, double t_total_ms) {
-    metrics_.on_request(route, status);
-    metrics_.on_generation(usage, t_first_ms, t_total_ms);
+  const auto t_start = RequestLog::Clock::now();
+  opts.on_done = [this, route, t_start, id = req.request_id, method = req.method, stream = chat.stream](const SessionResult& r) {
+    metrics_.on_request(route, r.status);
+    metrics_.on_generation(r.usage, r.t_first_ms, r.t_total_ms);
+    if (!config_.request_log) return;
+    config_.request_log(RequestLog{.request_id = id, .method = method, .route = route, .status = r.status,
+                                   .generation = true, .stream = stream, .usage = r.usage, .finish = r.finish,
+                                   .error_reason = r.error_reason, .t_start = t_start,
+                                   .t_first_token_ms = r.t_first_ms, .t_total_ms = r.t_total_ms,
+                                   .t_submit = r.t_submit, .engine = r.timings});
   };
   GenerationSession::start(*engine_, std::move(prepared.value().request), std::move(opts), std::move(formatter),
                            std::move(res));
@@ -136,7 +152,7 @@ void ApiService::handle_count_tokens(http::HttpRequest& req, std::shared_ptr<htt
   if (!chat.ok()) return send_error(req, *res, route, chat.error());
   Result<std::vector<int32_t>> ids = codec_->encode_chat(chat.value());
   if (!ids.ok()) return send_error(req, *res, route, from_status(ids.status()));
-  send_json(*res, route, "{\"input_tokens\":" + std::to_string(ids->size()) + "}");
+  send_json(req, *res, route, "{\"input_tokens\":" + std::to_string(ids->size()) + "}");
 }
 
 void ApiService::handle_openai(http::HttpRequest& req, std::shared_ptr<http::Responder> res, bool chat_api) {
@@ -175,7 +191,7 @@ void ApiService::handle_models(http::HttpRequest& req, std::shared_ptr<http::Res
   d += ",\"last_id\":";
   append_json_string(d, config_.model_alias);
   d += '}';
-  send_json(*res, route, std::move(d));
+  send_json(req, *res, route, std::move(d));
 }
 
 void ApiService::handle_model(http::HttpRequest& req, std::shared_ptr<http::Responder> res) {
@@ -188,7 +204,7 @@ void ApiService::handle_model(http::HttpRequest& req, std::shared_ptr<http::Resp
                .reason = "model_not_found"};
     return send_error(req, *res, route, e);
   }
-  send_json(*res, route, model_json());
+  send_json(req, *res, route, model_json());
 }
 
 void ApiService::handle_ready(http::HttpRequest& req, std::shared_ptr<http::Responder> res) {
@@ -207,13 +223,13 @@ void ApiService::handle_ready(http::HttpRequest& req, std::shared_ptr<http::Resp
   std::string body = "{\"status\":\"" + std::string(stalled ? "stalled" : "ready") +
                      "\",\"n_running\":" + std::to_string(s.n_running) + ",\"n_waiting\":" + std::to_string(s.n_waiting) +
                      ",\"n_steps\":" + std::to_string(s.n_steps) + "}";
-  if (!stalled) return send_json(*res, "/ready", std::move(body));
-  metrics_.on_request("/ready", 503);
+  if (!stalled) return send_json(req, *res, "/ready", std::move(body));
+  record(req, "/ready", 503, "stalled");
   res->send(http::HttpResponse{.status = 503, .content_type = "application/json", .headers = {}, .body = std::move(body)});
 }
 
-void ApiService::handle_metrics(http::HttpRequest&, std::shared_ptr<http::Responder> res) {
-  metrics_.on_request("/metrics", 200);
+void ApiService::handle_metrics(http::HttpRequest& req, std::shared_ptr<http::Responder> res) {
+  record(req, "/metrics", 200);
   std::string body = metrics_.render(engine_->stats(), extra_metrics_ ? extra_metrics_() : std::string());
   res->send(http::HttpResponse{.status = 200, .content_type = "text/plain; version=0.0.4", .headers = {}, .body = std::move(body)});
 }

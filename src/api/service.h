@@ -24,6 +24,7 @@
 #include "api/generation.h"
 #include "api/metrics.h"
 #include "api/prompt_codec.h"
+#include "api/request_log.h"
 #include "engine/request.h"
 #include "http/router.h"
 
@@ -35,6 +36,8 @@ struct ApiConfig {
   int64_t model_created_unix = 0;
   // How long the engine may hold work without stepping before /ready fails.
   std::chrono::milliseconds stall_timeout{10000};
+  // Called once per answered request (any thread); none: no request logs.
+  RequestLogSink request_log;
 };
 
 class ApiService {
@@ -52,7 +55,9 @@ class ApiService {
   // Answers 401 and returns false when the request carries no valid key.
   bool authorize(const http::HttpRequest& req, http::Responder& res, const std::string& route);
   void send_error(const http::HttpRequest& req, http::Responder& res, const std::string& route, const ApiError& e);
-  void send_json(http::Responder& res, const std::string& route, std::string body);
+  void send_json(const http::HttpRequest& req, http::Responder& res, const std::string& route, std::string body);
+  // Metrics and the request log of an answer without generation.
+  void record(const http::HttpRequest& req, const std::string& route, int status, std::string error_reason = "");
 
   void handle_messages(http::HttpRequest& req, std::shared_ptr<http::Responder> res);
   void handle_count_tokens(http::HttpRequest& req, std::shared_ptr<http::Responder> res);

@@ -41,6 +41,9 @@ std::vector<FlagSpec> serve_flags() {
       {"header-timeout-ms", true, "time to send the request headers (default 10000)"},
       {"body-timeout-ms", true, "time to send the request body (default 60000)"},
       {"idle-timeout-ms", true, "keep-alive idle time (default 60000)"},
+      {"max-pending-events", true, "pause a stream whose client lags this many events behind (default 256)"},
+      {"request-log", true, "one line per request on stderr: JSON, or text on a terminal (default true)"},
+      {"socket-send-buffer", true, "SO_SNDBUF of connections in bytes (default 0: kernel autotuning)"},
       {"config", true, "TOML file with any of these settings (keys with '_' for '-')"},
   };
 }
@@ -113,6 +116,7 @@ int cmd_serve(int argc, char** argv, int first) {
   api::ApiConfig api_cfg;
   api_cfg.model_alias = cfg.model_alias.empty() ? b.default_alias : cfg.model_alias;
   api_cfg.api_keys = cfg.api_keys;
+  if (cfg.request_log) api_cfg.request_log = api::stderr_request_log();
   api::ApiService service(api_cfg, b.engine.get(), b.codec.get());
   http::Router router;
   service.register_routes(router);
@@ -125,6 +129,7 @@ int cmd_serve(int argc, char** argv, int first) {
   http_cfg.header_timeout = std::chrono::milliseconds(cfg.header_timeout_ms);
   http_cfg.body_timeout = std::chrono::milliseconds(cfg.body_timeout_ms);
   http_cfg.idle_timeout = std::chrono::milliseconds(cfg.idle_timeout_ms);
+  http_cfg.socket_send_buffer = static_cast<int>(cfg.socket_send_buffer);
   http::HttpServer server(http_cfg, &router);
   service.set_extra_metrics([&server] {
     const http::ServerCounters c = server.counters();

@@ -114,7 +114,7 @@ const std::vector<std::string>& serve_setting_names() {
       "model",           "host",           "port",           "threads",         "ctx",
       "parallel",        "model-alias",    "chat-template",  "io-threads",      "max-body-bytes",
       "header-timeout-ms", "body-timeout-ms", "idle-timeout-ms", "api-key-file", "fake-engine",
-      "fake-step-us",    "fake-ctx"};
+      "fake-step-us",    "fake-ctx",       "max-pending-events", "socket-send-buffer", "request-log"};
   return kNames;
 }
 
@@ -157,7 +157,10 @@ Result<ServeConfig> resolve_serve_config(const std::map<std::string, std::string
   RETURN_IF_ERROR(parse_int(src, "header-timeout-ms", 10, 3600000, &c.header_timeout_ms));
   RETURN_IF_ERROR(parse_int(src, "body-timeout-ms", 10, 3600000, &c.body_timeout_ms));
   RETURN_IF_ERROR(parse_int(src, "idle-timeout-ms", 10, 3600000, &c.idle_timeout_ms));
+  RETURN_IF_ERROR(parse_int(src, "max-pending-events", 1, 1 << 20, &c.max_pending_events));
+  RETURN_IF_ERROR(parse_int(src, "socket-send-buffer", 0, 1 << 30, &c.socket_send_buffer));
   RETURN_IF_ERROR(parse_bool(src, "fake-engine", &c.fake_engine));
+  RETURN_IF_ERROR(parse_bool(src, "request-log", &c.request_log));
   RETURN_IF_ERROR(parse_int(src, "fake-step-us", 0, 10000000, &c.fake_step_us));
   RETURN_IF_ERROR(parse_int(src, "fake-ctx", 16, 1 << 24, &c.fake_ctx));
 

@@ -31,6 +31,10 @@ struct ServeConfig {
   int64_t header_timeout_ms = 10000;
   int64_t body_timeout_ms = 60000;
   int64_t idle_timeout_ms = 60000;
+  // Backpressure: a sequence whose client lags this many events behind is paused.
+  int64_t max_pending_events = 256;
+  int64_t socket_send_buffer = 0;     // SO_SNDBUF of connections; 0: kernel autotuning
+  bool request_log = true;            // one line per request on stderr
   // Tests: a model-free fake engine (fake/fake_engine.h).
   bool fake_engine = false;
   int64_t fake_step_us = 2000;

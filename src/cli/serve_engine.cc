@@ -48,7 +48,8 @@ Result<ServeBackend> make_backend(const ServeConfig& config) {
   ASSIGN_OR_RETURN(ChatTemplate tmpl, ChatTemplate::for_vocab(loaded->tokenizer->vocab(), config.chat_template));
   EngineConfig ec{.n_ctx = config.ctx,
                   .max_seqs = static_cast<int32_t>(config.parallel),
-                  .n_threads = static_cast<int>(config.threads)};
+                  .n_threads = static_cast<int>(config.threads),
+                  .max_pending_events = static_cast<size_t>(config.max_pending_events)};
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::create(*loaded->model, *loaded->tokenizer, ec));
   b.engine = std::move(engine);
   b.codec = std::make_unique<api::TokenizerCodec>(loaded->tokenizer.get(), std::move(tmpl));

@@ -14,13 +14,20 @@ namespace zl {
 namespace {
 
 // Spins until pred() or until kSpinUs have passed; true if pred() held.
+// After a short pure spin it yields between checks, so that on an
+// oversubscribed machine a waiting thread hands its CPU to the thread it is
+// waiting for instead of burning the time slice.
 template <typename Pred>
 bool spin_until(Pred pred) {
+  for (int i = 0; i < 256; ++i) {
+    if (pred()) return true;
+    ZL_CPU_RELAX();
+  }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(ThreadPool::kSpinUs);
   for (int i = 0;; ++i) {
     if (pred()) return true;
-    ZL_CPU_RELAX();
-    if ((i & 255) == 255 && std::chrono::steady_clock::now() > deadline) return pred();
+    std::this_thread::yield();
+    if ((i & 15) == 15 && std::chrono::steady_clock::now() > deadline) return pred();
   }
 }
 

@@ -563,6 +563,9 @@ struct HttpServer::Impl {
         } else {
           error_code ignored;
           sock.set_option(tcp::no_delay(true), ignored);
+          if (shared.cfg.socket_send_buffer > 0) {
+            sock.set_option(asio::socket_base::send_buffer_size(shared.cfg.socket_send_buffer), ignored);
+          }
           std::make_shared<Connection>(std::move(sock), ctx, shared)->start();
         }
       }

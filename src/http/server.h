@@ -38,6 +38,10 @@ struct ServerConfig {
   std::chrono::milliseconds body_timeout{60000};    // end of headers -> end of body
   std::chrono::milliseconds write_timeout{60000};   // one socket write
   int max_connections = 10000;          // accepted and closed at once past this
+  // SO_SNDBUF of accepted sockets; 0: the kernel's autotuning (up to
+  // net.ipv4.tcp_wmem's max, megabytes). A fixed size bounds the kernel's
+  // share of a stalled stream and makes backpressure engage sooner.
+  int socket_send_buffer = 0;
 };
 
 struct ServerCounters {

@@ -10,10 +10,14 @@
 
 namespace zl {
 namespace kern {
-// attention_avx2.cc: the same contract, head_dim a multiple of 8 and <= kMaxHeadDim.
-void avx2_attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
-                    KvType kv_type, const int32_t* block_table, int64_t n_kv, float* out, int64_t kv_h0,
+// attention_avx2.cc / attention_avx512.cc: attention_chunk's contract,
+// head_dim a multiple of 8 (16) and <= kMaxHeadDim.
+void avx2_attention(const AttentionShape& s, const float* q, int64_t n_q, const void* k_cache, const void* v_cache,
+                    KvType kv_type, const int32_t* block_table, int64_t n_kv_first, float* out, int64_t kv_h0,
                     int64_t kv_h1);
+void avx512_attention(const AttentionShape& s, const float* q, int64_t n_q, const void* k_cache,
+                      const void* v_cache, KvType kv_type, const int32_t* block_table, int64_t n_kv_first,
+                      float* out, int64_t kv_h0, int64_t kv_h1);
 }  // namespace kern
 
 namespace {
@@ -65,13 +69,26 @@ void attention_scalar(const AttentionShape& s, const float* q, const void* k_cac
   }
 }
 
+void attention_chunk(const AttentionShape& s, const float* q, int64_t n_q, const void* k_cache, const void* v_cache,
+                     KvType kv_type, const int32_t* block_table, int64_t n_kv_first, float* out, int64_t kv_h0,
+                     int64_t kv_h1) {
+  DCHECK(s.n_head_kv > 0 && s.n_head % s.n_head_kv == 0 && n_kv_first >= 1 && s.block_size > 0);
+  if (active_isa() == KernelIsa::kAvx512 && s.head_dim % 16 == 0 && s.head_dim <= kMaxHeadDim) {
+    return kern::avx512_attention(s, q, n_q, k_cache, v_cache, kv_type, block_table, n_kv_first, out, kv_h0, kv_h1);
+  }
+  if (active_isa() != KernelIsa::kScalar && s.head_dim % 8 == 0 && s.head_dim <= kMaxHeadDim) {
+    return kern::avx2_attention(s, q, n_q, k_cache, v_cache, kv_type, block_table, n_kv_first, out, kv_h0, kv_h1);
+  }
+  const int64_t q_dim = s.n_head * s.head_dim;
+  for (int64_t i = 0; i < n_q; ++i) {
+    attention_scalar(s, q + i * q_dim, k_cache, v_cache, kv_type, block_table, n_kv_first + i, out + i * q_dim,
+                     kv_h0, kv_h1);
+  }
+}
+
 void attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache, KvType kv_type,
                const int32_t* block_table, int64_t n_kv, float* out, int64_t kv_h0, int64_t kv_h1) {
-  DCHECK(s.n_head_kv > 0 && s.n_head % s.n_head_kv == 0 && n_kv >= 1 && s.block_size > 0);
-  if (active_isa() != KernelIsa::kScalar && s.head_dim % 8 == 0 && s.head_dim <= kMaxHeadDim) {
-    return kern::avx2_attention(s, q, k_cache, v_cache, kv_type, block_table, n_kv, out, kv_h0, kv_h1);
-  }
-  attention_scalar(s, q, k_cache, v_cache, kv_type, block_table, n_kv, out, kv_h0, kv_h1);
+  attention_chunk(s, q, 1, k_cache, v_cache, kv_type, block_table, n_kv, out, kv_h0, kv_h1);
 }
 
 void attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache, KvType kv_type,

@@ -37,6 +37,13 @@ void attention(const AttentionShape& s, const float* q, const void* k_cache, con
 void attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache, KvType kv_type,
                const int32_t* block_table, int64_t n_kv, float* out);
 
+// A causal chunk of n_q query tokens (prefill): token i (q and out rows i of
+// n_head * head_dim) attends positions [0, n_kv_first + i). Each K/V row read
+// serves several tokens and heads, so this is much cheaper than n_q calls.
+void attention_chunk(const AttentionShape& s, const float* q, int64_t n_q, const void* k_cache, const void* v_cache,
+                     KvType kv_type, const int32_t* block_table, int64_t n_kv_first, float* out, int64_t kv_h0,
+                     int64_t kv_h1);
+
 // The scalar twin (two passes: scores, then softmax in double and ·V, as the
 // reference forward pass computes it), for tests.
 void attention_scalar(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,

@@ -50,16 +50,36 @@ float dot_q8_0(const BlockQ8_0* x, const int8_t* qa, const float* da, int64_t nb
   return hsum(acc);
 }
 
+// The 12 packed bytes of 6-bit (scale, min) pairs -> sc[8] in bytes 0-7 and
+// min[8] in bytes 8-15 of `out` (ggml's kmask shuffle, 4 word operations).
+inline void unpack_scales_k4(const uint8_t* packed, uint32_t out[4]) {
+  constexpr uint32_t kMask1 = 0x3f3f3f3f, kMask2 = 0x0f0f0f0f, kMask3 = 0x03030303;
+  std::memcpy(out, packed, 12);
+  out[3] = ((out[2] >> 4) & kMask2) | (((out[1] >> 6) & kMask3) << 4);
+  const uint32_t aux = out[1] & kMask1;
+  out[1] = (out[2] & kMask2) | (((out[0] >> 6) & kMask3) << 4);
+  out[2] = aux;
+  out[0] &= kMask1;
+}
+
 float dot_q4_k(const BlockQ4_K* x, const BlockQ8_K* y, int64_t nb) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   __m256 acc = _mm256_setzero_ps();
   float acc_m = 0.0f;
   for (int64_t i = 0; i < nb; ++i) {
-    uint8_t sc[8], mn[8];
-    for (int j = 0; j < 8; ++j) unpack_scale_min_k4(j, x[i].scales, &sc[j], &mn[j]);
-    int summs = 0;
-    for (int g = 0; g < 16; ++g) summs += y[i].bsums[g] * mn[g / 2];
-    acc_m += f16(x[i].dmin) * y[i].d * static_cast<float>(summs);
+    uint32_t utmp[4];
+    unpack_scales_k4(x[i].scales, utmp);
+    // Built from registers (a vector load of utmp would stall on store forwarding).
+    const __m256i scales = _mm256_broadcastsi128_si256(
+        _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(utmp[1]), static_cast<int>(utmp[0]))));
+    const __m128i mins = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(utmp[3]), static_cast<int>(utmp[2])));
+    // Mins: sum over sub-blocks of min * (sum of its 32 activations).
+    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums));
+    const __m128i bsums32 = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+    __m128i prod = _mm_madd_epi16(mins, bsums32);
+    prod = _mm_add_epi32(prod, _mm_shuffle_epi32(prod, 0x4E));
+    prod = _mm_add_epi32(prod, _mm_shuffle_epi32(prod, 0xB1));
+    acc_m += f16(x[i].dmin) * y[i].d * static_cast<float>(_mm_cvtsi128_si32(prod));
     const uint8_t* q4 = x[i].qs;
     const int8_t* q8 = y[i].qs;
     __m256i sumi = _mm256_setzero_si256();
@@ -69,8 +89,11 @@ float dot_q4_k(const BlockQ4_K* x, const BlockQ8_K* y, int64_t nb) {
       const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
       const __m256i a_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * j));
       const __m256i a_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * j + 32));
-      const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a_lo), _mm256_set1_epi16(sc[2 * j]));
-      const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a_hi), _mm256_set1_epi16(sc[2 * j + 1]));
+      // Scale of sub-block k in every int16 lane: shuffle bytes 2k, 2k+1.
+      const __m256i s_lo = _mm256_shuffle_epi8(scales, _mm256_set1_epi16(static_cast<short>(0x0100 + 0x0202 * (2 * j))));
+      const __m256i s_hi = _mm256_shuffle_epi8(scales, _mm256_set1_epi16(static_cast<short>(0x0100 + 0x0202 * (2 * j + 1))));
+      const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a_lo), s_lo);
+      const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a_hi), s_hi);
       sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
     }
     acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sumi), acc);
@@ -78,15 +101,20 @@ float dot_q4_k(const BlockQ4_K* x, const BlockQ8_K* y, int64_t nb) {
   return hsum(acc) - acc_m;
 }
 
+// q in [0, 63] is stored; the value is q - 32. The -32 * sum(a) part is
+// folded in once per super-block from Q8_K's bsums (16-value sums).
 float dot_q6_k(const BlockQ6_K* x, const BlockQ8_K* y, int64_t nb) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3), m32 = _mm256_set1_epi8(32);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const uint8_t* ql = x[i].ql;
     const uint8_t* qh = x[i].qh;
     const int8_t* q8 = y[i].qs;
     const int8_t* sc = x[i].scales;
-    __m256i sumi = _mm256_setzero_si256();
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums));
+    __m256i sumi = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bsums), 5);  // 32 * sum(scale * bsum)
+    sumi = _mm256_sub_epi32(_mm256_setzero_si256(), sumi);
     for (int h = 0; h < 2; ++h, ql += 64, qh += 32, q8 += 128, sc += 8) {
       const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
       const __m256i l2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
@@ -101,9 +129,8 @@ float dot_q6_k(const BlockQ6_K* x, const BlockQ8_K* y, int64_t nb) {
                              _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
       for (int g = 0; g < 4; ++g) {
         const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32 * g));
-        const __m256i p16 = _mm256_sub_epi16(_mm256_maddubs_epi16(q[g], a), _mm256_maddubs_epi16(m32, a));
         const __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[2 * g + 1]), _mm_set1_epi16(sc[2 * g]));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(s, p16));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(s, _mm256_maddubs_epi16(q[g], a)));
       }
     }
     acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sumi), acc);
@@ -249,6 +276,24 @@ int64_t avx2_int8_peak(int64_t rounds) {
   __m256i s = acc[0];
   for (int i = 1; i < 8; ++i) s = _mm256_add_epi32(s, acc[i]);
   return _mm256_extract_epi32(s, 0);
+}
+
+uint64_t avx2_read_bytes(const uint8_t* p, size_t n) {
+  __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i < n; i += 256) {
+    for (int k = 0; k < 256; k += 64) _mm_prefetch(reinterpret_cast<const char*>(p + i + 2048 + k), _MM_HINT_T0);
+    a0 = _mm256_add_epi64(a0, _mm256_add_epi64(_mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)),
+                                               _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 32))));
+    a1 = _mm256_add_epi64(a1, _mm256_add_epi64(_mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 64)),
+                                               _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 96))));
+    a2 = _mm256_add_epi64(a2, _mm256_add_epi64(_mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 128)),
+                                               _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 160))));
+    a3 = _mm256_add_epi64(a3, _mm256_add_epi64(_mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 192)),
+                                               _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 224))));
+  }
+  const __m256i s = _mm256_add_epi64(_mm256_add_epi64(a0, a1), _mm256_add_epi64(a2, a3));
+  return static_cast<uint64_t>(_mm256_extract_epi64(s, 0) + _mm256_extract_epi64(s, 1) + _mm256_extract_epi64(s, 2) +
+                               _mm256_extract_epi64(s, 3));
 }
 
 double avx2_int8_peak_ops_per_round() { return 8 * 32 * 2; }

@@ -21,7 +21,7 @@ namespace zl::kern {
 inline constexpr int kGroupRows = 16;
 inline constexpr int kGroupBlockQ4_0 = 256;
 inline constexpr int kGroupBlockQ8_0 = 512;
-inline constexpr int kTokenTile = 8;
+inline constexpr int kTokenTile = 12;  // tokens per micro-kernel call (registers: 2 x 12 accumulators)
 
 // Activations quantized for one matmul, n_tokens rows.
 struct Acts {
@@ -70,5 +70,11 @@ int64_t avx2_int8_peak(int64_t rounds);
 double avx2_int8_peak_ops_per_round();
 int64_t avx512_int8_peak(int64_t rounds);
 double avx512_int8_peak_ops_per_round();
+
+// Streaming read of n bytes (a multiple of 256, 64-byte aligned) for the
+// bandwidth bound (kernels/peak.h): wide loads, prefetch ahead like the
+// matmul kernels; returns a checksum.
+uint64_t avx2_read_bytes(const uint8_t* p, size_t n);
+uint64_t avx512_read_bytes(const uint8_t* p, size_t n);
 
 }  // namespace zl::kern

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/fused.h"
 #include "kernels/quant.h"
 
 namespace zl {
@@ -11,9 +12,15 @@ namespace {
 
 const float* f32_data(const GgufTensor* t) { return reinterpret_cast<const float*>(t->data); }
 
-float silu(float x) { return x / (1.0f + std::exp(-x)); }
-
 }  // namespace
+
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
+}
 
 // ---------------------------------------------------------------- KvStorage
 
@@ -43,7 +50,11 @@ void* KvStorage::v_row(int64_t layer, int64_t block, int64_t slot) { return row(
 
 // -------------------------------------------------------------- ModelRunner
 
-ModelRunner::ModelRunner(const Model& model, ThreadPool* pool) : model_(model), c_(model.config), pool_(pool) {}
+ModelRunner::ModelRunner(const Model& model, ThreadPool* pool, std::shared_ptr<const PackedWeights> weights)
+    : model_(model),
+      c_(model.config),
+      weights_(weights ? std::move(weights) : std::make_shared<const PackedWeights>(model)),
+      pool_(pool) {}
 
 Status ModelRunner::validate(std::span<const BatchSequence> batch, const KvStorage& kv) const {
   for (const auto& s : batch) {
@@ -66,26 +77,11 @@ Status ModelRunner::validate(std::span<const BatchSequence> batch, const KvStora
   return Status();
 }
 
+// The kernels of kernels/matmul.h (ZL_KERNELS=scalar gives quant.h's
+// reference vec_dot per row and token). A token's outputs do not depend on
+// the other tokens of the batch.
 void ModelRunner::matmul(const GgufTensor& w, const float* x, int64_t n_tokens, float* y) {
-  const int64_t n_in = w.ne[0];
-  const int64_t n_out = w.ne[1];
-  const GgmlType partner = vec_dot_type(w.type);
-  const size_t act_row = row_size(partner, n_in);
-  const size_t w_row = row_size(w.type, n_in);
-  act_.resize(act_row * n_tokens);
-  for (int64_t t = 0; t < n_tokens; ++t) quantize_row(partner, x + t * n_in, act_.data() + t * act_row, n_in);
-  const uint8_t* act = act_.data();
-  auto rows = [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const uint8_t* wr = w.data + r * w_row;
-      for (int64_t t = 0; t < n_tokens; ++t) y[t * n_out + r] = vec_dot(w.type, wr, act + t * act_row, n_in);
-    }
-  };
-  if (pool_) {
-    pool_->parallel_for(n_out, rows, /*grain=*/16);
-  } else {
-    rows(0, n_out);
-  }
+  zl::matmul(weights_->get(w), x, n_tokens, y, pool_);
 }
 
 // RoPE as ggml computes it: theta advances by repeated float multiplication,
@@ -128,10 +124,6 @@ void store_row(KvType type, const float* src, void* dst, int64_t n) {
   }
 }
 
-float load_elem(KvType type, const void* row, int64_t i) {
-  return type == KvType::kF32 ? static_cast<const float*>(row)[i] : fp16_to_fp32(static_cast<const uint16_t*>(row)[i]);
-}
-
 }  // namespace
 
 void ModelRunner::attention_block(const LayerWeights& l, int64_t il, std::span<const BatchSequence> batch,
@@ -165,46 +157,42 @@ void ModelRunner::attention_block(const LayerWeights& l, int64_t il, std::span<c
     store_row(kv.type(), k, kv.k_row(il, block, ref.pos % bs), kv_dim);
     store_row(kv.type(), v, kv.v_row(il, block, ref.pos % bs), kv_dim);
   }
-  // Causal attention: the token at position p attends to positions [0, p] of its sequence.
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int64_t group = c_.n_head / c_.n_head_kv;
-  const KvType kv_type = kv.type();
-  auto heads = [&](int64_t j0, int64_t j1) {
-    std::vector<float> scores;
+  // Causal attention through each sequence's block table: the token at
+  // position p attends to positions [0, p]. Work items are (sequence, kv head,
+  // up to kTokensPerItem of its tokens): each reads the K/V rows once for all
+  // its tokens and query heads (kernels/attention.h).
+  const AttentionShape shape{.n_head = c_.n_head,
+                             .n_head_kv = c_.n_head_kv,
+                             .head_dim = hd,
+                             .block_size = bs,
+                             .scale = 1.0f / std::sqrt(static_cast<float>(hd))};
+  constexpr int64_t kTokensPerItem = 4;
+  struct Item {
+    int64_t seq, first, n;  // first: index into tokens_
+  };
+  std::vector<Item> items;
+  for (int64_t si = 0; si < static_cast<int64_t>(batch.size()); ++si) {
+    const int64_t n_s = static_cast<int64_t>(batch[si].tokens.size());
+    for (int64_t i = 0; i < n_s; i += kTokensPerItem) {
+      items.push_back({si, seq_first_token_[si] + i, std::min(kTokensPerItem, n_s - i)});
+    }
+  }
+  const int64_t n_items = static_cast<int64_t>(items.size());
+  const void* k_layer = kv.k_layer(il);
+  const void* v_layer = kv.v_layer(il);
+  auto work = [&](int64_t j0, int64_t j1) {
     for (int64_t j = j0; j < j1; ++j) {
-      const int64_t t = j / c_.n_head, h = j % c_.n_head, kvh = h / group;
-      const TokenRef& ref = tokens_[t];
-      const auto& table = batch[ref.seq].block_table;
-      const int64_t n_kv = ref.pos + 1;
-      scores.resize(n_kv);
-      const float* q = &q_[t * q_dim + h * hd];
-      float max_s = -INFINITY;
-      for (int64_t p = 0; p < n_kv; ++p) {
-        const void* krow = kv.k_row(il, table[p / bs], p % bs);
-        float s = 0.0f;
-        for (int64_t i = 0; i < hd; ++i) s += q[i] * load_elem(kv_type, krow, kvh * hd + i);
-        scores[p] = s * scale;
-        max_s = std::max(max_s, scores[p]);
-      }
-      double sum = 0.0;
-      for (int64_t p = 0; p < n_kv; ++p) {
-        scores[p] = std::exp(scores[p] - max_s);
-        sum += scores[p];
-      }
-      const float inv = static_cast<float>(1.0 / sum);
-      float* out = &attn_[t * q_dim + h * hd];
-      std::fill(out, out + hd, 0.0f);
-      for (int64_t p = 0; p < n_kv; ++p) {
-        const void* vrow = kv.v_row(il, table[p / bs], p % bs);
-        const float w = scores[p] * inv;
-        for (int64_t i = 0; i < hd; ++i) out[i] += w * load_elem(kv_type, vrow, kvh * hd + i);
-      }
+      const Item& it = items[j % n_items];
+      const int64_t kvh = j / n_items;
+      attention_chunk(shape, &q_[it.first * q_dim], it.n, k_layer, v_layer, kv.type(),
+                      batch[it.seq].block_table.data(), tokens_[it.first].pos + 1, &attn_[it.first * q_dim], kvh,
+                      kvh + 1);
     }
   };
   if (pool_) {
-    pool_->parallel_for(n_tokens * c_.n_head, heads);
+    pool_->parallel_for(n_items * c_.n_head_kv, work);
   } else {
-    heads(0, n_tokens * c_.n_head);
+    work(0, n_items * c_.n_head_kv);
   }
   matmul(*l.wo, attn_.data(), n_tokens, tmp_.data());
   for (int64_t i = 0; i < n_tokens * n_embd; ++i) x_[i] += tmp_[i];
@@ -218,7 +206,14 @@ void ModelRunner::ffn_block(const LayerWeights& l) {
   }
   matmul(*l.ffn_gate, xn_.data(), n_tokens, gate_.data());
   matmul(*l.ffn_up, xn_.data(), n_tokens, up_.data());
-  for (int64_t i = 0; i < n_tokens * n_ff; ++i) gate_[i] = silu(gate_[i]) * up_[i];
+  auto act = [&](int64_t t0, int64_t t1) {
+    swiglu(&gate_[t0 * n_ff], &up_[t0 * n_ff], &gate_[t0 * n_ff], (t1 - t0) * n_ff);
+  };
+  if (pool_ && n_tokens > 1) {
+    pool_->parallel_for(n_tokens, act);
+  } else {
+    act(0, n_tokens);
+  }
   matmul(*l.ffn_down, gate_.data(), n_tokens, tmp_.data());
   for (int64_t i = 0; i < n_tokens * n_embd; ++i) x_[i] += tmp_[i];
 }
@@ -226,7 +221,9 @@ void ModelRunner::ffn_block(const LayerWeights& l) {
 Status ModelRunner::forward(std::span<const BatchSequence> batch, KvStorage& kv, std::vector<float>& logits) {
   RETURN_IF_ERROR(validate(batch, kv));
   tokens_.clear();
+  seq_first_token_.clear();
   for (int64_t si = 0; si < static_cast<int64_t>(batch.size()); ++si) {
+    seq_first_token_.push_back(static_cast<int64_t>(tokens_.size()));
     for (size_t i = 0; i < batch[si].tokens.size(); ++i) tokens_.push_back({si, batch[si].n_past + static_cast<int64_t>(i)});
   }
   const int64_t n = static_cast<int64_t>(tokens_.size());

@@ -14,16 +14,17 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "kernels/attention.h"  // KvType
 #include "model/model.h"
+#include "model/packed_weights.h"
 
 namespace zl {
-
-enum class KvType { kF32, kF16 };
 
 // K/V storage of a paged cache: per layer, [n_blocks][block_size][kv_dim].
 // Owns the memory (n_layer × 2 × n_blocks × block_size × kv_dim elements).
@@ -42,6 +43,9 @@ class KvStorage {
   // The row of token slot `slot` in block `block` of layer `layer` (K or V).
   void* k_row(int64_t layer, int64_t block, int64_t slot);
   void* v_row(int64_t layer, int64_t block, int64_t slot);
+  // Base of a layer's K (V) blocks, the layout kernels/attention.h reads.
+  const void* k_layer(int64_t layer) { return row(layer, 0, 0, 0); }
+  const void* v_layer(int64_t layer) { return row(layer, 1, 0, 0); }
 
  private:
   uint8_t* row(int64_t layer, int which, int64_t block, int64_t slot);
@@ -62,7 +66,9 @@ struct BatchSequence {
 
 class ModelRunner {
  public:
-  ModelRunner(const Model& model, ThreadPool* pool);
+  // `weights`: prepared weights shared with other runners; null prepares a
+  // private set (one pass over the model).
+  ModelRunner(const Model& model, ThreadPool* pool, std::shared_ptr<const PackedWeights> weights = nullptr);
 
   // Computes the batch, writes its K/V into `kv`, and appends the requested
   // logits rows to `logits` (n_vocab floats per row, sequences in order).
@@ -71,6 +77,7 @@ class ModelRunner {
   Status forward(std::span<const BatchSequence> batch, KvStorage& kv, std::vector<float>& logits);
 
   const Model& model() const { return model_; }
+  const PackedWeights& weights() const { return *weights_; }
 
  private:
   struct TokenRef {
@@ -85,11 +92,12 @@ class ModelRunner {
 
   const Model& model_;
   const ModelConfig& c_;
+  std::shared_ptr<const PackedWeights> weights_;
   ThreadPool* pool_;
   std::vector<TokenRef> tokens_;
+  std::vector<int64_t> seq_first_token_;  // index in tokens_ of each sequence's first token
   // Scratch, [n_tokens][...] for the current batch.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, tmp_;
-  std::vector<uint8_t> act_;
 };
 
 // Applies y = x / sqrt(mean(x²) + eps) * w over n floats (sum in double, as ggml).

@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
 # Runs the official SDKs (@anthropic-ai/sdk, openai; sdk_test.mjs) against
-# `zerolayer serve --fake-engine` on a free port. Usage: run.sh path/to/zerolayer
-# Exit 77 (CTest: skipped) when node or tests/sdk/node_modules is missing.
+# `zerolayer serve` on a free port: the fake engine, or with --real MODEL the
+# real engine on that model (a 512-token window).
+# Usage: run.sh path/to/zerolayer [--real path/to/stories260K.gguf]
+# Exit 77 (CTest: skipped) when node, tests/sdk/node_modules or the model is missing.
 set -euo pipefail
-BIN=${1:?usage: run.sh path/to/zerolayer}
+BIN=${1:?usage: run.sh path/to/zerolayer [--real MODEL]}
+MODEL=""
+if [ "${2:-}" = "--real" ]; then
+  MODEL=${3:?--real needs a model path}
+  if [ ! -f "$MODEL" ]; then
+    echo "SKIPPED: $MODEL is absent (needs ../shared)"
+    exit 77
+  fi
+fi
 DIR=$(cd "$(dirname "$0")" && pwd)
 if ! command -v node >/dev/null; then
   echo "SKIPPED: node is not installed"
@@ -14,7 +24,14 @@ if [ ! -d "$DIR/node_modules/@anthropic-ai/sdk" ] || [ ! -d "$DIR/node_modules/o
   exit 77
 fi
 OUT=$(mktemp -d)
-"$BIN" serve --fake-engine --port 0 --api-key test-key --max-body-bytes 2000000 --fake-ctx 4096 \
+if [ -n "$MODEL" ]; then
+  N_CTX=512
+  ENGINE=(--model "$MODEL" --ctx "$N_CTX" --threads 1 --parallel 16)
+else
+  N_CTX=4096
+  ENGINE=(--fake-engine --fake-ctx "$N_CTX")
+fi
+"$BIN" serve "${ENGINE[@]}" --port 0 --api-key test-key --max-body-bytes 2000000 \
   >"$OUT/stdout" 2>"$OUT/stderr" &
 PID=$!
 cleanup() {
@@ -34,4 +51,4 @@ if [ -z "$URL" ]; then
   cat "$OUT/stderr"
   exit 1
 fi
-ZL_BASE_URL=$URL ZL_API_KEY=test-key node --test --test-reporter=spec "$DIR/sdk_test.mjs"
+ZL_BASE_URL=$URL ZL_API_KEY=test-key ZL_N_CTX=$N_CTX ZL_REAL=$([ -n "$MODEL" ] && echo 1 || echo 0) node --test --test-reporter=spec "$DIR/sdk_test.mjs"

@@ -63,6 +63,7 @@ class ServerProcess {
   ~ServerProcess() { stop(); }
 
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
   bool ok() const { return port_ > 0; }
   const std::string& startup_line() const { return startup_line_; }
 
@@ -100,8 +101,11 @@ struct HttpReply {
 
 class RawClient {
  public:
-  explicit RawClient(int port) {
+  // rcvbuf_bytes > 0: a small receive buffer (set before connect, so the
+  // TCP window is small too): a client that does not read stalls the server fast.
+  explicit RawClient(int port, int rcvbuf_bytes = 0) {
     fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    if (rcvbuf_bytes > 0) setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf_bytes, sizeof rcvbuf_bytes);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(static_cast<uint16_t>(port));

@@ -1,5 +1,6 @@
-// kernels/attention: the dispatched kernel against its scalar twin over a
-// paged cache with a shuffled block table, awkward lengths and GQA groups.
+// kernels/attention and kernels/fused: the dispatched kernels against their
+// scalar twins; attention over a paged cache with a shuffled block table,
+// awkward lengths and GQA groups.
 #include "kernels/attention.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/fused.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 
@@ -60,6 +62,42 @@ TEST(Attention, MatchesScalarTwinOnPagedCache) {
   }
 }
 
+TEST(Attention, CausalChunkMatchesPerTokenScalar) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  const Case cases[] = {{32, 8, 64, 16}, {6, 2, 32, 5}, {4, 1, 16, 8}};
+  for (const Case& c : cases) {
+    for (int64_t n_q : {1, 3, 5, 9}) {
+      for (int64_t n_kv_first : {1, 17, 40}) {
+        const int64_t kv_dim = c.n_head_kv * c.head_dim, q_dim = c.n_head * c.head_dim;
+        const int64_t n_kv = n_kv_first + n_q - 1;
+        const int64_t n_blocks = (n_kv + c.block_size - 1) / c.block_size + 1;
+        std::vector<int32_t> table(n_blocks);
+        std::iota(table.begin(), table.end(), 0);
+        std::shuffle(table.begin(), table.end(), rng);
+        std::vector<uint16_t> k(n_blocks * c.block_size * kv_dim), v(k.size());
+        for (auto& x : k) x = fp32_to_fp16(dist(rng));
+        for (auto& x : v) x = fp32_to_fp16(dist(rng));
+        std::vector<float> q(n_q * q_dim);
+        for (auto& x : q) x = dist(rng);
+        const AttentionShape s{.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim,
+                               .block_size = c.block_size, .scale = 0.125f};
+        std::vector<float> got(q.size(), NAN), want(q.size(), NAN);
+        attention_chunk(s, q.data(), n_q, k.data(), v.data(), KvType::kF16, table.data(), n_kv_first, got.data(), 0,
+                        c.n_head_kv);
+        for (int64_t i = 0; i < n_q; ++i) {
+          attention_scalar(s, q.data() + i * q_dim, k.data(), v.data(), KvType::kF16, table.data(), n_kv_first + i,
+                           want.data() + i * q_dim, 0, c.n_head_kv);
+        }
+        for (size_t i = 0; i < q.size(); ++i) {
+          ASSERT_NEAR(got[i], want[i], 2e-5f * (1.0f + std::fabs(want[i])))
+              << "n_head " << c.n_head << " n_q " << n_q << " n_kv_first " << n_kv_first << " i " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST(Attention, HeadRangeComputesOnlyItsHeads) {
   const AttentionShape s{.n_head = 4, .n_head_kv = 2, .head_dim = 8, .block_size = 4, .scale = 0.5f};
   std::vector<float> k(4 * 16, 0.25f), v(4 * 16, 1.5f), q(32, 1.0f), out(32, -7.0f);
@@ -67,6 +105,26 @@ TEST(Attention, HeadRangeComputesOnlyItsHeads) {
   attention(s, q.data(), k.data(), v.data(), KvType::kF32, table, 3, out.data(), 1, 2);
   for (int i = 0; i < 16; ++i) EXPECT_EQ(out[i], -7.0f);     // kv head 0's query heads untouched
   for (int i = 16; i < 32; ++i) EXPECT_NEAR(out[i], 1.5f, 1e-6f);  // uniform softmax over equal V rows
+}
+
+}  // namespace
+}  // namespace zl
+
+namespace zl {
+namespace {
+
+TEST(Fused, SwigluMatchesScalarTwin) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.0f, 4.0f);
+  for (int64_t n : {1, 7, 8, 9, 100, 1027}) {
+    std::vector<float> g(n), u(n), got(n), want(n);
+    for (auto& x : g) x = dist(rng);
+    for (auto& x : u) x = dist(rng);
+    g[0] = -100.0f;  // e^100 overflows the polynomial range: silu -> -0
+    swiglu(g.data(), u.data(), got.data(), n);
+    swiglu_scalar(g.data(), u.data(), want.data(), n);
+    for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(got[i], want[i], 1e-6f * (1.0f + std::fabs(want[i]))) << n << " " << i;
+  }
 }
 
 }  // namespace

@@ -194,6 +194,45 @@ TEST(Engine, CancelReturnsEveryBlock) {
   EXPECT_EQ(s.n_running, 0);
 }
 
+// Backpressure: a sequence whose consumer does not drain its channel is
+// paused once max_pending_events are waiting, the paused engine does not spin
+// (steps only tick at the paused-poll rate), and draining resumes it to the
+// same tokens an undisturbed run gives.
+TEST(Engine, BackpressurePausesWithoutSpinningAndResumesExactly) {
+  Loaded l = load_shared("stories260K");
+  if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/stories260K.gguf not found";
+  EngineConfig cfg{.n_ctx = 256, .max_seqs = 2, .n_kv_tokens = 512, .block_size = 16, .n_threads = 1,
+                   .max_pending_events = 4};
+  auto engine = Engine::create(*l.model, *l.tokenizer, cfg);
+  ASSERT_TRUE(engine.ok());
+  std::mt19937 rng(11);
+  const std::vector<int32_t> prompt = random_prompt(rng, 20, 512);
+  Outcome alone = collect(*(*engine)->submit(greedy(prompt, 100)));
+  wait_idle(**engine);
+  const int64_t generated0 = (*engine)->stats().n_generated_tokens_total;
+  EXPECT_EQ(generated0, 100);
+
+  auto ch = (*engine)->submit(greedy(prompt, 100));
+  int64_t last = -1, now = 0;
+  for (int i = 0; i < 200 && now != last; ++i) {
+    std::this_thread::sleep_for(20ms);
+    last = now;
+    now = (*engine)->stats().n_generated_tokens_total - generated0;
+  }
+  EXPECT_LE(now, 8) << "not paused near max_pending_events";
+  EXPECT_EQ(ch->pending(), static_cast<size_t>(now));
+  EXPECT_EQ((*engine)->stats().n_running, 1);
+  const int64_t steps0 = (*engine)->stats().n_steps;
+  std::this_thread::sleep_for(200ms);
+  EXPECT_LT((*engine)->stats().n_steps - steps0, 200) << "the engine loop spins while the sequence is paused";
+  EXPECT_EQ((*engine)->stats().n_generated_tokens_total - generated0, now);
+
+  Outcome resumed = collect(*ch);
+  EXPECT_EQ(resumed.last.finish, FinishReason::kMaxTokens);
+  EXPECT_EQ(resumed.ids, alone.ids);
+  EXPECT_EQ(resumed.text, alone.text);
+}
+
 TEST(Engine, FinishReasonsAndErrors) {
   Loaded l = load_shared("stories260K");
   if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/stories260K.gguf not found";

@@ -12,6 +12,7 @@
 #include "api/generation.h"
 #include "api/json_util.h"
 #include "api/openai/chat_completions.h"
+#include "api/request_log.h"
 #include "api/tokenizer_codec.h"
 #include "cli/serve_config.h"
 #include "fake/fake_engine.h"
@@ -405,6 +406,38 @@ TEST(Router, CapturesAnd404And405) {
   r = http::HttpRequest{.method = "GET", .path = "/v1/models"};
   router.dispatch(r, res);
   EXPECT_EQ(statuses, (std::vector<int>{405, 404}));
+}
+
+TEST(RequestLog, OneJsonObjectPerLineAndAHumanForm) {
+  RequestLog r{.request_id = "req_1", .method = "POST", .route = "/v1/messages", .status = 200, .generation = true,
+               .stream = true, .usage = {.n_prompt_tokens = 12, .n_cached_tokens = 4, .n_generated_tokens = 34},
+               .finish = FinishReason::kMaxTokens, .t_first_token_ms = 5.25, .t_total_ms = 40.5};
+  r.engine.t_submit = Timings::Clock::now();
+  r.engine.t_scheduled = r.engine.t_submit + std::chrono::milliseconds(1);
+  r.engine.t_first_token = r.engine.t_scheduled + std::chrono::milliseconds(3);
+  r.engine.t_last_token = r.engine.t_first_token + std::chrono::milliseconds(30);
+  const std::string line = format_request_log_json(r);
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  json::object o = json::parse(line).as_object();
+  EXPECT_EQ(o["request_id"].as_string(), "req_1");
+  EXPECT_EQ(o["route"].as_string(), "/v1/messages");
+  EXPECT_EQ(o["status"].as_int64(), 200);
+  EXPECT_EQ(o["n_prompt_tokens"].as_int64(), 12);
+  EXPECT_EQ(o["n_cached_tokens"].as_int64(), 4);
+  EXPECT_EQ(o["n_generated_tokens"].as_int64(), 34);
+  EXPECT_EQ(o["finish"].as_string(), "max_tokens");
+  EXPECT_NEAR(o["t_queued_ms"].to_number<double>(), 1.0, 1e-6);
+  EXPECT_NEAR(o["t_prefill_ms"].to_number<double>(), 3.0, 1e-6);
+  EXPECT_NEAR(o["t_decode_ms"].to_number<double>(), 30.0, 1e-6);
+  EXPECT_FALSE(o.contains("error_reason"));
+  EXPECT_EQ(format_request_log_human(r), "200 POST /v1/messages req_1 12+34 tok first 5.2 ms total 40.5 ms max_tokens");
+
+  RequestLog e{.request_id = "req_2\"x", .method = "POST", .route = "/v1/messages", .status = 400,
+               .error_reason = "context_length_exceeded"};
+  json::object eo = json::parse(format_request_log_json(e)).as_object();
+  EXPECT_EQ(eo["request_id"].as_string(), "req_2\"x");
+  EXPECT_EQ(eo["error_reason"].as_string(), "context_length_exceeded");
+  EXPECT_FALSE(eo.contains("n_prompt_tokens"));
 }
 
 TEST(ServeConfig, FlagOverEnvOverTomlOverDefault) {

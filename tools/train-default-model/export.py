@@ -18,13 +18,14 @@ from model import Config
 NAME = "zerolayer-demo"
 DESCRIPTION = ("zerolayer's built-in demo model: a small Llama-architecture model trained by "
                "tools/train-default-model on English text from Debian packages")
-# A plain, recognisable template: the conversation as "User:"/"Assistant:" turns.
+# zerolayer's "plain" chat format (src/tokenizer/chat_template.h), written out
+# as Jinja for other engines: "System: S\n\nUser: U\n\nAssistant: A\n\n",
+# generation prompt "Assistant:". No BOS in the text: add_bos_token adds it.
 CHAT_TEMPLATE = (
-    "{{ bos_token }}"
     "{% for message in messages %}"
-    "{% if message['role'] == 'system' %}{{ message['content'] }}\n\n"
-    "{% elif message['role'] == 'user' %}User: {{ message['content'] }}\n"
-    "{% else %}Assistant: {{ message['content'] }}{{ eos_token }}\n{% endif %}"
+    "{% if message['role'] == 'system' %}System: {{ message['content'] }}\n\n"
+    "{% elif message['role'] == 'user' %}User: {{ message['content'] }}\n\n"
+    "{% else %}Assistant: {{ message['content'] }}\n\n{% endif %}"
     "{% endfor %}"
     "{% if add_generation_prompt %}Assistant:{% endif %}"
 )

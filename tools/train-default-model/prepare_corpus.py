@@ -81,6 +81,9 @@ def looks_like_prose(raw):
 
 
 def fortune_documents(words, stats):
+    """English prose fortunes, one document each; counts per set go to stats."""
+    # Plain names only: skips the .dat/.u8 index files and the dotted,
+    # Portuguese mario.* sets of fortunes-mario.
     files = sorted(f for f in os.listdir(FORTUNE_DIR)
                    if os.path.isfile(os.path.join(FORTUNE_DIR, f))
                    and "." not in f and f not in FORTUNE_SKIP)

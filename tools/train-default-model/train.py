@@ -62,7 +62,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus-dir", required=True)
     ap.add_argument("--work-dir", required=True)
-    ap.add_argument("--steps", type=int, default=900)
+    ap.add_argument("--steps", type=int, default=700)
     ap.add_argument("--batch", type=int, default=4, help="sequences of n_ctx tokens per step")
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=50)

@@ -1,0 +1,77 @@
+// AVX-512 attention (compiled with -mavx512f and friends; called only when
+// CPUID reports them). The body is attention_impl.h.
+// GCC 12 warns inside its own avx512fintrin.h (_mm512_undefined_*).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace zl::kern {
+namespace {
+
+// e^x (Cephes polynomial, ~2 ulp), x clamped to [-87, 88].
+inline __m512 exp512(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
+  const __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(fx, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(fx, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500E-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, fx);
+}
+
+struct Vec {
+  using T = __m512;
+  static constexpr int kWidth = 16;
+  static constexpr int kMaxRows = 16;  // V accumulators held in registers
+  static T zero() { return _mm512_setzero_ps(); }
+  static T load(const float* p) { return _mm512_loadu_ps(p); }
+  static T load_f16(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static void store(float* p, T v) { _mm512_storeu_ps(p, v); }
+  static T set1(float x) { return _mm512_set1_ps(x); }
+  static T fmadd(T a, T b, T c) { return _mm512_fmadd_ps(a, b, c); }
+  static T mul(T a, T b) { return _mm512_mul_ps(a, b); }
+  static T sub(T a, T b) { return _mm512_sub_ps(a, b); }
+  static T exp(T x) { return exp512(x); }
+  // pr[g][c] = scale * (sum of d[g]'s lanes) for g < nh: the four vectors
+  // are folded together (16 -> 8 -> 4 lanes each) before the last sums.
+  static void hsum4(const T* d, int nh, int c, float (*pr)[16], float scale) {
+    if (nh < 4) {
+      for (int g = 0; g < nh; ++g) pr[g][c] = _mm512_reduce_add_ps(d[g]) * scale;
+      return;
+    }
+    // 256-bit halves: [d0|d1] and [d2|d3] as pairs of 8-lane sums.
+    const __m512 a = _mm512_add_ps(_mm512_shuffle_f32x4(d[0], d[1], 0x44), _mm512_shuffle_f32x4(d[0], d[1], 0xEE));
+    const __m512 b = _mm512_add_ps(_mm512_shuffle_f32x4(d[2], d[3], 0x44), _mm512_shuffle_f32x4(d[2], d[3], 0xEE));
+    // a = [d0 lo8+hi8 (8) | d1 (8)], b likewise; fold 128-bit lanes: -> 4 lanes per head.
+    const __m512 ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xDD));
+    // ab = [d0 (4) | d1 (4) | d2 (4) | d3 (4)]: sum each 128-bit lane.
+    __m512 t = _mm512_add_ps(ab, _mm512_permute_ps(ab, 0x4E));
+    t = _mm512_add_ps(t, _mm512_permute_ps(t, 0xB1));
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, t);
+    for (int g = 0; g < 4; ++g) pr[g][c] = lanes[4 * g] * scale;
+  }
+};
+
+}  // namespace
+}  // namespace zl::kern
+
+#include "kernels/attention_impl.h"
+
+namespace zl::kern {
+
+void avx512_attention(const AttentionShape& s, const float* q, int64_t n_q, const void* k_cache, const void* v_cache,
+                    KvType kv_type, const int32_t* block_table, int64_t n_kv_first, float* out, int64_t kv_h0,
+                    int64_t kv_h1) {
+  attention_rows(s, q, n_q, k_cache, v_cache, kv_type, block_table, n_kv_first, out, kv_h0, kv_h1);
+}
+
+}  // namespace zl::kern

@@ -1,0 +1,22 @@
+// AVX2 twins of kernels/fused.h (compiled with -mavx2 -mfma -mf16c).
+#include <immintrin.h>
+
+#include <cmath>
+
+#include "kernels/fused.h"
+#include "kernels/simd_avx2.h"
+
+namespace zl::kern {
+
+void avx2_swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 e = exp256(_mm256_sub_ps(_mm256_setzero_ps(), g));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+}  // namespace zl::kern

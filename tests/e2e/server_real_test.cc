@@ -1,0 +1,486 @@
+// End-to-end tests of `zerolayer serve` on the REAL engine and a real model:
+// ../shared/models/stories260K.gguf (a 260K-parameter Llama trained on
+// TinyStories; context 2048). The binary runs on a free port and is spoken
+// to over raw sockets (tests/support/http_client.h). Skipped, with a message,
+// when ../shared is absent.
+//
+// What only the real engine can show: greedy determinism across streaming,
+// non-streaming, concurrency and `zerolayer generate`; exact token counts
+// from the model's own tokenizer; stop strings and the context window on real
+// detokenized text; cancellation and backpressure reaching the decode loop.
+// Token budgets stay small: CI machines are slow and shared.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <boost/json.hpp>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/http_client.h"
+#include "support/process.h"
+
+namespace zl::test {
+namespace {
+
+namespace json = boost::json;
+
+std::string model_path() { return shared_dir() + "/models/stories260K.gguf"; }
+
+#define REQUIRE_MODEL()                                                                            \
+  do {                                                                                             \
+    if (!file_exists(model_path())) GTEST_SKIP() << model_path() << " is absent (needs ../shared)"; \
+  } while (0)
+
+// Servers start lazily, once per process (CTest runs each test in its own).
+// Thread-safe.
+ServerProcess& server(const std::string& name, const std::vector<std::string>& extra) {
+  static std::mutex mu;
+  static std::map<std::string, std::unique_ptr<ServerProcess>> servers;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& s = servers[name];
+  if (!s) {
+    std::vector<std::string> args = {"--model", model_path(), "--threads", "1", "--request-log", "false"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    s = std::make_unique<ServerProcess>(args);
+  }
+  return *s;
+}
+// The model's own window (2048), 16 sequences in a batch.
+int main_port() { return server("main", {"--parallel", "16"}).port(); }
+// A 64-token window.
+int small_port() { return server("small", {"--ctx", "64"}).port(); }
+
+json::object parse_obj(const std::string& s) {
+  boost::system::error_code ec;
+  json::value v = json::parse(s, ec);
+  if (ec || !v.is_object()) {
+    ADD_FAILURE() << "not a JSON object: " << s;
+    return {};
+  }
+  return v.get_object();
+}
+
+std::string str(const json::value* v) { return v && v->is_string() ? std::string(v->get_string()) : ""; }
+int64_t num(const json::value* v) { return v && v->is_int64() ? v->get_int64() : -1; }
+const json::value* at(const json::object& o, std::initializer_list<std::string_view> path) {
+  const json::value* v = nullptr;
+  const json::object* cur = &o;
+  for (std::string_view k : path) {
+    if (!cur) return nullptr;
+    v = cur->if_contains(k);
+    cur = v && v->is_object() ? &v->get_object() : nullptr;
+  }
+  return v;
+}
+
+std::string jquote(const std::string& s) { return json::serialize(json::value(s)); }
+
+// An Anthropic request: greedy unless `extra` says otherwise.
+std::string msg_body(const std::string& content, const std::string& extra) {
+  return R"({"model":"claude-x","temperature":0,"messages":[{"role":"user","content":)" + jquote(content) + "}]," +
+         extra + "}";
+}
+
+struct Answer {
+  int status = 0;
+  std::string text;
+  std::string stop_reason;  // Anthropic stop_reason / OpenAI finish_reason
+  std::string stop_sequence;
+  int64_t input_tokens = -1, cached_tokens = -1, output_tokens = -1;
+  json::object raw;  // the non-streaming body or the last message_delta
+};
+
+Answer anthropic_call(int port, const std::string& body) {
+  HttpReply r = fetch(port, "POST", "/v1/messages", body, {}, 60000);
+  Answer a{.status = r.status};
+  EXPECT_TRUE(r.complete) << body;
+  a.raw = parse_obj(r.body);
+  if (r.status != 200) return a;
+  const json::value* content = a.raw.if_contains("content");
+  if (content && content->is_array() && !content->get_array().empty()) {
+    a.text = str(at(content->get_array()[0].get_object(), {"text"}));
+  }
+  a.stop_reason = str(at(a.raw, {"stop_reason"}));
+  a.stop_sequence = str(at(a.raw, {"stop_sequence"}));
+  a.input_tokens = num(at(a.raw, {"usage", "input_tokens"}));
+  a.cached_tokens = num(at(a.raw, {"usage", "cache_read_input_tokens"}));
+  a.output_tokens = num(at(a.raw, {"usage", "output_tokens"}));
+  return a;
+}
+
+// A streamed Anthropic answer, checking the event grammar on the way.
+Answer anthropic_stream(int port, const std::string& body) {
+  HttpReply r = fetch(port, "POST", "/v1/messages", body, {}, 60000);
+  Answer a{.status = r.status};
+  EXPECT_TRUE(r.complete) << body;
+  if (r.status != 200) {
+    a.raw = parse_obj(r.body);
+    return a;
+  }
+  EXPECT_EQ(r.header("content-type"), "text/event-stream");
+  std::vector<std::string> names;
+  for (const SseEvent& e : parse_sse(r.body)) {
+    json::object o = parse_obj(e.data);
+    EXPECT_EQ(str(at(o, {"type"})), e.event);
+    names.push_back(e.event);
+    if (e.event == "message_start") {
+      a.input_tokens = num(at(o, {"message", "usage", "input_tokens"}));
+      a.cached_tokens = num(at(o, {"message", "usage", "cache_read_input_tokens"}));
+    } else if (e.event == "content_block_delta") {
+      EXPECT_EQ(str(at(o, {"delta", "type"})), "text_delta");
+      a.text += str(at(o, {"delta", "text"}));
+    } else if (e.event == "message_delta") {
+      a.raw = o;
+      a.stop_reason = str(at(o, {"delta", "stop_reason"}));
+      a.stop_sequence = str(at(o, {"delta", "stop_sequence"}));
+      a.output_tokens = num(at(o, {"usage", "output_tokens"}));
+    }
+  }
+  EXPECT_GE(names.size(), 5u);
+  if (names.size() >= 5) {
+    EXPECT_EQ(names.front(), "message_start");
+    EXPECT_EQ(names[names.size() - 2], "message_delta");
+    EXPECT_EQ(names.back(), "message_stop");
+  }
+  return a;
+}
+
+// OpenAI chat completion, streaming (with include_usage) or not.
+Answer openai_chat(int port, const std::string& content, const std::string& extra, bool stream) {
+  std::string body = R"({"model":"gpt-x","temperature":0,"messages":[{"role":"user","content":)" + jquote(content) +
+                     "}]," + extra + (stream ? R"(,"stream":true,"stream_options":{"include_usage":true})" : "") + "}";
+  HttpReply r = fetch(port, "POST", "/v1/chat/completions", body, {}, 60000);
+  Answer a{.status = r.status};
+  EXPECT_TRUE(r.complete) << body;
+  if (r.status != 200 || !stream) {
+    a.raw = parse_obj(r.body);
+    if (r.status != 200) return a;
+    const json::object& choice = a.raw["choices"].as_array()[0].as_object();
+    a.text = str(at(choice, {"message", "content"}));
+    a.stop_reason = str(at(choice, {"finish_reason"}));
+    a.input_tokens = num(at(a.raw, {"usage", "prompt_tokens"}));
+    a.output_tokens = num(at(a.raw, {"usage", "completion_tokens"}));
+    return a;
+  }
+  std::vector<SseEvent> ev = parse_sse(r.body);
+  EXPECT_FALSE(ev.empty());
+  if (ev.empty()) return a;
+  EXPECT_EQ(ev.back().data, "[DONE]");
+  for (size_t i = 0; i + 1 < ev.size(); ++i) {
+    json::object o = parse_obj(ev[i].data);
+    const json::array& choices = o["choices"].as_array();
+    if (choices.empty()) {
+      a.input_tokens = num(at(o, {"usage", "prompt_tokens"}));
+      a.output_tokens = num(at(o, {"usage", "completion_tokens"}));
+      continue;
+    }
+    const json::object& c = choices[0].as_object();
+    a.text += str(at(c, {"delta", "content"}));
+    if (auto f = str(at(c, {"finish_reason"})); !f.empty()) a.stop_reason = f;
+  }
+  return a;
+}
+
+int64_t metric(int port, const std::string& name) {
+  HttpReply r = fetch(port, "GET", "/metrics");
+  const size_t at = r.body.find("\n" + name + " ");
+  if (at == std::string::npos) return -1;
+  return std::atoll(r.body.c_str() + at + name.size() + 2);
+}
+
+// Waits until `name` equals `value` (up to timeout_ms); returns its last value.
+int64_t wait_metric(int port, const std::string& name, int64_t value, int timeout_ms) {
+  int64_t v = -1;
+  for (int waited = 0; waited <= timeout_ms; waited += 2) {
+    v = metric(port, name);
+    if (v == value) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return v;
+}
+
+// CPU seconds (user + system) the process has used.
+double cpu_seconds(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const size_t close = s.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream in(s.substr(close + 2));
+  std::string field;
+  long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && in >> field; ++i) {
+    if (i == 14) utime = std::atoll(field.c_str());
+    if (i == 15) stime = std::atoll(field.c_str());
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// stories260K's end-of-sequence id: banned through OpenAI's logit_bias when
+// a test needs a generation that runs until max_tokens or the window.
+constexpr const char* kNoEos = R"("logit_bias":{"2":-100})";
+
+TEST(ServerRealTest, StartsOnTheModel) {
+  REQUIRE_MODEL();
+  ServerProcess& s = server("main", {"--parallel", "16"});
+  ASSERT_TRUE(s.ok()) << s.startup_line();
+  EXPECT_NE(s.startup_line().find("stories260K"), std::string::npos) << s.startup_line();
+  EXPECT_EQ(fetch(main_port(), "GET", "/ready").status, 200);
+}
+
+TEST(ServerRealTest, StreamingAndNonStreamingGiveTheSameGreedyText) {
+  REQUIRE_MODEL();
+  const std::string body = msg_body("Once upon a time", R"("max_tokens":48)");
+  Answer full = anthropic_call(main_port(), body);
+  ASSERT_EQ(full.status, 200) << json::serialize(full.raw);
+  EXPECT_FALSE(full.text.empty());
+  Answer streamed = anthropic_stream(main_port(), msg_body("Once upon a time", R"("max_tokens":48,"stream":true)"));
+  ASSERT_EQ(streamed.status, 200);
+  EXPECT_EQ(streamed.text, full.text);
+  EXPECT_EQ(streamed.stop_reason, full.stop_reason);
+  EXPECT_EQ(streamed.output_tokens, full.output_tokens);
+  // The same through the OpenAI API.
+  Answer o_full = openai_chat(main_port(), "Once upon a time", R"("max_tokens":48)", false);
+  Answer o_stream = openai_chat(main_port(), "Once upon a time", R"("max_tokens":48)", true);
+  ASSERT_EQ(o_full.status, 200);
+  ASSERT_EQ(o_stream.status, 200);
+  EXPECT_EQ(o_full.text, full.text);
+  EXPECT_EQ(o_stream.text, full.text);
+  EXPECT_EQ(o_stream.output_tokens, o_full.output_tokens);
+  EXPECT_EQ(o_stream.input_tokens, o_full.input_tokens);
+}
+
+TEST(ServerRealTest, UsageInputTokensEqualsCountTokens) {
+  REQUIRE_MODEL();
+  const std::string conv =
+      R"("system":[{"type":"text","text":"You tell short stories."}],"messages":[{"role":"user","content":[{"type":"text","text":"Tom had a red ball."}]},{"role":"assistant","content":"He liked it."},{"role":"user","content":"What happened next?"}])";
+  HttpReply count = fetch(main_port(), "POST", "/v1/messages/count_tokens", R"({"model":"m",)" + conv + "}");
+  ASSERT_EQ(count.status, 200) << count.body;
+  const int64_t n = num(at(parse_obj(count.body), {"input_tokens"}));
+  EXPECT_GT(n, 10);
+  // A tenant of its own (metadata.user_id salts the prefix cache): nothing cached.
+  for (bool stream : {false, true}) {
+    const std::string user = stream ? "count-tokens-stream" : "count-tokens";
+    const std::string body = R"({"model":"m","max_tokens":2,"metadata":{"user_id":")" + user + R"("},)" + conv +
+                             (stream ? R"(,"stream":true})" : "}");
+    Answer a = stream ? anthropic_stream(main_port(), body) : anthropic_call(main_port(), body);
+    ASSERT_EQ(a.status, 200);
+    EXPECT_EQ(a.input_tokens, n) << (stream ? "stream" : "non-stream");
+    EXPECT_EQ(a.cached_tokens, 0);
+  }
+  // Sent again by the same tenant: the prompt's full blocks come from the
+  // prefix cache; uncached + cached is still the count.
+  Answer again = anthropic_call(main_port(), R"({"model":"m","max_tokens":2,"metadata":{"user_id":"count-tokens"},)" + conv + "}");
+  ASSERT_EQ(again.status, 200);
+  EXPECT_GT(again.cached_tokens, 0);
+  EXPECT_EQ(again.input_tokens + again.cached_tokens, n);
+}
+
+TEST(ServerRealTest, StopSequencesStopWithTheString) {
+  REQUIRE_MODEL();
+  Answer base = anthropic_call(main_port(), msg_body("Once upon a time", R"("max_tokens":48)"));
+  ASSERT_EQ(base.status, 200);
+  ASSERT_GE(base.text.size(), 40u) << base.text;
+  // A stop string from the middle of the greedy answer: the answer stops
+  // right before its first occurrence, which is never emitted.
+  const std::string stop = base.text.substr(base.text.size() / 2, 4);
+  const std::string before = base.text.substr(0, base.text.find(stop));
+  for (bool stream : {false, true}) {
+    const std::string body = msg_body("Once upon a time", R"("max_tokens":48,"stop_sequences":["zzzz",)" + jquote(stop) +
+                                                              "]" + (stream ? R"(,"stream":true)" : ""));
+    Answer a = stream ? anthropic_stream(main_port(), body) : anthropic_call(main_port(), body);
+    ASSERT_EQ(a.status, 200);
+    EXPECT_EQ(a.stop_reason, "stop_sequence") << (stream ? "stream" : "non-stream");
+    EXPECT_EQ(a.stop_sequence, stop);
+    EXPECT_EQ(a.text, before);
+  }
+  Answer o = openai_chat(main_port(), "Once upon a time", R"("max_tokens":48,"stop":)" + jquote(stop), true);
+  EXPECT_EQ(o.stop_reason, "stop");
+  EXPECT_EQ(o.text, before);
+}
+
+TEST(ServerRealTest, MaxTokensStopsWithMaxTokens) {
+  REQUIRE_MODEL();
+  for (bool stream : {false, true}) {
+    const std::string body = msg_body("Once upon a time", stream ? R"("max_tokens":5,"stream":true)" : R"("max_tokens":5)");
+    Answer a = stream ? anthropic_stream(main_port(), body) : anthropic_call(main_port(), body);
+    ASSERT_EQ(a.status, 200);
+    EXPECT_EQ(a.stop_reason, "max_tokens");
+    EXPECT_EQ(a.output_tokens, 5);
+  }
+  Answer o = openai_chat(main_port(), "Once upon a time", R"("max_tokens":5)", false);
+  EXPECT_EQ(o.stop_reason, "length");
+  EXPECT_EQ(o.output_tokens, 5);
+}
+
+TEST(ServerRealTest, PromptOverTheContextIs400WithTheCounts) {
+  REQUIRE_MODEL();
+  std::string longer;
+  for (int i = 0; i < 40; ++i) longer += "The little dog ran to the park. ";
+  HttpReply count = fetch(small_port(), "POST", "/v1/messages/count_tokens",
+                          R"({"model":"m","messages":[{"role":"user","content":)" + jquote(longer) + "}]}");
+  const int64_t n = num(at(parse_obj(count.body), {"input_tokens"}));
+  ASSERT_GT(n, 64);
+  for (bool stream : {false, true}) {
+    HttpReply r = fetch(small_port(), "POST", "/v1/messages",
+                        msg_body(longer, stream ? R"("max_tokens":10,"stream":true)" : R"("max_tokens":10)"));
+    EXPECT_EQ(r.status, 400) << r.body;
+    json::object o = parse_obj(r.body);
+    EXPECT_EQ(str(at(o, {"type"})), "error");
+    EXPECT_EQ(str(at(o, {"error", "type"})), "invalid_request_error");
+    EXPECT_EQ(str(at(o, {"error", "detail", "reason"})), "context_length_exceeded");
+    EXPECT_EQ(num(at(o, {"error", "detail", "n_prompt_tokens"})), n);
+    EXPECT_EQ(num(at(o, {"error", "detail", "n_ctx"})), 64);
+  }
+  Answer o = openai_chat(small_port(), longer, R"("max_tokens":10)", false);
+  EXPECT_EQ(o.status, 400);
+  EXPECT_EQ(str(at(o.raw, {"error", "code"})), "context_length_exceeded");
+}
+
+TEST(ServerRealTest, MaxTokensAboveTheContextIsClampedAndFillsTheWindow) {
+  REQUIRE_MODEL();
+  // Anthropic: the generation runs to the end of the 64-token window (stories
+  // of this model do not end within it from this prompt; if one ever did,
+  // the answer would say end_turn and the check below names it).
+  for (bool stream : {false, true}) {
+    const std::string body = msg_body("Once upon a time", stream ? R"("max_tokens":100000,"stream":true)"
+                                                                 : R"("max_tokens":100000)");
+    Answer a = stream ? anthropic_stream(small_port(), body) : anthropic_call(small_port(), body);
+    ASSERT_EQ(a.status, 200) << json::serialize(a.raw);
+    EXPECT_EQ(a.stop_reason, "model_context_window_exceeded");
+    EXPECT_EQ(a.input_tokens + a.cached_tokens + a.output_tokens, 64);
+  }
+  // OpenAI: `length`, with the end-of-sequence token banned to be sure.
+  for (bool stream : {false, true}) {
+    Answer o = openai_chat(small_port(), "Once upon a time", std::string(R"("max_tokens":100000,)") + kNoEos, stream);
+    ASSERT_EQ(o.status, 200);
+    EXPECT_EQ(o.stop_reason, "length");
+    EXPECT_EQ(o.input_tokens + o.output_tokens, 64);
+  }
+}
+
+TEST(ServerRealTest, ClientDisconnectCancelsTheSequence) {
+  REQUIRE_MODEL();
+  const int port = main_port();
+  for (bool stream : {true, false}) {
+    const int64_t before = metric(port, "engine_generated_tokens_total");
+    {
+      // ~2000 tokens if nothing stopped it.
+      RawClient c(port);
+      const std::string body = std::string(R"({"model":"m","max_tokens":100000,)") + kNoEos +
+                               R"(,"messages":[{"role":"user","content":"Tell me a long story"}])" +
+                               (stream ? R"(,"stream":true})" : "}");
+      ASSERT_TRUE(c.send_raw(http_request("POST", "/v1/chat/completions", body)));
+      if (stream) {
+        ASSERT_TRUE(c.read_until([](const std::string& b) { return b.find("\"content\"") != std::string::npos; }, 20000));
+      }
+      // Running now (the whole generation takes a while even on a fast machine).
+      EXPECT_EQ(wait_metric(port, "engine_requests_running", 1, 5000), 1);
+      c.abort_now();
+    }
+    EXPECT_EQ(wait_metric(port, "engine_requests_running", 0, 5000), 0)
+        << (stream ? "stream" : "non-stream") << ": the sequence kept running after the client left";
+    const int64_t generated = metric(port, "engine_generated_tokens_total") - before;
+    EXPECT_LT(generated, 1000) << "the sequence was not cancelled early";
+  }
+}
+
+TEST(ServerRealTest, SixteenConcurrentStreamsCompleteWithTheirSoloText) {
+  REQUIRE_MODEL();
+  constexpr int kN = 16;
+  auto prompt = [](int i) { return "Story number " + std::to_string(i) + ": once upon a time"; };
+  const int port = main_port();
+  ASSERT_GT(port, 0);
+  std::vector<Answer> answers(kN);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kN; ++i) {
+    threads.emplace_back([&, i] {
+      answers[i] = anthropic_stream(port, msg_body(prompt(i), R"("max_tokens":24,"stream":true)"));
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kN; ++i) {
+    ASSERT_EQ(answers[i].status, 200) << i;
+    EXPECT_FALSE(answers[i].stop_reason.empty()) << i;
+    // Batching changes nothing in a greedy answer (the runner is batch-invariant).
+    Answer solo = anthropic_call(port, msg_body(prompt(i), R"("max_tokens":24)"));
+    EXPECT_EQ(answers[i].text, solo.text) << i;
+    EXPECT_EQ(answers[i].output_tokens, solo.output_tokens) << i;
+  }
+}
+
+TEST(ServerRealTest, GreedyOutputEqualsZerolayerGenerate) {
+  REQUIRE_MODEL();
+  const std::string prompt = "Once upon a time";
+  // /v1/completions tokenizes the raw prompt like `generate --prompt` (BOS added).
+  HttpReply r = fetch(main_port(), "POST", "/v1/completions",
+                      R"({"model":"m","max_tokens":40,"temperature":0,"prompt":)" + jquote(prompt) + "}", {}, 60000);
+  ASSERT_EQ(r.status, 200) << r.body;
+  json::object served = parse_obj(r.body);
+  const json::object& choice = served["choices"].as_array()[0].as_object();
+  CommandResult g = run_command(zerolayer_bin() + " generate --model " + model_path() +
+                                " --prompt '" + prompt + "' -n 40 --temperature 0 --threads 1 --json 2>/dev/null");
+  ASSERT_EQ(g.exit_code, 0) << g.out;
+  json::object local = parse_obj(g.out);
+  EXPECT_EQ(str(at(choice, {"text"})), str(at(local, {"text"})));
+  EXPECT_EQ(num(at(served, {"usage", "prompt_tokens"})), static_cast<int64_t>(local["prompt_ids"].as_array().size()));
+  // Both count a final end-of-sequence token (generate lists its id).
+  EXPECT_EQ(num(at(served, {"usage", "completion_tokens"})),
+            static_cast<int64_t>(local["generated_ids"].as_array().size()));
+}
+
+// Backpressure (DESIGN.md §1): a client that does not read gets its
+// sequence paused once the connection's write buffer and the channel fill;
+// the paused sequence costs no compute; reading resumes it to the end.
+TEST(ServerRealTest, BackpressurePausesAStreamWhoseClientDoesNotRead) {
+  REQUIRE_MODEL();
+  ServerProcess& s = server("backpressure", {"--ctx", "1024", "--max-pending-events", "8", "--socket-send-buffer", "16384"});
+  ASSERT_TRUE(s.ok());
+  const int port = s.port();
+  const int64_t before = metric(port, "engine_generated_tokens_total");
+  RawClient c(port, /*rcvbuf_bytes=*/4096);
+  const std::string body = std::string(R"({"model":"m","max_tokens":100000,"stream":true,)") + kNoEos +
+                           R"(,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"Tell me a long story"}]})";
+  ASSERT_TRUE(c.send_raw(http_request("POST", "/v1/chat/completions", body)));
+  // Not reading: generation advances, then stalls well before the window ends.
+  int64_t last = -1, now = metric(port, "engine_generated_tokens_total");
+  for (int i = 0; i < 120 && now != last; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    last = now;
+    now = metric(port, "engine_generated_tokens_total");
+  }
+  const int64_t paused_at = now - before;
+  std::printf("paused after %lld of %d tokens\n", static_cast<long long>(paused_at), 1024 - 28);
+  ASSERT_EQ(now, last) << "the generation never stalled";
+  EXPECT_GT(paused_at, 0);
+  EXPECT_LT(paused_at, 900) << "paused too late: the I/O side buffered the stream";
+  EXPECT_EQ(metric(port, "engine_requests_running"), 1) << "the sequence must be paused, not finished";
+  // Paused costs (next to) nothing: no spinning engine loop.
+  const double cpu0 = cpu_seconds(s.pid());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  const double cpu1 = cpu_seconds(s.pid());
+  EXPECT_LT(cpu1 - cpu0, 0.25) << "CPU seconds used in 1 s while paused";
+  EXPECT_EQ(metric(port, "engine_generated_tokens_total"), now);
+  // Reading resumes it to the end of the window.
+  HttpReply r = c.read_response(120000);
+  ASSERT_TRUE(r.complete);
+  EXPECT_EQ(r.status, 200);
+  std::vector<SseEvent> ev = parse_sse(r.body);
+  ASSERT_GE(ev.size(), 3u);
+  EXPECT_EQ(ev.back().data, "[DONE]");
+  json::object usage = parse_obj(ev[ev.size() - 2].data);
+  const int64_t n_prompt = num(at(usage, {"usage", "prompt_tokens"}));
+  const int64_t n_out = num(at(usage, {"usage", "completion_tokens"}));
+  EXPECT_EQ(n_prompt + n_out, 1024);
+  EXPECT_GT(n_out, paused_at);
+  EXPECT_EQ(wait_metric(port, "engine_generated_tokens_total", before + n_out, 2000) - before, n_out);
+  EXPECT_EQ(wait_metric(port, "engine_requests_running", 0, 5000), 0);
+}
+
+}  // namespace
+}  // namespace zl::test
