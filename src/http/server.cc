@@ -11,9 +11,11 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <cctype>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
+#include <unordered_map>
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -85,15 +87,20 @@ std::string serialize_head(const HttpResponse& r, const std::string& request_id,
   return h;
 }
 
+class Connection;
+
 struct Shared {
   ServerConfig cfg;
   const Router* router = nullptr;
   std::atomic<int64_t> n_open{0};
   std::atomic<int64_t> n_total{0};
   std::atomic<int64_t> n_requests{0};
+  // Every live connection, so that stop() can close the busy ones: a busy
+  // connection keeps itself alive (busy_self_) and its exchange holds the
+  // handler's state, a cycle that only an answer's end or close() breaks.
+  std::mutex conns_mu;
+  std::unordered_map<const Connection*, std::weak_ptr<Connection>> conns;
 };
-
-class Connection;
 
 // One request's answer (see Responder). Lives on its connection's thread.
 class Exchange final : public Responder, public std::enable_shared_from_this<Exchange> {
@@ -160,9 +167,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
     sh_.n_open.fetch_add(1);
     sh_.n_total.fetch_add(1);
   }
-  ~Connection() { sh_.n_open.fetch_sub(1); }
+  ~Connection() {
+    sh_.n_open.fetch_sub(1);
+    std::lock_guard<std::mutex> lock(sh_.conns_mu);
+    sh_.conns.erase(this);
+  }
 
   void start() { read_next(); }
+  // Closes at once (client_gone for a pending answer). Only on the
+  // connection's I/O thread, or once that thread has stopped (HttpServer::stop).
+  void abort() { close(); }
 
   // Exchange side.
   void queue(std::string_view bytes) {
@@ -566,7 +580,12 @@ struct HttpServer::Impl {
           if (shared.cfg.socket_send_buffer > 0) {
             sock.set_option(asio::socket_base::send_buffer_size(shared.cfg.socket_send_buffer), ignored);
           }
-          std::make_shared<Connection>(std::move(sock), ctx, shared)->start();
+          auto conn = std::make_shared<Connection>(std::move(sock), ctx, shared);
+          {
+            std::lock_guard<std::mutex> lock(shared.conns_mu);
+            shared.conns.emplace(conn.get(), conn);
+          }
+          conn->start();
         }
       }
       accept();
@@ -634,6 +653,16 @@ void HttpServer::stop() {
   for (auto& ctx : impl_->contexts) ctx->stop();
   for (auto& t : impl_->threads) t.join();
   impl_->threads.clear();
+  // The I/O threads are gone: close what is still open from here, which
+  // cancels answers in progress and frees each connection.
+  std::vector<std::weak_ptr<Connection>> open;
+  {
+    std::lock_guard<std::mutex> lock(impl_->shared.conns_mu);
+    for (auto& [ptr, weak] : impl_->shared.conns) open.push_back(weak);
+  }
+  for (auto& weak : open) {
+    if (auto conn = weak.lock()) conn->abort();
+  }
 }
 
 ServerCounters HttpServer::counters() const {
