@@ -209,6 +209,7 @@ int cmd_generate(int argc, char** argv, int first) {
   } else {
     std::fputc('\n', stdout);
   }
+  std::fflush(stdout);  // the text before the stats line on stderr
   const Timings& t = last.timings;
   const double tg_ms = std::chrono::duration<double, std::milli>(t.t_last_token - t.t_first_token).count();
   const int64_t n_out = last.usage.n_generated_tokens;
