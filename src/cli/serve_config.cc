@@ -114,7 +114,8 @@ const std::vector<std::string>& serve_setting_names() {
       "model",           "host",           "port",           "threads",         "ctx",
       "parallel",        "model-alias",    "chat-template",  "io-threads",      "max-body-bytes",
       "header-timeout-ms", "body-timeout-ms", "idle-timeout-ms", "api-key-file", "fake-engine",
-      "fake-step-us",    "fake-ctx",       "max-pending-events", "socket-send-buffer", "request-log"};
+      "fake-step-us",    "fake-ctx",       "max-pending-events", "socket-send-buffer", "request-log",
+      "kv-size",         "kv-type",        "batch-tokens"};
   return kNames;
 }
 
@@ -152,6 +153,12 @@ Result<ServeConfig> resolve_serve_config(const std::map<std::string, std::string
   RETURN_IF_ERROR(parse_int(src, "threads", 0, 1024, &c.threads));
   RETURN_IF_ERROR(parse_int(src, "ctx", 0, 1 << 24, &c.ctx));
   RETURN_IF_ERROR(parse_int(src, "parallel", 1, 4096, &c.parallel));
+  RETURN_IF_ERROR(parse_int(src, "kv-size", 0, 1ll << 32, &c.kv_size));
+  RETURN_IF_ERROR(parse_int(src, "batch-tokens", 1, 1 << 20, &c.batch_tokens));
+  str("kv-type", &c.kv_type);
+  if (c.kv_type != "f16" && c.kv_type != "f32") {
+    return invalid_argument(src.origin.at("kv-type") + ": kv-type must be f16 or f32, got '" + c.kv_type + "'");
+  }
   RETURN_IF_ERROR(parse_int(src, "io-threads", 1, 64, &c.io_threads));
   RETURN_IF_ERROR(parse_int(src, "max-body-bytes", 1024, 1ll << 32, &c.max_body_bytes));
   RETURN_IF_ERROR(parse_int(src, "header-timeout-ms", 10, 3600000, &c.header_timeout_ms));

@@ -48,6 +48,9 @@ Result<ServeBackend> make_backend(const ServeConfig& config) {
   ASSIGN_OR_RETURN(ChatTemplate tmpl, ChatTemplate::for_vocab(loaded->tokenizer->vocab(), config.chat_template));
   EngineConfig ec{.n_ctx = config.ctx,
                   .max_seqs = static_cast<int32_t>(config.parallel),
+                  .n_kv_tokens = config.kv_size,
+                  .max_step_tokens = static_cast<int32_t>(config.batch_tokens),
+                  .kv_type = config.kv_type == "f32" ? KvType::kF32 : KvType::kF16,
                   .n_threads = static_cast<int>(config.threads),
                   .max_pending_events = static_cast<size_t>(config.max_pending_events)};
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::create(*loaded->model, *loaded->tokenizer, ec));

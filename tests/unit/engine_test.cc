@@ -138,7 +138,8 @@ TEST_P(EngineOnModel, PrefixCacheHitsGiveTheSameIds) {
   EXPECT_EQ(other_tenant.last.usage.n_cached_tokens, 0);  // salted per tenant
 }
 
-INSTANTIATE_TEST_SUITE_P(Shared, EngineOnModel, ::testing::Values("stories260K", "tiny-qwen2-F32"),
+INSTANTIATE_TEST_SUITE_P(Shared, EngineOnModel,
+                         ::testing::Values("stories260K", "tiny-qwen2-F32", "tiny-qwen3-F32", "tiny-llama-Q4_0", "tiny-llama-Q6_K"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');
