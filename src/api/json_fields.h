@@ -27,6 +27,21 @@ struct FieldError {
 // Parses a request body that must be a JSON object (400 invalid_json otherwise).
 ApiResult<boost::json::value> parse_json_body(std::string_view body);
 
+// The parsers' entry point: parses `body` as a JSON object and runs
+// fn(object, &result), turning a FieldError thrown inside into its ApiError.
+template <typename T, typename Fn>
+ApiResult<T> parse_object_with(std::string_view body, Fn fn) {
+  auto doc = parse_json_body(body);
+  if (!doc.ok()) return doc.error();
+  try {
+    T result;
+    fn(doc.value().get_object(), &result);
+    return result;
+  } catch (const FieldError& e) {
+    return e.error;
+  }
+}
+
 // The member `key`, or nullptr when absent or null (null means "not given").
 const boost::json::value* find_field(const boost::json::object& o, std::string_view key);
 // The member `key`, or a 400 "<param> is required" (missing_field).

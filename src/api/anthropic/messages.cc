@@ -143,19 +143,6 @@ void parse_generation_fields(const json::object& o, ChatRequest* r) {
   }
 }
 
-template <typename Fn>
-ApiResult<ChatRequest> parse_with(std::string_view body, Fn fn) {
-  auto doc = parse_json_body(body);
-  if (!doc.ok()) return doc.error();
-  try {
-    ChatRequest r;
-    fn(doc.value().get_object(), &r);
-    return r;
-  } catch (const FieldError& e) {
-    return e.error;
-  }
-}
-
 void append_usage(std::string& out, const Usage& u) {
   out += "{\"input_tokens\":";
   append_json_int(out, u.n_prompt_tokens - u.n_cached_tokens);
@@ -243,14 +230,14 @@ class MessagesFormatter final : public EventFormatter {
 }  // namespace
 
 ApiResult<ChatRequest> parse_messages_request(std::string_view body) {
-  return parse_with(body, [](const json::object& o, ChatRequest* r) {
+  return parse_object_with<ChatRequest>(body, [](const json::object& o, ChatRequest* r) {
     parse_conversation(o, r);
     parse_generation_fields(o, r);
   });
 }
 
 ApiResult<ChatRequest> parse_count_tokens_request(std::string_view body) {
-  return parse_with(body, [](const json::object& o, ChatRequest* r) { parse_conversation(o, r); });
+  return parse_object_with<ChatRequest>(body, [](const json::object& o, ChatRequest* r) { parse_conversation(o, r); });
 }
 
 std::string_view stop_reason(const Completion& c) {

@@ -117,19 +117,6 @@ void parse_common(const json::object& o, ChatRequest* r) {
   }
 }
 
-template <typename Fn>
-ApiResult<ChatRequest> parse_with(std::string_view body, Fn fn) {
-  auto doc = parse_json_body(body);
-  if (!doc.ok()) return doc.error();
-  try {
-    ChatRequest r;
-    fn(doc.value().get_object(), &r);
-    return r;
-  } catch (const FieldError& e) {
-    return e.error;
-  }
-}
-
 void append_usage(std::string& out, const Usage& u) {
   out += "{\"prompt_tokens\":";
   append_json_int(out, u.n_prompt_tokens);
@@ -243,7 +230,7 @@ class Formatter final : public EventFormatter {
 }  // namespace
 
 ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
-  return parse_with(body, [](const json::object& o, ChatRequest* r) {
+  return parse_object_with<ChatRequest>(body, [](const json::object& o, ChatRequest* r) {
     parse_common(o, r);
     const auto& msgs = json_array(require_field(o, "messages", "messages"), "messages");
     if (msgs.empty()) throw_field_error("messages", "must contain at least one message", "empty_messages");
@@ -268,7 +255,7 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
 }
 
 ApiResult<ChatRequest> parse_completion_request(std::string_view body) {
-  return parse_with(body, [](const json::object& o, ChatRequest* r) {
+  return parse_object_with<ChatRequest>(body, [](const json::object& o, ChatRequest* r) {
     parse_common(o, r);
     if (!r->max_tokens) r->max_tokens = 16;  // the OpenAI default for completions
     r->raw_prompt = true;
