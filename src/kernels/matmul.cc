@@ -233,6 +233,25 @@ PackedMatrix::PackedMatrix(GgmlType type, const uint8_t* data, int64_t n_in, int
   // never stored (the kernel masks them), so their value does not matter.
 }
 
+PackedMatrix PackedMatrix::stacked(GgmlType type, int64_t n_in, std::span<const Rows> parts, KernelIsa isa) {
+  const size_t w_row = row_size(type, n_in);
+  int64_t n_out = 0;
+  for (const Rows& p : parts) n_out += p.n_out;
+  std::unique_ptr<uint8_t, FreeDeleter> rows(static_cast<uint8_t*>(aligned_bytes(w_row * n_out)));
+  size_t offset = 0;
+  for (const Rows& p : parts) {
+    std::memcpy(rows.get() + offset, p.data, w_row * p.n_out);
+    offset += w_row * p.n_out;
+  }
+  PackedMatrix m(type, rows.get(), n_in, n_out, isa);
+  if (m.repacked()) {
+    m.data_ = nullptr;  // the kernels read only the repacked copy; `rows` is freed here
+  } else {
+    m.owned_rows_ = std::move(rows);
+  }
+  return m;
+}
+
 void matmul(const PackedMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
   if (n_tokens <= 0 || w.n_out() == 0) return;
   if (w.isa() == KernelIsa::kScalar) return matmul_scalar(w, x, n_tokens, y, pool);

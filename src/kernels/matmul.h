@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "core/thread_pool.h"
 #include "kernels/ggml_type.h"
@@ -48,6 +49,20 @@ class PackedMatrix {
   PackedMatrix(GgmlType type, const uint8_t* data, int64_t n_in, int64_t n_out,
                KernelIsa isa = active_isa());
 
+  // Rows of one source matrix, for stacked().
+  struct Rows {
+    const uint8_t* data;  // n_out rows of row_size(type, n_in) bytes
+    int64_t n_out;
+  };
+  // The matrices `parts` (same type and n_in) stacked into one of
+  // sum(n_out) rows, in order: matmul by it gives each part's outputs side by
+  // side in a row of y, each value computed exactly as by that part alone
+  // (rows are independent). Owns its rows: the repacked layout where `isa`
+  // repacks (data() is then null), else a concatenated copy of the GGUF rows.
+  // Cost: one copy of the parts' bytes.
+  static PackedMatrix stacked(GgmlType type, int64_t n_in, std::span<const Rows> parts,
+                              KernelIsa isa = active_isa());
+
   GgmlType type() const { return type_; }
   int64_t n_in() const { return n_in_; }
   int64_t n_out() const { return n_out_; }
@@ -56,7 +71,7 @@ class PackedMatrix {
   // Bytes of weights read by one pass over the matrix.
   size_t n_bytes() const { return n_bytes_; }
 
-  // GGUF layout (always valid: the original rows).
+  // GGUF layout: the original rows (null for a repacked stacked() matrix).
   const uint8_t* data() const { return data_; }
   // Repacked layout (avx512 Q4_0/Q8_0), see matmul_internal.h.
   const uint8_t* quants() const { return quants_.get(); }
@@ -71,6 +86,7 @@ class PackedMatrix {
   KernelIsa isa_ = KernelIsa::kScalar;
   size_t n_bytes_ = 0;
   const uint8_t* data_ = nullptr;
+  std::unique_ptr<uint8_t, FreeDeleter> owned_rows_;  // stacked(): the rows data_ points into
   std::unique_ptr<uint8_t, FreeDeleter> quants_;
   std::unique_ptr<uint16_t, FreeDeleter> scales_;
 };

@@ -133,14 +133,24 @@ void ModelRunner::attention_block(const LayerWeights& l, int64_t il, std::span<c
   for (int64_t t = 0; t < n_tokens; ++t) {
     rms_norm(&x_[t * n_embd], f32_data(l.attn_norm), &xn_[t * n_embd], n_embd, c_.rms_eps);
   }
-  matmul(*l.wq, xn_.data(), n_tokens, q_.data());
-  matmul(*l.wk, xn_.data(), n_tokens, k_.data());
-  matmul(*l.wv, xn_.data(), n_tokens, v_.data());
+  // Token t's q, k and v rows: q_, k_, v_ (stride q_dim, kv_dim), or one
+  // stacked row of stacked_ (stride q_dim + 2 kv_dim); q is copied to q_,
+  // where attention reads it.
+  const PackedMatrix* qkv = weights_->qkv(il);
+  const int64_t qkv_stride = q_dim + 2 * kv_dim;
+  if (qkv) {
+    zl::matmul(*qkv, xn_.data(), n_tokens, stacked_.data(), pool_);
+  } else {
+    matmul(*l.wq, xn_.data(), n_tokens, q_.data());
+    matmul(*l.wk, xn_.data(), n_tokens, k_.data());
+    matmul(*l.wv, xn_.data(), n_tokens, v_.data());
+  }
   const int64_t bs = kv.block_size();
   for (int64_t t = 0; t < n_tokens; ++t) {
     float* q = &q_[t * q_dim];
-    float* k = &k_[t * kv_dim];
-    float* v = &v_[t * kv_dim];
+    float* k = qkv ? &stacked_[t * qkv_stride + q_dim] : &k_[t * kv_dim];
+    float* v = qkv ? &stacked_[t * qkv_stride + q_dim + kv_dim] : &v_[t * kv_dim];
+    if (qkv) std::memcpy(q, &stacked_[t * qkv_stride], q_dim * sizeof(float));
     if (l.bq) {
       for (int64_t i = 0; i < q_dim; ++i) q[i] += f32_data(l.bq)[i];
       for (int64_t i = 0; i < kv_dim; ++i) k[i] += f32_data(l.bk)[i];
@@ -198,16 +208,26 @@ void ModelRunner::attention_block(const LayerWeights& l, int64_t il, std::span<c
   for (int64_t i = 0; i < n_tokens * n_embd; ++i) x_[i] += tmp_[i];
 }
 
-void ModelRunner::ffn_block(const LayerWeights& l) {
+void ModelRunner::ffn_block(const LayerWeights& l, int64_t il) {
   const int64_t n_tokens = static_cast<int64_t>(tokens_.size());
   const int64_t n_embd = c_.n_embd, n_ff = c_.n_ff;
   for (int64_t t = 0; t < n_tokens; ++t) {
     rms_norm(&x_[t * n_embd], f32_data(l.ffn_norm), &xn_[t * n_embd], n_embd, c_.rms_eps);
   }
-  matmul(*l.ffn_gate, xn_.data(), n_tokens, gate_.data());
-  matmul(*l.ffn_up, xn_.data(), n_tokens, up_.data());
+  // Token t's gate and up rows: gate_, up_ (stride n_ff), or one stacked row
+  // of stacked_ (stride 2 n_ff). The activation goes to gate_.
+  const PackedMatrix* gate_up = weights_->gate_up(il);
+  const float* gate = gate_up ? stacked_.data() : gate_.data();
+  const float* up = gate_up ? stacked_.data() + n_ff : up_.data();
+  const int64_t stride = gate_up ? 2 * n_ff : n_ff;
+  if (gate_up) {
+    zl::matmul(*gate_up, xn_.data(), n_tokens, stacked_.data(), pool_);
+  } else {
+    matmul(*l.ffn_gate, xn_.data(), n_tokens, gate_.data());
+    matmul(*l.ffn_up, xn_.data(), n_tokens, up_.data());
+  }
   auto act = [&](int64_t t0, int64_t t1) {
-    swiglu(&gate_[t0 * n_ff], &up_[t0 * n_ff], &gate_[t0 * n_ff], (t1 - t0) * n_ff);
+    for (int64_t t = t0; t < t1; ++t) swiglu(gate + t * stride, up + t * stride, &gate_[t * n_ff], n_ff);
   };
   if (pool_ && n_tokens > 1) {
     pool_->parallel_for(n_tokens, act);
@@ -237,6 +257,7 @@ Status ModelRunner::forward(std::span<const BatchSequence> batch, KvStorage& kv,
   v_.resize(n * c_.kv_dim());
   gate_.resize(n * c_.n_ff);
   up_.resize(n * c_.n_ff);
+  stacked_.resize(n * std::max(c_.q_dim() + 2 * c_.kv_dim(), 2 * c_.n_ff));
   tmp_.resize(n * n_embd);
 
   const GgufTensor& emb = *model_.token_embd;
@@ -247,7 +268,7 @@ Status ModelRunner::forward(std::span<const BatchSequence> batch, KvStorage& kv,
   }
   for (int64_t il = 0; il < c_.n_layer; ++il) {
     attention_block(model_.layers[il], il, batch, kv);
-    ffn_block(model_.layers[il]);
+    ffn_block(model_.layers[il], il);
   }
 
   // Final norm only on the rows whose logits are wanted, then one output matmul.

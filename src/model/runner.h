@@ -86,7 +86,7 @@ class ModelRunner {
   };
   Status validate(std::span<const BatchSequence> batch, const KvStorage& kv) const;
   void attention_block(const LayerWeights& l, int64_t il, std::span<const BatchSequence> batch, KvStorage& kv);
-  void ffn_block(const LayerWeights& l);
+  void ffn_block(const LayerWeights& l, int64_t il);
   void rope(float* x, int64_t n_heads, int64_t pos) const;
   void matmul(const GgufTensor& w, const float* x, int64_t n_tokens, float* y);
 
@@ -98,6 +98,7 @@ class ModelRunner {
   std::vector<int64_t> seq_first_token_;  // index in tokens_ of each sequence's first token
   // Scratch, [n_tokens][...] for the current batch.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, tmp_;
+  std::vector<float> stacked_;  // output of a stacked matmul (PackedWeights::qkv, gate_up)
 };
 
 // Applies y = x / sqrt(mean(x²) + eps) * w over n floats (sum in double, as ggml).

@@ -165,5 +165,47 @@ TEST(MatmulPack, RepacksOnlyQ4_0AndQ8_0ForAvx512) {
   EXPECT_EQ(p.n_bytes(), w4.size());
 }
 
+// A stacked matrix gives, for every ISA, exactly the outputs of its parts
+// side by side; part sizes straddle the 16-row groups of the repacked layout.
+TEST(MatmulPack, StackedEqualsItsPartsSideBySide) {
+  std::mt19937 rng(7);
+  const int64_t n_in = 96, n_tokens = 5;
+  const std::vector<int64_t> n_outs = {21, 8, 35};
+  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kF16}) {
+    const size_t w_row = row_size(type, n_in);
+    std::vector<std::vector<uint8_t>> parts;
+    std::vector<PackedMatrix::Rows> rows;
+    for (int64_t n_out : n_outs) {
+      parts.emplace_back(w_row * n_out);
+      for (int64_t r = 0; r < n_out; ++r) {
+        quantize_row(type, random_floats(n_in, rng).data(), parts.back().data() + r * w_row, n_in);
+      }
+      rows.push_back({parts.back().data(), n_out});
+    }
+    const auto x = random_floats(n_in * n_tokens, rng);
+    for (KernelIsa isa : {KernelIsa::kScalar, KernelIsa::kAvx2, KernelIsa::kAvx512}) {
+      if (!isa_supported(isa)) continue;
+      const PackedMatrix stacked = PackedMatrix::stacked(type, n_in, rows, isa);
+      ASSERT_EQ(stacked.n_out(), 64);
+      ASSERT_EQ(stacked.n_bytes(), w_row * 64);
+      EXPECT_EQ(stacked.data() == nullptr, stacked.repacked());
+      std::vector<float> y(n_tokens * 64);
+      matmul(stacked, x.data(), n_tokens, y.data(), nullptr);
+      int64_t first = 0;
+      for (size_t p = 0; p < parts.size(); ++p) {
+        const int64_t n_out = n_outs[p];
+        std::vector<float> want(n_tokens * n_out);
+        matmul(PackedMatrix(type, parts[p].data(), n_in, n_out, isa), x.data(), n_tokens, want.data(), nullptr);
+        for (int64_t t = 0; t < n_tokens; ++t) {
+          for (int64_t r = 0; r < n_out; ++r) {
+            ASSERT_EQ(y[t * 64 + first + r], want[t * n_out + r]) << ggml_type_name(type) << " " << isa_name(isa);
+          }
+        }
+        first += n_out;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace zl

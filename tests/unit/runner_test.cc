@@ -101,6 +101,26 @@ TEST(ModelRunner, ResultsDoNotDependOnTheRestOfTheBatch) {
   }
 }
 
+TEST(ModelRunner, StackedWeightsGiveTheSameLogitsAsSeparateOnes) {
+  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kF16}) {
+    auto model = small_model("qwen2", type);  // qwen2: q/k/v biases on the stacked outputs
+    std::mt19937 rng(3);
+    const auto ids = random_ids(rng, 11);
+    ThreadPool pool(2);
+    std::vector<std::vector<float>> logits;
+    for (bool stack : {true, false}) {
+      auto weights = std::make_shared<const PackedWeights>(*model, active_isa(), stack);
+      ASSERT_EQ(weights->qkv(0) != nullptr, stack);
+      ASSERT_EQ(weights->gate_up(1) != nullptr, stack);
+      ReferenceForward ref(*model, 64, &pool, weights);
+      auto out = ref.forward(ids, /*all_logits=*/true);
+      ASSERT_TRUE(out.ok());
+      logits.push_back(*out);
+    }
+    ASSERT_EQ(logits[0], logits[1]) << ggml_type_name(type);
+  }
+}
+
 TEST(ModelRunner, RejectsBadBatches) {
   auto model = small_model("llama", GgmlType::kF32);
   ModelRunner runner(*model, nullptr);
