@@ -2,7 +2,7 @@
 # Trains zerolayer's built-in demo model from scratch and writes it as GGUF.
 #
 #   bash tools/train-default-model/train.sh [--out models/zerolayer-demo.gguf]
-#        [--work build-train/default-model] [--steps 700] [--quick]
+#        [--work build-train/default-model] [--steps 1400] [--quick]
 #
 # Steps: packages -> build zl_pack_gguf and zerolayer -> corpus -> SentencePiece
 # tokenizer -> torch training -> GGUF export -> logit check against zerolayer ->
@@ -16,7 +16,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 out="$root/models/zerolayer-demo.gguf"
 work="$root/build-train/default-model"
-steps=700
+steps=1400
 min_dict=0.8
 while [ $# -gt 0 ]; do
   case "$1" in
