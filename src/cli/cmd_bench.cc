@@ -30,6 +30,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "api/json_util.h"  // append_json_string
 #include "cli/model_loading.h"
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
@@ -210,7 +211,7 @@ int cmd_bench(int argc, char** argv, int first) {
   const std::string path = *args->get("model");
   if (args->has("json")) {
     std::string out = "{\"model\": ";
-    append_json_string(out, path);
+    api::append_json_string(out, path);
     char buf[1024];
     std::snprintf(buf, sizeof buf,
                   ", \"threads\": %d, \"kernels\": \"%s\", \"pp128\": %.2f, \"pp512\": %.2f, \"tg128\": %.2f, "

@@ -11,6 +11,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "api/json_util.h"  // append_json_string
 #include "cli/model_loading.h"
 #include "core/thread_pool.h"
 #include "engine/engine.h"
@@ -39,7 +40,7 @@ void append_ids(std::string& out, const std::vector<int32_t>& ids) {
 std::string describe_value(const GgufValue& v, bool all) {
   if (const std::string* s = v.as_string()) {
     std::string out;
-    append_json_string(out, all || s->size() <= 120 ? *s : s->substr(0, 117) + "...");
+    api::append_json_string(out, all || s->size() <= 120 ? *s : s->substr(0, 117) + "...");
     return out;
   }
   if (const GgufArray* a = v.as_array()) {
@@ -201,9 +202,9 @@ int cmd_generate(int argc, char** argv, int first) {
     out += ", \"generated_ids\": ";
     append_ids(out, generated);
     out += ", \"text\": ";
-    append_json_string(out, text);
+    api::append_json_string(out, text);
     out += ", \"finish_reason\": ";
-    append_json_string(out, finish_reason_name(last.finish));
+    api::append_json_string(out, finish_reason_name(last.finish));
     out += "}\n";
     std::fwrite(out.data(), 1, out.size(), stdout);
   } else {

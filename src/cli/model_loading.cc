@@ -51,27 +51,4 @@ Result<std::string> default_model_path() {
                    searched + ")");
 }
 
-void append_json_string(std::string& out, std::string_view s) {
-  static const char* kHex = "0123456789abcdef";
-  out += '"';
-  for (unsigned char ch : s) {
-    switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (ch < 0x20) {
-          out += "\\u00";
-          out += kHex[ch >> 4];
-          out += kHex[ch & 15];
-        } else {
-          out += static_cast<char>(ch);
-        }
-    }
-  }
-  out += '"';
-}
-
 }  // namespace zl::cli

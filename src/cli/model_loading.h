@@ -25,17 +25,5 @@ Result<LoadedModel> load_model_with_progress(const std::string& path);
 // NotFound, naming the places searched, when there is none.
 Result<std::string> default_model_path();
 
-// Appends `s` as a JSON string literal (quoted, escaped) to `out`.
-void append_json_string(std::string& out, std::string_view s);
-
 }  // namespace zl::cli
 
-namespace zl::cli {
-
-// Tokenizes prompt text with the model's own tokenizer (BOS as the vocabulary
-// says, special-token text not parsed).
-Result<std::vector<int32_t>> tokenize_prompt(const GgufFile& file, const std::string& text);
-// Concatenates the pieces of `ids` (the text a completion would stream).
-Result<std::string> detokenize_ids(const GgufFile& file, const std::vector<int32_t>& ids);
-
-}  // namespace zl::cli
