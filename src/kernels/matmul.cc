@@ -118,7 +118,7 @@ kern::Acts prepare_acts(const PackedMatrix& w, const float* x, int64_t n_tokens,
       s.corr.resize(n_rows * nb);
       auto rows = [&](int64_t t0, int64_t t1) {
         if (a.tiled) {
-          kern::avx512_quantize_q8_0_tiled(x, n_in, t0, t1, corr_mul, s.qs.data(), s.d.data(), s.corr.data());
+          kern::avx512_quantize_q8_0_tiled(x, n_in, n_tokens, t0, t1, corr_mul, s.qs.data(), s.d.data(), s.corr.data());
         } else {
           kern::avx2_quantize_q8_0(x + t0 * n_in, n_in, t1 - t0, corr_mul, s.qs.data() + t0 * n_in,
                                    s.d.data() + t0 * nb, s.corr.data() + t0 * nb);

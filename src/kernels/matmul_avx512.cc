@@ -13,6 +13,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -27,17 +28,16 @@ template <int NT, bool kQ4>
 void group_tokens(const uint8_t* quants, const uint16_t* scales, int64_t nb, const Acts& a, int64_t t0,
                   float* y, int64_t n_out, int64_t row0, __mmask16 store_mask) {
   constexpr int64_t kGb = kQ4 ? kGroupBlockQ4_0 : kGroupBlockQ8_0;
-  constexpr int kTt = kTokenTile;
   // Prefetch distances in blocks: near into L1, ~12 KiB ahead into L2.
   constexpr int64_t kNear = 4, kFar = kQ4 ? 48 : 24;
   __m512 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   const __m512i m4 = _mm512_set1_epi8(0x0F);
-  // Tiled activations: block b of the tile's token t at [b * kTt + t].
+  // Tiled activations: block b of the tile's token t at [b * NT + t].
   const int8_t* qa = a.qs + t0 * nb * 32;
   const float* da = a.d + t0 * nb;
   const int32_t* ca = a.corr + t0 * nb;
-  for (int64_t b = 0; b < nb; ++b, quants += kGb, qa += kTt * 32, da += kTt, ca += kTt) {
+  for (int64_t b = 0; b < nb; ++b, quants += kGb, qa += NT * 32, da += NT, ca += NT) {
     // Software prefetch: near into L1, far into L2 (more misses in flight
     // than the L1 fill buffers allow; worth ~10% of decode bandwidth).
     for (int i = 0; i < kGb; i += 64) _mm_prefetch(reinterpret_cast<const char*>(quants + kNear * kGb + i), _MM_HINT_T0);
@@ -133,14 +133,16 @@ RowsKernel avx512_rows_kernel(GgmlType type) {
   }
 }
 
-void avx512_quantize_q8_0_tiled(const float* x, int64_t n_in, int64_t t0, int64_t t1, int32_t corr_mul,
-                                int8_t* qs, float* d, int32_t* corr) {
+void avx512_quantize_q8_0_tiled(const float* x, int64_t n_in, int64_t n_tokens, int64_t t0, int64_t t1,
+                                int32_t corr_mul, int8_t* qs, float* d, int32_t* corr) {
   const int64_t nb = n_in / 32;
   for (int64_t i = t0; i < t1; ++i) {
-    const int64_t tile_base = i / kTokenTile * nb * kTokenTile + i % kTokenTile;
+    const int64_t tile0 = i / kTokenTile * kTokenTile;
+    const int64_t width = std::min<int64_t>(kTokenTile, n_tokens - tile0);
+    const int64_t tile_base = tile0 * nb + (i - tile0);
     for (int64_t blk = 0; blk < nb; ++blk) {
       const float* xb = x + i * n_in + 32 * blk;
-      const int64_t o = tile_base + blk * kTokenTile;
+      const int64_t o = tile_base + blk * width;
       const __m512 x0 = _mm512_loadu_ps(xb);
       const __m512 x1 = _mm512_loadu_ps(xb + 16);
       const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));

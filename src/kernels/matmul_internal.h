@@ -33,9 +33,11 @@ struct Acts {
   const int8_t* qs = nullptr;     // [n_tokens][n_in]
   const float* d = nullptr;       // [n_tokens][n_in / 32]
   const int32_t* corr = nullptr;  // [n_tokens][n_in / 32]
-  // avx512 repacked path: tokens in tiles of kTokenTile, block-interleaved:
-  // token i, block b at index (i / kTokenTile * nb + b) * kTokenTile + i % kTokenTile
-  // (qs in units of 32 bytes); the last tile is padded.
+  // avx512 repacked path: tokens in tiles of kTokenTile (the last one
+  // narrower), block-interleaved: with t0 = i / kTokenTile * kTokenTile and
+  // w = min(kTokenTile, n_tokens - t0) the tile's width, token i, block b at
+  // index t0 * nb + b * w + (i - t0) (qs in units of 32 bytes). A lone token
+  // is thus contiguous (decode reads its activations from L1).
   bool tiled = false;
   // Q8_K (Q4_K/Q6_K weights).
   const BlockQ8_K* qk = nullptr;  // [n_tokens][n_in / 256]
@@ -59,10 +61,10 @@ void avx2_quantize_q8_0(const float* x, int64_t n_in, int64_t n_tokens, int32_t 
 // AVX-512 kernels (matmul_avx512.cc): repacked Q4_0/Q8_0 only; rows are
 // split in whole groups (r0, r1 multiples of kGroupRows, r1 may be n_out).
 RowsKernel avx512_rows_kernel(GgmlType type);
-// Quantizes tokens [t0, t1) of x (rows of n_in) into the tiled layout of
-// Acts (qs/d/corr point at token 0 of the whole buffer).
-void avx512_quantize_q8_0_tiled(const float* x, int64_t n_in, int64_t t0, int64_t t1, int32_t corr_mul,
-                                int8_t* qs, float* d, int32_t* corr);
+// Quantizes tokens [t0, t1) of x (n_tokens rows of n_in) into the tiled
+// layout of Acts (qs/d/corr point at token 0 of the whole buffer).
+void avx512_quantize_q8_0_tiled(const float* x, int64_t n_in, int64_t n_tokens, int64_t t0, int64_t t1,
+                                int32_t corr_mul, int8_t* qs, float* d, int32_t* corr);
 
 // Int8 peak microbenchmarks (kernels/peak.h): `rounds` iterations of a
 // register-only loop of independent multiply-adds; returns a checksum.

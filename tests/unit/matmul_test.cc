@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -104,7 +105,7 @@ INSTANTIATE_TEST_SUITE_P(Isa, MatmulIsaTest,
 // roundf (x.5, away from zero) included.
 void check_quantizer(kern::QuantizeQ8_0 quantize) {
   std::mt19937 rng(7);
-  for (int64_t n_tokens : {1, 3}) {
+  for (int64_t n_tokens : {1, 3, 2 * kern::kTokenTile + 5}) {
     const int64_t n_in = 96;
     auto x = random_floats(n_in * n_tokens, rng, 3.0f);
     // Block 1 of token 0: amax 127 makes d = 1, so halves are exact ties.
@@ -143,10 +144,12 @@ TEST(MatmulQuantize, Avx512TiledQ8_0IsBitExact) {
     std::vector<int8_t> tq(n_rows * n_in);
     std::vector<float> td(n_rows * nb);
     std::vector<int32_t> tc(n_rows * nb);
-    kern::avx512_quantize_q8_0_tiled(x, n_in, 0, n_tokens, corr_mul, tq.data(), td.data(), tc.data());
+    kern::avx512_quantize_q8_0_tiled(x, n_in, n_tokens, 0, n_tokens, corr_mul, tq.data(), td.data(), tc.data());
     for (int64_t i = 0; i < n_tokens; ++i) {
+      const int64_t t0 = i / kern::kTokenTile * kern::kTokenTile;
+      const int64_t width = std::min<int64_t>(kern::kTokenTile, n_tokens - t0);
       for (int64_t b = 0; b < nb; ++b) {
-        const int64_t o = (i / kern::kTokenTile * nb + b) * kern::kTokenTile + i % kern::kTokenTile;
+        const int64_t o = t0 * nb + b * width + (i - t0);
         std::copy(&tq[32 * o], &tq[32 * o] + 32, qs + (i * nb + b) * 32);
         d[i * nb + b] = td[o];
         corr[i * nb + b] = tc[o];

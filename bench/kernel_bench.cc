@@ -1,0 +1,121 @@
+// Matrix-vector kernel benchmark: the decode matmul alone, per weight format,
+// as a fraction of the machine's read bandwidth measured in the same run.
+//
+//   kernel_bench [--types Q4_0,Q8_0,Q4_K,Q6_K,F16,BF16,F32] [--threads N]
+//                [--mib 1024] [--n-in 2048] [--n-out 8192] [--tokens 1] [--rounds 8]
+//
+// Per type: random weights filling about --mib MiB (much more than the
+// last-level cache) in matrices of n_out x n_in, prepared as the model loader
+// prepares them (PackedMatrix, active ISA). Each round reads the bandwidth
+// bound once (the same streaming read as `zerolayer bench`) and then runs
+// every matrix once by a --tokens activation; the figure is the median over
+// rounds of (weight bytes / matmul time) / bandwidth. Not a test.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernels/ggml_type.h"
+#include "kernels/matmul.h"
+#include "kernels/peak.h"
+#include "kernels/quant.h"
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  size_t p = 0;
+  while (p <= s.size()) {
+    const size_t q = s.find(',', p);
+    out.push_back(s.substr(p, q == std::string::npos ? std::string::npos : q - p));
+    if (q == std::string::npos) break;
+    p = q + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::map<std::string, std::string> a = {{"types", "Q4_0,Q8_0,Q4_K,Q6_K,F16,BF16,F32"},
+                                          {"threads", "0"}, {"mib", "1024"}, {"n-in", "2048"},
+                                          {"n-out", "8192"}, {"tokens", "1"}, {"rounds", "8"}};
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i];
+    if (k.rfind("--", 0) != 0 || !a.count(k.substr(2))) {
+      std::fprintf(stderr, "kernel_bench: unknown flag %s\n", argv[i]);
+      return 2;
+    }
+    a[k.substr(2)] = argv[i + 1];
+  }
+  zl::ThreadPool pool(std::atoi(a["threads"].c_str()));
+  const int64_t n_in = std::atoll(a["n-in"].c_str()), n_out = std::atoll(a["n-out"].c_str());
+  const int64_t n_tokens = std::atoll(a["tokens"].c_str());
+  const int rounds = std::atoi(a["rounds"].c_str());
+  const size_t budget = static_cast<size_t>(std::atoll(a["mib"].c_str())) << 20;
+  std::printf("isa %s, threads %d, %lld x %lld matrices, %lld token(s)\n", zl::isa_name(zl::active_isa()),
+              pool.n_threads(), static_cast<long long>(n_out), static_cast<long long>(n_in),
+              static_cast<long long>(n_tokens));
+  std::printf("| type | matrices | GB/s | bandwidth GB/s | fraction |\n|---|---|---|---|---|\n");
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n_in * n_tokens)), y(static_cast<size_t>(n_out * n_tokens));
+  for (float& v : x) v = dist(rng);
+  for (const std::string& name : split(a["types"])) {
+    zl::GgmlType type{};
+    bool found = false;
+    for (zl::GgmlType t : {zl::GgmlType::kQ4_0, zl::GgmlType::kQ8_0, zl::GgmlType::kQ4_K, zl::GgmlType::kQ6_K,
+                           zl::GgmlType::kF16, zl::GgmlType::kBF16, zl::GgmlType::kF32}) {
+      if (name == zl::ggml_type_name(t)) type = t, found = true;
+    }
+    if (!found) {
+      std::fprintf(stderr, "kernel_bench: unknown type %s\n", name.c_str());
+      return 2;
+    }
+    const size_t row = zl::row_size(type, n_in), bytes = row * static_cast<size_t>(n_out);
+    const int64_t n_mats = std::max<int64_t>(1, static_cast<int64_t>(budget / bytes));
+    // One random matrix quantized, copied (with a changed byte per row so
+    // that no two are identical in cache) into the others.
+    std::vector<float> wf(static_cast<size_t>(n_in));
+    std::vector<uint8_t> proto(bytes);
+    for (int64_t r = 0; r < n_out; ++r) {
+      for (float& v : wf) v = dist(rng) * 0.02f;
+      zl::quantize_row(type, wf.data(), proto.data() + r * row, n_in);
+    }
+    std::vector<std::unique_ptr<uint8_t[]>> raw;
+    std::vector<zl::PackedMatrix> mats;
+    for (int64_t m = 0; m < n_mats; ++m) {
+      raw.emplace_back(new uint8_t[bytes]);
+      std::copy(proto.begin(), proto.end(), raw.back().get());
+      mats.emplace_back(type, raw.back().get(), n_in, n_out);
+    }
+    // Repacking made a copy: the originals are not read again.
+    if (mats[0].repacked()) raw.clear();
+    std::vector<double> fracs, gbs, bws;
+    for (int r = 0; r < rounds + 1; ++r) {
+      const double bw = zl::measure_read_bandwidth_gbs(&pool, size_t{1} << 30, 1);
+      const auto t0 = std::chrono::steady_clock::now();
+      for (const auto& m : mats) zl::matmul(m, x.data(), n_tokens, y.data(), &pool);
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (r == 0) continue;  // warm-up
+      const double g = static_cast<double>(bytes) * static_cast<double>(n_mats) / s / 1e9;
+      gbs.push_back(g);
+      bws.push_back(bw);
+      fracs.push_back(g / bw);
+    }
+    std::printf("| %s | %lld | %.1f | %.1f | %.1f%% |\n", name.c_str(), static_cast<long long>(n_mats), median(gbs),
+                median(bws), 100 * median(fracs));
+    std::fflush(stdout);
+  }
+  return 0;
+}
