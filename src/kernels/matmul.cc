@@ -10,6 +10,7 @@
 
 #include "core/check.h"
 #include "kernels/matmul_internal.h"
+#include "kernels/matmul_float.h"
 #include "kernels/quant.h"
 
 namespace zl {
@@ -49,8 +50,11 @@ KernelIsa pick_active_isa() {
 }
 
 bool repacks(GgmlType type, KernelIsa isa) {
-  return isa == KernelIsa::kAvx512 && (type == GgmlType::kQ4_0 || type == GgmlType::kQ8_0);
+  return isa == KernelIsa::kAvx512 && (type == GgmlType::kQ4_0 || type == GgmlType::kQ8_0 ||
+                                       type == GgmlType::kQ4_K || type == GgmlType::kQ6_K);
 }
+
+bool is_k_quant(GgmlType type) { return type == GgmlType::kQ4_K || type == GgmlType::kQ6_K; }
 
 void* aligned_bytes(size_t n) {
   const size_t rounded = (std::max<size_t>(n, 1) + 63) / 64 * 64;
@@ -64,7 +68,7 @@ void* aligned_bytes(size_t n) {
 struct Scratch {
   std::vector<int8_t> qs;
   std::vector<float> d;
-  std::vector<int32_t> corr;
+  std::vector<int32_t> corr;  // also the K-quant pair sums
   std::vector<BlockQ8_K> qk;
   std::vector<float> f;
   std::vector<uint8_t> raw;  // scalar path: vec_dot_type rows
@@ -137,6 +141,25 @@ kern::Acts prepare_acts(const PackedMatrix& w, const float* x, int64_t n_tokens,
     case GgmlType::kQ4_K:
     case GgmlType::kQ6_K: {
       const int64_t nb = n_in / kQkK;
+      if (w.repacked()) {
+        a.tiled = true;
+        s.qs.resize(n_tokens * n_in);
+        s.d.resize(n_tokens * nb);
+        s.corr.resize(n_tokens * nb * 8);
+        auto rows = [&](int64_t t0, int64_t t1) {
+          kern::avx512_quantize_q8_k_tiled(w.type(), x, n_in, n_tokens, t0, t1, s.qs.data(), s.d.data(),
+                                           s.corr.data());
+        };
+        if (n_tokens >= 4) {
+          run_rows(pool, n_tokens, 1, rows);
+        } else {
+          rows(0, n_tokens);
+        }
+        a.kqs = s.qs.data();
+        a.kd = s.d.data();
+        a.kpairs = s.corr.data();
+        break;
+      }
       s.qk.resize(n_tokens * nb);
       auto rows = [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) quantize_row(GgmlType::kQ8_K, x + t * n_in, s.qk.data() + t * nb, n_in);
@@ -154,8 +177,12 @@ kern::Acts prepare_acts(const PackedMatrix& w, const float* x, int64_t n_tokens,
     case GgmlType::kBF16: {
       const bool f16 = w.type() == GgmlType::kF16;
       s.f.resize(n_tokens * n_in);
-      for (int64_t i = 0; i < n_tokens * n_in; ++i) {
-        s.f[i] = f16 ? fp16_to_fp32(fp32_to_fp16(x[i])) : bf16_to_fp32(fp32_to_bf16(x[i]));
+      if (w.isa() == KernelIsa::kAvx512) {
+        kern::avx512_round_through(w.type(), x, n_tokens * n_in, s.f.data());
+      } else {
+        for (int64_t i = 0; i < n_tokens * n_in; ++i) {
+          s.f[i] = f16 ? fp16_to_fp32(fp32_to_fp16(x[i])) : bf16_to_fp32(fp32_to_bf16(x[i]));
+        }
       }
       a.f = s.f.data();
       break;
@@ -206,6 +233,18 @@ PackedMatrix::PackedMatrix(GgmlType type, const uint8_t* data, int64_t n_in, int
   const size_t w_row = row_size(type, n_in);
   n_bytes_ = w_row * static_cast<size_t>(n_out);
   if (!repacks(type, isa)) return;
+  if (is_k_quant(type)) {
+    const int64_t nbk = n_in / kQkK;
+    const int64_t n_groups = (n_out + kern::kGroupRows - 1) / kern::kGroupRows;
+    const bool q6 = type == GgmlType::kQ6_K;
+    const int64_t gb = q6 ? kern::kGroupBlockQ6_K : kern::kGroupBlockQ4_K;
+    quants_.reset(static_cast<uint8_t*>(aligned_bytes(static_cast<size_t>(n_groups * nbk * gb))));
+    if (q6) {
+      scales_.reset(static_cast<uint16_t*>(aligned_bytes(static_cast<size_t>(n_groups * nbk * kern::kGroupRows * 2))));
+    }
+    kern::repack_k_quant(type, data, n_in, n_out, quants_.get(), scales_.get());
+    return;
+  }
   const int64_t nb = n_in / kQk32;
   const int64_t n_groups = (n_out + kern::kGroupRows - 1) / kern::kGroupRows;
   const bool q4 = type == GgmlType::kQ4_0;
@@ -233,6 +272,44 @@ PackedMatrix::PackedMatrix(GgmlType type, const uint8_t* data, int64_t n_in, int
   // never stored (the kernel masks them), so their value does not matter.
 }
 
+namespace kern {
+
+void repack_k_quant(GgmlType type, const uint8_t* data, int64_t n_in, int64_t n_out, uint8_t* stream,
+                    uint16_t* scales) {
+  const int64_t nbk = n_in / kQkK;
+  const size_t w_row = row_size(type, n_in);
+  const bool q6 = type == GgmlType::kQ6_K;
+  const int64_t gb = q6 ? kGroupBlockQ6_K : kGroupBlockQ4_K;
+  // Lane `lane` (4 bytes) of vector v of super-block b of group g.
+  auto lane_of = [&](int64_t g, int64_t b, int v, int64_t lane) { return stream + (g * nbk + b) * gb + 64 * v + 4 * lane; };
+  for (int64_t r = 0; r < n_out; ++r) {
+    const int64_t g = r / kGroupRows, lane = r % kGroupRows;
+    for (int64_t b = 0; b < nbk; ++b) {
+      if (q6) {
+        const auto& blk = reinterpret_cast<const BlockQ6_K*>(data + r * w_row)[b];
+        for (int h = 0; h < 2; ++h) {
+          for (int k = 0; k < 8; ++k) {
+            std::memcpy(lane_of(g, b, 24 * h + 3 * k, lane), blk.ql + 64 * h + 4 * k, 4);
+            std::memcpy(lane_of(g, b, 24 * h + 3 * k + 1, lane), blk.ql + 64 * h + 32 + 4 * k, 4);
+            std::memcpy(lane_of(g, b, 24 * h + 3 * k + 2, lane), blk.qh + 32 * h + 4 * k, 4);
+          }
+        }
+        for (int i = 0; i < 4; ++i) std::memcpy(lane_of(g, b, 48 + i, lane), blk.scales + 4 * i, 4);
+        scales[(g * nbk + b) * kGroupRows + lane] = blk.d;
+      } else {
+        const auto& blk = reinterpret_cast<const BlockQ4_K*>(data + r * w_row)[b];
+        for (int v = 0; v < 32; ++v) std::memcpy(lane_of(g, b, v, lane), blk.qs + 4 * v, 4);
+        for (int i = 0; i < 3; ++i) std::memcpy(lane_of(g, b, 32 + i, lane), blk.scales + 4 * i, 4);
+        uint8_t* dm = stream + (g * nbk + b) * gb + 2240;
+        std::memcpy(dm + 2 * lane, &blk.d, 2);
+        std::memcpy(dm + 32 + 2 * lane, &blk.dmin, 2);
+      }
+    }
+  }
+}
+
+}  // namespace kern
+
 PackedMatrix PackedMatrix::stacked(GgmlType type, int64_t n_in, std::span<const Rows> parts, KernelIsa isa) {
   const size_t w_row = row_size(type, n_in);
   int64_t n_out = 0;
@@ -256,9 +333,18 @@ void matmul(const PackedMatrix& w, const float* x, int64_t n_tokens, float* y, T
   if (n_tokens <= 0 || w.n_out() == 0) return;
   if (w.isa() == KernelIsa::kScalar) return matmul_scalar(w, x, n_tokens, y, pool);
   const kern::Acts a = prepare_acts(w, x, n_tokens, pool);
-  const kern::RowsKernel kernel = w.repacked() ? kern::avx512_rows_kernel(w.type()) : kern::avx2_rows_kernel(w.type());
+  kern::RowsKernel kernel = nullptr;
+  int64_t grain = 4;
+  if (w.repacked()) {
+    kernel = kern::avx512_rows_kernel(w.type());
+    grain = kern::kGroupRows;
+  } else if (w.isa() == KernelIsa::kAvx512 && kern::avx512_float_rows_kernel(w.type()) != nullptr) {
+    kernel = kern::avx512_float_rows_kernel(w.type());
+    grain = kern::kFloatRowGrain;
+  } else {
+    kernel = kern::avx2_rows_kernel(w.type());
+  }
   CHECK(kernel != nullptr) << "matmul: no " << isa_name(w.isa()) << " kernel for " << ggml_type_name(w.type());
-  const int64_t grain = w.repacked() ? kern::kGroupRows : 4;
   // Below ~64 KiB of weight traffic a dispatch costs more than it saves.
   if (w.n_bytes() * static_cast<size_t>(n_tokens) < (size_t{64} << 10)) pool = nullptr;
   run_rows(pool, w.n_out(), grain, [&](int64_t r0, int64_t r1) { kernel(w, a, y, r0, r1); });

@@ -113,6 +113,228 @@ void rows_repacked(const PackedMatrix& w, const Acts& a, float* y, int64_t r0, i
   }
 }
 
+// ---- K-quants ----
+//
+// Per super-block, per token, the exact integer sums of ggml's dot products
+// (quant.cc dot_q4_k_q8_k / dot_q6_k_q8_k): vpdpbusd gives each sub-block's
+// sum of q * a in the 16 row lanes, vpmulld scales it by the row's sub-block
+// scale, and vpdpwssd forms the (sub-block scale or min) x (activation block
+// sum) term from the pair sums. Only the final float scaling is per token.
+
+inline __m512i bcast(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// acc += w . broadcast(4 bytes at p), the broadcast embedded in vpdpbusd's
+// memory operand ({1to16}): one fused uop instead of a separate broadcast
+// load (GCC does not fold _mm512_set1_epi32 into vpdpbusd by itself).
+inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int8_t* p) {
+  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
+  return acc;
+}
+
+// Prefetch the stream `kAhead` super-blocks ahead into L2, one line per
+// 64 bytes, and the next super-block into L1 (the kernels spend several
+// hundred cycles per super-block: the near fetch hides L2 latency).
+// Software prefetch of the stream `kAhead` super-blocks ahead into L2,
+// spread over the super-block's compute: part `part` of `kParts` of the
+// lines (a burst of dozens of prefetches at once would wait for fill
+// buffers and stall the pipeline).
+template <int kBytes, int kParts>
+inline void prefetch_k(const uint8_t* w, int part) {
+  constexpr int kAhead = 2, kLines = kBytes / 64, kPer = (kLines + kParts - 1) / kParts;
+  for (int i = part * kPer; i < (part + 1) * kPer && i < kLines; ++i) {
+    _mm_prefetch(reinterpret_cast<const char*>(w + kAhead * kBytes + 64 * i), _MM_HINT_T1);
+  }
+}
+
+template <int NT>
+void group_q4_k(const uint8_t* w, int64_t nbk, const Acts& a, int64_t t0, float* y, int64_t n_out, int64_t row0,
+                __mmask16 store_mask) {
+  constexpr int kSplit = NT <= 2 ? 2 : 1;
+  __m512 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  const __m512i m4 = _mm512_set1_epi8(0x0F), byte = _mm512_set1_epi32(0xFF);
+  const __m512i k1 = _mm512_set1_epi32(0x3f3f3f3f), k2 = _mm512_set1_epi32(0x0f0f0f0f),
+                k3 = _mm512_set1_epi32(0x03030303), pairs_mask = _mm512_set1_epi32(0x00FF00FF);
+  const int8_t* qa = a.kqs + t0 * nbk * 256;
+  const float* da = a.kd + t0 * nbk;
+  const int32_t* pa = a.kpairs + t0 * nbk * 8;
+  for (int64_t b = 0; b < nbk; ++b, w += kGroupBlockQ4_K, qa += NT * 256, da += NT, pa += NT * 8) {
+    // 6-bit scales and mins of the 16 rows, ggml's kmask shuffle lane-wise:
+    // sc[0..3], sc[4..7], mn[0..3], mn[4..7] as bytes of each lane.
+    const __m512i u0 = _mm512_load_si512(w + 2048), u1 = _mm512_load_si512(w + 2112),
+                  u2 = _mm512_load_si512(w + 2176);
+    const __m512i sc_v[2] = {
+        _mm512_and_si512(u0, k1),
+        _mm512_or_si512(_mm512_and_si512(u2, k2), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), k3), 4))};
+    const __m512i mn_lo = _mm512_and_si512(u1, k1);
+    const __m512i mn_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), k2),
+                                          _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), k3), 4));
+    __m512i isum[NT];
+    for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+    for (int j = 0; j < 4; ++j) {
+      const uint8_t* wj = w + 512 * j;
+#pragma GCC unroll 2
+      for (int hi = 0; hi < 2; ++hi) {
+        const int s = 2 * j + hi;
+        prefetch_k<kGroupBlockQ4_K, 8>(w, s);
+        const __m512i sc = _mm512_and_si512(
+            _mm512_srl_epi32(sc_v[j >> 1], _mm_cvtsi32_si128(8 * (s & 3))), byte);
+        __m512i p[NT * kSplit];
+        for (int t = 0; t < NT * kSplit; ++t) p[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) {
+          const __m512i raw = _mm512_load_si512(wj + 64 * k);
+          const __m512i wv = hi ? _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4) : _mm512_and_si512(raw, m4);
+#pragma GCC unroll 8
+          for (int t = 0; t < NT; ++t) {
+            const int c = kSplit == 2 && (k & 1) ? NT + t : t;
+            p[c] = dpbusd_bcast(p[c], wv, qa + 256 * t + 32 * s + 4 * k);
+          }
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) {
+          const __m512i ps = kSplit == 2 ? _mm512_add_epi32(p[t], p[NT + t]) : p[t];
+          isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(ps, sc));
+        }
+      }
+    }
+    // Mins: (mn0, mn2), (mn1, mn3), (mn4, mn6), (mn5, mn7) as int16 pairs.
+    const __m512i mp0 = _mm512_and_si512(mn_lo, pairs_mask), mp1 = _mm512_and_si512(_mm512_srli_epi32(mn_lo, 8), pairs_mask);
+    const __m512i mp2 = _mm512_and_si512(mn_hi, pairs_mask), mp3 = _mm512_and_si512(_mm512_srli_epi32(mn_hi, 8), pairs_mask);
+    const __m512i dm = _mm512_load_si512(w + 2240);
+    const __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(dm));
+    const __m512 dminw = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(dm, 1));
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) {
+      const int32_t* pt = pa + 8 * t;
+      __m512i mins = _mm512_dpwssd_epi32(_mm512_setzero_si512(), mp0, _mm512_set1_epi32(pt[0]));
+      mins = _mm512_dpwssd_epi32(mins, mp1, _mm512_set1_epi32(pt[1]));
+      mins = _mm512_dpwssd_epi32(mins, mp2, _mm512_set1_epi32(pt[2]));
+      mins = _mm512_dpwssd_epi32(mins, mp3, _mm512_set1_epi32(pt[3]));
+      const __m512 dat = _mm512_set1_ps(da[t]);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dw, dat), acc[t]);
+      acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(dminw, dat), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + (t0 + t) * n_out + row0, store_mask, acc[t]);
+}
+
+template <int NT>
+void group_q6_k(const uint8_t* w, const uint16_t* scales, int64_t nbk, const Acts& a, int64_t t0, float* y,
+                int64_t n_out, int64_t row0, __mmask16 store_mask) {
+  constexpr int kSplit = NT <= 2 ? 2 : 1;
+  __m512 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+  const int8_t* qa = a.kqs + t0 * nbk * 256;
+  const float* da = a.kd + t0 * nbk;
+  const int32_t* pa = a.kpairs + t0 * nbk * 8;
+  for (int64_t b = 0; b < nbk; ++b, w += kGroupBlockQ6_K, scales += 16, qa += NT * 256, da += NT, pa += NT * 8) {
+    _mm_prefetch(reinterpret_cast<const char*>(scales + 64), _MM_HINT_T1);
+    __m512i isum[NT];
+    for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* wh = w + 64 * 24 * h;
+      const __m512i sv[2] = {_mm512_load_si512(w + 3072 + 128 * h), _mm512_load_si512(w + 3072 + 128 * h + 64)};
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; ++g) {  // values 128h + 32g + l: ql nibble g >> 1 of part g & 1, qh bits 2g
+        prefetch_k<kGroupBlockQ6_K, 8>(w, 4 * h + g);
+#pragma GCC unroll 2
+        for (int kk = 0; kk < 2; ++kk) {
+          const int sb = 2 * g + kk;  // sub-block within the half: scale byte sb & 3 of vector sb >> 2
+          const __m512i sc = _mm512_srai_epi32(_mm512_sll_epi32(sv[sb >> 2], _mm_cvtsi32_si128(24 - 8 * (sb & 3))), 24);
+          __m512i p[NT * kSplit];
+          for (int t = 0; t < NT * kSplit; ++t) p[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+          for (int k = 4 * kk; k < 4 * kk + 4; ++k) {
+            const __m512i l = _mm512_load_si512(wh + 64 * (3 * k + (g & 1)));
+            const __m512i qh = _mm512_load_si512(wh + 64 * (3 * k + 2));
+            const __m512i lo = g < 2 ? _mm512_and_si512(l, m4) : _mm512_and_si512(_mm512_srli_epi16(l, 4), m4);
+            // qh bits 2g, 2g + 1 moved to bits 4, 5.
+            const __m512i hb = g == 0 ? _mm512_slli_epi16(qh, 4)
+                               : g == 1 ? _mm512_slli_epi16(qh, 2)
+                               : g == 2 ? qh
+                                        : _mm512_srli_epi16(qh, 2);
+            const __m512i wv = _mm512_ternarylogic_epi32(hb, m30, lo, 0xEA);  // (hb & m30) | lo
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; ++t) {
+              const int c = kSplit == 2 && (k & 1) ? NT + t : t;
+              p[c] = dpbusd_bcast(p[c], wv, qa + 256 * t + 128 * h + 32 * g + 4 * k);
+            }
+          }
+#pragma GCC unroll 8
+          for (int t = 0; t < NT; ++t) {
+            const __m512i ps = kSplit == 2 ? _mm512_add_epi32(p[t], p[NT + t]) : p[t];
+            isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(ps, sc));
+          }
+        }
+      }
+    }
+    // -32 * sum over sub-blocks of scale * (activation block sum): the scales
+    // as int16 pairs (sc[4i], sc[4i + 2]) and (sc[4i + 1], sc[4i + 3]).
+    __m512i sp[8];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      const __m512i v = _mm512_load_si512(w + 3072 + 64 * i);
+      sp[2 * i] = _mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8);
+      sp[2 * i + 1] = _mm512_srai_epi16(v, 8);
+    }
+    const __m512 dw = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(scales)));
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) {
+      const int32_t* pt = pa + 8 * t;
+      __m512i corr = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) corr = _mm512_dpwssd_epi32(corr, sp[i], _mm512_set1_epi32(pt[i]));
+      const __m512i total = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(corr, 5));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_mul_ps(dw, _mm512_set1_ps(da[t])), acc[t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + (t0 + t) * n_out + row0, store_mask, acc[t]);
+}
+
+using GroupKFn = void (*)(const uint8_t*, const uint16_t*, int64_t, const Acts&, int64_t, float*, int64_t, int64_t,
+                          __mmask16);
+
+template <int NT>
+void group_q4_k_fn(const uint8_t* w, const uint16_t*, int64_t nbk, const Acts& a, int64_t t0, float* y, int64_t n_out,
+                   int64_t row0, __mmask16 mask) {
+  group_q4_k<NT>(w, nbk, a, t0, y, n_out, row0, mask);
+}
+
+template <bool kQ6, int... Ns>
+constexpr std::array<GroupKFn, sizeof...(Ns)> group_k_table(std::integer_sequence<int, Ns...>) {
+  if constexpr (kQ6) {
+    return {group_q6_k<Ns + 1>...};
+  } else {
+    return {group_q4_k_fn<Ns + 1>...};
+  }
+}
+
+template <bool kQ6>
+void rows_repacked_k(const PackedMatrix& w, const Acts& a, float* y, int64_t r0, int64_t r1) {
+  constexpr int64_t kGb = kQ6 ? kGroupBlockQ6_K : kGroupBlockQ4_K;
+  static constexpr auto kFns = group_k_table<kQ6>(std::make_integer_sequence<int, kTokenTileK>());
+  const int64_t nbk = w.n_in() / 256, n_out = w.n_out();
+  for (int64_t row0 = r0; row0 < r1; row0 += kGroupRows) {
+    const int64_t g = row0 / kGroupRows;
+    const int64_t n_rows = n_out - row0 < kGroupRows ? n_out - row0 : kGroupRows;
+    const __mmask16 mask = static_cast<__mmask16>((1u << n_rows) - 1);
+    const uint8_t* stream = w.quants() + g * nbk * kGb;
+    const uint16_t* scales = kQ6 ? w.scales() + g * nbk * kGroupRows : nullptr;
+    for (int64_t t = 0; t < a.n_tokens; t += kTokenTileK) {
+      const int64_t nt = a.n_tokens - t < kTokenTileK ? a.n_tokens - t : kTokenTileK;
+      kFns[nt - 1](stream, scales, nbk, a, t, y, n_out, row0, mask);
+    }
+  }
+}
+
 // roundf (ties away from zero), exactly: trunc, then step away when the
 // fraction (exact in float) is at least one half.
 inline __m512 round_away(__m512 v) {
@@ -129,6 +351,8 @@ RowsKernel avx512_rows_kernel(GgmlType type) {
   switch (type) {
     case GgmlType::kQ4_0: return rows_repacked<true>;
     case GgmlType::kQ8_0: return rows_repacked<false>;
+    case GgmlType::kQ4_K: return rows_repacked_k<false>;
+    case GgmlType::kQ6_K: return rows_repacked_k<true>;
     default: return nullptr;
   }
 }
@@ -155,6 +379,73 @@ void avx512_quantize_q8_0_tiled(const float* x, int64_t n_in, int64_t n_tokens, 
       _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 32 * o), _mm512_cvtepi32_epi8(q0));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 32 * o + 16), _mm512_cvtepi32_epi8(q1));
       corr[o] = corr_mul * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    }
+  }
+}
+
+void avx512_quantize_q8_k_tiled(GgmlType type, const float* x, int64_t n_in, int64_t n_tokens, int64_t t0,
+                                int64_t t1, int8_t* qs, float* d, int32_t* pairs) {
+  const int64_t nbk = n_in / 256;
+  const __m512 magic = _mm512_set1_ps(12582912.f);
+  const __m512i mant = _mm512_set1_epi32(0x007fffff), bias = _mm512_set1_epi32(0x00400000),
+                q_max = _mm512_set1_epi32(127);
+  const bool q6 = type == GgmlType::kQ6_K;
+  for (int64_t i = t0; i < t1; ++i) {
+    const int64_t tile0 = i / kTokenTileK * kTokenTileK;
+    const int64_t width = std::min<int64_t>(kTokenTileK, n_tokens - tile0);
+    for (int64_t blk = 0; blk < nbk; ++blk) {
+      const float* xb = x + i * n_in + 256 * blk;
+      const int64_t o = tile0 * nbk + blk * width + (i - tile0);
+      int8_t* q = qs + 256 * o;
+      int32_t* pr = pairs + 8 * o;
+      // amax, and the first value of that magnitude (its sign sets d's).
+      __m512 m = _mm512_setzero_ps();
+      for (int k = 0; k < 16; ++k) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(xb + 16 * k)));
+      const float amax = _mm512_reduce_max_ps(m);
+      if (amax == 0.0f) {
+        std::memset(q, 0, 256);
+        d[o] = 0.0f;
+        std::memset(pr, 0, 32);
+        continue;
+      }
+      float max = 0.0f;
+      for (int k = 0; k < 16; ++k) {
+        const __mmask16 hit =
+            _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(xb + 16 * k)), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+        if (hit) {
+          max = xb[16 * k + __builtin_ctz(hit)];
+          break;
+        }
+      }
+      const float iscale = -127.f / max;
+      const __m512 vs = _mm512_set1_ps(iscale);
+      int32_t bs[16];
+      for (int k = 0; k < 16; ++k) {
+        // ggml's nearest_int: the rounded integer in the low mantissa bits.
+        const __m512 f = _mm512_add_ps(_mm512_mul_ps(vs, _mm512_loadu_ps(xb + 16 * k)), magic);
+        __m512i v = _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(f), mant), bias);
+        v = _mm512_min_epi32(v, q_max);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16 * k), _mm512_cvtepi32_epi8(v));
+        bs[k] = _mm512_reduce_add_epi32(v);
+      }
+      d[o] = 1 / iscale;
+      auto pack = [](int32_t lo, int32_t hi) {
+        return static_cast<int32_t>((static_cast<uint32_t>(lo) & 0xFFFFu) | (static_cast<uint32_t>(hi) << 16));
+      };
+      if (q6) {
+        for (int k = 0; k < 4; ++k) {
+          pr[2 * k] = pack(bs[4 * k], bs[4 * k + 2]);
+          pr[2 * k + 1] = pack(bs[4 * k + 1], bs[4 * k + 3]);
+        }
+      } else {
+        int32_t s32[8];
+        for (int k = 0; k < 8; ++k) s32[k] = bs[2 * k] + bs[2 * k + 1];
+        pr[0] = pack(s32[0], s32[2]);
+        pr[1] = pack(s32[1], s32[3]);
+        pr[2] = pack(s32[4], s32[6]);
+        pr[3] = pack(s32[5], s32[7]);
+        for (int k = 4; k < 8; ++k) pr[k] = 0;
+      }
     }
   }
 }

@@ -23,6 +23,25 @@ inline constexpr int kGroupBlockQ4_0 = 256;
 inline constexpr int kGroupBlockQ8_0 = 512;
 inline constexpr int kTokenTile = 12;  // tokens per micro-kernel call (registers: 2 x 12 accumulators)
 
+// Repacked Q4_K/Q6_K (avx512): rows in groups of kGroupRows, one stream per
+// group, super-block after super-block (nbk = n_in / 256 per row). Every
+// 64-byte vector holds, in lane r (4 bytes), bytes of row 16g + r; all
+// values are unsigned (vpdpbusd's first operand).
+//   Q4_K, kGroupBlockQ4_K bytes per super-block:
+//     vectors 8j + k (j < 4, k < 8)   qs[32j + 4k .. +3]: low nibbles are
+//         values 64j + 4k .. +3 (sub-block 2j), high nibbles 64j + 32 + 4k ..
+//         (sub-block 2j + 1)
+//     vectors 32 + i (i < 3)          scales[4i .. 4i + 3] (6-bit packed)
+//     bytes 2240 + 2r, 2272 + 2r      d, dmin of row r (f16)
+//   Q6_K, kGroupBlockQ6_K bytes per super-block, plus the f16 scale d of
+//   row 16g + r at scales()[(g * nbk + b) * 16 + r]:
+//     vectors 24h + 3k + {0, 1, 2} (h < 2, k < 8)  ql[64h + 4k ..],
+//         ql[64h + 32 + 4k ..], qh[32h + 4k ..]
+//     vectors 48 + i (i < 4)          scales[4i .. 4i + 3] (int8)
+inline constexpr int kGroupBlockQ4_K = 2304;
+inline constexpr int kGroupBlockQ6_K = 3328;
+inline constexpr int kTokenTileK = 8;  // tokens per K-quant micro-kernel call (3 x 8 accumulators)
+
 // Activations quantized for one matmul, n_tokens rows.
 struct Acts {
   int64_t n_tokens = 0;
@@ -41,6 +60,18 @@ struct Acts {
   bool tiled = false;
   // Q8_K (Q4_K/Q6_K weights).
   const BlockQ8_K* qk = nullptr;  // [n_tokens][n_in / 256]
+  // avx512 repacked K-quants (tiled set): the Q8_K activations tiled like
+  // the Q8_0 ones above with kTokenTileK and super-blocks for blocks: index
+  // t0 * nbk + b * w + (i - t0) holds 256 values at kqs + 256 * index, the
+  // scale at kd[index] and 8 int32 at kpairs + 8 * index, each two int16
+  // block sums (low, high half) for vpdpwssd against the weights' scales:
+  //   Q4_K: sums of 32 values s32[k]: (s32[0], s32[2]), (s32[1], s32[3]),
+  //         (s32[4], s32[6]), (s32[5], s32[7]); the other 4 unused.
+  //   Q6_K: Q8_K bsums (16 values) bs: (bs[4i], bs[4i + 2]), (bs[4i + 1],
+  //         bs[4i + 3]) for i < 4.
+  const int8_t* kqs = nullptr;
+  const float* kd = nullptr;
+  const int32_t* kpairs = nullptr;
   // Float types: x rounded through the weight type (F16/BF16) or as is.
   const float* f = nullptr;       // [n_tokens][n_in]
 };
@@ -58,9 +89,19 @@ RowsKernel avx2_rows_kernel(GgmlType type);
 void avx2_quantize_q8_0(const float* x, int64_t n_in, int64_t n_tokens, int32_t corr_mul, int8_t* qs, float* d,
                         int32_t* corr);
 
-// AVX-512 kernels (matmul_avx512.cc): repacked Q4_0/Q8_0 only; rows are
+// AVX-512 kernels (matmul_avx512.cc): repacked Q4_0/Q8_0/Q4_K/Q6_K; rows are
 // split in whole groups (r0, r1 multiples of kGroupRows, r1 may be n_out).
 RowsKernel avx512_rows_kernel(GgmlType type);
+// Repacks n_out rows of a Q4_K/Q6_K matrix (GGUF layout) into the layout
+// above: `stream` gets n_groups * nbk * kGroupBlock bytes, `scales` (Q6_K
+// only) n_groups * nbk * 16 f16. Padding rows are zero.
+void repack_k_quant(GgmlType type, const uint8_t* data, int64_t n_in, int64_t n_out, uint8_t* stream,
+                    uint16_t* scales);
+// Quantizes tokens [t0, t1) of x (n_tokens rows of n_in) to Q8_K in the
+// tiled K layout of Acts (for `type` Q4_K or Q6_K's pair sums). Bit-exact
+// with quantize_row(kQ8_K).
+void avx512_quantize_q8_k_tiled(GgmlType type, const float* x, int64_t n_in, int64_t n_tokens, int64_t t0,
+                                int64_t t1, int8_t* qs, float* d, int32_t* pairs);
 // Quantizes tokens [t0, t1) of x (n_tokens rows of n_in) into the tiled
 // layout of Acts (qs/d/corr point at token 0 of the whole buffer).
 void avx512_quantize_q8_0_tiled(const float* x, int64_t n_in, int64_t n_tokens, int64_t t0, int64_t t1,

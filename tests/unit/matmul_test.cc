@@ -135,6 +135,59 @@ TEST(MatmulQuantize, Avx2Q8_0IsBitExact) {
   check_quantizer(kern::avx2_quantize_q8_0);
 }
 
+// The tiled Q8_K quantizer of the repacked K-quant kernels equals
+// quantize_row(kQ8_K) bit for bit (values, scale; the pair sums from bsums),
+// including the sign rule of d (the first value of largest magnitude) and
+// all-zero super-blocks.
+TEST(MatmulQuantize, Avx512TiledQ8_KIsBitExact) {
+  if (!isa_supported(KernelIsa::kAvx512)) GTEST_SKIP() << "no AVX-512 VNNI";
+  std::mt19937 rng(11);
+  const int64_t n_in = 768, nbk = 3;
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    for (int64_t n_tokens : {1, 5, 2 * kern::kTokenTileK + 3}) {
+      auto x = random_floats(n_in * n_tokens, rng, 3.0f);
+      for (int i = 0; i < 256; ++i) x[256 + i] = 0.0f;  // token 0, super-block 1: all zero
+      x[512 + 7] = -9.0f;                               // super-block 2: -9 first, then +9
+      x[512 + 100] = 9.0f;
+      std::vector<int8_t> qs(n_in * n_tokens);
+      std::vector<float> d(nbk * n_tokens);
+      std::vector<int32_t> pairs(8 * nbk * n_tokens);
+      kern::avx512_quantize_q8_k_tiled(type, x.data(), n_in, n_tokens, 0, n_tokens, qs.data(), d.data(), pairs.data());
+      std::vector<BlockQ8_K> ref(nbk);
+      for (int64_t i = 0; i < n_tokens; ++i) {
+        quantize_row(GgmlType::kQ8_K, x.data() + i * n_in, ref.data(), n_in);
+        const int64_t t0 = i / kern::kTokenTileK * kern::kTokenTileK;
+        const int64_t width = std::min<int64_t>(kern::kTokenTileK, n_tokens - t0);
+        for (int64_t b = 0; b < nbk; ++b) {
+          const int64_t o = t0 * nbk + b * width + (i - t0);
+          SCOPED_TRACE(testing::Message() << ggml_type_name(type) << " token " << i << " super-block " << b);
+          EXPECT_EQ(d[o], ref[b].d);
+          for (int j = 0; j < 256; ++j) ASSERT_EQ(qs[256 * o + j], ref[b].qs[j]) << "value " << j;
+          const int16_t* bs = ref[b].bsums;
+          auto pair = [](int32_t lo, int32_t hi) {
+            return static_cast<int32_t>((static_cast<uint32_t>(lo) & 0xFFFFu) | (static_cast<uint32_t>(hi) << 16));
+          };
+          std::vector<int32_t> want(8, 0);
+          if (type == GgmlType::kQ6_K) {
+            for (int k = 0; k < 4; ++k) {
+              want[2 * k] = pair(bs[4 * k], bs[4 * k + 2]);
+              want[2 * k + 1] = pair(bs[4 * k + 1], bs[4 * k + 3]);
+            }
+          } else {
+            int32_t s32[8];
+            for (int k = 0; k < 8; ++k) s32[k] = bs[2 * k] + bs[2 * k + 1];
+            want[0] = pair(s32[0], s32[2]);
+            want[1] = pair(s32[1], s32[3]);
+            want[2] = pair(s32[4], s32[6]);
+            want[3] = pair(s32[5], s32[7]);
+          }
+          for (int k = 0; k < 8; ++k) EXPECT_EQ(pairs[8 * o + k], want[k]) << "pair " << k;
+        }
+      }
+    }
+  }
+}
+
 TEST(MatmulQuantize, Avx512TiledQ8_0IsBitExact) {
   if (!isa_supported(KernelIsa::kAvx512)) GTEST_SKIP() << "no AVX-512 VNNI";
   // Wraps the tiled quantizer into the row layout check_quantizer expects.
@@ -158,14 +211,17 @@ TEST(MatmulQuantize, Avx512TiledQ8_0IsBitExact) {
   });
 }
 
-TEST(MatmulPack, RepacksOnlyQ4_0AndQ8_0ForAvx512) {
+TEST(MatmulPack, RepacksTheIntegerFormatsForAvx512Only) {
   if (!isa_supported(KernelIsa::kAvx512)) GTEST_SKIP() << "no AVX-512 VNNI";
-  std::vector<uint8_t> w(row_size(GgmlType::kQ4_K, 256) * 3);
-  EXPECT_FALSE(PackedMatrix(GgmlType::kQ4_K, w.data(), 256, 3, KernelIsa::kAvx512).repacked());
-  std::vector<uint8_t> w4(row_size(GgmlType::kQ4_0, 64) * 3);
-  PackedMatrix p(GgmlType::kQ4_0, w4.data(), 64, 3, KernelIsa::kAvx512);
-  EXPECT_TRUE(p.repacked());
-  EXPECT_EQ(p.n_bytes(), w4.size());
+  std::vector<uint8_t> wf(row_size(GgmlType::kF16, 256) * 3);
+  EXPECT_FALSE(PackedMatrix(GgmlType::kF16, wf.data(), 256, 3, KernelIsa::kAvx512).repacked());
+  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    std::vector<uint8_t> w(row_size(type, 256) * 3);
+    PackedMatrix p(type, w.data(), 256, 3, KernelIsa::kAvx512);
+    EXPECT_TRUE(p.repacked()) << ggml_type_name(type);
+    EXPECT_EQ(p.n_bytes(), w.size());
+    EXPECT_FALSE(PackedMatrix(type, w.data(), 256, 3, KernelIsa::kAvx2).repacked());
+  }
 }
 
 // A stacked matrix gives, for every ISA, exactly the outputs of its parts
