@@ -15,19 +15,20 @@
 #include "model/make_model.h"
 #include "model/model.h"
 #include "support/process.h"
+#include "support/temp_files.h"
 
 namespace zl {
 namespace {
 
-std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + "zl_model_test_" + std::to_string(::getpid()) + "_" + name;
-}
+const auto* const kTempCleanup = testing_support::register_temp_cleanup("zl_model_test");
+
+std::string temp_path(const std::string& name) { return testing_support::temp_file("zl_model_test", name); }
 
 // A vocabulary-only GGUF with n tokens (SPM-style metadata).
 std::string write_vocab(int n) {
   GgufWriter w;
   std::vector<std::string> tokens;
-  for (int i = 0; i < n; ++i) tokens.push_back("t" + std::to_string(i));
+  for (int i = 0; i < n; ++i) tokens.push_back(std::to_string(i).insert(0, 1, 't'));  // (not "t" + ...: GCC 12 -Wrestrict false positive)
   w.set("tokenizer.ggml.model", GgufValue::string("llama"));
   w.set("tokenizer.ggml.tokens", GgufValue::string_array(tokens));
   w.set("tokenizer.ggml.bos_token_id", GgufValue::u32(1));

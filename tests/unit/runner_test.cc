@@ -15,12 +15,15 @@
 #include "model/make_model.h"
 #include "model/model.h"
 #include "model/runner.h"
+#include "support/temp_files.h"
 
 namespace zl {
 namespace {
 
+const auto* const kTempCleanup = testing_support::register_temp_cleanup("zl_runner");
+
 std::unique_ptr<Model> small_model(const std::string& arch, GgmlType type) {
-  const std::string dir = ::testing::TempDir() + "zl_runner_" + std::to_string(::getpid()) + "_";
+  const std::string dir = testing_support::temp_file("zl_runner", "");
   GgufWriter vw;
   std::vector<std::string> tokens(80, "t");
   vw.set("tokenizer.ggml.tokens", GgufValue::string_array(tokens));
