@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 
+#include "core/memory.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_internal.h"
 
@@ -35,11 +36,12 @@ int64_t scalar_int8_ops(int64_t n) {
 }  // namespace
 
 double measure_read_bandwidth_gbs(ThreadPool* pool, size_t bytes, int n_passes) {
-  // Each thread reads its own contiguous slice (first touched by itself), a
+  // Each thread reads its own contiguous slice (huge pages where THP allows,
+  // as for the repacked weights; written by itself before timing), a
   // multiple of 256 bytes and 64-byte aligned for the SIMD readers.
   const int64_t n_threads = pool ? pool->n_threads() : 1;
   const size_t slice = bytes / static_cast<size_t>(n_threads) / 4096 * 4096;
-  std::unique_ptr<uint8_t, void (*)(void*)> buf(static_cast<uint8_t*>(std::aligned_alloc(4096, slice * n_threads)),
+  std::unique_ptr<uint8_t, void (*)(void*)> buf(static_cast<uint8_t*>(allocate_large(slice * n_threads)),
                                                 std::free);
   auto run = [&](const std::function<void(int64_t, int64_t)>& fn) {
     if (pool) {
