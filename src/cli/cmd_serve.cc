@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -44,6 +45,7 @@ std::vector<FlagSpec> serve_flags() {
       {"header-timeout-ms", true, "time to send the request headers (default 10000)"},
       {"body-timeout-ms", true, "time to send the request body (default 60000)"},
       {"idle-timeout-ms", true, "keep-alive idle time (default 60000)"},
+      {"drain-timeout", true, "on SIGTERM/SIGINT, seconds for requests in progress to finish (default 30; 0: stop at once)"},
       {"max-pending-events", true, "pause a stream whose client lags this many events behind (default 256)"},
       {"request-log", true, "one line per request on stderr: JSON, or text on a terminal (default true)"},
       {"socket-send-buffer", true, "SO_SNDBUF of connections in bytes (default 0: kernel autotuning)"},
@@ -86,6 +88,41 @@ Extracted extract_flags(int argc, char** argv, int first) {
     }
   }
   return x;
+}
+
+const char* signal_name(int sig) { return sig == SIGINT ? "SIGINT" : "SIGTERM"; }
+
+// Graceful drain after the first stop signal `sig`: the server stops
+// accepting and closes idle connections; returns once no request is in
+// progress, after timeout_s, or at a second stop signal (taken from
+// `signals`, which are blocked in every thread). The caller then stops.
+void drain(http::HttpServer& server, int sig, int64_t timeout_s, const sigset_t& signals) {
+  server.begin_drain();
+  const int64_t n_in_progress = server.requests_in_progress();
+  if (n_in_progress == 0) {
+    std::fprintf(stderr, "zerolayer: %s received, no request in progress, stopping\n", signal_name(sig));
+    return;
+  }
+  std::fprintf(stderr,
+               "zerolayer: %s received, draining %lld requests in progress (up to %lld s; send %s again to stop at "
+               "once)\n",
+               signal_name(sig), static_cast<long long>(n_in_progress), static_cast<long long>(timeout_s),
+               signal_name(sig));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  const timespec poll_interval{.tv_sec = 0, .tv_nsec = 20'000'000};
+  while (server.requests_in_progress() > 0) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      std::fprintf(stderr, "zerolayer: drain timeout (%lld s) passed with %lld requests in progress, stopping\n",
+                   static_cast<long long>(timeout_s), static_cast<long long>(server.requests_in_progress()));
+      return;
+    }
+    const int again = sigtimedwait(&signals, nullptr, &poll_interval);
+    if (again > 0) {
+      std::fprintf(stderr, "zerolayer: %s received during the drain, stopping at once\n", signal_name(again));
+      return;
+    }
+  }
+  std::fprintf(stderr, "zerolayer: requests drained, stopping\n");
 }
 
 }  // namespace
@@ -152,7 +189,11 @@ int cmd_serve(int argc, char** argv, int first) {
 
   int sig = 0;
   sigwait(&stop_signals, &sig);
-  std::fprintf(stderr, "zerolayer: %s received, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  if (cfg.drain_timeout_s > 0) {
+    drain(server, sig, cfg.drain_timeout_s, stop_signals);
+  } else {
+    std::fprintf(stderr, "zerolayer: %s received, stopping\n", signal_name(sig));
+  }
   // Order: no more I/O, then the engine (its thread may still notify channels),
   // then the server's connections (destroyed with it).
   server.stop();

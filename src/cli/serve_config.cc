@@ -115,7 +115,7 @@ const std::vector<std::string>& serve_setting_names() {
       "parallel",        "model-alias",    "chat-template",  "io-threads",      "max-body-bytes",
       "header-timeout-ms", "body-timeout-ms", "idle-timeout-ms", "api-key-file", "fake-engine",
       "fake-step-us",    "fake-ctx",       "max-pending-events", "socket-send-buffer", "request-log",
-      "kv-size",         "kv-type",        "batch-tokens"};
+      "kv-size",         "kv-type",        "batch-tokens",   "drain-timeout"};
   return kNames;
 }
 
@@ -164,6 +164,7 @@ Result<ServeConfig> resolve_serve_config(const std::map<std::string, std::string
   RETURN_IF_ERROR(parse_int(src, "header-timeout-ms", 10, 3600000, &c.header_timeout_ms));
   RETURN_IF_ERROR(parse_int(src, "body-timeout-ms", 10, 3600000, &c.body_timeout_ms));
   RETURN_IF_ERROR(parse_int(src, "idle-timeout-ms", 10, 3600000, &c.idle_timeout_ms));
+  RETURN_IF_ERROR(parse_int(src, "drain-timeout", 0, 3600, &c.drain_timeout_s));
   RETURN_IF_ERROR(parse_int(src, "max-pending-events", 1, 1 << 20, &c.max_pending_events));
   RETURN_IF_ERROR(parse_int(src, "socket-send-buffer", 0, 1 << 30, &c.socket_send_buffer));
   RETURN_IF_ERROR(parse_bool(src, "fake-engine", &c.fake_engine));

@@ -34,6 +34,8 @@ struct ServeConfig {
   int64_t header_timeout_ms = 10000;
   int64_t body_timeout_ms = 60000;
   int64_t idle_timeout_ms = 60000;
+  // SIGTERM/SIGINT: seconds that requests in progress get to finish; 0: stop at once.
+  int64_t drain_timeout_s = 30;
   // Backpressure: a sequence whose client lags this many events behind is paused.
   int64_t max_pending_events = 256;
   int64_t socket_send_buffer = 0;     // SO_SNDBUF of connections; 0: kernel autotuning

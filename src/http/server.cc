@@ -95,11 +95,20 @@ struct Shared {
   std::atomic<int64_t> n_open{0};
   std::atomic<int64_t> n_total{0};
   std::atomic<int64_t> n_requests{0};
-  // Every live connection, so that stop() can close the busy ones: a busy
-  // connection keeps itself alive (busy_self_) and its exchange holds the
-  // handler's state, a cycle that only an answer's end or close() breaks.
+  std::atomic<int64_t> n_in_progress{0};  // HttpServer::requests_in_progress
+  // Every live connection and its I/O context, so that stop() can close the
+  // busy ones (a busy connection keeps itself alive (busy_self_) and its
+  // exchange holds the handler's state, a cycle that only an answer's end or
+  // close() breaks) and begin_drain() can reach each one on its own thread.
+  struct Entry {
+    std::weak_ptr<Connection> conn;
+    asio::io_context* ioc;
+  };
   std::mutex conns_mu;
-  std::unordered_map<const Connection*, std::weak_ptr<Connection>> conns;
+  std::unordered_map<const Connection*, Entry> conns;
+  // Set once by begin_drain, under conns_mu: a connection is either
+  // registered before the drain takes its list, or refused at accept.
+  std::atomic<bool> draining{false};
 };
 
 // One request's answer (see Responder). Lives on its connection's thread.
@@ -137,6 +146,8 @@ class Exchange final : public Responder, public std::enable_shared_from_this<Exc
     if (on_drained_ && !done()) on_drained_();
   }
   bool streaming() const { return started_ && !ended_; }
+  // Drain: an answer not begun yet carries Connection: close.
+  void end_keep_alive() { keep_alive_ = false; }
 
  private:
   void release() {
@@ -168,15 +179,23 @@ class Connection : public std::enable_shared_from_this<Connection> {
     sh_.n_total.fetch_add(1);
   }
   ~Connection() {
+    end_request();
     sh_.n_open.fetch_sub(1);
     std::lock_guard<std::mutex> lock(sh_.conns_mu);
     sh_.conns.erase(this);
   }
 
-  void start() { read_next(); }
+  // Thread-safe: the connection's life runs on its own I/O thread from here.
+  void start() {
+    asio::post(ioc_, [self = shared_from_this()] { self->read_next(); });
+  }
   // Closes at once (client_gone for a pending answer). Only on the
   // connection's I/O thread, or once that thread has stopped (HttpServer::stop).
   void abort() { close(); }
+  // HttpServer::begin_drain, on the connection's I/O thread: idle (no request
+  // in progress) closes now; otherwise the connection closes once the answer
+  // in progress is written, and an answer not begun says Connection: close.
+  void drain();
 
   // Exchange side.
   void queue(std::string_view bytes) {
@@ -203,6 +222,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void flush();
   void on_written(error_code ec);
   void finish_exchange();
+  // A request is in progress from its first byte read (read_header) until
+  // its answer is written (finish_exchange) or the connection closes.
+  void begin_request() {
+    if (in_request_) return;
+    in_request_ = true;
+    sh_.n_in_progress.fetch_add(1);
+  }
+  void end_request() {
+    if (!in_request_) return;
+    in_request_ = false;
+    sh_.n_in_progress.fetch_sub(1);
+  }
   void answer_and_close(HttpError error);
   void close();
   void linger_close();
@@ -229,6 +260,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool reading_ = false;        // an async_read_some is in flight (idle or background)
   bool parsing_ = false;        // a Beast header/body read is in flight
   bool busy_ = false;           // a request is being answered
+  bool in_request_ = false;     // counted in Shared::n_in_progress
   bool answer_queued_ = false;  // the answer is complete in out_/writing_buf_
   bool keep_alive_ = true;
   bool lingering_ = false;
@@ -339,6 +371,10 @@ void Connection::read_next() {
     read_header();
     return;
   }
+  if (sh_.draining.load()) {
+    close();  // no idle keep-alive while draining
+    return;
+  }
   arm(sh_.cfg.idle_timeout);
   if (!reading_) start_read_some();
 }
@@ -373,6 +409,7 @@ void Connection::on_read_some(error_code ec, size_t n) {
 }
 
 void Connection::read_header() {
+  begin_request();
   arm(sh_.cfg.header_timeout);
   parsing_ = true;
   bhttp::async_read_header(sock_, buf_, *parser_, [self = shared_from_this()](error_code ec, size_t) {
@@ -441,7 +478,7 @@ void Connection::dispatch() {
   busy_ = true;
   busy_self_ = shared_from_this();
   answer_queued_ = false;
-  keep_alive_ = parser_->keep_alive();
+  keep_alive_ = parser_->keep_alive() && !sh_.draining.load();
   HttpRequest req = to_request(parser_->release());
   parser_.reset();
   req.request_id = new_request_id();
@@ -496,6 +533,7 @@ void Connection::on_written(error_code ec) {
 }
 
 void Connection::finish_exchange() {
+  end_request();
   auto self = std::move(busy_self_);
   ex_.reset();
   answer_queued_ = false;
@@ -535,9 +573,20 @@ void Connection::linger_close() {
   if (!reading_) start_read_some();
 }
 
+void Connection::drain() {
+  if (closed_ || lingering_) return;
+  if (!in_request_) {
+    close();
+    return;
+  }
+  keep_alive_ = false;
+  if (ex_) ex_->end_keep_alive();
+}
+
 void Connection::close() {
   if (closed_) return;
   closed_ = true;
+  end_request();
   ++timer_gen_;
   timer_.cancel();
   if (ex_) {
@@ -571,25 +620,30 @@ struct HttpServer::Impl {
     acceptor->async_accept(ctx, [this, &ctx](error_code ec, tcp::socket sock) {
       if (ec == asio::error::operation_aborted || !acceptor->is_open()) return;
       if (!ec) {
-        if (shared.n_open.load() >= shared.cfg.max_connections) {
-          error_code ignored;
-          sock.close(ignored);
-        } else {
-          error_code ignored;
-          sock.set_option(tcp::no_delay(true), ignored);
-          if (shared.cfg.socket_send_buffer > 0) {
-            sock.set_option(asio::socket_base::send_buffer_size(shared.cfg.socket_send_buffer), ignored);
-          }
-          auto conn = std::make_shared<Connection>(std::move(sock), ctx, shared);
-          {
-            std::lock_guard<std::mutex> lock(shared.conns_mu);
-            shared.conns.emplace(conn.get(), conn);
-          }
-          conn->start();
-        }
+        if (auto conn = admit(std::move(sock), ctx)) conn->start();
       }
       accept();
     });
+  }
+
+  // A registered connection for `sock`; null (the socket closed) past
+  // max_connections or once draining.
+  std::shared_ptr<Connection> admit(tcp::socket sock, asio::io_context& ctx) {
+    error_code ignored;
+    if (shared.n_open.load() < shared.cfg.max_connections) {
+      sock.set_option(tcp::no_delay(true), ignored);
+      if (shared.cfg.socket_send_buffer > 0) {
+        sock.set_option(asio::socket_base::send_buffer_size(shared.cfg.socket_send_buffer), ignored);
+      }
+      std::lock_guard<std::mutex> lock(shared.conns_mu);
+      if (!shared.draining.load()) {
+        auto conn = std::make_shared<Connection>(std::move(sock), ctx, shared);
+        shared.conns.emplace(conn.get(), Shared::Entry{conn, &ctx});
+        return conn;
+      }
+    }
+    sock.close(ignored);
+    return nullptr;
   }
 };
 
@@ -658,12 +712,39 @@ void HttpServer::stop() {
   std::vector<std::weak_ptr<Connection>> open;
   {
     std::lock_guard<std::mutex> lock(impl_->shared.conns_mu);
-    for (auto& [ptr, weak] : impl_->shared.conns) open.push_back(weak);
+    for (auto& [ptr, entry] : impl_->shared.conns) open.push_back(entry.conn);
   }
   for (auto& weak : open) {
     if (auto conn = weak.lock()) conn->abort();
   }
 }
+
+void HttpServer::begin_drain() {
+  Shared& sh = impl_->shared;
+  std::unordered_map<asio::io_context*, std::vector<std::weak_ptr<Connection>>> by_context;
+  {
+    std::lock_guard<std::mutex> lock(sh.conns_mu);
+    if (sh.draining.exchange(true)) return;
+    for (auto& [ptr, entry] : sh.conns) by_context[entry.ioc].push_back(entry.conn);
+  }
+  // The listener lives on context 0 (an accept in flight ends with
+  // operation_aborted; one already accepted is refused by admit()).
+  if (impl_->acceptor) {
+    asio::post(*impl_->contexts[0], [a = impl_->acceptor.get()] {
+      error_code ignored;
+      a->close(ignored);
+    });
+  }
+  for (auto& [ioc, conns] : by_context) {
+    asio::post(*ioc, [conns = std::move(conns)] {
+      for (const auto& weak : conns) {
+        if (auto conn = weak.lock()) conn->drain();
+      }
+    });
+  }
+}
+
+int64_t HttpServer::requests_in_progress() const { return impl_->shared.n_in_progress.load(); }
 
 ServerCounters HttpServer::counters() const {
   return ServerCounters{.n_connections_open = impl_->shared.n_open.load(),

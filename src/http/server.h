@@ -15,6 +15,14 @@
 // Bodies past max_body_bytes are refused from the Content-Length alone (413)
 // and the connection closes after a short lingering drain, so the client
 // reads the answer instead of a reset.
+//
+// Graceful shutdown (begin_drain, then stop): the listener closes (new
+// connections are refused), idle keep-alive connections close, and every
+// request in progress -- from its first byte read until its answer is fully
+// written -- runs to its end; answers not yet begun carry Connection: close,
+// and each connection closes after its answer. The caller polls
+// requests_in_progress() and calls stop() when it reaches 0 or its patience
+// ends (stop() cuts whatever is left, as without a drain).
 #pragma once
 
 #include <chrono>
@@ -64,8 +72,19 @@ class HttpServer {
   uint16_t port() const;
   // Starts the I/O threads; returns at once.
   void start();
-  // Closes the listener and every connection, joins the threads. Idempotent.
+  // Closes the listener and every connection, joins the threads. Idempotent;
+  // also after begin_drain().
   void stop();
+
+  // Starts a graceful drain (see the top of this file). Thread-safe and
+  // idempotent; returns at once: the work is posted to each I/O thread (the
+  // listener's and every connection's own).
+  void begin_drain();
+  // Requests in progress: from a request's first byte read until its answer
+  // is fully written or its connection closes. Each request counts once,
+  // error answers of the HTTP layer (400, 413, 431) and HEAD included.
+  // Thread-safe (an atomic load).
+  int64_t requests_in_progress() const;
 
   ServerCounters counters() const;
 

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "fake/fake_engine.h"  // kStory
 #include "support/http_client.h"
 
 namespace zl::test {
@@ -465,13 +466,95 @@ TEST(ServerTest, OpenAIStreamingChunks) {
   EXPECT_EQ(str(comp["choices"].as_array()[0].as_object()["text"]), "Once upon a");
 }
 
-TEST(ServerTest, SigtermStopsCleanly) {
-  ServerProcess s({"--fake-engine"});
+// ---- SIGTERM/SIGINT: graceful drain (--drain-timeout) ----
+
+// `[[fake:long]]` streams `max_tokens` tokens of the repeated story.
+std::string long_stream_request(int max_tokens) {
+  return http_request("POST", "/v1/messages",
+                      msg_body(R"("stream":true,"max_tokens":)" + std::to_string(max_tokens), "[[fake:long]]"));
+}
+
+std::string repeated_story(int n_tokens) {
+  std::string text;
+  for (int i = 0; i < n_tokens; ++i) text += fake::kStory[i % fake::kStory.size()];
+  return text;
+}
+
+bool read_first_delta(RawClient& c) {
+  return c.read_until([](const std::string& b) { return b.find("content_block_delta") != std::string::npos; }, 20000);
+}
+
+// The stream was cut: the connection ended without the stream's end.
+void expect_cut(RawClient& c) {
+  HttpReply r = c.read_response(20000);
+  EXPECT_FALSE(r.complete);
+  EXPECT_EQ(r.body.find("message_stop"), std::string::npos);
+  EXPECT_TRUE(c.eof());
+}
+
+TEST(ServerTest, SigtermDrainsTheStreamInProgress) {
+  // 200 tokens at 5 ms: about a second of stream, most of it after SIGTERM.
+  ServerProcess s({"--fake-engine", "--fake-step-us", "5000", "--request-log", "false"});
+  ASSERT_TRUE(s.ok());
+  RawClient idle(s.port());  // keep-alive, one answer behind it
+  ASSERT_TRUE(idle.send_raw(http_request("GET", "/health", "")));
+  ASSERT_EQ(idle.read_response(20000).status, 200);
+  RawClient c(s.port());
+  ASSERT_TRUE(c.send_raw(long_stream_request(200)));
+  ASSERT_TRUE(read_first_delta(c));
+  s.signal(SIGTERM);
+  EXPECT_TRUE(wait_refused(s.port()));
+  EXPECT_TRUE(idle.wait_closed(20000));
+  HttpReply r = c.read_response(30000);
+  ASSERT_TRUE(r.complete);
+  EXPECT_EQ(r.status, 200);
+  json::object delta;
+  EXPECT_EQ(check_anthropic_stream(r.body, &delta), repeated_story(200));
+  EXPECT_EQ(str(delta["delta"].as_object()["stop_reason"]), "max_tokens");
+  EXPECT_EQ(delta["usage"].as_object()["output_tokens"].as_int64(), 200);
+  EXPECT_TRUE(c.wait_closed(20000));
+  EXPECT_EQ(s.wait_exit(30000), 0);
+}
+
+TEST(ServerTest, SecondSignalStopsTheDrainAtOnce) {
+  ServerProcess s({"--fake-engine", "--fake-step-us", "5000", "--drain-timeout", "600"});
   ASSERT_TRUE(s.ok());
   RawClient c(s.port());
-  ASSERT_TRUE(c.send_raw(http_request("POST", "/v1/messages", msg_body(R"("stream":true,"max_tokens":100000)", "[[fake:long]]"))));
-  ASSERT_TRUE(c.read_until([](const std::string& b) { return b.find("content_block_delta") != std::string::npos; }));
-  EXPECT_EQ(s.stop(SIGTERM), 0);
+  ASSERT_TRUE(c.send_raw(long_stream_request(100000)));  // minutes of stream
+  ASSERT_TRUE(read_first_delta(c));
+  s.signal(SIGTERM);
+  // The listener closed while the stream runs: the drain has begun (so the
+  // second signal cannot merge with the first one while both are pending).
+  ASSERT_TRUE(wait_refused(s.port()));
+  const size_t seen = c.buffer().size();
+  ASSERT_TRUE(c.read_until(
+      [&](const std::string& b) { return b.find("content_block_delta", seen) != std::string::npos; }, 20000))
+      << "the stream stopped at the first signal";
+  s.signal(SIGINT);
+  EXPECT_EQ(s.wait_exit(30000), 0);
+  expect_cut(c);
+}
+
+TEST(ServerTest, DrainTimeoutCutsWhatIsLeft) {
+  ServerProcess s({"--fake-engine", "--fake-step-us", "5000", "--drain-timeout", "1"});
+  ASSERT_TRUE(s.ok());
+  RawClient c(s.port());
+  ASSERT_TRUE(c.send_raw(long_stream_request(100000)));
+  ASSERT_TRUE(read_first_delta(c));
+  s.signal(SIGTERM);
+  EXPECT_EQ(s.wait_exit(30000), 0);
+  expect_cut(c);
+}
+
+TEST(ServerTest, DrainTimeoutZeroStopsAtOnce) {
+  ServerProcess s({"--fake-engine", "--drain-timeout", "0"});
+  ASSERT_TRUE(s.ok());
+  RawClient c(s.port());
+  ASSERT_TRUE(c.send_raw(long_stream_request(100000)));
+  ASSERT_TRUE(read_first_delta(c));
+  s.signal(SIGTERM);
+  EXPECT_EQ(s.wait_exit(20000), 0);  // a drain would last 30 s
+  expect_cut(c);
 }
 
 }  // namespace

@@ -73,14 +73,37 @@ class ServerProcess {
     kill(pid_, sig);
     int status = 0;
     waitpid(pid_, &status, 0);
+    reaped(status);
+    return exit_code_;
+  }
+  // Sends `sig` without waiting (while the process runs).
+  void signal(int sig) {
+    if (pid_ > 0) kill(pid_, sig);
+  }
+  // Waits up to timeout_ms for the process to exit on its own; its exit
+  // status, or -1 while it still runs.
+  int wait_exit(int timeout_ms) {
+    if (pid_ <= 0) return exit_code_;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    for (;;) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        reaped(status);
+        return exit_code_;
+      }
+      if (std::chrono::steady_clock::now() >= deadline) return -1;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+
+ private:
+  void reaped(int status) {
     pid_ = -1;
     if (out_fd_ >= 0) close(out_fd_);
     out_fd_ = -1;
     exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    return exit_code_;
   }
 
- private:
   pid_t pid_ = -1;
   int out_fd_ = -1;
   int port_ = 0;
@@ -243,6 +266,17 @@ inline std::string http_request(const std::string& method, const std::string& ta
   }
   r += "\r\n" + body;
   return r;
+}
+
+// True once a connection to `port` is refused (the listener closed), polling
+// for up to timeout_ms.
+inline bool wait_refused(int port, int timeout_ms = 10000) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (!RawClient(port).connected()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
 }
 
 // One request on a fresh connection.

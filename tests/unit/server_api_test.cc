@@ -1,11 +1,16 @@
 // Unit tests of the server's API layer: JSON parsing (every field, every
 // error path), error envelopes, the golden SSE grammar, stop reasons, the
-// context check, the stream shaper, the router and the serve settings.
+// context check, the stream shaper, the router and the serve settings; the
+// HTTP server's graceful drain, in process, with the fake engine behind the
+// real API routes.
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
+#include <thread>
 
 #include "api/anthropic/messages.h"
 #include "api/errors.h"
@@ -13,11 +18,14 @@
 #include "api/json_util.h"
 #include "api/openai/chat_completions.h"
 #include "api/request_log.h"
+#include "api/service.h"
 #include "api/tokenizer_codec.h"
 #include "cli/serve_config.h"
 #include "fake/fake_engine.h"
 #include "http/router.h"
+#include "http/server.h"
 #include "http/stream_shaper.h"
+#include "support/http_client.h"  // RawClient, parse_sse
 
 namespace zl::api {
 namespace {
@@ -476,6 +484,29 @@ TEST(ServeConfig, FlagOverEnvOverTomlOverDefault) {
   EXPECT_FALSE(cli::resolve_serve_config({{"config", path}}, {}, [](const char*) -> const char* { return nullptr; }).ok());
 }
 
+TEST(ServeConfig, DrainTimeout) {
+  const std::string path = ::testing::TempDir() + "serve_config_drain_test.toml";
+  {
+    std::ofstream f(path);
+    f << "drain_timeout = 90\n";
+  }
+  std::map<std::string, std::string> env;
+  auto getenv = [&](const char* n) -> const char* {
+    auto it = env.find(n);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  EXPECT_EQ(cli::resolve_serve_config({}, {}, getenv)->drain_timeout_s, 30);
+  EXPECT_EQ(cli::resolve_serve_config({{"config", path}}, {}, getenv)->drain_timeout_s, 90);
+  env["ZEROLAYER_DRAIN_TIMEOUT"] = "0";
+  EXPECT_EQ(cli::resolve_serve_config({{"config", path}}, {}, getenv)->drain_timeout_s, 0);
+  EXPECT_EQ(cli::resolve_serve_config({{"config", path}, {"drain-timeout", "3600"}}, {}, getenv)->drain_timeout_s, 3600);
+  auto bad = cli::resolve_serve_config({{"drain-timeout", "3601"}}, {}, getenv);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--drain-timeout"), std::string::npos);
+  env["ZEROLAYER_DRAIN_TIMEOUT"] = "-1";
+  EXPECT_FALSE(cli::resolve_serve_config({}, {}, getenv).ok());
+}
+
 }  // namespace
 }  // namespace zl::api
 
@@ -504,6 +535,226 @@ TEST(Codec, RealTokenizerOnStories260K) {
   auto raw = codec.encode_text("Once upon a time");
   ASSERT_TRUE(raw.ok());
   EXPECT_LT(raw->size(), ids->size());
+}
+
+}  // namespace
+}  // namespace zl::api
+
+// ---- HttpServer: graceful drain (begin_drain, requests_in_progress) ----
+
+namespace zl::api {
+namespace {
+
+using test::HttpReply;
+using test::RawClient;
+
+constexpr int kWaitMs = 20000;  // generous: a loaded 2-core machine
+
+// The fake engine (5 ms a token) behind the real API routes on two I/O
+// threads (connections alternate between them). Torn down like `serve`:
+// no more I/O, then the engine, then the server.
+class DrainTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    engine_ = std::make_unique<fake::FakeEngine>(
+        fake::FakeEngineConfig{.n_ctx = 4096, .step_time = std::chrono::microseconds(5000)});
+    service_ = std::make_unique<ApiService>(ApiConfig{}, engine_.get(), &codec_);
+    service_->register_routes(router_);
+    http::ServerConfig cfg;
+    cfg.port = 0;
+    cfg.n_io_threads = 2;
+    cfg.max_body_bytes = 1 << 20;
+    server_ = std::make_unique<http::HttpServer>(cfg, &router_);
+    ASSERT_TRUE(server_->listen().ok());
+    server_->start();
+  }
+  void TearDown() override {
+    server_->stop();
+    engine_.reset();
+    server_.reset();
+  }
+
+  int port() const { return server_->port(); }
+  // Polls until requests_in_progress() is n.
+  bool wait_in_progress(int64_t n) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMs);
+    while (server_->requests_in_progress() != n) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return true;
+  }
+  bool wait_no_connections() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMs);
+    while (server_->counters().n_connections_open != 0) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return true;
+  }
+
+  fake::FakeCodec codec_;
+  http::Router router_;
+  std::unique_ptr<fake::FakeEngine> engine_;
+  std::unique_ptr<ApiService> service_;
+  std::unique_ptr<http::HttpServer> server_;
+};
+
+std::string messages_request(int max_tokens, bool stream) {
+  const std::string body = R"({"model":"m","max_tokens":)" + std::to_string(max_tokens) +
+                           (stream ? R"(,"stream":true)" : "") +
+                           R"(,"messages":[{"role":"user","content":"[[fake:long]]"}]})";
+  return test::http_request("POST", "/v1/messages", body);
+}
+
+std::string repeated_story(int n_tokens) {
+  std::string text;
+  for (int i = 0; i < n_tokens; ++i) text += fake::kStory[i % fake::kStory.size()];
+  return text;
+}
+
+// Checks that an Anthropic SSE body ends cleanly after max_tokens; its text.
+std::string complete_stream_text(const std::string& body) {
+  std::vector<test::SseEvent> ev = test::parse_sse(body);
+  std::string text;
+  for (const auto& e : ev) {
+    if (e.event != "content_block_delta") continue;
+    text += std::string(json::parse(e.data).as_object().at("delta").as_object().at("text").as_string());
+  }
+  EXPECT_GE(ev.size(), 2u);
+  if (ev.size() >= 2) {
+    EXPECT_EQ(ev.back().event, "message_stop");
+    EXPECT_EQ(ev[ev.size() - 2].event, "message_delta");
+    EXPECT_EQ(json::parse(ev[ev.size() - 2].data).as_object().at("delta").as_object().at("stop_reason").as_string(), "max_tokens");
+  }
+  return text;
+}
+
+TEST_F(DrainTest, StreamInProgressRunsToItsEnd) {
+  // 200 tokens at 5 ms: a second of stream, nearly all of it after the drain begins.
+  RawClient c(port());
+  ASSERT_TRUE(c.send_raw(messages_request(200, /*stream=*/true)));
+  ASSERT_TRUE(c.read_until([](const std::string& b) { return b.find("content_block_delta") != std::string::npos; },
+                           kWaitMs));
+  EXPECT_EQ(server_->requests_in_progress(), 1);
+  server_->begin_drain();
+  server_->begin_drain();  // idempotent
+  EXPECT_TRUE(test::wait_refused(port(), kWaitMs));
+  HttpReply r = c.read_response(kWaitMs);
+  ASSERT_TRUE(r.complete);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(complete_stream_text(r.body), repeated_story(200));
+  // Its head went out before the drain (keep-alive): the connection closes after the stream.
+  EXPECT_TRUE(c.wait_closed(kWaitMs));
+  EXPECT_EQ(server_->requests_in_progress(), 0);
+  EXPECT_TRUE(wait_no_connections());
+}
+
+TEST_F(DrainTest, RequestsBeingReadAreAnsweredWithConnectionClose) {
+  const std::string stream_req = messages_request(50, /*stream=*/true);
+  const std::string plain_req = messages_request(50, /*stream=*/false);
+  RawClient s(port());  // one on each I/O thread
+  RawClient p(port());
+  ASSERT_TRUE(s.send_raw(stream_req.substr(0, stream_req.size() - 10)));
+  ASSERT_TRUE(p.send_raw(plain_req.substr(0, 20)));  // mid-headers
+  ASSERT_TRUE(wait_in_progress(2));
+  server_->begin_drain();
+  ASSERT_TRUE(test::wait_refused(port(), kWaitMs));
+  ASSERT_TRUE(s.send_raw(stream_req.substr(stream_req.size() - 10)));
+  ASSERT_TRUE(p.send_raw(plain_req.substr(20)));
+  HttpReply rs = s.read_response(kWaitMs);
+  HttpReply rp = p.read_response(kWaitMs);
+  ASSERT_TRUE(rs.complete);
+  ASSERT_TRUE(rp.complete);
+  EXPECT_EQ(rs.status, 200);
+  EXPECT_EQ(rp.status, 200);
+  EXPECT_EQ(rs.header("connection"), "close");
+  EXPECT_EQ(rp.header("connection"), "close");
+  EXPECT_EQ(complete_stream_text(rs.body), repeated_story(50));
+  json::value full = json::parse(rp.body);
+  EXPECT_EQ(full.as_object().at("content").as_array().at(0).as_object().at("text").as_string(), repeated_story(50));
+  EXPECT_TRUE(s.wait_closed(kWaitMs));
+  EXPECT_TRUE(p.wait_closed(kWaitMs));
+  EXPECT_EQ(server_->requests_in_progress(), 0);
+}
+
+TEST_F(DrainTest, IdleKeepAliveConnectionsClose) {
+  std::vector<std::unique_ptr<RawClient>> clients;
+  for (int i = 0; i < 4; ++i) {  // two on each I/O thread, one answer behind each
+    clients.push_back(std::make_unique<RawClient>(port()));
+    ASSERT_TRUE(clients.back()->send_raw(test::http_request("GET", "/health", "")));
+    HttpReply r = clients.back()->read_response(kWaitMs);
+    ASSERT_EQ(r.status, 200);
+    EXPECT_EQ(r.header("connection"), "");  // keep-alive
+  }
+  ASSERT_TRUE(wait_in_progress(0));
+  EXPECT_EQ(server_->counters().n_connections_open, 4);
+  server_->begin_drain();
+  for (auto& c : clients) EXPECT_TRUE(c->wait_closed(kWaitMs));
+  EXPECT_TRUE(wait_no_connections());
+  EXPECT_TRUE(test::wait_refused(port(), kWaitMs));
+}
+
+TEST_F(DrainTest, EveryRequestCountsOnce) {
+  {
+    RawClient c(port());  // keep-alive: GET, HEAD, 404, a stream, then three pipelined
+    ASSERT_TRUE(c.send_raw(test::http_request("GET", "/health", "")));
+    EXPECT_EQ(c.read_response(kWaitMs).status, 200);
+    ASSERT_TRUE(wait_in_progress(0));
+    ASSERT_TRUE(c.send_raw(test::http_request("HEAD", "/", "")));
+    EXPECT_TRUE(c.read_response(kWaitMs, /*head_request=*/true).complete);
+    ASSERT_TRUE(wait_in_progress(0));
+    ASSERT_TRUE(c.send_raw(test::http_request("GET", "/nope", "")));
+    EXPECT_EQ(c.read_response(kWaitMs).status, 404);
+    ASSERT_TRUE(wait_in_progress(0));
+    ASSERT_TRUE(c.send_raw(messages_request(5, /*stream=*/true)));
+    EXPECT_EQ(complete_stream_text(c.read_response(kWaitMs).body), repeated_story(5));
+    ASSERT_TRUE(wait_in_progress(0));
+    const std::string get = test::http_request("GET", "/health", "");
+    ASSERT_TRUE(c.send_raw(get + get + get));
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(c.read_response(kWaitMs).status, 200);
+    ASSERT_TRUE(wait_in_progress(0));
+  }
+  {
+    RawClient c(port());  // answer_and_close: 413 from the Content-Length alone
+    ASSERT_TRUE(c.send_raw("POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n"));
+    EXPECT_EQ(c.read_response(kWaitMs).status, 413);
+    EXPECT_TRUE(c.wait_closed(kWaitMs));
+    ASSERT_TRUE(wait_in_progress(0));
+  }
+  {
+    RawClient c(port());  // answer_and_close: malformed
+    ASSERT_TRUE(c.send_raw("NOT HTTP AT ALL\r\n\r\n"));
+    EXPECT_EQ(c.read_response(kWaitMs).status, 400);
+    EXPECT_TRUE(c.wait_closed(kWaitMs));
+    ASSERT_TRUE(wait_in_progress(0));
+  }
+  {
+    RawClient c(port());  // the client leaves mid-headers
+    ASSERT_TRUE(c.send_raw("GET /health HT"));
+    ASSERT_TRUE(wait_in_progress(1));
+  }
+  ASSERT_TRUE(wait_in_progress(0));
+  // Once every connection is gone no request can still be counted: a
+  // double count would show here as a negative number.
+  EXPECT_TRUE(wait_no_connections());
+  EXPECT_EQ(server_->requests_in_progress(), 0);
+}
+
+TEST_F(DrainTest, StopAfterDrainCutsWhatIsLeft) {
+  RawClient c(port());
+  ASSERT_TRUE(c.send_raw(messages_request(100000, /*stream=*/true)));  // minutes
+  ASSERT_TRUE(c.read_until([](const std::string& b) { return b.find("content_block_delta") != std::string::npos; },
+                           kWaitMs));
+  server_->begin_drain();
+  ASSERT_TRUE(test::wait_refused(port(), kWaitMs));
+  EXPECT_EQ(server_->requests_in_progress(), 1);
+  server_->stop();
+  EXPECT_EQ(server_->requests_in_progress(), 0);
+  HttpReply r = c.read_response(kWaitMs);
+  EXPECT_FALSE(r.complete);
+  EXPECT_EQ(r.body.find("message_stop"), std::string::npos);
+  EXPECT_TRUE(c.eof());
 }
 
 }  // namespace
