@@ -9,7 +9,8 @@
 // prepares them (PackedMatrix, active ISA). Each round reads the bandwidth
 // bound once (the same streaming read as `zerolayer bench`) and then runs
 // every matrix once by a --tokens activation; the figure is the median over
-// rounds of (weight bytes / matmul time) / bandwidth. Not a test.
+// rounds of (weight bytes / matmul time) / bandwidth, and with --tokens > 1
+// also GFLOP/s (2 x n_in x n_out x tokens per matrix). Not a test.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -66,7 +67,10 @@ int main(int argc, char** argv) {
   std::printf("isa %s, threads %d, %lld x %lld matrices, %lld token(s)\n", zl::isa_name(zl::active_isa()),
               pool.n_threads(), static_cast<long long>(n_out), static_cast<long long>(n_in),
               static_cast<long long>(n_tokens));
-  std::printf("| type | matrices | GB/s | bandwidth GB/s | fraction |\n|---|---|---|---|---|\n");
+  // Prefill/batches are compute bound: GFLOP/s (2 per multiply-add) says more there.
+  const bool gemm = n_tokens > 1;
+  std::printf("| type | matrices | GB/s | bandwidth GB/s | fraction |%s\n|---|---|---|---|---|%s\n",
+              gemm ? " GFLOP/s |" : "", gemm ? "---|" : "");
   std::mt19937 rng(7);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   std::vector<float> x(static_cast<size_t>(n_in * n_tokens)), y(static_cast<size_t>(n_out * n_tokens));
@@ -101,7 +105,7 @@ int main(int argc, char** argv) {
     }
     // Repacking made a copy: the originals are not read again.
     if (mats[0].repacked()) raw.clear();
-    std::vector<double> fracs, gbs, bws;
+    std::vector<double> fracs, gbs, bws, gflops;
     for (int r = 0; r < rounds + 1; ++r) {
       const double bw = zl::measure_read_bandwidth_gbs(&pool, size_t{1} << 30, 1);
       const auto t0 = std::chrono::steady_clock::now();
@@ -112,9 +116,12 @@ int main(int argc, char** argv) {
       gbs.push_back(g);
       bws.push_back(bw);
       fracs.push_back(g / bw);
+      gflops.push_back(2.0 * static_cast<double>(n_in * n_out * n_tokens * n_mats) / s / 1e9);
     }
-    std::printf("| %s | %lld | %.1f | %.1f | %.1f%% |\n", name.c_str(), static_cast<long long>(n_mats), median(gbs),
+    std::printf("| %s | %lld | %.1f | %.1f | %.1f%% |", name.c_str(), static_cast<long long>(n_mats), median(gbs),
                 median(bws), 100 * median(fracs));
+    if (gemm) std::printf(" %.0f |", median(gflops));
+    std::printf("\n");
     std::fflush(stdout);
   }
   return 0;

@@ -340,7 +340,7 @@ void matmul(const PackedMatrix& w, const float* x, int64_t n_tokens, float* y, T
     grain = kern::kGroupRows;
   } else if (w.isa() == KernelIsa::kAvx512 && kern::avx512_float_rows_kernel(w.type()) != nullptr) {
     kernel = kern::avx512_float_rows_kernel(w.type());
-    grain = kern::kFloatRowGrain;
+    grain = kern::avx512_float_row_grain(n_tokens);
   } else {
     kernel = kern::avx2_rows_kernel(w.type());
   }

@@ -8,11 +8,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "kernels/matmul_float.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/quant.h"
 
@@ -261,6 +263,93 @@ TEST(MatmulPack, StackedEqualsItsPartsSideBySide) {
           }
         }
         first += n_out;
+      }
+    }
+  }
+}
+
+// Batch invariance (kernels/matmul_float.h; the engine relies on it): a
+// token's outputs are bit-identical whether it is multiplied alone or in a
+// batch of any size, in any tile position, on one thread or two.
+void check_batch_invariance(KernelIsa isa, GgmlType type, int64_t n_in, ThreadPool* pool) {
+  std::mt19937 rng(99);
+  const size_t w_row = row_size(type, n_in);
+  for (int64_t n_out : kNOuts) {
+    std::vector<uint8_t> w(w_row * n_out);
+    for (int64_t r = 0; r < n_out; ++r) quantize_row(type, random_floats(n_in, rng).data(), w.data() + r * w_row, n_in);
+    const PackedMatrix packed(type, w.data(), n_in, n_out, isa);
+    for (int64_t n_tokens : {1, 2, 3, 5, 8, 13, 17, 40}) {
+      const auto x = random_floats(n_in * n_tokens, rng, 2.0f);
+      std::vector<float> y(n_tokens * n_out), alone(n_out);
+      matmul(packed, x.data(), n_tokens, y.data(), pool);
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        matmul(packed, x.data() + t * n_in, 1, alone.data(), pool);
+        for (int64_t r = 0; r < n_out; ++r) {
+          ASSERT_EQ(y[t * n_out + r], alone[r]) << isa_name(isa) << " " << ggml_type_name(type) << " n_in=" << n_in
+                                                << " n_out=" << n_out << " n_tokens=" << n_tokens << " t=" << t
+                                                << " r=" << r << (pool ? " 2 threads" : "");
+        }
+      }
+    }
+  }
+}
+
+TEST_P(MatmulIsaTest, BatchInvariant) {
+  ThreadPool pool(2);
+  for (const Case& c : kCases) {
+    for (int64_t n_in : c.n_ins) {
+      check_batch_invariance(GetParam(), c.type, n_in, nullptr);
+      check_batch_invariance(GetParam(), c.type, n_in, &pool);
+    }
+  }
+}
+
+// Long rows: the float kernels walk n_in in blocks and tokens in blocks of
+// about 1 MiB of activations (70 x 4100 floats is two).
+TEST_P(MatmulIsaTest, BatchInvariantLongRows) {
+  ThreadPool pool(2);
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16}) {
+    std::mt19937 rng(5);
+    const int64_t n_in = 4100, n_out = 21, n_tokens = 70;
+    const size_t w_row = row_size(type, n_in);
+    std::vector<uint8_t> w(w_row * n_out);
+    for (int64_t r = 0; r < n_out; ++r) quantize_row(type, random_floats(n_in, rng).data(), w.data() + r * w_row, n_in);
+    const PackedMatrix packed(type, w.data(), n_in, n_out, GetParam());
+    const auto x = random_floats(n_in * n_tokens, rng);
+    std::vector<float> y(n_tokens * n_out), alone(n_out);
+    matmul(packed, x.data(), n_tokens, y.data(), &pool);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      matmul(packed, x.data() + t * n_in, 1, alone.data(), nullptr);
+      for (int64_t r = 0; r < n_out; ++r) {
+        ASSERT_EQ(y[t * n_out + r], alone[r]) << isa_name(GetParam()) << " " << ggml_type_name(type) << " t=" << t
+                                              << " r=" << r;
+      }
+    }
+  }
+}
+
+// The vector F16/BF16 activation rounding equals the scalar conversions bit
+// for bit: ties, subnormals, overflow, infinities and NaNs.
+TEST(MatmulQuantize, Avx512RoundThroughIsBitExact) {
+  if (!isa_supported(KernelIsa::kAvx512)) GTEST_SKIP() << "no AVX-512";
+  std::mt19937 rng(3);
+  std::vector<uint32_t> bits = {0x00000000, 0x80000000, 0x7F800000, 0xFF800000, 0x7FC00000, 0xFFC00001,
+                                0x7F800001, 0x7FBFFFFF, 0x00000001, 0x807FFFFF, 0x477FEFFF, 0x477FF000,
+                                0x477FF001, 0xC77FF000, 0x33000000, 0x33000001, 0x387FC000, 0x3F808000,
+                                0x3F818000, 0x3F800FFF, 0x3F801000, 0x3F803000, 0x7F7FFFFF, 0xFF7FFFFF};
+  std::uniform_int_distribution<uint32_t> any;
+  for (int i = 0; i < 5000; ++i) bits.push_back(any(rng));
+  std::vector<float> x(bits.size()), out(bits.size());
+  std::memcpy(x.data(), bits.data(), bits.size() * 4);
+  for (GgmlType type : {GgmlType::kF16, GgmlType::kBF16}) {
+    for (size_t n : {bits.size(), size_t{7}, size_t{1}}) {  // with and without a masked tail
+      kern::avx512_round_through(type, x.data(), static_cast<int64_t>(n), out.data());
+      for (size_t i = 0; i < n; ++i) {
+        const float want = type == GgmlType::kF16 ? fp16_to_fp32(fp32_to_fp16(x[i])) : bf16_to_fp32(fp32_to_bf16(x[i]));
+        uint32_t got_bits, want_bits;
+        std::memcpy(&got_bits, &out[i], 4);
+        std::memcpy(&want_bits, &want, 4);
+        ASSERT_EQ(got_bits, want_bits) << ggml_type_name(type) << " input 0x" << std::hex << bits[i];
       }
     }
   }
