@@ -343,6 +343,8 @@ void matmul(const PackedMatrix& w, const float* x, int64_t n_tokens, float* y, T
     grain = kern::avx512_float_row_grain(n_tokens);
   } else {
     kernel = kern::avx2_rows_kernel(w.type());
+    const bool is_float = w.type() == GgmlType::kF32 || w.type() == GgmlType::kF16 || w.type() == GgmlType::kBF16;
+    if (is_float) grain = kern::avx2_float_row_grain(n_tokens);
   }
   CHECK(kernel != nullptr) << "matmul: no " << isa_name(w.isa()) << " kernel for " << ggml_type_name(w.type());
   // Below ~64 KiB of weight traffic a dispatch costs more than it saves.

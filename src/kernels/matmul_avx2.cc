@@ -1,11 +1,14 @@
 // AVX2 kernels (compiled with -mavx2 -mfma -mf16c; called only when CPUID
-// reports them): one weight row times one token at a time, the row staying
-// in L1 while it is multiplied with every token. Integer formats follow
+// reports them). Integer formats: one weight row times one token at a time,
+// the row staying in L1 while it is multiplied with every token, following
 // ggml's AVX2 dot products (maddubs + madd, exact int32 sums per block).
+// Float formats: register tiles of several rows x tokens (see rows_float).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
+#include "kernels/matmul_float.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/quant.h"
 
@@ -138,19 +141,133 @@ float dot_q6_k(const BlockQ6_K* x, const BlockQ8_K* y, int64_t nb) {
   return hsum(acc);
 }
 
-// Float weights against float activations (already rounded through the
-// weight type): 4 independent accumulators of 8 lanes, scalar tail.
-template <typename LoadW, typename ScalarW>
-float dot_float(const float* a, int64_t n, LoadW load_w, ScalarW scalar_w) {
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    for (int k = 0; k < 4; ++k) acc[k] = _mm256_fmadd_ps(load_w(i + 8 * k), _mm256_loadu_ps(a + i + 8 * k), acc[k]);
+// ---------------------------------------------------------------------------
+// Float weights (F32/F16/BF16) against float activations (already rounded
+// through the weight type), batch-invariant like the AVX-512 kernel
+// (kernels/matmul_float.h): one 8-lane accumulator per (row, token), lane j
+// summing w[i] * x[i] over i = j (mod 8) in order of i, one FMA per 8
+// values, the last n_in % 8 values zero-padded into one more FMA, then
+// hsum's fixed tree — in every tile shape. Tiles of up to 8 rows x 1 token
+// or 4 rows x 3 tokens (x-major: T + 1 + R * T of the 16 ymm registers)
+// convert each weight vector once for all the tile's tokens; more tokens
+// take more passes over the rows, which stay in L1/L2 meanwhile. The first
+// pass prefetches the next tile into L2 and the next lines into L1.
+
+struct F32Row {
+  using Elem = float;
+  static __m256 load(const float* p) { return _mm256_loadu_ps(p); }
+  static float one(const float* p) { return *p; }
+};
+struct F16Row {
+  using Elem = uint16_t;
+  static __m256 load(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static float one(const uint16_t* p) { return f16(*p); }
+};
+struct BF16Row {  // the value is the high half of a float
+  using Elem = uint16_t;
+  static __m256 load(const uint16_t* p) {
+    const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
   }
-  for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(load_w(i), _mm256_loadu_ps(a + i), acc[0]);
-  float s = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-  for (; i < n; ++i) s += scalar_w(i) * a[i];
-  return s;
+  static float one(const uint16_t* p) { return bf16_to_fp32(*p); }
+};
+
+// v, kept in a register: GCC would otherwise fold a load used several times
+// into each FMA as a memory operand, loading it again for every use.
+inline __m256 pinned(__m256 v) {
+  __asm__("" : "+x"(v));
+  return v;
+}
+
+constexpr int64_t kFloatNearBytes = 512;   // L1 prefetch distance within a row
+constexpr int64_t kFloatFarBytes = 16384;  // minimum L2 prefetch distance
+
+// y[t * n_out + r] for R rows at w (n_in apart) x T tokens at x (n_in apart).
+template <class W, int R, int T>
+void float_tile(const typename W::Elem* w, const float* x, int64_t n_in, float* y, int64_t n_out, int64_t pf_far) {
+  using E = typename W::Elem;
+  constexpr int kChunksPerLine = 64 / (8 * static_cast<int>(sizeof(E)));
+  __m256 acc[R][T];
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  }
+  // 8 values: every token's in registers, then each row's against them.
+  auto chunk = [&](auto load_w, auto load_x) __attribute__((always_inline)) {
+    __m256 xv[T];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) xv[t] = pinned(load_x(t));
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m256 wv = pinned(load_w(r));
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
+    }
+  };
+  auto full = [&](int64_t i) __attribute__((always_inline)) {
+    chunk([&](int r) { return W::load(w + r * n_in + i); }, [&](int t) { return _mm256_loadu_ps(x + t * n_in + i); });
+  };
+  const int64_t n_full = n_in / 8;
+  int64_t c = 0;
+  for (; pf_far != 0 && c + kChunksPerLine <= n_full; c += kChunksPerLine) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const char* p = reinterpret_cast<const char*>(w + r * n_in + c * 8);
+      _mm_prefetch(p + kFloatNearBytes, _MM_HINT_T0);
+      _mm_prefetch(p + pf_far, _MM_HINT_T1);
+    }
+#pragma GCC unroll 4
+    for (int s = 0; s < kChunksPerLine; ++s) full((c + s) * 8);
+  }
+  for (; c < n_full; ++c) full(c * 8);
+  if (const int64_t rest = n_in % 8; rest != 0) {
+    alignas(32) float wt[R][8] = {}, xt[T][8] = {};
+    for (int r = 0; r < R; ++r) {
+      for (int64_t j = 0; j < rest; ++j) wt[r][j] = W::one(w + r * n_in + n_full * 8 + j);
+    }
+    for (int t = 0; t < T; ++t) {
+      for (int64_t j = 0; j < rest; ++j) xt[t][j] = x[t * n_in + n_full * 8 + j];
+    }
+    chunk([&](int r) { return _mm256_load_ps(wt[r]); }, [&](int t) { return _mm256_load_ps(xt[t]); });
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) y[t * n_out + r] = hsum(acc[r][t]);
+  }
+}
+
+// Rows per tile and token-tile width for n_tokens: 8 x 1, else 4 x up to 3
+// of equal widths (5 tokens: 3 + 2).
+struct FloatShape {
+  int64_t rows, width;
+};
+FloatShape float_shape(int64_t n_tokens) {
+  if (n_tokens == 1) return {.rows = 8, .width = 1};
+  const int64_t n_tiles = (n_tokens + 2) / 3;
+  return {.rows = 4, .width = (n_tokens + n_tiles - 1) / n_tiles};
+}
+
+template <class W>
+void rows_float(const PackedMatrix& m, const Acts& a, float* y, int64_t r0, int64_t r1) {
+  using E = typename W::Elem;
+  using TileFn = void (*)(const E*, const float*, int64_t, float*, int64_t, int64_t);
+  // [R - 1][T - 1]: 1-8 rows x 1 token, 1-4 rows x 1-3 tokens.
+  static constexpr TileFn kOne[8] = {float_tile<W, 1, 1>, float_tile<W, 2, 1>, float_tile<W, 3, 1>, float_tile<W, 4, 1>,
+                                     float_tile<W, 5, 1>, float_tile<W, 6, 1>, float_tile<W, 7, 1>, float_tile<W, 8, 1>};
+  static constexpr TileFn kMany[4][3] = {{float_tile<W, 1, 1>, float_tile<W, 1, 2>, float_tile<W, 1, 3>},
+                                         {float_tile<W, 2, 1>, float_tile<W, 2, 2>, float_tile<W, 2, 3>},
+                                         {float_tile<W, 3, 1>, float_tile<W, 3, 2>, float_tile<W, 3, 3>},
+                                         {float_tile<W, 4, 1>, float_tile<W, 4, 2>, float_tile<W, 4, 3>}};
+  const int64_t n_in = m.n_in(), n_out = m.n_out(), n_tokens = a.n_tokens;
+  const auto [rows_per_tile, width] = float_shape(n_tokens);
+  const E* base = reinterpret_cast<const E*>(m.data());
+  const int64_t far = std::max<int64_t>(rows_per_tile * n_in * static_cast<int64_t>(sizeof(E)), kFloatFarBytes);
+  for (int64_t r = r0; r < r1; r += rows_per_tile) {
+    const int64_t nr = std::min(rows_per_tile, r1 - r);
+    for (int64_t t = 0; t < n_tokens; t += width) {
+      const int64_t nt = std::min(width, n_tokens - t);
+      const TileFn fn = rows_per_tile == 8 ? kOne[nr - 1] : kMany[nr - 1][nt - 1];
+      fn(base + r * n_in, a.f + t * n_in, n_in, y + t * n_out + r, n_out, t == 0 ? far : 0);
+    }
+  }
 }
 
 template <GgmlType kType>
@@ -172,25 +289,6 @@ void rows(const PackedMatrix& w, const Acts& a, float* y, int64_t r0, int64_t r1
         const BlockQ8_K* qk = a.qk + t * nb;
         v = kType == GgmlType::kQ4_K ? dot_q4_k(reinterpret_cast<const BlockQ4_K*>(wr), qk, nb)
                                      : dot_q6_k(reinterpret_cast<const BlockQ6_K*>(wr), qk, nb);
-      } else if constexpr (kType == GgmlType::kF32) {
-        const float* wf = reinterpret_cast<const float*>(wr);
-        v = dot_float(a.f + t * n_in, n_in, [&](int64_t i) { return _mm256_loadu_ps(wf + i); },
-                      [&](int64_t i) { return wf[i]; });
-      } else if constexpr (kType == GgmlType::kF16) {
-        const uint16_t* wh = reinterpret_cast<const uint16_t*>(wr);
-        v = dot_float(
-            a.f + t * n_in, n_in,
-            [&](int64_t i) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wh + i))); },
-            [&](int64_t i) { return f16(wh[i]); });
-      } else {  // BF16: the value is the high half of a float
-        const uint16_t* wh = reinterpret_cast<const uint16_t*>(wr);
-        v = dot_float(
-            a.f + t * n_in, n_in,
-            [&](int64_t i) {
-              const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wh + i)));
-              return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
-            },
-            [&](int64_t i) { return bf16_to_fp32(wh[i]); });
       }
       y[t * n_out + r] = v;
     }
@@ -209,15 +307,17 @@ inline __m256 round_away(__m256 v) {
 
 }  // namespace
 
+int64_t avx2_float_row_grain(int64_t n_tokens) { return float_shape(n_tokens).rows; }
+
 RowsKernel avx2_rows_kernel(GgmlType type) {
   switch (type) {
     case GgmlType::kQ4_0: return rows<GgmlType::kQ4_0>;
     case GgmlType::kQ8_0: return rows<GgmlType::kQ8_0>;
     case GgmlType::kQ4_K: return rows<GgmlType::kQ4_K>;
     case GgmlType::kQ6_K: return rows<GgmlType::kQ6_K>;
-    case GgmlType::kF32: return rows<GgmlType::kF32>;
-    case GgmlType::kF16: return rows<GgmlType::kF16>;
-    case GgmlType::kBF16: return rows<GgmlType::kBF16>;
+    case GgmlType::kF32: return rows_float<F32Row>;
+    case GgmlType::kF16: return rows_float<F16Row>;
+    case GgmlType::kBF16: return rows_float<BF16Row>;
     default: return nullptr;
   }
 }

@@ -1,6 +1,7 @@
-// AVX-512 kernels for the float weight formats (F32, F16, BF16), kept apart
-// from matmul_internal.h's integer kernels. Not a public header; nothing here
-// may use intrinsics (matmul_avx512_float.cc has its own -m flags).
+// Float weight formats (F32, F16, BF16): the AVX-512 kernels and what
+// matmul.cc needs besides matmul_internal.h to dispatch them and the AVX2
+// ones. Not a public header; nothing here may use intrinsics (the kernel
+// files have their own -m flags).
 //
 // Batch invariance (all float kernels, every ISA): the output for weight row
 // r and token t is computed by the same sequence of float operations however
@@ -23,6 +24,10 @@ RowsKernel avx512_float_rows_kernel(GgmlType type);
 // Row splits in multiples of this keep every tile of the kernel full (any
 // split is correct).
 int64_t avx512_float_row_grain(int64_t n_tokens);
+
+// AVX2 (matmul_avx2.cc, avx2_rows_kernel): row splits in multiples of this
+// keep every tile full.
+int64_t avx2_float_row_grain(int64_t n_tokens);
 
 // out[i] = x[i] rounded to `type` (F16 or BF16) and back, bit-exact with
 // fp16_to_fp32(fp32_to_fp16(x)) and bf16_to_fp32(fp32_to_bf16(x)); out may
