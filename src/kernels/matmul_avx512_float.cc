@@ -349,11 +349,16 @@ PanelScratch& panel_scratch() {
 
 // Chunks [c0, c1) of n_rows rows of n_in values at w (rows n_in apart) ->
 // panel layout from `panel` on, written in order (rows read side by side).
+// `prefetch`: the same chunks of the next n_rows rows into L2 meanwhile.
 template <class W>
-void pack_panel(const typename W::Elem* w, int64_t n_rows, int64_t n_in, int64_t c0, int64_t c1, float* panel) {
+void pack_panel(const typename W::Elem* w, int64_t n_rows, int64_t n_in, int64_t c0, int64_t c1, float* panel,
+                bool prefetch) {
   const int64_t n_full = std::min(c1, n_in / kLanes);
   for (int64_t c = c0; c < n_full; ++c, panel += n_rows * kLanes) {
-    for (int64_t r = 0; r < n_rows; ++r) _mm512_store_ps(panel + r * kLanes, W::load(w + r * n_in + c * kLanes));
+    for (int64_t r = 0; r < n_rows; ++r) {
+      if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(w + (r + n_rows) * n_in + c * kLanes), _MM_HINT_T1);
+      _mm512_store_ps(panel + r * kLanes, W::load(w + r * n_in + c * kLanes));
+    }
   }
   if (n_full < c1) {  // the partial last chunk
     for (int64_t r = 0; r < n_rows; ++r) {
@@ -396,18 +401,20 @@ void rows_packed(const PackedMatrix& m, const Acts& a, float* y, int64_t r0, int
     pack_acts(a.f + tb0 * n_in, tb1 - tb0, n_in, acts);
     for (int64_t rt = r0; rt < r1; rt += kPanelRows) {
       const int64_t nr = std::min<int64_t>(kPanelRows, r1 - rt);
-      // Many tokens: the whole panel once. Few: a slice per n_in block, which
-      // stays in L1 (packing is then cheap, and done once anyway).
+      // Many tokens: the whole panel once, and the next row tile streams
+      // into L2 while the tiles compute. Few: a slice per n_in block, which
+      // stays in L1 (packing is then cheap, and done once anyway), prefetching
+      // the next row tile's slice as it goes.
       const bool whole = tb1 - tb0 > kSubBlock;
-      if (whole) pack_panel<W>(base + rt * n_in, nr, n_in, 0, nc, panel);
-      // The next row tile streams into L2 while this one computes.
+      const bool more = rt + nr < r1;
+      if (whole) pack_panel<W>(base + rt * n_in, nr, n_in, 0, nc, panel, /*prefetch=*/false);
       const char* pf = reinterpret_cast<const char*>(base + (rt + nr) * n_in);
-      const char* pf_end = pf + std::clamp<int64_t>(r1 - rt - nr, 0, kPanelRows) * row_bytes;
+      const char* pf_end = whole ? pf + std::clamp<int64_t>(r1 - rt - nr, 0, kPanelRows) * row_bytes : pf;
       for (int64_t sb0 = tb0; sb0 < tb1; sb0 += kSubBlock) {
         const int64_t sb1 = std::min(tb1, sb0 + kSubBlock);
         for (int64_t c0 = 0; c0 < nc; c0 += kKBlock / kLanes) {
           const int64_t c1 = std::min(nc, c0 + kKBlock / kLanes);
-          if (!whole) pack_panel<W>(base + rt * n_in, nr, n_in, c0, c1, panel);
+          if (!whole) pack_panel<W>(base + rt * n_in, nr, n_in, c0, c1, panel, /*prefetch=*/more);
           for (int64_t tt = sb0; tt < sb1; tt += kTileTokens) {
             const int64_t nt = std::min<int64_t>(kTileTokens, sb1 - tt);
             const PackedTile k{.w = whole ? panel + c0 * nr * kLanes : panel,
