@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/memory.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/matmul_float.h"
 #include "kernels/quant.h"
@@ -56,13 +57,7 @@ bool repacks(GgmlType type, KernelIsa isa) {
 
 bool is_k_quant(GgmlType type) { return type == GgmlType::kQ4_K || type == GgmlType::kQ6_K; }
 
-void* aligned_bytes(size_t n) {
-  const size_t rounded = (std::max<size_t>(n, 1) + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, rounded);
-  CHECK(p != nullptr) << "out of memory repacking " << n << " bytes";
-  std::memset(p, 0, rounded);
-  return p;
-}
+void* aligned_bytes(size_t n) { return allocate_large(n); }
 
 // Thread-local activation scratch of the calling thread (see matmul()).
 struct Scratch {
