@@ -223,11 +223,42 @@ void PackedMatrix::FreeDeleter::operator()(void* p) const { std::free(p); }
 
 PackedMatrix::PackedMatrix(GgmlType type, const uint8_t* data, int64_t n_in, int64_t n_out, KernelIsa isa)
     : type_(type), n_in_(n_in), n_out_(n_out), isa_(isa), data_(data) {
-  CHECK(isa_supported(isa)) << "PackedMatrix: " << isa_name(isa) << " is not supported by this CPU";
-  vec_dot_type(type);  // CHECKs a supported type
+  prepare();
+}
+
+PackedMatrix::PackedMatrix(AdoptRows, GgmlType type, std::unique_ptr<uint8_t, FreeDeleter> rows, int64_t n_in,
+                           int64_t n_out, KernelIsa isa)
+    : type_(type), n_in_(n_in), n_out_(n_out), isa_(isa), data_(rows.get()), owned_rows_(std::move(rows)) {
+  prepare();
+}
+
+void PackedMatrix::prepare() {
+  CHECK(isa_supported(isa_)) << "PackedMatrix: " << isa_name(isa_) << " is not supported by this CPU";
+  vec_dot_type(type_);  // CHECKs a supported type
+  n_bytes_ = row_size(type_, n_in_) * static_cast<size_t>(n_out_);
+  if (!repacks(type_, isa_)) {
+    // The SIMD kernels read these rows in place: from a copy in huge pages
+    // (allocate_large) rather than the 4 KiB pages of a mapped file, worth
+    // ~10% of decode bandwidth for float weights (kernel_bench, bench/README.md).
+    if (isa_ != KernelIsa::kScalar && !owned_rows_) {
+      owned_rows_.reset(static_cast<uint8_t*>(aligned_bytes(n_bytes_)));
+      std::memcpy(owned_rows_.get(), data_, n_bytes_);
+      data_ = owned_rows_.get();
+    }
+    return;
+  }
+  repack();
+  if (owned_rows_) {  // stacked(): only the repacked copy is kept
+    owned_rows_.reset();
+    data_ = nullptr;
+  }
+}
+
+void PackedMatrix::repack() {
+  const GgmlType type = type_;
+  const int64_t n_in = n_in_, n_out = n_out_;
+  const uint8_t* data = data_;
   const size_t w_row = row_size(type, n_in);
-  n_bytes_ = w_row * static_cast<size_t>(n_out);
-  if (!repacks(type, isa)) return;
   if (is_k_quant(type)) {
     const int64_t nbk = n_in / kQkK;
     const int64_t n_groups = (n_out + kern::kGroupRows - 1) / kern::kGroupRows;
@@ -315,13 +346,7 @@ PackedMatrix PackedMatrix::stacked(GgmlType type, int64_t n_in, std::span<const 
     std::memcpy(rows.get() + offset, p.data, w_row * p.n_out);
     offset += w_row * p.n_out;
   }
-  PackedMatrix m(type, rows.get(), n_in, n_out, isa);
-  if (m.repacked()) {
-    m.data_ = nullptr;  // the kernels read only the repacked copy; `rows` is freed here
-  } else {
-    m.owned_rows_ = std::move(rows);
-  }
-  return m;
+  return PackedMatrix(AdoptRows{}, type, std::move(rows), n_in, n_out, isa);
 }
 
 void matmul(const PackedMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {

@@ -7,14 +7,18 @@
 // Kernels per instruction set, chosen at run time from CPUID (override with
 // ZL_KERNELS=scalar|avx2|avx512 for tests and comparisons):
 //   scalar  quant.h's vec_dot per (row, token) — the reference.
-//   avx2    per-row dot products (maddubs/madd, F16C + FMA), every format.
-//   avx512  Q4_0/Q8_0 weights repacked at load into groups of 16 rows
-//           interleaved by 4 bytes, multiplied with AVX-512 VNNI (vpdpbusd)
-//           against broadcast activations: one weight load serves up to 8
-//           tokens (a GEMM micro-kernel of 16 rows x 8 tokens); the other
-//           formats use the avx2 kernels.
+//   avx2    per-row dot products (maddubs/madd) for the integer formats;
+//           float formats in tiles of rows x tokens (F16C + FMA).
+//   avx512  Q4_0/Q8_0/Q4_K/Q6_K weights repacked at load into groups of 16
+//           rows interleaved by 4 bytes, multiplied with AVX-512 VNNI
+//           (vpdpbusd) against broadcast activations: one weight load serves
+//           up to 12 tokens (Q4_0/Q8_0) or 8 (K-quants) — a GEMM
+//           micro-kernel; float formats (matmul_float.h) in the GGUF rows,
+//           register-tiled rows x tokens.
 // Results differ from the scalar path only in float rounding (the order in
-// which per-block integer sums are scaled and added).
+// which per-block integer sums are scaled and added). Every path is batch
+// invariant: a token's outputs are bit-identical whatever else is in the
+// batch (tested).
 #pragma once
 
 #include <cstddef>
@@ -38,14 +42,17 @@ bool isa_supported(KernelIsa isa);
 const char* isa_name(KernelIsa isa);
 
 // A weight matrix of n_out rows of n_in values, prepared once for one ISA.
-// References `data` in place (which must then outlive it) or holds a
-// repacked copy (avx512 Q4_0/Q8_0: same number of bytes). Immutable after
+// Holds its own copy of the weights in huge-page memory (core/memory.h):
+// repacked (avx512 Q4_0/Q8_0/Q4_K/Q6_K: the same number of bytes) or the
+// GGUF rows as they are (other formats and avx2). Only the scalar ISA
+// references `data` in place (which must then outlive it). Immutable after
 // construction; matmul may run on it from several threads.
 class PackedMatrix {
  public:
   PackedMatrix() = default;
   // `data` holds n_out rows of row_size(type, n_in) bytes (GGUF layout).
-  // Cost: O(bytes) when repacking, O(1) otherwise. CHECKs a supported type.
+  // Cost: one copy of the bytes (repacked, or as they are in huge pages), none
+  // for the scalar ISA. CHECKs a supported type.
   PackedMatrix(GgmlType type, const uint8_t* data, int64_t n_in, int64_t n_out,
                KernelIsa isa = active_isa());
 
@@ -71,7 +78,9 @@ class PackedMatrix {
   // Bytes of weights read by one pass over the matrix.
   size_t n_bytes() const { return n_bytes_; }
 
-  // GGUF layout: the original rows (null for a repacked stacked() matrix).
+  // GGUF layout: the rows the kernels read, a copy in huge-page memory when
+  // the ISA is not scalar and the matrix not repacked (the original rows
+  // where repacked; null for a repacked stacked() matrix).
   const uint8_t* data() const { return data_; }
   // Repacked layout (avx512 Q4_0/Q8_0), see matmul_internal.h.
   const uint8_t* quants() const { return quants_.get(); }
@@ -81,12 +90,18 @@ class PackedMatrix {
   struct FreeDeleter {
     void operator()(void* p) const;
   };
+  struct AdoptRows {};
+  // Takes `rows` (stacked()): no further copy.
+  PackedMatrix(AdoptRows, GgmlType type, std::unique_ptr<uint8_t, FreeDeleter> rows, int64_t n_in, int64_t n_out,
+               KernelIsa isa);
+  void prepare();
+  void repack();
   GgmlType type_ = GgmlType::kF32;
   int64_t n_in_ = 0, n_out_ = 0;
   KernelIsa isa_ = KernelIsa::kScalar;
   size_t n_bytes_ = 0;
   const uint8_t* data_ = nullptr;
-  std::unique_ptr<uint8_t, FreeDeleter> owned_rows_;  // stacked(): the rows data_ points into
+  std::unique_ptr<uint8_t, FreeDeleter> owned_rows_;  // the rows data_ points into, when a copy
   std::unique_ptr<uint8_t, FreeDeleter> quants_;
   std::unique_ptr<uint16_t, FreeDeleter> scales_;
 };
