@@ -210,7 +210,7 @@ TEST(ServerTest, StopReasonsAreExact) {
 }
 
 TEST(ServerTest, StreamingMatchesNonStreaming) {
-  for (const std::string extra : {std::string(R"("temperature":0)"), std::string(R"("stop_sequences":["Lily"])")}) {
+  for (const std::string& extra : {std::string(R"("temperature":0)"), std::string(R"("stop_sequences":["Lily"])")}) {
     auto full = parse_obj(fetch(port(), "POST", "/v1/messages", msg_body(extra)).body);
     HttpReply s = fetch(port(), "POST", "/v1/messages?beta=true", msg_body(extra + R"(,"stream":true)"));
     EXPECT_EQ(s.status, 200);
