@@ -11,4 +11,9 @@ namespace zl {
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
 void swiglu_scalar(const float* gate, const float* up, float* out, int64_t n);
 
+// out[i] = fp32_to_fp16(x[i]) (round to nearest even; F16C where the ISA
+// has it), e.g. K/V rows into an F16 cache.
+void fp32_to_fp16_row(const float* x, uint16_t* out, int64_t n);
+void fp32_to_fp16_row_scalar(const float* x, uint16_t* out, int64_t n);
+
 }  // namespace zl

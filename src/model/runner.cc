@@ -119,8 +119,7 @@ void store_row(KvType type, const float* src, void* dst, int64_t n) {
   if (type == KvType::kF32) {
     std::memcpy(dst, src, n * sizeof(float));
   } else {
-    auto* d = static_cast<uint16_t*>(dst);
-    for (int64_t i = 0; i < n; ++i) d[i] = fp32_to_fp16(src[i]);
+    fp32_to_fp16_row(src, static_cast<uint16_t*>(dst), n);
   }
 }
 

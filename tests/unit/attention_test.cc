@@ -127,5 +127,23 @@ TEST(Fused, SwigluMatchesScalarTwin) {
   }
 }
 
+// The F16 row conversion (K/V cache stores) is bit-exact with the scalar
+// one: ties to even, subnormals, overflow to infinity, signed zeros.
+TEST(Fused, Fp32ToFp16RowIsBitExact) {
+  std::mt19937 rng(6);
+  std::normal_distribution<float> dist(0.0f, 3.0f);
+  for (int64_t n : {1, 7, 8, 37, 1029}) {
+    std::vector<float> x(n);
+    for (auto& v : x) v = dist(rng);
+    const float specials[] = {0.0f, -0.0f, 65504.0f, 65520.0f, 1e6f, -1e6f, 6e-8f, 3e-8f, 1e-9f,
+                              1.0f + 1.0f / 2048.0f, 1.0f + 3.0f / 2048.0f, 1e-5f, -2.5e-6f};
+    for (size_t i = 0; i < std::size(specials) && i < x.size(); ++i) x[i] = specials[i];
+    std::vector<uint16_t> got(n), want(n);
+    fp32_to_fp16_row(x.data(), got.data(), n);
+    fp32_to_fp16_row_scalar(x.data(), want.data(), n);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], want[i]) << "n " << n << " x " << x[i];
+  }
+}
+
 }  // namespace
 }  // namespace zl
