@@ -87,7 +87,7 @@ std::string format_request_log_human(const RequestLog& r) {
     n = std::snprintf(buf, sizeof buf, " total %.1f ms", r.t_total_ms);
     out.append(buf, static_cast<size_t>(std::max(n, 0)));
   }
-  if (r.finish != FinishReason::kNone) out += " " + std::string(finish_reason_name(r.finish));
+  if (r.finish != FinishReason::kNone) out.append(" ").append(finish_reason_name(r.finish));
   if (!r.error_reason.empty()) out += " error=" + r.error_reason;
   return out;
 }

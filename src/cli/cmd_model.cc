@@ -44,7 +44,8 @@ std::string describe_value(const GgufValue& v, bool all) {
     return out;
   }
   if (const GgufArray* a = v.as_array()) {
-    std::string out = "[" + std::string(gguf_value_type_name(a->elem_type)) + " x " + std::to_string(a->items.size()) + "]";
+    std::string out = "[";
+    out.append(gguf_value_type_name(a->elem_type)).append(" x ").append(std::to_string(a->items.size())).append("]");
     const size_t shown = all ? a->items.size() : std::min<size_t>(a->items.size(), 8);
     if (shown) out += " ";
     for (size_t i = 0; i < shown; ++i) out += (i ? ", " : "") + describe_value(a->items[i], all);

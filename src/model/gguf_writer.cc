@@ -112,7 +112,8 @@ void GgufWriter::add_tensor(std::string name, GgmlType type, std::vector<int64_t
 
 std::vector<uint8_t> GgufWriter::header_bytes() const {
   std::vector<uint8_t> out;
-  out.insert(out.end(), kMagic, kMagic + 4);
+  out.reserve(1 << 12);
+  for (uint8_t b : kMagic) out.push_back(b);  // (insert of the array: a GCC 12 -Wstringop-overflow false positive)
   put<uint32_t>(out, kWriteVersion);
   put<uint64_t>(out, tensors_.size());
   put<uint64_t>(out, kv_.size());
