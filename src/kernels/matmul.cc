@@ -74,6 +74,14 @@ Scratch& scratch() {
   return s;
 }
 
+// Grows `v` to at least n elements, never shrinks it: a decode step
+// alternates between activation sizes (2048 and 8192 values for a 1B
+// model), and each regrowth would value-initialize the difference again.
+template <typename T>
+void ensure_size(std::vector<T>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
 void run_rows(ThreadPool* pool, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (pool != nullptr) {
     pool->parallel_for(n, fn, grain);
@@ -88,7 +96,7 @@ void matmul_scalar(const PackedMatrix& w, const float* x, int64_t n_tokens, floa
   const size_t act_row = row_size(partner, n_in);
   const size_t w_row = row_size(w.type(), n_in);
   auto& raw = scratch().raw;
-  raw.resize(act_row * n_tokens);
+  ensure_size(raw, act_row * n_tokens);
   for (int64_t t = 0; t < n_tokens; ++t) quantize_row(partner, x + t * n_in, raw.data() + t * act_row, n_in);
   const uint8_t* act = raw.data();
   run_rows(pool, n_out, 16, [&](int64_t r0, int64_t r1) {
@@ -111,10 +119,10 @@ kern::Acts prepare_acts(const PackedMatrix& w, const float* x, int64_t n_tokens,
       const int64_t nb = n_in / kQk32;
       const int32_t corr_mul = !w.repacked() ? 0 : w.type() == GgmlType::kQ4_0 ? -8 : -128;
       a.tiled = w.repacked();
-      const int64_t n_rows = a.tiled ? (n_tokens + kern::kTokenTile - 1) / kern::kTokenTile * kern::kTokenTile : n_tokens;
-      s.qs.resize(n_rows * n_in);
-      s.d.resize(n_rows * nb);
-      s.corr.resize(n_rows * nb);
+      // (The tiled layout's last tile is compact: n_tokens rows in both layouts.)
+      ensure_size(s.qs, n_tokens * n_in);
+      ensure_size(s.d, n_tokens * nb);
+      ensure_size(s.corr, n_tokens * nb);
       auto rows = [&](int64_t t0, int64_t t1) {
         if (a.tiled) {
           kern::avx512_quantize_q8_0_tiled(x, n_in, n_tokens, t0, t1, corr_mul, s.qs.data(), s.d.data(), s.corr.data());
@@ -138,9 +146,9 @@ kern::Acts prepare_acts(const PackedMatrix& w, const float* x, int64_t n_tokens,
       const int64_t nb = n_in / kQkK;
       if (w.repacked()) {
         a.tiled = true;
-        s.qs.resize(n_tokens * n_in);
-        s.d.resize(n_tokens * nb);
-        s.corr.resize(n_tokens * nb * 8);
+        ensure_size(s.qs, n_tokens * n_in);
+        ensure_size(s.d, n_tokens * nb);
+        ensure_size(s.corr, n_tokens * nb * 8);
         auto rows = [&](int64_t t0, int64_t t1) {
           kern::avx512_quantize_q8_k_tiled(w.type(), x, n_in, n_tokens, t0, t1, s.qs.data(), s.d.data(),
                                            s.corr.data());
@@ -155,7 +163,7 @@ kern::Acts prepare_acts(const PackedMatrix& w, const float* x, int64_t n_tokens,
         a.kpairs = s.corr.data();
         break;
       }
-      s.qk.resize(n_tokens * nb);
+      ensure_size(s.qk, n_tokens * nb);
       auto rows = [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) quantize_row(GgmlType::kQ8_K, x + t * n_in, s.qk.data() + t * nb, n_in);
       };
@@ -171,7 +179,7 @@ kern::Acts prepare_acts(const PackedMatrix& w, const float* x, int64_t n_tokens,
     case GgmlType::kF16:
     case GgmlType::kBF16: {
       const bool f16 = w.type() == GgmlType::kF16;
-      s.f.resize(n_tokens * n_in);
+      ensure_size(s.f, n_tokens * n_in);
       if (w.isa() == KernelIsa::kAvx512) {
         kern::avx512_round_through(w.type(), x, n_tokens * n_in, s.f.data());
       } else {
