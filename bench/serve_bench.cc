@@ -369,7 +369,7 @@ int main(int argc, char** argv) {
                 percentile(best_served.overhead_ms, 0.5), percentile(best_served.overhead_ms, 0.99));
     std::fflush(stdout);
     std::string per_rep;
-    for (double r : ratios) per_rep += " " + std::to_string(static_cast<int>(100 * r + 0.5)) + "%";
+    for (double r : ratios) per_rep.append(" ").append(std::to_string(static_cast<int>(100 * r + 0.5))).append("%");
     std::fprintf(stderr, "  %d streams: served/engine per rep:%s\n", level, per_rep.c_str());
     std::fprintf(stderr, "  %d streams: overhead = front (send -> submit) p50 %.3f ms [of which template+tokenize+submit %.3f ms]"
                  " + back (token -> client) p50 %.3f ms\n",
