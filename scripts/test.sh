@@ -19,9 +19,10 @@ bash scripts/setup.sh
 bash scripts/build.sh
 (cd build && ctest --output-on-failure -j"$jobs" "${ctest_args[@]}")
 if [ "$sanitize" = 1 ]; then
-  echo "== sanitizer pass (ASan + UBSan): hostile-input tests"
+  echo "== sanitizer pass (ASan + UBSan): hostile-input tests and the SIMD kernels"
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DZL_SANITIZE=ON >/dev/null
-  cmake --build build-asan -j"$jobs" --target gguf_test model_test
+  cmake --build build-asan -j"$jobs" --target gguf_test model_test matmul_test
   ./build-asan/gguf_test --gtest_brief=1
   ./build-asan/model_test --gtest_brief=1
+  ./build-asan/matmul_test --gtest_brief=1
 fi
