@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs the default test suite (unit + e2e), then the
-# hostile-input tests (GGUF parsing, model loading) again under
+# hostile-input tests (GGUF parsing, model loading) and the matmul kernels again under
 # AddressSanitizer + UndefinedBehaviorSanitizer. This is what CI runs.
 # Tests that need ../shared (models, golden data, vocabularies) say SKIPPED when it is absent.
 #   --no-sanitize   skip the sanitizer pass
