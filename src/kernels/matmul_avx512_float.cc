@@ -1,6 +1,7 @@
 // AVX-512 kernels for float weights (kernels/matmul_float.h), compiled with
 // -mavx512f -mavx512bw -mavx512vl -mavx512dq; called only when CPUID reports
-// them. Weights are read in place, in the GGUF row layout.
+// them. Weights are read in the GGUF row layout (PackedMatrix holds them in
+// huge-page memory).
 //
 // Numerics, the batch-invariance contract: one dot product is one 16-lane
 // accumulator. Lane j sums w[i] * x[i] over i = j (mod 16), one FMA per 16
