@@ -57,7 +57,7 @@ bool repacks(GgmlType type, KernelIsa isa) {
 
 bool is_k_quant(GgmlType type) { return type == GgmlType::kQ4_K || type == GgmlType::kQ6_K; }
 
-void* aligned_bytes(size_t n) { return allocate_large(n); }
+void* aligned_bytes(size_t n, bool zeroed = true) { return allocate_large(n, zeroed); }
 
 // Thread-local activation scratch of the calling thread (see matmul()).
 struct Scratch {
@@ -87,6 +87,17 @@ void run_rows(ThreadPool* pool, int64_t n, int64_t grain, const std::function<vo
     pool->parallel_for(n, fn, grain);
   } else {
     fn(0, n);
+  }
+}
+
+// Activation quantization, token rows [t0, t1) per call: split over the
+// pool from 4 tokens on, below that on the calling thread (a dispatch costs
+// more than quantizing a few rows).
+void quantize_tokens(ThreadPool* pool, int64_t n_tokens, const std::function<void(int64_t, int64_t)>& rows) {
+  if (n_tokens >= 4) {
+    run_rows(pool, n_tokens, 1, rows);
+  } else {
+    rows(0, n_tokens);
   }
 }
 
@@ -131,11 +142,7 @@ kern::Acts prepare_acts(const PackedMatrix& w, const float* x, int64_t n_tokens,
                                    s.d.data() + t0 * nb, s.corr.data() + t0 * nb);
         }
       };
-      if (n_tokens >= 4) {
-        run_rows(pool, n_tokens, 1, rows);
-      } else {
-        rows(0, n_tokens);
-      }
+      quantize_tokens(pool, n_tokens, rows);
       a.qs = s.qs.data();
       a.d = s.d.data();
       a.corr = s.corr.data();
@@ -153,11 +160,7 @@ kern::Acts prepare_acts(const PackedMatrix& w, const float* x, int64_t n_tokens,
           kern::avx512_quantize_q8_k_tiled(w.type(), x, n_in, n_tokens, t0, t1, s.qs.data(), s.d.data(),
                                            s.corr.data());
         };
-        if (n_tokens >= 4) {
-          run_rows(pool, n_tokens, 1, rows);
-        } else {
-          rows(0, n_tokens);
-        }
+        quantize_tokens(pool, n_tokens, rows);
         a.kqs = s.qs.data();
         a.kd = s.d.data();
         a.kpairs = s.corr.data();
@@ -167,11 +170,7 @@ kern::Acts prepare_acts(const PackedMatrix& w, const float* x, int64_t n_tokens,
       auto rows = [&](int64_t t0, int64_t t1) {
         for (int64_t t = t0; t < t1; ++t) quantize_row(GgmlType::kQ8_K, x + t * n_in, s.qk.data() + t * nb, n_in);
       };
-      if (n_tokens >= 4) {
-        run_rows(pool, n_tokens, 1, rows);
-      } else {
-        rows(0, n_tokens);
-      }
+      quantize_tokens(pool, n_tokens, rows);
       a.qk = s.qk.data();
       break;
     }
@@ -249,7 +248,7 @@ void PackedMatrix::prepare() {
     // (allocate_large) rather than the 4 KiB pages of a mapped file, worth
     // ~10% of decode bandwidth for float weights (kernel_bench, bench/README.md).
     if (isa_ != KernelIsa::kScalar && !owned_rows_) {
-      owned_rows_.reset(static_cast<uint8_t*>(aligned_bytes(n_bytes_)));
+      owned_rows_.reset(static_cast<uint8_t*>(aligned_bytes(n_bytes_, /*zeroed=*/false)));  // overwritten next
       std::memcpy(owned_rows_.get(), data_, n_bytes_);
       data_ = owned_rows_.get();
     }
@@ -348,7 +347,7 @@ PackedMatrix PackedMatrix::stacked(GgmlType type, int64_t n_in, std::span<const 
   const size_t w_row = row_size(type, n_in);
   int64_t n_out = 0;
   for (const Rows& p : parts) n_out += p.n_out;
-  std::unique_ptr<uint8_t, FreeDeleter> rows(static_cast<uint8_t*>(aligned_bytes(w_row * n_out)));
+  std::unique_ptr<uint8_t, FreeDeleter> rows(static_cast<uint8_t*>(aligned_bytes(w_row * n_out, /*zeroed=*/false)));
   size_t offset = 0;
   for (const Rows& p : parts) {
     std::memcpy(rows.get() + offset, p.data, w_row * p.n_out);

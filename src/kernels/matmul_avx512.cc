@@ -107,22 +107,31 @@ constexpr std::array<GroupFn, sizeof...(Ns)> group_table(std::integer_sequence<i
   return {group_tokens<Ns + 1, kQ4>...};
 }
 
-template <bool kQ4>
-void rows_repacked(const PackedMatrix& w, const Acts& a, float* y, int64_t r0, int64_t r1) {
-  constexpr int64_t kGb = kQ4 ? kGroupBlockQ4_0 : kGroupBlockQ8_0;
-  static constexpr auto kFns = group_table<kQ4>(std::make_integer_sequence<int, kTokenTile>());
-  const int64_t nb = w.n_in() / 32, n_out = w.n_out();
+// Rows [r0, r1) in whole groups of kGroupRows, each group's tokens in tiles
+// of up to kTile: fns[nt - 1] multiplies one group (nb blocks of gb bytes in
+// w.quants(), and 16 f16 scales a block in w.scales() where the layout has
+// them) by nt tokens starting at token t.
+template <size_t kTile>
+void rows_in_groups(const PackedMatrix& w, const Acts& a, float* y, int64_t r0, int64_t r1, int64_t nb, int64_t gb,
+                    const std::array<GroupFn, kTile>& fns) {
+  const int64_t n_out = w.n_out(), tile = static_cast<int64_t>(kTile);
   for (int64_t row0 = r0; row0 < r1; row0 += kGroupRows) {
     const int64_t g = row0 / kGroupRows;
     const int64_t n_rows = n_out - row0 < kGroupRows ? n_out - row0 : kGroupRows;
     const __mmask16 mask = static_cast<__mmask16>((1u << n_rows) - 1);
-    const uint8_t* quants = w.quants() + g * nb * kGb;
-    const uint16_t* scales = w.scales() + g * nb * kGroupRows;
-    for (int64_t t = 0; t < a.n_tokens; t += kTokenTile) {
-      const int64_t nt = a.n_tokens - t < kTokenTile ? a.n_tokens - t : kTokenTile;
-      kFns[nt - 1](quants, scales, nb, a, t, y, n_out, row0, mask);
+    const uint8_t* quants = w.quants() + g * nb * gb;
+    const uint16_t* scales = w.scales() ? w.scales() + g * nb * kGroupRows : nullptr;
+    for (int64_t t = 0; t < a.n_tokens; t += tile) {
+      const int64_t nt = a.n_tokens - t < tile ? a.n_tokens - t : tile;
+      fns[nt - 1](quants, scales, nb, a, t, y, n_out, row0, mask);
     }
   }
+}
+
+template <bool kQ4>
+void rows_repacked(const PackedMatrix& w, const Acts& a, float* y, int64_t r0, int64_t r1) {
+  static constexpr auto kFns = group_table<kQ4>(std::make_integer_sequence<int, kTokenTile>());
+  rows_in_groups(w, a, y, r0, r1, w.n_in() / 32, kQ4 ? kGroupBlockQ4_0 : kGroupBlockQ8_0, kFns);
 }
 
 // ---- K-quants ----
@@ -132,12 +141,6 @@ void rows_repacked(const PackedMatrix& w, const Acts& a, float* y, int64_t r0, i
 // sum of q * a in the 16 row lanes, vpmulld scales it by the row's sub-block
 // scale, and vpdpwssd forms the (sub-block scale or min) x (activation block
 // sum) term from the pair sums. Only the final float scaling is per token.
-
-inline __m512i bcast(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
 
 // Prefetch the stream `kAhead` super-blocks ahead into L2, one line per
 // 64 bytes, and the next super-block into L1 (the kernels spend several
@@ -309,9 +312,6 @@ void group_q6_k(const uint8_t* w, const uint16_t* scales, int64_t nbk, const Act
   for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + (t0 + t) * n_out + row0, store_mask, acc[t]);
 }
 
-using GroupKFn = void (*)(const uint8_t*, const uint16_t*, int64_t, const Acts&, int64_t, float*, int64_t, int64_t,
-                          __mmask16);
-
 template <int NT>
 void group_q4_k_fn(const uint8_t* w, const uint16_t*, int64_t nbk, const Acts& a, int64_t t0, float* y, int64_t n_out,
                    int64_t row0, __mmask16 mask) {
@@ -319,7 +319,7 @@ void group_q4_k_fn(const uint8_t* w, const uint16_t*, int64_t nbk, const Acts& a
 }
 
 template <bool kQ6, int... Ns>
-constexpr std::array<GroupKFn, sizeof...(Ns)> group_k_table(std::integer_sequence<int, Ns...>) {
+constexpr std::array<GroupFn, sizeof...(Ns)> group_k_table(std::integer_sequence<int, Ns...>) {
   if constexpr (kQ6) {
     return {group_q6_k<Ns + 1>...};
   } else {
@@ -329,20 +329,8 @@ constexpr std::array<GroupKFn, sizeof...(Ns)> group_k_table(std::integer_sequenc
 
 template <bool kQ6>
 void rows_repacked_k(const PackedMatrix& w, const Acts& a, float* y, int64_t r0, int64_t r1) {
-  constexpr int64_t kGb = kQ6 ? kGroupBlockQ6_K : kGroupBlockQ4_K;
   static constexpr auto kFns = group_k_table<kQ6>(std::make_integer_sequence<int, kTokenTileK>());
-  const int64_t nbk = w.n_in() / 256, n_out = w.n_out();
-  for (int64_t row0 = r0; row0 < r1; row0 += kGroupRows) {
-    const int64_t g = row0 / kGroupRows;
-    const int64_t n_rows = n_out - row0 < kGroupRows ? n_out - row0 : kGroupRows;
-    const __mmask16 mask = static_cast<__mmask16>((1u << n_rows) - 1);
-    const uint8_t* stream = w.quants() + g * nbk * kGb;
-    const uint16_t* scales = kQ6 ? w.scales() + g * nbk * kGroupRows : nullptr;
-    for (int64_t t = 0; t < a.n_tokens; t += kTokenTileK) {
-      const int64_t nt = a.n_tokens - t < kTokenTileK ? a.n_tokens - t : kTokenTileK;
-      kFns[nt - 1](stream, scales, nbk, a, t, y, n_out, row0, mask);
-    }
-  }
+  rows_in_groups(w, a, y, r0, r1, w.n_in() / 256, kQ6 ? kGroupBlockQ6_K : kGroupBlockQ4_K, kFns);
 }
 
 // roundf (ties away from zero), exactly: trunc, then step away when the
