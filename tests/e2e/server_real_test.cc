@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "support/http_client.h"
+#include "support/json_object.h"
 #include "support/process.h"
 
 namespace zl::test {
@@ -55,16 +56,6 @@ ServerProcess& server(const std::string& name, const std::vector<std::string>& e
 int main_port() { return server("main", {"--parallel", "16"}).port(); }
 // A 64-token window.
 int small_port() { return server("small", {"--ctx", "64"}).port(); }
-
-json::object parse_obj(const std::string& s) {
-  boost::system::error_code ec;
-  json::value v = json::parse(s, ec);
-  if (ec || !v.is_object()) {
-    ADD_FAILURE() << "not a JSON object: " << s;
-    return {};
-  }
-  return v.get_object();
-}
 
 std::string str(const json::value* v) { return v && v->is_string() ? std::string(v->get_string()) : ""; }
 int64_t num(const json::value* v) { return v && v->is_int64() ? v->get_int64() : -1; }

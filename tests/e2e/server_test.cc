@@ -11,6 +11,7 @@
 
 #include "fake/fake_engine.h"  // kStory
 #include "support/http_client.h"
+#include "support/json_object.h"
 
 namespace zl::test {
 namespace {
@@ -43,16 +44,6 @@ std::string msg_body(const std::string& extra, const std::string& content = "Hi"
   std::string content_json = json::serialize(json::value(content));
   return R"({"model":"claude-x","max_tokens":200,"messages":[{"role":"user","content":)" + content_json + "}]" +
          (extra.empty() ? "" : "," + extra) + "}";
-}
-
-json::object parse_obj(const std::string& s) {
-  boost::system::error_code ec;
-  json::value v = json::parse(s, ec);
-  if (ec || !v.is_object()) {
-    ADD_FAILURE() << "not a JSON object: " << s;
-    return {};
-  }
-  return v.get_object();
 }
 
 std::string str(const json::value& v) { return v.is_string() ? std::string(v.get_string()) : ""; }
