@@ -72,6 +72,7 @@ void GenerationSession::start(EngineApi& engine, Request request, SessionOptions
   });
   // Events pushed before the notifier was set are picked up here.
   s->on_engine_notify();
+  if (s->options_.stream && s->options_.ping_interval.count() > 0) s->arm_ping(s->options_.ping_interval);
 }
 
 void GenerationSession::on_engine_notify() {
@@ -84,15 +85,64 @@ void GenerationSession::on_engine_notify() {
   });
 }
 
-void GenerationSession::begin_stream_once() {
-  if (stream_started_) return;
+bool GenerationSession::begin_stream_once() {
+  if (stream_started_) return false;
   stream_started_ = true;
   http::HttpResponse head;
   head.status = 200;
   head.content_type = "text/event-stream";
   head.headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
-  formatter_->stream_start(usage_, head.body);
+  // Committed before the engine's first event (keep-alive): the prompt's
+  // count as prepare_request() measured it; the final usage is the engine's.
+  const Usage usage = engine_usage_ ? usage_ : Usage{.n_prompt_tokens = options_.n_prompt_tokens};
+  formatter_->stream_start(usage, head.body);
+  const bool has_body = !head.body.empty();
+  t_last_write_ = Clock::now();
   responder_->begin_stream(std::move(head));
+  return has_body;
+}
+
+void GenerationSession::write(std::string_view bytes) {
+  if (bytes.empty()) return;
+  t_last_write_ = Clock::now();
+  responder_->write(bytes);
+}
+
+void GenerationSession::arm_ping(Clock::duration delay) {
+  if (ping_pending_) return;
+  ping_pending_ = true;
+  const auto ms = std::max(std::chrono::ceil<std::chrono::milliseconds>(delay), std::chrono::milliseconds(1));
+  responder_->post_after(ms, [weak = weak_from_this()] {
+    if (auto s = weak.lock()) {
+      s->ping_pending_ = false;
+      s->on_ping_timer();
+    }
+  });
+}
+
+void GenerationSession::on_ping_timer() {
+  if (finished_ || responder_->done()) return;  // the timer chain ends with the session
+  const auto interval = options_.ping_interval;
+  const Clock::duration silent = Clock::now() - t_last_write_;
+  if (silent < interval) {
+    // Something was written meanwhile: wait until the stream has been
+    // silent for a whole interval.
+    arm_ping(interval - silent);
+    return;
+  }
+  // A socket that has not taken what it has needs no keep-alive.
+  if (!socket_backed_up()) {
+    const bool committed = stream_started_;
+    const bool start_had_body = begin_stream_once();
+    // A fresh commit is the keep-alive itself when its stream start says
+    // something (Anthropic's ends with a ping); else a keep-alive frame.
+    if (committed || !start_had_body) {
+      std::string out;
+      formatter_->stream_ping(out);
+      write(out);
+    }
+  }
+  arm_ping(interval);
 }
 
 bool GenerationSession::socket_backed_up() {
@@ -116,6 +166,7 @@ void GenerationSession::pump() {
   std::string out;
   for (Event& e : channel_->drain()) {
     usage_ = e.usage;
+    engine_usage_ = true;
     if (e.kind == EventKind::kText) {
       if (t_first_ms_ < 0) t_first_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t_start_).count();
       if (!options_.stream) {
@@ -133,7 +184,7 @@ void GenerationSession::pump() {
     if (e.kind == EventKind::kError || e.finish == FinishReason::kError) {
       timings_ = e.timings;
       finish_reason_ = FinishReason::kError;
-      if (!out.empty()) responder_->write(out);
+      write(out);
       fail(from_status(e.error.ok() ? internal_error("generation failed") : e.error));
       return;
     }
@@ -143,7 +194,7 @@ void GenerationSession::pump() {
   if (shaper_) {
     for (const std::string& piece : shaper_->take_ready(Clock::now())) formatter_->stream_text(piece, out);
   }
-  if (!out.empty()) responder_->write(out);
+  write(out);
   if (shaper_ && shaper_->has_pending()) {
     schedule_shaper();
     return;
@@ -183,7 +234,7 @@ void GenerationSession::finish(const Event& e) {
     begin_stream_once();
     std::string out;
     formatter_->stream_finish(c, out);
-    responder_->write(out);
+    write(out);
     responder_->end_stream();
   } else {
     responder_->send(formatter_->complete(text_, c));
@@ -197,7 +248,7 @@ void GenerationSession::fail(const ApiError& e) {
   if (options_.stream && stream_started_) {
     std::string out;
     formatter_->stream_error(e, out);
-    responder_->write(out);
+    write(out);
     responder_->end_stream();
     done(200);
   } else {

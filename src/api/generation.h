@@ -14,6 +14,14 @@
 //     then stay in the channel and the engine pauses the sequence, so memory
 //     per stream is bounded (that buffer + EngineConfig::max_pending_events
 //     events) whatever the client's reading speed.
+//     Keep-alive (SessionOptions::ping_interval): a stream that has written
+//     nothing for the interval (a long prefill, a wait in the engine's
+//     queue) is committed early (200, headers, the formatter's stream start,
+//     whose message_start then reports the prompt's token count) and then
+//     gets a keep-alive frame (stream_ping) each silent interval, so proxies
+//     and clients do not cut a connection that is only waiting. Real writes
+//     reset the silence clock; nothing is pinged while the socket is backed
+//     up. One pending timer per streaming session, none otherwise.
 #pragma once
 
 #include <chrono>
@@ -56,6 +64,8 @@ struct Completion {
 // An API's wire format for one generation. Called on the I/O thread, in
 // order: stream_start once, stream_text 0..n times, then stream_finish or
 // stream_error (streaming); or complete / error (non-streaming).
+// stream_ping may come any number of times after stream_start, between the
+// others, while the stream has nothing else to say.
 class EventFormatter {
  public:
   virtual ~EventFormatter() = default;
@@ -63,6 +73,8 @@ class EventFormatter {
   virtual void stream_text(std::string_view text, std::string& out) = 0;
   virtual void stream_finish(const Completion& c, std::string& out) = 0;
   virtual void stream_error(const ApiError& e, std::string& out) = 0;
+  // A keep-alive frame that the API's clients skip.
+  virtual void stream_ping(std::string& out) = 0;
   virtual http::HttpResponse complete(std::string_view text, const Completion& c) = 0;
   virtual http::HttpResponse error(const ApiError& e) = 0;
 };
@@ -83,6 +95,12 @@ struct SessionOptions {
   bool stream = false;
   std::optional<http::StreamShape> shape;
   bool max_tokens_clamped = false;
+  // The prompt's token count (Prepared::n_prompt_tokens): the usage a stream
+  // committed before the engine's first event reports (cached count unknown: 0).
+  int64_t n_prompt_tokens = 0;
+  // Streams: a keep-alive frame after this long without a write; 0: none
+  // (the stream then starts with the engine's first token).
+  std::chrono::milliseconds ping_interval{0};
   // Called once when the answer is complete or the client has gone (metrics, logs).
   std::function<void(const SessionResult&)> on_done;
 };
@@ -107,11 +125,17 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   void pump();              // I/O thread
   // True (and a wake-up on drain armed) while the socket is not keeping up.
   bool socket_backed_up();
-  void begin_stream_once();
+  // Commits the stream (200, headers, the formatter's stream start) unless
+  // done already; true when it did and the stream start had a body.
+  bool begin_stream_once();
   void finish(const Event& e);
   void fail(const ApiError& e);
   void schedule_shaper();
   void done(int status);
+  // Queues stream bytes and restarts the silence clock.
+  void write(std::string_view bytes);
+  void arm_ping(Clock::duration delay);
+  void on_ping_timer();
 
   SessionOptions options_;
   std::unique_ptr<EventFormatter> formatter_;
@@ -127,9 +151,12 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   std::string error_reason_;
   Clock::time_point t_start_ = Clock::now();
   Clock::time_point t_submit_{};
+  Clock::time_point t_last_write_ = t_start_;  // keep-alive: the silence clock
   double t_first_ms_ = -1;
   bool stream_started_ = false;
+  bool engine_usage_ = false;  // usage_ holds the engine's figures (an event arrived)
   bool timer_pending_ = false;
+  bool ping_pending_ = false;
   bool drain_hook_set_ = false;
   bool finished_ = false;
 };

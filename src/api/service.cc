@@ -121,6 +121,8 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
   opts.stream = chat.stream;
   opts.shape = chat.shape;
   opts.max_tokens_clamped = prepared.value().max_tokens_clamped;
+  opts.n_prompt_tokens = prepared.value().n_prompt_tokens;
+  opts.ping_interval = config_.sse_ping_interval;
   const auto t_start = RequestLog::Clock::now();
   opts.on_done = [this, route, t_start, id = req.request_id, method = req.method, stream = chat.stream](const SessionResult& r) {
     metrics_.on_request(route, r.status);

@@ -36,6 +36,10 @@ struct ApiConfig {
   int64_t model_created_unix = 0;
   // How long the engine may hold work without stepping before /ready fails.
   std::chrono::milliseconds stall_timeout{10000};
+  // Streams: a keep-alive frame (Anthropic `event: ping`, OpenAI `: ping`)
+  // after this long without a write, e.g. during a long prefill; the
+  // stream's head and start are then sent before the first token. 0: none.
+  std::chrono::milliseconds sse_ping_interval{5000};
   // Called once per answered request (any thread); none: no request logs.
   RequestLogSink request_log;
 };

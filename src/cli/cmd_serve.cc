@@ -4,7 +4,9 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -46,6 +48,9 @@ std::vector<FlagSpec> serve_flags() {
       {"body-timeout-ms", true, "time to send the request body (default 60000)"},
       {"idle-timeout-ms", true, "keep-alive idle time (default 60000)"},
       {"drain-timeout", true, "on SIGTERM/SIGINT, seconds for requests in progress to finish (default 30; 0: stop at once)"},
+      {"sse-ping-interval", true,
+       "streams: seconds without a write (a long prefill, a queue) before a keep-alive ping (default 5; fractions "
+       "allowed; 0: none)"},
       {"max-pending-events", true, "pause a stream whose client lags this many events behind (default 256)"},
       {"request-log", true, "one line per request on stderr: JSON, or text on a terminal (default true)"},
       {"socket-send-buffer", true, "SO_SNDBUF of connections in bytes (default 0: kernel autotuning)"},
@@ -156,6 +161,9 @@ int cmd_serve(int argc, char** argv, int first) {
   api::ApiConfig api_cfg;
   api_cfg.model_alias = cfg.model_alias.empty() ? b.default_alias : cfg.model_alias;
   api_cfg.api_keys = cfg.api_keys;
+  // Whole milliseconds; a positive interval stays positive (at least 1 ms).
+  api_cfg.sse_ping_interval = std::chrono::milliseconds(
+      cfg.sse_ping_interval_s > 0 ? std::max<int64_t>(1, std::llround(cfg.sse_ping_interval_s * 1000)) : 0);
   if (cfg.request_log) api_cfg.request_log = api::stderr_request_log();
   api::ApiService service(api_cfg, b.engine.get(), b.codec.get());
   http::Router router;

@@ -3,6 +3,8 @@
 #define TOML_EXCEPTIONS 0
 #include <toml++/toml.h>
 
+#include <cerrno>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -93,6 +95,25 @@ Status parse_int(const Sources& src, const std::string& name, int64_t min, int64
   return {};
 }
 
+// A number of seconds, fractions allowed ("0.05"), in [min, max].
+Status parse_seconds(const Sources& src, const std::string& name, double min, double max, double* out) {
+  auto it = src.values.find(name);
+  if (it == src.values.end()) return {};
+  const std::string& v = it->second;
+  char* end = nullptr;
+  errno = 0;
+  const double x = std::strtod(v.c_str(), &end);
+  // !(x >= min && x <= max) also refuses NaN.
+  if (v.empty() || *end != '\0' || errno != 0 || !(x >= min && x <= max)) {
+    std::ostringstream range;
+    range << "[" << min << ", " << max << "]";
+    return invalid_argument(src.origin.at(name) + ": " + name + " must be a number of seconds in " + range.str() +
+                            ", got '" + v + "'");
+  }
+  *out = x;
+  return {};
+}
+
 Status parse_bool(const Sources& src, const std::string& name, bool* out) {
   auto it = src.values.find(name);
   if (it == src.values.end()) return {};
@@ -115,7 +136,8 @@ const std::vector<std::string>& serve_setting_names() {
       "parallel",        "model-alias",    "chat-template",  "io-threads",      "max-body-bytes",
       "header-timeout-ms", "body-timeout-ms", "idle-timeout-ms", "api-key-file", "fake-engine",
       "fake-step-us",    "fake-ctx",       "max-pending-events", "socket-send-buffer", "request-log",
-      "kv-size",         "kv-type",        "batch-tokens",   "drain-timeout"};
+      "kv-size",         "kv-type",        "batch-tokens",   "drain-timeout",
+      "sse-ping-interval"};
   return kNames;
 }
 
@@ -165,6 +187,7 @@ Result<ServeConfig> resolve_serve_config(const std::map<std::string, std::string
   RETURN_IF_ERROR(parse_int(src, "body-timeout-ms", 10, 3600000, &c.body_timeout_ms));
   RETURN_IF_ERROR(parse_int(src, "idle-timeout-ms", 10, 3600000, &c.idle_timeout_ms));
   RETURN_IF_ERROR(parse_int(src, "drain-timeout", 0, 3600, &c.drain_timeout_s));
+  RETURN_IF_ERROR(parse_seconds(src, "sse-ping-interval", 0, 3600, &c.sse_ping_interval_s));
   RETURN_IF_ERROR(parse_int(src, "max-pending-events", 1, 1 << 20, &c.max_pending_events));
   RETURN_IF_ERROR(parse_int(src, "socket-send-buffer", 0, 1 << 30, &c.socket_send_buffer));
   RETURN_IF_ERROR(parse_bool(src, "fake-engine", &c.fake_engine));

@@ -36,6 +36,9 @@ struct ServeConfig {
   int64_t idle_timeout_ms = 60000;
   // SIGTERM/SIGINT: seconds that requests in progress get to finish; 0: stop at once.
   int64_t drain_timeout_s = 30;
+  // Streams: seconds without a write before a keep-alive frame (SSE ping),
+  // fractions allowed; 0: none.
+  double sse_ping_interval_s = 5;
   // Backpressure: a sequence whose client lags this many events behind is paused.
   int64_t max_pending_events = 256;
   int64_t socket_send_buffer = 0;     // SO_SNDBUF of connections; 0: kernel autotuning

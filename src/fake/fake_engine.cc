@@ -1,6 +1,7 @@
 #include "fake/fake_engine.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace zl::fake {
 
@@ -86,6 +87,10 @@ std::shared_ptr<RequestChannel> FakeEngine::submit(Request request) {
   seq->fail = prompt.find("[[fake:error]]") != std::string::npos;
   seq->overload = prompt.find("[[fake:overload]]") != std::string::npos;
   if (prompt.find("[[fake:slow]]") != std::string::npos) seq->token_time = std::chrono::milliseconds(50);
+  if (const size_t at = prompt.find("[[fake:prefill="); at != std::string::npos) {
+    const long ms = std::strtol(prompt.c_str() + at + 15, nullptr, 10);
+    seq->next_token = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(0L, ms));
+  }
   seq->usage.n_prompt_tokens = static_cast<int64_t>(request.prompt_ids.size());
   seq->timings.t_submit = std::chrono::steady_clock::now();
   seq->request = std::move(request);
@@ -157,13 +162,13 @@ bool FakeEngine::step(Seq& s) {
     n_cancelled_.fetch_add(1);
     return finish(FinishReason::kCancelled);
   }
+  const auto now = std::chrono::steady_clock::now();
+  if (now < s.next_token) return true;
   if (s.overload) {
     Event e{.kind = EventKind::kError, .usage = s.usage, .error = resource_exhausted("no KV blocks free (fake)")};
     s.channel->push(std::move(e));
     return false;
   }
-  const auto now = std::chrono::steady_clock::now();
-  if (now < s.next_token) return true;
   s.next_token = now + s.token_time;
 
   const int64_t n_gen = s.usage.n_generated_tokens;

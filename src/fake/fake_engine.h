@@ -14,6 +14,9 @@
 //   [[fake:slow]]      50 ms per token for this request
 //   [[fake:error]]     a kError (internal) after 2 tokens
 //   [[fake:overload]]  a kError (resource_exhausted) before any token
+//   [[fake:prefill=MS]]  the first token (or the error above) comes MS ms
+//                      after submission at the earliest: a long prefill or
+//                      a wait in the queue (cancellation is still seen at once)
 // Thread-safe.
 #pragma once
 

@@ -19,6 +19,11 @@ inline void append_sse_data(std::string& out, std::string_view data) {
   out.append("data: ").append(data).append("\n\n");
 }
 
+// ": <comment>\n\n" (a comment line: clients skip it; a keep-alive)
+inline void append_sse_comment(std::string& out, std::string_view comment) {
+  out.append(": ").append(comment).append("\n\n");
+}
+
 // The head of an SSE answer: 200, text/event-stream, no caching, no proxy buffering.
 inline HttpResponse sse_head() {
   HttpResponse r;

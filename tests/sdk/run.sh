@@ -31,7 +31,9 @@ else
   N_CTX=4096
   ENGINE=(--fake-engine --fake-ctx "$N_CTX")
 fi
-"$BIN" serve "${ENGINE[@]}" --port 0 --api-key test-key --max-body-bytes 2000000 \
+# A 50 ms keep-alive interval: streams that wait for their first token
+# (a long prefill; [[fake:prefill=MS]]) carry pings, which the SDKs must skip.
+"$BIN" serve "${ENGINE[@]}" --port 0 --api-key test-key --max-body-bytes 2000000 --sse-ping-interval 0.05 \
   >"$OUT/stdout" 2>"$OUT/stderr" &
 PID=$!
 cleanup() {

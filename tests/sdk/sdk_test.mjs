@@ -1,8 +1,8 @@
 // The official SDKs against a running `zerolayer serve --api-key test-key
-// --max-body-bytes 2000000` (run.sh starts it), on the fake engine or, with
-// ZL_REAL=1, the real engine on stories260K.
+// --max-body-bytes 2000000 --sse-ping-interval 0.05` (run.sh starts it), on
+// the fake engine or, with ZL_REAL=1, the real engine on stories260K.
 // The fake engine writes a fixed story; markers in the prompt ([[fake:long]],
-// [[fake:error]]) change its behaviour (src/fake/fake_engine.h). On the real
+// [[fake:error]], [[fake:prefill=MS]]) change its behaviour (src/fake/fake_engine.h). On the real
 // model, expected texts come from greedy (temperature 0) answers instead.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -139,6 +139,82 @@ test('anthropic: an error after the 200 arrives as an SSE error event', { skip: 
     assert.match(String(e.message), /api_error|fake engine failure/);
     return true;
   });
+});
+
+// The raw SSE body of a streaming request, as the wire carries it.
+async function rawStream(path, body) {
+  const res = await fetch(`${baseURL}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-api-key': apiKey },
+    body: JSON.stringify({ ...body, stream: true }),
+  });
+  assert.equal(res.status, 200);
+  return res.text();
+}
+
+const count = (text, re) => (text.match(re) ?? []).length;
+
+// [[fake:prefill=400]]: the first token comes 400 ms after submission, so
+// the server (a 50 ms interval) starts the stream early and pings.
+const SLOW = '[[fake:prefill=400]] Hi';
+
+test('anthropic: pings before the first token (a long prefill) change nothing for messages.stream', { skip: REAL && 'needs the fake engine' }, async () => {
+  const raw = await rawStream('/v1/messages', { model: 'm', max_tokens: 100, messages: user(SLOW) });
+  const head = raw.slice(0, raw.indexOf('event: content_block_delta'));
+  assert.match(head, /^event: message_start\n/);
+  assert.ok(count(head, /^event: ping$/gm) >= 2, raw);  // the stream start's own + keep-alives
+
+  const full = await anthropic.messages.create({ model: 'm', max_tokens: 100, messages: user(SLOW) });
+  const quick = await anthropic.messages.stream({ model: 'm', max_tokens: 100, messages: user('Hi') }).finalText();
+  const stream = anthropic.messages.stream({ model: 'm', max_tokens: 100, messages: user(SLOW) });
+  let startUsage = null;
+  let text = '';
+  // A copy: the SDK's snapshot (and its usage object) is updated in place.
+  stream.on('streamEvent', (e) => { if (e.type === 'message_start') startUsage = { ...e.message.usage }; });
+  stream.on('text', (delta) => { text += delta; });
+  const final = await stream.finalMessage();
+  assert.equal(text, quick);
+  assert.equal(text, STORY);
+  assert.equal(final.content[0].text, STORY);
+  assert.equal(final.stop_reason, 'end_turn');
+  // The early message_start counts the prompt (nothing generated yet)...
+  assert.equal(startUsage.input_tokens, full.usage.input_tokens);
+  assert.equal(startUsage.output_tokens, 0);
+  // ...and finalMessage() ends with the engine's figures from message_delta.
+  for (const k of ['input_tokens', 'output_tokens', 'cache_read_input_tokens', 'cache_creation_input_tokens']) {
+    assert.equal(final.usage[k], full.usage[k], k);
+  }
+});
+
+test('anthropic: an engine error after an early start rejects the stream with the error type', { skip: REAL && 'needs the fake engine' }, async () => {
+  const raw = await rawStream('/v1/messages', { model: 'm', max_tokens: 10, messages: user('[[fake:prefill=400]][[fake:overload]]') });
+  assert.ok(count(raw, /^event: ping$/gm) >= 2, raw);
+  const stream = anthropic.messages.stream({ model: 'm', max_tokens: 10, messages: user('[[fake:prefill=400]][[fake:overload]]') });
+  await assert.rejects(stream.finalMessage(), (e) => {
+    assert.ok(e instanceof Anthropic.APIError);
+    assert.equal(e.error?.error?.type, 'overloaded_error');
+    return true;
+  });
+});
+
+test('openai: streams with : ping comments before the first token', { skip: REAL && 'needs the fake engine' }, async () => {
+  const raw = await rawStream('/v1/chat/completions', { model: 'm', messages: user(SLOW) });
+  assert.ok(count(raw, /^: ping$/gm) >= 2, raw);
+  const s = await openai.chat.completions.create({ model: 'm', stream: true, stream_options: { include_usage: true }, messages: user(SLOW) });
+  let text = '';
+  let usage = null;
+  for await (const chunk of s) {
+    if (chunk.choices.length) text += chunk.choices[0].delta?.content ?? '';
+    else usage = chunk.usage;
+  }
+  assert.equal(text, STORY);
+  assert.equal(usage.completion_tokens, 26);
+  const rawC = await rawStream('/v1/completions', { model: 'm', prompt: '[[fake:prefill=400]]', max_tokens: 3 });
+  assert.match(rawC, /^: ping\n\n/);  // no start chunk: the first bytes are a ping
+  const c = await openai.completions.create({ model: 'm', prompt: '[[fake:prefill=400]]', max_tokens: 3, stream: true });
+  let ctext = '';
+  for await (const chunk of c) ctext += chunk.choices[0]?.text ?? '';
+  assert.equal(ctext, 'Once upon a');
 });
 
 test('anthropic: an aborted stream stops generation', async () => {

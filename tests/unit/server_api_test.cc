@@ -1,8 +1,8 @@
 // Unit tests of the server's API layer: JSON parsing (every field, every
 // error path), error envelopes, the golden SSE grammar, stop reasons, the
 // context check, the stream shaper, the router and the serve settings; the
-// HTTP server's graceful drain, in process, with the fake engine behind the
-// real API routes.
+// HTTP server's graceful drain and the SSE keep-alive pings, in process,
+// with the fake engine behind the real API routes.
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
@@ -26,6 +26,7 @@
 #include "http/server.h"
 #include "http/stream_shaper.h"
 #include "support/http_client.h"  // RawClient, parse_sse
+#include "support/json_object.h"  // parse_obj
 
 namespace zl::api {
 namespace {
@@ -268,6 +269,17 @@ TEST(Formatting, AnthropicStreamGolden) {
             "\n\n");
 }
 
+TEST(Formatting, KeepAliveFrames) {
+  std::string a;
+  anthropic::make_formatter("m", "req_1")->stream_ping(a);
+  EXPECT_EQ(a, "event: ping\ndata: {\"type\":\"ping\"}\n\n");
+  for (openai::Kind kind : {openai::Kind::kChat, openai::Kind::kCompletion}) {
+    std::string o;
+    openai::make_formatter(kind, "gpt", /*include_usage=*/true)->stream_ping(o);
+    EXPECT_EQ(o, ": ping\n\n");  // an SSE comment: no event, no data
+  }
+}
+
 TEST(Formatting, StopReasons) {
   auto a = [](FinishReason r, bool clamped = false) {
     return std::string(anthropic::stop_reason(Completion{.finish = r, .max_tokens_clamped = clamped}));
@@ -505,6 +517,48 @@ TEST(ServeConfig, DrainTimeout) {
   EXPECT_NE(bad.status().message().find("--drain-timeout"), std::string::npos);
   env["ZEROLAYER_DRAIN_TIMEOUT"] = "-1";
   EXPECT_FALSE(cli::resolve_serve_config({}, {}, getenv).ok());
+}
+
+TEST(ServeConfig, SsePingInterval) {
+  const std::string path = ::testing::TempDir() + "serve_config_ping_test.toml";
+  auto write_toml = [&](const std::string& text) {
+    std::ofstream f(path);
+    f << text;
+  };
+  std::map<std::string, std::string> env;
+  auto getenv = [&](const char* n) -> const char* {
+    auto it = env.find(n);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  auto interval = [&](const std::map<std::string, std::string>& flags) {
+    auto c = cli::resolve_serve_config(flags, {}, getenv);
+    EXPECT_TRUE(c.ok()) << c.status().to_string();
+    return c.ok() ? c->sse_ping_interval_s : -1.0;
+  };
+  EXPECT_DOUBLE_EQ(interval({}), 5.0);  // default
+  write_toml("sse_ping_interval = 0.25\n");
+  EXPECT_DOUBLE_EQ(interval({{"config", path}}), 0.25);
+  write_toml("sse_ping_interval = 7\n");  // a TOML integer
+  EXPECT_DOUBLE_EQ(interval({{"config", path}}), 7.0);
+  env["ZEROLAYER_SSE_PING_INTERVAL"] = "0";
+  EXPECT_DOUBLE_EQ(interval({{"config", path}}), 0.0);  // env over TOML; 0: off
+  EXPECT_DOUBLE_EQ(interval({{"config", path}, {"sse-ping-interval", "0.05"}}), 0.05);  // flag over env
+  EXPECT_DOUBLE_EQ(interval({{"sse-ping-interval", "3600"}}), 3600.0);
+
+  auto bad = [&](const std::map<std::string, std::string>& flags, const std::string& source) {
+    auto c = cli::resolve_serve_config(flags, {}, getenv);
+    ASSERT_FALSE(c.ok());
+    EXPECT_NE(c.status().message().find(source), std::string::npos) << c.status().message();
+    EXPECT_NE(c.status().message().find("sse-ping-interval"), std::string::npos) << c.status().message();
+  };
+  for (const char* v : {"3600.5", "-0.5", "-1", "abc", "5s", "", "nan", "inf", "1e9"}) {
+    bad({{"sse-ping-interval", v}}, "--sse-ping-interval");
+  }
+  env["ZEROLAYER_SSE_PING_INTERVAL"] = "-1";
+  bad({}, "ZEROLAYER_SSE_PING_INTERVAL");
+  env.erase("ZEROLAYER_SSE_PING_INTERVAL");
+  write_toml("sse_ping_interval = 5000\n");
+  bad({{"config", path}}, "config file");
 }
 
 }  // namespace
@@ -755,6 +809,256 @@ TEST_F(DrainTest, StopAfterDrainCutsWhatIsLeft) {
   EXPECT_FALSE(r.complete);
   EXPECT_EQ(r.body.find("message_stop"), std::string::npos);
   EXPECT_TRUE(c.eof());
+}
+
+}  // namespace
+}  // namespace zl::api
+
+// ---- SSE keep-alive pings (ApiConfig::sse_ping_interval) ----
+
+namespace zl::api {
+namespace {
+
+using test::HttpReply;
+using test::RawClient;
+
+// The fake engine (5 ms a token) behind the real API routes, with the
+// keep-alive interval each test chooses. `[[fake:prefill=MS]]` in a prompt
+// holds its first token back MS ms: a long prefill.
+class PingTest : public ::testing::Test {
+ protected:
+  void start(std::chrono::milliseconds interval) {
+    engine_ = std::make_unique<fake::FakeEngine>(
+        fake::FakeEngineConfig{.n_ctx = 4096, .step_time = std::chrono::microseconds(5000)});
+    ApiConfig cfg;
+    cfg.sse_ping_interval = interval;
+    service_ = std::make_unique<ApiService>(cfg, engine_.get(), &codec_);
+    service_->register_routes(router_);
+    http::ServerConfig scfg;
+    scfg.port = 0;
+    scfg.max_body_bytes = 1 << 20;
+    server_ = std::make_unique<http::HttpServer>(scfg, &router_);
+    ASSERT_TRUE(server_->listen().ok());
+    server_->start();
+  }
+  void TearDown() override {
+    if (server_) server_->stop();
+    engine_.reset();
+    server_.reset();
+  }
+  int port() const { return server_->port(); }
+
+  fake::FakeCodec codec_;
+  http::Router router_;
+  std::unique_ptr<fake::FakeEngine> engine_;
+  std::unique_ptr<ApiService> service_;
+  std::unique_ptr<http::HttpServer> server_;
+};
+
+std::string anthropic_body(const std::string& content, int max_tokens, bool stream = true) {
+  return R"({"model":"m","max_tokens":)" + std::to_string(max_tokens) + (stream ? R"(,"stream":true)" : "") +
+         R"(,"messages":[{"role":"user","content":")" + content + R"("}]})";
+}
+
+// The prompt's token count as prepare_request() measures it.
+int64_t prompt_tokens(const std::string& body) {
+  auto chat = anthropic::parse_messages_request(body);
+  EXPECT_TRUE(chat.ok());
+  return chat.ok() ? static_cast<int64_t>(fake::FakeCodec().encode_chat(chat.value())->size()) : -1;
+}
+
+std::string str(const json::value& v) { return v.is_string() ? std::string(v.get_string()) : std::string(); }
+
+// Polls `pred` for up to kWaitMs.
+template <typename Pred>
+bool wait_for(Pred pred) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMs);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+size_t count_of(const std::string& hay, const std::string& needle) {
+  size_t n = 0;
+  for (size_t p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + needle.size())) ++n;
+  return n;
+}
+
+int64_t usage_field(const std::string& data, bool in_message, const char* key) {
+  json::object o = test::parse_obj(data);
+  const json::value& u = in_message ? o["message"].as_object().at("usage") : o["usage"];
+  return u.as_object().at(key).as_int64();
+}
+
+TEST_F(PingTest, AnthropicStreamStartsEarlyAndPingsUntilTheFirstToken) {
+  start(std::chrono::milliseconds(50));
+  const std::string body = anthropic_body("[[fake:prefill=500]] hello", 5);
+  HttpReply r = test::fetch(port(), "POST", "/v1/messages", body, {}, kWaitMs);
+  ASSERT_TRUE(r.complete);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.header("content-type"), "text/event-stream");
+  std::vector<test::SseEvent> ev = test::parse_sse(r.body);
+  ASSERT_GE(ev.size(), 4u) << r.body;
+  EXPECT_EQ(ev[0].event, "message_start");
+  EXPECT_EQ(ev[1].event, "content_block_start");
+  size_t first_delta = 0;
+  while (first_delta < ev.size() && ev[first_delta].event != "content_block_delta") ++first_delta;
+  ASSERT_LT(first_delta, ev.size()) << r.body;
+  // Between the start and the first token: only pings, the stream start's
+  // own and at least one keep-alive (500 ms of prefill, a 50 ms interval).
+  for (size_t i = 2; i < first_delta; ++i) EXPECT_EQ(ev[i].event, "ping") << i;
+  EXPECT_GE(first_delta - 2, 2u) << r.body;
+  for (size_t i = 2; i < first_delta; ++i) EXPECT_EQ(ev[i].data, R"({"type":"ping"})");
+  // message_start went out before the engine said anything: the prompt's
+  // count from prepare_request, nothing cached or generated yet.
+  const int64_t n_prompt = prompt_tokens(body);
+  EXPECT_GT(n_prompt, 10);
+  EXPECT_EQ(usage_field(ev[0].data, true, "input_tokens"), n_prompt);
+  EXPECT_EQ(usage_field(ev[0].data, true, "cache_read_input_tokens"), 0);
+  EXPECT_EQ(usage_field(ev[0].data, true, "output_tokens"), 0);
+  // Then a normal stream; the final usage is the engine's.
+  EXPECT_EQ(complete_stream_text(r.body), repeated_story(5));
+  EXPECT_EQ(usage_field(ev[ev.size() - 2].data, false, "input_tokens"), n_prompt);
+  EXPECT_EQ(usage_field(ev[ev.size() - 2].data, false, "output_tokens"), 5);
+}
+
+TEST_F(PingTest, OpenAIPingsAreSseComments) {
+  start(std::chrono::milliseconds(50));
+  for (const bool chat : {true, false}) {
+    SCOPED_TRACE(chat ? "chat" : "completions");
+    const std::string body =
+        std::string(R"({"model":"m","max_tokens":5,"stream":true,)") +
+        (chat ? R"("messages":[{"role":"user","content":"[[fake:prefill=500]]"}]})"
+              : R"("prompt":"[[fake:prefill=500]]"})");
+    HttpReply r = test::fetch(port(), "POST", chat ? "/v1/chat/completions" : "/v1/completions", body, {}, kWaitMs);
+    ASSERT_TRUE(r.complete);
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.body.find("event:"), std::string::npos);
+    std::vector<std::string> frames;
+    for (size_t p = 0, e; (e = r.body.find("\n\n", p)) != std::string::npos; p = e + 2) {
+      frames.push_back(r.body.substr(p, e - p));
+    }
+    ASSERT_GE(frames.size(), 3u) << r.body;
+    EXPECT_EQ(frames.back(), "data: [DONE]");
+    // Chat starts with its role chunk; a completion has no start chunk, so
+    // its first bytes are a ping.
+    size_t i = 0;
+    if (chat) {
+      ASSERT_EQ(frames[0].rfind("data: ", 0), 0u);
+      EXPECT_NE(frames[0].find(R"("role":"assistant")"), std::string::npos);
+      i = 1;
+    }
+    size_t n_pings = 0;
+    for (; i < frames.size() && frames[i] == ": ping"; ++i) ++n_pings;
+    EXPECT_GE(n_pings, 2u) << r.body;
+    std::string text;
+    for (; i + 1 < frames.size(); ++i) {
+      if (frames[i] == ": ping") continue;  // a late one, e.g. a stalled machine
+      ASSERT_EQ(frames[i].rfind("data: ", 0), 0u) << frames[i];
+      json::object o = test::parse_obj(frames[i].substr(6));
+      const json::object& c0 = o["choices"].as_array().at(0).as_object();
+      if (chat) {
+        const json::object& d = c0.at("delta").as_object();
+        if (d.contains("content")) text += std::string(d.at("content").as_string());
+      } else {
+        text += std::string(c0.at("text").as_string());
+      }
+    }
+    EXPECT_EQ(text, repeated_story(5));
+  }
+}
+
+TEST_F(PingTest, BusyStreamGetsNoPings) {
+  // A token every ~5 ms for 2 s or more; a 300 ms interval never passes in
+  // silence. Only the stream start's own ping is there.
+  start(std::chrono::milliseconds(300));
+  HttpReply r = test::fetch(port(), "POST", "/v1/messages", anthropic_body("[[fake:long]]", 400), {}, kWaitMs);
+  ASSERT_TRUE(r.complete);
+  EXPECT_EQ(complete_stream_text(r.body), repeated_story(400));
+  EXPECT_EQ(count_of(r.body, "event: ping\n"), 1u);
+}
+
+TEST_F(PingTest, IntervalZeroSendsNothingBeforeTheFirstToken) {
+  start(std::chrono::milliseconds(0));
+  RawClient c(port());
+  const std::string body = anthropic_body("[[fake:prefill=500]] hello", 5);
+  ASSERT_TRUE(c.send_raw(test::http_request("POST", "/v1/messages", body)));
+  // The first token comes 500 ms after submission at the earliest: for the
+  // first 250 ms not even the status line may arrive.
+  EXPECT_FALSE(c.read_until([](const std::string& b) { return !b.empty(); }, 250));
+  EXPECT_TRUE(c.buffer().empty()) << c.buffer();
+  HttpReply r = c.read_response(kWaitMs);
+  ASSERT_TRUE(r.complete);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(count_of(r.body, "event: ping\n"), 1u);  // the stream start's
+  EXPECT_EQ(complete_stream_text(r.body), repeated_story(5));
+  // message_start came with the first token: the engine's usage.
+  std::vector<test::SseEvent> ev = test::parse_sse(r.body);
+  ASSERT_FALSE(ev.empty());
+  EXPECT_EQ(usage_field(ev[0].data, true, "input_tokens"), prompt_tokens(body));
+  EXPECT_EQ(usage_field(ev[0].data, true, "output_tokens"), 1);
+}
+
+TEST_F(PingTest, NonStreamingRequestsAreNotCommittedEarly) {
+  start(std::chrono::milliseconds(50));
+  HttpReply r =
+      test::fetch(port(), "POST", "/v1/messages", anthropic_body("[[fake:prefill=300]]", 5, false), {}, kWaitMs);
+  ASSERT_TRUE(r.complete);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.header("content-type"), "application/json");
+  EXPECT_FALSE(r.header("content-length").empty());
+  EXPECT_EQ(str(test::parse_obj(r.body)["content"].as_array().at(0).as_object()["text"]), repeated_story(5));
+  // An error before any token is still a plain HTTP error when nothing was
+  // committed (a stream whose engine fails before the first interval).
+  HttpReply o = test::fetch(port(), "POST", "/v1/messages",
+                            anthropic_body("[[fake:prefill=300]][[fake:overload]]", 5, false), {}, kWaitMs);
+  EXPECT_EQ(o.status, 529);
+}
+
+TEST_F(PingTest, EngineErrorAfterAnEarlyStartIsAnSseErrorEvent) {
+  start(std::chrono::milliseconds(50));
+  HttpReply r = test::fetch(port(), "POST", "/v1/messages", anthropic_body("[[fake:prefill=500]][[fake:overload]]", 5),
+                            {}, kWaitMs);
+  ASSERT_TRUE(r.complete);
+  EXPECT_EQ(r.status, 200);  // committed before the engine failed
+  std::vector<test::SseEvent> ev = test::parse_sse(r.body);
+  ASSERT_GE(ev.size(), 4u) << r.body;
+  EXPECT_EQ(ev[0].event, "message_start");
+  EXPECT_GE(count_of(r.body, "event: ping\n"), 2u);
+  EXPECT_EQ(r.body.find("content_block_delta"), std::string::npos);
+  EXPECT_EQ(r.body.find("message_stop"), std::string::npos);
+  EXPECT_EQ(ev.back().event, "error");
+  json::object e = test::parse_obj(ev.back().data);
+  EXPECT_EQ(str(e["type"]), "error");
+  ASSERT_TRUE(e["error"].is_object());
+  EXPECT_EQ(str(e["error"].as_object()["type"]), "overloaded_error");
+  EXPECT_FALSE(str(e["error"].as_object()["message"]).empty());
+
+  // OpenAI: a data frame with the error object after the pings.
+  const std::string openai_body =
+      R"({"model":"m","stream":true,"messages":[{"role":"user","content":"[[fake:prefill=500]][[fake:overload]]"}]})";
+  HttpReply o = test::fetch(port(), "POST", "/v1/chat/completions", openai_body, {}, kWaitMs);
+  ASSERT_TRUE(o.complete);
+  EXPECT_EQ(o.status, 200);
+  EXPECT_GE(count_of(o.body, ": ping\n\n"), 2u);
+  std::vector<test::SseEvent> oev = test::parse_sse(o.body);
+  ASSERT_FALSE(oev.empty());
+  EXPECT_TRUE(test::parse_obj(oev.back().data)["error"].is_object()) << o.body;
+}
+
+TEST_F(PingTest, ClientGoneWhilePingingCancelsTheEngineRequest) {
+  start(std::chrono::milliseconds(50));
+  RawClient c(port());
+  ASSERT_TRUE(c.send_raw(test::http_request("POST", "/v1/messages", anthropic_body("[[fake:prefill=600000]]", 5))));
+  // The stream start's ping and two keep-alives: the session is in its ping phase.
+  ASSERT_TRUE(c.read_until([](const std::string& b) { return count_of(b, "event: ping\n") >= 3; }, kWaitMs));
+  EXPECT_EQ(c.buffer().find("content_block_delta"), std::string::npos);
+  EXPECT_EQ(engine_->n_cancelled(), 0);
+  c.abort_now();
+  EXPECT_TRUE(wait_for([&] { return engine_->n_cancelled() == 1; }));
+  EXPECT_TRUE(wait_for([&] { return server_->requests_in_progress() == 0 && engine_->stats().n_running == 0; }));
 }
 
 }  // namespace

@@ -204,6 +204,9 @@ class MessagesFormatter final : public EventFormatter {
     http::append_sse_event(out, "error", anthropic_error_json(e, request_id_));
   }
 
+  // The API's own keep-alive; @anthropic-ai/sdk skips it (core/streaming.ts).
+  void stream_ping(std::string& out) override { http::append_sse_event(out, "ping", R"({"type":"ping"})"); }
+
   http::HttpResponse complete(std::string_view text, const Completion& c) override {
     http::HttpResponse r;
     std::string& d = r.body;

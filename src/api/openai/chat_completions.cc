@@ -165,6 +165,13 @@ class Formatter final : public EventFormatter {
 
   void stream_error(const ApiError& e, std::string& out) override { http::append_sse_data(out, openai_error_json(e)); }
 
+  // An SSE comment line. OpenAI streams have no keep-alive event, and a
+  // data frame would reach the SDK as a chunk; the openai SDK's SSE decoder
+  // skips lines that start with ':' and yields nothing for a frame that had
+  // neither event nor data (SSEDecoder.decode in
+  // tests/sdk/node_modules/openai/src/core/streaming.ts), as the SSE spec says.
+  void stream_ping(std::string& out) override { http::append_sse_comment(out, "ping"); }
+
   http::HttpResponse complete(std::string_view text, const Completion& c) override {
     http::HttpResponse r;
     std::string& d = r.body;
