@@ -83,13 +83,34 @@ void head_rows(const AttentionShape& s, const float* const* q, float* const* out
     m[r] = -INFINITY, l[r] = 0.0f, n_kv = std::max(n_kv, limit[r]);
     std::fill(acc[r], acc[r] + hd, 0.0f);
   }
-  int64_t offs[kChunk];
+  // Cache row offsets (elements) of the chunk at p0, and a prefetch of its K
+  // and V rows: decode streams the weights between two attention calls, so
+  // the K/V rows come from memory, and a chunk's compute hides the next
+  // chunk's fetch.
+  constexpr int64_t kElem = kType == KvType::kF32 ? 4 : 2;
+  const int64_t lines = (hd * kElem + 63) / 64;
+  auto chunk_offs = [&](int64_t p0, int64_t* o) {
+    const int n = static_cast<int>(std::min<int64_t>(kChunk, n_kv - p0));
+    int64_t blk = p0 / bs, slot = p0 % bs;
+    for (int c = 0; c < n; ++c) {
+      o[c] = (block_table[blk] * bs + slot) * kv_dim + kv_off;
+      if (++slot == bs) slot = 0, ++blk;
+    }
+    for (int c = 0; c < n; ++c) {
+      const char* kr = static_cast<const char*>(k_cache) + o[c] * kElem;
+      const char* vr = static_cast<const char*>(v_cache) + o[c] * kElem;
+      for (int64_t i = 0; i < lines; ++i) {
+        __builtin_prefetch(kr + 64 * i, 0, 3);
+        __builtin_prefetch(vr + 64 * i, 0, 3);
+      }
+    }
+  };
+  int64_t offs[kChunk], offs_next[kChunk];
+  if (n_kv > 0) chunk_offs(0, offs_next);
   for (int64_t p0 = 0; p0 < n_kv; p0 += kChunk) {
     const int n = static_cast<int>(std::min<int64_t>(kChunk, n_kv - p0));
-    for (int c = 0; c < n; ++c) {
-      const int64_t p = p0 + c;
-      offs[c] = (block_table[p / bs] * bs + p % bs) * kv_dim + kv_off;
-    }
+    std::copy(offs_next, offs_next + n, offs);
+    if (p0 + kChunk < n_kv) chunk_offs(p0 + kChunk, offs_next);
     for (int c = 0; c < n; ++c) {  // scores, kHeadBlock rows per K load
       for (int r0 = 0; r0 < nr; r0 += kHeadBlock) {
         if (nr - r0 >= kHeadBlock) {
