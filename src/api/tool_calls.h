@@ -1,0 +1,93 @@
+// Tool calls in a model's output: detokenized text deltas in, text pieces
+// and complete tool calls out, in order, as the model wrote them.
+//
+// Syntaxes (the model family's own, api/tool_prompt.h renders the prompt side):
+//   kHermes     ChatML models (Qwen2.5, Qwen3, SmolLM3, Hermes):
+//               <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>
+//               anywhere in the answer, any number of times, text around them.
+//   kLlama3Json Llama 3.1/3.2/3.3 custom tools: the whole answer is the call,
+//               {"name": "f", "parameters": {...}}, optionally after
+//               <|python_tag|>; several calls separated by ';' or whitespace.
+//   kNone       no parsing: every delta passes through as text.
+//
+// Streaming contract: text that could still turn out to be part of a call is
+// held back until it is decided, so nothing is ever emitted and then taken
+// back. Held back: a suffix that is a prefix of "<tool_call>" (Hermes) and the
+// whitespace before it (whitespace next to a call is dropped: it separates
+// text from calls); for Llama 3 the start of the answer while it can still be
+// `{"name"` or <|python_tag|>, and once it is, the whole answer until
+// finish(). A call is emitted when it is complete and valid: a JSON object
+// with a "name" that is one of the offered tools and an "arguments" (or
+// "parameters") object, which may be absent ({}). Anything else (invalid
+// JSON, an unknown name, a call cut short by the end of the output) is
+// emitted as the text it was, so the concatenated text pieces plus the raw
+// text of accepted calls is the model's output exactly, minus the dropped
+// whitespace. Costs: O(bytes) per push (markers are searched only in new text).
+//
+// A seed is text the answer is known to start with but that the model did
+// not generate: the prompt's assistant prefill that forces a call (tool_choice
+// "any" or a named tool). It is parsed as if generated; it reaches the output
+// only inside a call that fails, as part of that call's text.
+//
+// Not thread-safe: one per generation.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "api/chat.h"
+
+namespace boost::json {
+class value;
+}
+
+namespace zl::api {
+
+enum class ToolSyntax { kNone, kHermes, kLlama3Json };
+
+// One piece of an answer: text, or a complete tool call (call.id is empty:
+// the API formatter names it toolu_… / call_…).
+struct AnswerPart {
+  enum class Kind { kText, kToolCall };
+  Kind kind = Kind::kText;
+  std::string text;  // kText
+  ToolCall call;     // kToolCall: name and arguments_json (a JSON object, compact)
+};
+
+class ToolCallParser {
+ public:
+  // `tool_names`: the callable tools; a call to any other name stays text.
+  ToolCallParser(ToolSyntax syntax, std::vector<std::string> tool_names, std::string_view seed = {});
+
+  // Feeds the next text delta; appends what is now decided to `out`.
+  void push(std::string_view delta, std::vector<AnswerPart>* out);
+  // The output has ended: appends everything still held (as a call when it
+  // is a complete valid one, else as text). Call once, last.
+  void finish(std::vector<AnswerPart>* out);
+
+  int n_calls() const { return n_calls_; }
+
+ private:
+  enum class Mode { kText, kCall, kLlamaStart };
+  void run_hermes(std::vector<AnswerPart>* out);
+  void run_llama_start(std::vector<AnswerPart>* out);
+  void emit_text(std::string_view text, std::vector<AnswerPart>* out);
+  // One call object ({"name", "arguments"|"parameters"}); false when it is
+  // not a valid call to an offered tool.
+  bool parse_call(const boost::json::value& v, ToolCall* call) const;
+  void emit_call(ToolCall call, std::vector<AnswerPart>* out);
+  bool finish_llama(std::vector<AnswerPart>* out);
+
+  ToolSyntax syntax_;
+  std::vector<std::string> names_;
+  std::vector<AnswerPart> seed_out_;  // what the seed decided (never anything for a call's start)
+  Mode mode_ = Mode::kText;
+  std::string buf_;          // undecided text (kText, kLlamaStart) or the call so far (kCall)
+  size_t scanned_ = 0;       // kCall: buf_[0, scanned_) holds no complete closing marker
+  std::string call_prefix_;  // kCall: the raw text before the body (whitespace + opening marker)
+  bool after_call_ = false;  // drop whitespace that follows an accepted call
+  int n_calls_ = 0;
+};
+
+}  // namespace zl::api

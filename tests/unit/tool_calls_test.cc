@@ -1,0 +1,194 @@
+// ToolCallParser (api/tool_calls.h): the same answer whatever the chunking
+// of the deltas, text held back only while it can still start a call, and
+// every failure (invalid JSON, unknown tool, a call cut short) kept as text.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "api/tool_calls.h"
+
+namespace zl::api {
+namespace {
+
+const std::vector<std::string> kTools = {"get_weather", "get_time"};
+
+// An answer as a readable list: "T:<text>" and "C:<name> <arguments>".
+std::vector<std::string> describe(const std::vector<AnswerPart>& parts) {
+  std::vector<std::string> d;
+  for (const AnswerPart& p : parts) {
+    if (p.kind == AnswerPart::Kind::kToolCall) {
+      d.push_back("C:" + p.call.name + " " + p.call.arguments_json);
+    } else if (!d.empty() && d.back().starts_with("T:")) {
+      d.back() += p.text;  // pieces from separate pushes
+    } else {
+      d.push_back("T:" + p.text);
+    }
+  }
+  return d;
+}
+
+struct Parsed {
+  std::vector<std::string> parts;
+  std::string text_before_finish;  // text emitted by push() alone
+};
+
+Parsed parse(ToolSyntax syntax, const std::vector<std::string>& chunks, std::string_view seed = {}) {
+  ToolCallParser p(syntax, kTools, seed);
+  std::vector<AnswerPart> all;
+  std::string streamed;
+  for (const std::string& c : chunks) {
+    std::vector<AnswerPart> out;
+    p.push(c, &out);
+    for (const AnswerPart& a : out) {
+      EXPECT_TRUE(a.kind == AnswerPart::Kind::kToolCall || !a.text.empty()) << "empty text piece";
+      if (a.kind == AnswerPart::Kind::kText) streamed += a.text;
+    }
+    all.insert(all.end(), out.begin(), out.end());
+  }
+  p.finish(&all);
+  EXPECT_EQ(p.n_calls(), std::count_if(all.begin(), all.end(), [](const AnswerPart& a) {
+              return a.kind == AnswerPart::Kind::kToolCall;
+            }));
+  return {describe(all), streamed};
+}
+
+Parsed parse_whole(ToolSyntax syntax, const std::string& text, std::string_view seed = {}) {
+  return parse(syntax, {text}, seed);
+}
+
+std::vector<std::string> chars(const std::string& s) {
+  std::vector<std::string> c;
+  for (char ch : s) c.push_back(std::string(1, ch));
+  return c;
+}
+
+// Every chunking gives the same parts: char by char, every two-way split,
+// and random chunkings.
+void expect_chunking_invariant(ToolSyntax syntax, const std::string& text, const std::vector<std::string>& expected) {
+  EXPECT_EQ(parse_whole(syntax, text).parts, expected) << "whole";
+  EXPECT_EQ(parse(syntax, chars(text)).parts, expected) << "char by char";
+  for (size_t cut = 0; cut <= text.size(); ++cut) {
+    EXPECT_EQ(parse(syntax, {text.substr(0, cut), text.substr(cut)}).parts, expected) << "split at " << cut;
+  }
+  std::mt19937 rng(1234);
+  for (int iter = 0; iter < 200; ++iter) {
+    std::vector<std::string> chunks;
+    for (size_t pos = 0; pos < text.size();) {
+      const size_t n = std::min<size_t>(text.size() - pos, 1 + rng() % 7);
+      chunks.push_back(text.substr(pos, n));
+      pos += n;
+    }
+    EXPECT_EQ(parse(syntax, chunks).parts, expected) << "random chunking " << iter;
+  }
+}
+
+const std::string kHermesCall =
+    "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\", \"unit\": \"c\"}}\n</tool_call>";
+
+TEST(ToolCallParser, HermesTextCallTextAtEverySplitPoint) {
+  expect_chunking_invariant(ToolSyntax::kHermes, "Let me check.\n" + kHermesCall + "\nDone.",
+                            {"T:Let me check.", R"(C:get_weather {"location":"Paris","unit":"c"})", "T:Done."});
+}
+
+TEST(ToolCallParser, HermesTwoCallsAndNoText) {
+  const std::string two = kHermesCall + "\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\": \"CET\"}}\n</tool_call>\n";
+  expect_chunking_invariant(ToolSyntax::kHermes, two,
+                            {R"(C:get_weather {"location":"Paris","unit":"c"})", R"(C:get_time {"tz":"CET"})"});
+}
+
+TEST(ToolCallParser, HermesInvalidJsonIsTextExactly) {
+  const std::string bad = "Hi <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": }\n</tool_call> bye";
+  expect_chunking_invariant(ToolSyntax::kHermes, bad, {"T:" + bad});
+}
+
+TEST(ToolCallParser, HermesUnknownToolIsTextExactly) {
+  const std::string unknown = "<tool_call>\n{\"name\": \"rm_rf\", \"arguments\": {}}\n</tool_call>";
+  expect_chunking_invariant(ToolSyntax::kHermes, unknown, {"T:" + unknown});
+  // Beside a valid call: the valid one is a call, the unknown one its text.
+  expect_chunking_invariant(ToolSyntax::kHermes, kHermesCall + "\n" + unknown,
+                            {R"(C:get_weather {"location":"Paris","unit":"c"})", "T:" + unknown});
+}
+
+TEST(ToolCallParser, HermesArgumentsForms) {
+  auto one = [](const std::string& call_json) {
+    return parse_whole(ToolSyntax::kHermes, "<tool_call>" + call_json + "</tool_call>").parts;
+  };
+  EXPECT_EQ(one(R"({"name": "get_time"})"), std::vector<std::string>{"C:get_time {}"});
+  EXPECT_EQ(one(R"({"name": "get_time", "arguments": "{\"tz\": \"UTC\"}"})"),
+            std::vector<std::string>{R"(C:get_time {"tz":"UTC"})"});
+  EXPECT_EQ(one(R"({"name": "get_time", "parameters": {"tz": "UTC"}})"),
+            std::vector<std::string>{R"(C:get_time {"tz":"UTC"})"});
+  EXPECT_EQ(one(R"({"name": "get_time", "arguments": [1]})"),
+            std::vector<std::string>{R"(T:<tool_call>{"name": "get_time", "arguments": [1]}</tool_call>)"});
+  EXPECT_EQ(one(R"({"name": "get_time"} {"name": "get_time"})"),
+            std::vector<std::string>{R"(T:<tool_call>{"name": "get_time"} {"name": "get_time"}</tool_call>)"});
+}
+
+TEST(ToolCallParser, HermesMarkerPrefixAtTheEndIsFlushedAsText) {
+  Parsed r = parse(ToolSyntax::kHermes, {"Hello", " <tool_c"});
+  EXPECT_EQ(r.text_before_finish, "Hello");  // " <tool_c" held: it may still open a call
+  EXPECT_EQ(r.parts, std::vector<std::string>{"T:Hello <tool_c"});
+  // A call cut short (max_tokens, a stop string): all of it is text.
+  const std::string cut = "Sure.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"loc";
+  r = parse(ToolSyntax::kHermes, chars(cut));
+  EXPECT_EQ(r.text_before_finish, "Sure.");
+  EXPECT_EQ(r.parts, std::vector<std::string>{"T:" + cut});
+}
+
+TEST(ToolCallParser, HermesPlainTextIsNotHeldLonger) {
+  // Only a possible marker start and the whitespace before it wait.
+  Parsed r = parse(ToolSyntax::kHermes, {"a < b", " and c<d", "\n\n"});
+  EXPECT_EQ(r.text_before_finish, "a < b and c<d");
+  EXPECT_EQ(r.parts, std::vector<std::string>{"T:a < b and c<d\n\n"});
+  expect_chunking_invariant(ToolSyntax::kHermes, "x <tool_calls> y </tool_call> <tool", {"T:x <tool_calls> y </tool_call> <tool"});
+}
+
+TEST(ToolCallParser, HermesSeedForcesTheCallStart) {
+  const std::string seed = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\":";
+  Parsed r = parse(ToolSyntax::kHermes, chars(" {\"location\": \"Oslo\"}}\n</tool_call>"), seed);
+  EXPECT_EQ(r.parts, std::vector<std::string>{R"(C:get_weather {"location":"Oslo"})"});
+  // The model did not finish the call: the seed is part of the text.
+  r = parse(ToolSyntax::kHermes, {" nonsense"}, seed);
+  EXPECT_EQ(r.parts, std::vector<std::string>{"T:" + seed + " nonsense"});
+}
+
+const std::string kLlamaCall = R"({"name": "get_weather", "parameters": {"location": "Paris"}})";
+
+TEST(ToolCallParser, Llama3JsonCall) {
+  expect_chunking_invariant(ToolSyntax::kLlama3Json, kLlamaCall, {R"(C:get_weather {"location":"Paris"})"});
+  expect_chunking_invariant(ToolSyntax::kLlama3Json, "\n<|python_tag|>" + kLlamaCall,
+                            {R"(C:get_weather {"location":"Paris"})"});
+  expect_chunking_invariant(ToolSyntax::kLlama3Json, kLlamaCall + "; " + R"({"name": "get_time", "arguments": {}})",
+                            {R"(C:get_weather {"location":"Paris"})", "C:get_time {}"});
+  expect_chunking_invariant(ToolSyntax::kLlama3Json, "{\n  \"name\": \"get_time\"}", {"C:get_time {}"});
+}
+
+TEST(ToolCallParser, Llama3TextAnswersPassThrough) {
+  // Decided at the first characters: streamed at once, not held to the end.
+  Parsed r = parse(ToolSyntax::kLlama3Json, {"The", " weather", " is fine."});
+  EXPECT_EQ(r.text_before_finish, "The weather is fine.");
+  r = parse(ToolSyntax::kLlama3Json, {"{", "\"nam", "ing\": 1}"});
+  EXPECT_EQ(r.text_before_finish, "{\"naming\": 1}");
+  expect_chunking_invariant(ToolSyntax::kLlama3Json, "\n\nSure: {\"name\": \"get_time\"}",
+                            {"T:\n\nSure: {\"name\": \"get_time\"}"});
+  // A call is only a call at the start of the answer, and only when complete and known.
+  for (const std::string& bad : {kLlamaCall + " and then text", std::string(R"({"name": "rm", "parameters": {}})"),
+                                std::string(R"({"name": "get_weather", "parameters": {"loc)"), std::string("{\"na"),
+                                std::string("<|python_ta")}) {
+    expect_chunking_invariant(ToolSyntax::kLlama3Json, bad, {"T:" + bad});
+  }
+}
+
+TEST(ToolCallParser, Llama3Seed) {
+  Parsed r = parse(ToolSyntax::kLlama3Json, chars(R"( {"location": "Rome"}})"), R"({"name": "get_weather", "parameters":)");
+  EXPECT_EQ(r.parts, std::vector<std::string>{R"(C:get_weather {"location":"Rome"})"});
+}
+
+TEST(ToolCallParser, NoSyntaxPassesEverythingThrough) {
+  Parsed r = parse(ToolSyntax::kNone, {"x ", kHermesCall});
+  EXPECT_EQ(r.text_before_finish, "x " + kHermesCall);
+  EXPECT_EQ(r.parts, std::vector<std::string>{"T:x " + kHermesCall});
+}
+
+}  // namespace
+}  // namespace zl::api
