@@ -75,6 +75,9 @@ class PackedMatrix {
   int64_t n_out() const { return n_out_; }
   KernelIsa isa() const { return isa_; }
   bool repacked() const { return quants_ != nullptr; }
+  // True when the kernels read a copy (repacked or not), never the `data`
+  // given to the constructor: every ISA but scalar.
+  bool holds_copy() const { return isa_ != KernelIsa::kScalar; }
   // Bytes of weights read by one pass over the matrix.
   size_t n_bytes() const { return n_bytes_; }
 

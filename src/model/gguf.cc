@@ -564,6 +564,21 @@ GgufFile::~GgufFile() {
   if (map_ != nullptr) ::munmap(map_, size_);
 }
 
+uint64_t GgufFile::release_pages(const GgufTensor& t) const {
+  // Only the mapping: MADV_DONTNEED on anonymous or heap memory (an image
+  // given to parse()) would zero it.
+  if (map_ == nullptr || t.data == nullptr) return 0;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto lo = reinterpret_cast<uintptr_t>(t.data), hi = lo + t.n_bytes;
+  const auto map_lo = reinterpret_cast<uintptr_t>(map_);
+  if (lo < map_lo || hi > map_lo + size_) return 0;
+  // Whole pages only: a page shared with a neighbouring tensor stays.
+  const uintptr_t first = (lo + page - 1) / page * page, last = hi / page * page;
+  if (last <= first) return 0;
+  if (::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) != 0) return 0;
+  return last - first;
+}
+
 const GgufValue* GgufFile::find(std::string_view key) const {
   auto it = kv_index_.find(key);
   return it == kv_index_.end() ? nullptr : &kv_[it->second].second;

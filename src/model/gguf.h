@@ -157,6 +157,14 @@ class GgufFile {
   const std::vector<GgufTensor>& tensors() const { return tensors_; }
   const GgufTensor* find_tensor(std::string_view name) const;
 
+  // Tells the kernel that `t`'s bytes will not be read in place any more (a
+  // copy of them is used instead): the whole pages inside the tensor leave
+  // this process's resident set (madvise MADV_DONTNEED on the read-only
+  // private mapping; the file's pages stay in the page cache). A later read
+  // of them is still correct: it faults the pages in again from the file.
+  // No-op for an in-memory image (parse()). Returns the bytes released.
+  uint64_t release_pages(const GgufTensor& t) const;
+
  private:
   GgufFile() = default;
   friend class GgufParser;

@@ -33,11 +33,15 @@ class PackedWeights {
   const PackedMatrix* gate_up(int64_t il) const { return gate_up_[il] ? &*gate_up_[il] : nullptr; }
   // Weight bytes one token's forward pass reads (each matrix once).
   uint64_t n_bytes_per_token() const { return n_bytes_per_token_; }
+  // Bytes of the model file's mapping released from the resident set after
+  // the copies were made (GgufFile::release_pages).
+  uint64_t released_bytes() const { return released_bytes_; }
 
  private:
   std::unordered_map<const GgufTensor*, PackedMatrix> by_tensor_;
   std::vector<std::optional<PackedMatrix>> qkv_, gate_up_;  // per layer
   uint64_t n_bytes_per_token_ = 0;
+  uint64_t released_bytes_ = 0;
 };
 
 }  // namespace zl
