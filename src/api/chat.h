@@ -19,6 +19,15 @@ struct ToolCall {
   std::string arguments_json;  // the input object, serialized
 };
 
+// A tool the client offers, in the form OpenAI sends and chat templates
+// render it.
+struct ToolDef {
+  std::string name;
+  // {"type":"function","function":{"name":…,"description":…,"parameters":{…}}}
+  // (compact JSON; an Anthropic tool's input_schema is its "parameters").
+  std::string json;
+};
+
 struct ChatMessage {
   std::string role;     // "system", "user", "assistant", "tool"
   std::string content;  // text blocks concatenated
@@ -35,7 +44,10 @@ struct ChatRequest {
   // ends inside that turn, and the answer is the continuation only.
   bool continue_final_message = false;
   std::string tools_json;   // the tools array as sent (JSON), empty when none
-  std::string tool_choice;  // "", "auto", "any", "none", or "tool:<name>"
+  std::vector<ToolDef> tools;  // the same tools, one form for both APIs
+  // "", "auto", "any", "none", or "tool:<name>" (<name> is one of `tools`).
+  // OpenAI's "required" is "any", its {"type":"function",…} is "tool:<name>".
+  std::string tool_choice;
 
   // OpenAI /v1/completions: a raw prompt, no chat template.
   bool raw_prompt = false;

@@ -23,6 +23,7 @@ ApiResult<Prepared> prepare_request(const ChatRequest& chat, const PromptCodec& 
     return e;
   }
   Prepared p;
+  p.tools = plan_tools(chat, codec.tool_syntax());
   p.n_prompt_tokens = static_cast<int64_t>(ids->size());
   p.n_ctx = n_ctx;
   // At least one token must fit after the prompt.
@@ -47,6 +48,9 @@ GenerationSession::GenerationSession(SessionOptions options, std::unique_ptr<Eve
                                      std::shared_ptr<http::Responder> responder)
     : options_(std::move(options)), formatter_(std::move(formatter)), responder_(std::move(responder)) {
   if (options_.stream && options_.shape) shaper_.emplace(*options_.shape);
+  if (options_.tools.active()) {
+    tool_parser_.emplace(options_.tools.syntax, options_.tools.names, options_.tools.prefill);
+  }
 }
 
 GenerationSession::~GenerationSession() {
@@ -169,16 +173,8 @@ void GenerationSession::pump() {
     engine_usage_ = true;
     if (e.kind == EventKind::kText) {
       if (t_first_ms_ < 0) t_first_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t_start_).count();
-      if (!options_.stream) {
-        text_ += e.text;
-        continue;
-      }
-      begin_stream_once();
-      if (shaper_) {
-        shaper_->push(e.text);
-      } else if (!e.text.empty()) {
-        formatter_->stream_text(e.text, out);
-      }
+      if (options_.stream) begin_stream_once();
+      take_text(e.text, out);
       continue;
     }
     if (e.kind == EventKind::kError || e.finish == FinishReason::kError) {
@@ -189,6 +185,12 @@ void GenerationSession::pump() {
       return;
     }
     final_event_ = std::move(e);
+    if (tool_parser_) {
+      // The output is complete: what the parser still holds is decided now.
+      std::vector<AnswerPart> rest;
+      tool_parser_->finish(&rest);
+      for (AnswerPart& part : rest) deliver(std::move(part), out);
+    }
     break;
   }
   if (shaper_) {
@@ -200,6 +202,42 @@ void GenerationSession::pump() {
     return;
   }
   if (final_event_) finish(*final_event_);
+}
+
+void GenerationSession::take_text(std::string_view text, std::string& out) {
+  if (!tool_parser_) return deliver_text(text, out);
+  std::vector<AnswerPart> parts;
+  tool_parser_->push(text, &parts);
+  for (AnswerPart& part : parts) deliver(std::move(part), out);
+}
+
+void GenerationSession::deliver(AnswerPart part, std::string& out) {
+  if (part.kind == AnswerPart::Kind::kText) return deliver_text(part.text, out);
+  ++n_tool_calls_;
+  if (!options_.stream) {
+    answer_.push_back(std::move(part));
+    return;
+  }
+  if (shaper_) {
+    // The text before the call goes out before it, whatever the pacing.
+    for (const std::string& piece : shaper_->take_all(Clock::now())) formatter_->stream_text(piece, out);
+  }
+  formatter_->stream_tool_call(part.call, out);
+}
+
+void GenerationSession::deliver_text(std::string_view text, std::string& out) {
+  if (text.empty()) return;
+  if (!options_.stream) {
+    if (!answer_.empty() && answer_.back().kind == AnswerPart::Kind::kText) {
+      answer_.back().text.append(text);
+    } else {
+      answer_.push_back(AnswerPart{.kind = AnswerPart::Kind::kText, .text = std::string(text)});
+    }
+  } else if (shaper_) {
+    shaper_->push(text);
+  } else {
+    formatter_->stream_text(text, out);
+  }
 }
 
 void GenerationSession::schedule_shaper() {
@@ -228,7 +266,8 @@ void GenerationSession::finish(const Event& e) {
   Completion c{.finish = e.finish,
                .stop_sequence = e.stop_sequence,
                .usage = e.usage,
-               .max_tokens_clamped = options_.max_tokens_clamped};
+               .max_tokens_clamped = options_.max_tokens_clamped,
+               .n_tool_calls = n_tool_calls_};
   finished_ = true;
   if (options_.stream) {
     begin_stream_once();
@@ -237,7 +276,7 @@ void GenerationSession::finish(const Event& e) {
     write(out);
     responder_->end_stream();
   } else {
-    responder_->send(formatter_->complete(text_, c));
+    responder_->send(formatter_->complete(answer_, c));
   }
   done(200);
 }

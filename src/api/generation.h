@@ -6,8 +6,11 @@
 //     clamped to what remains of the window, sampling and stop settings.
 //   GenerationSession: submits to the engine, then on the connection's I/O
 //     thread drains the RequestChannel whenever the engine notifies, passes
-//     text through the stream shaper and an EventFormatter (the API's wire
-//     format) into the Responder. A client that goes away cancels the engine
+//     text through the tool-call parser (when the request offers tools in
+//     the model's native syntax, api/tool_calls.h), the stream shaper and an
+//     EventFormatter (the API's wire format) into the Responder. A tool call
+//     goes out whole once complete; the text the shaper holds before it goes
+//     out first, at once, whatever the pacing. A client that goes away cancels the engine
 //     request; so does the session's destruction before the end.
 //     Backpressure: a stream drains its channel only while the connection
 //     holds less than kMaxBufferedBytes not yet taken by the socket; events
@@ -33,6 +36,8 @@
 #include "api/chat.h"
 #include "api/errors.h"
 #include "api/prompt_codec.h"
+#include "api/tool_calls.h"
+#include "api/tool_prompt.h"
 #include "engine/request.h"
 #include "http/message.h"
 #include "http/stream_shaper.h"
@@ -44,6 +49,7 @@ struct Prepared {
   int64_t n_prompt_tokens = 0;
   int64_t n_ctx = 0;             // 0: unknown (no check)
   bool max_tokens_clamped = false;  // the window, not the client's max_tokens, bounds the answer
+  ToolPlan tools;                   // how tools were rendered, and how to parse the output
 };
 
 // Builds the engine request for `chat`. `n_ctx` <= 0 disables the window check.
@@ -59,11 +65,15 @@ struct Completion {
   std::string stop_sequence;
   Usage usage;
   bool max_tokens_clamped = false;  // kMaxTokens then means the window filled
+  // Tool calls in the answer. With kEndOfSequence (the model ended its turn)
+  // and at least one call the stop reason is tool_use / tool_calls.
+  int n_tool_calls = 0;
 };
 
 // An API's wire format for one generation. Called on the I/O thread, in
-// order: stream_start once, stream_text 0..n times, then stream_finish or
-// stream_error (streaming); or complete / error (non-streaming).
+// order: stream_start once, stream_text and stream_tool_call 0..n times in
+// the answer's order, then stream_finish or stream_error (streaming); or
+// complete / error (non-streaming).
 // stream_ping may come any number of times after stream_start, between the
 // others, while the stream has nothing else to say.
 class EventFormatter {
@@ -71,11 +81,14 @@ class EventFormatter {
   virtual ~EventFormatter() = default;
   virtual void stream_start(const Usage& usage, std::string& out) = 0;
   virtual void stream_text(std::string_view text, std::string& out) = 0;
+  // A complete tool call (call.id is empty: the formatter gives it an id).
+  virtual void stream_tool_call(const ToolCall& call, std::string& out) = 0;
   virtual void stream_finish(const Completion& c, std::string& out) = 0;
   virtual void stream_error(const ApiError& e, std::string& out) = 0;
   // A keep-alive frame that the API's clients skip.
   virtual void stream_ping(std::string& out) = 0;
-  virtual http::HttpResponse complete(std::string_view text, const Completion& c) = 0;
+  // The whole answer: text pieces and tool calls in order (empty: no text).
+  virtual http::HttpResponse complete(const std::vector<AnswerPart>& answer, const Completion& c) = 0;
   virtual http::HttpResponse error(const ApiError& e) = 0;
 };
 
@@ -101,6 +114,8 @@ struct SessionOptions {
   // Streams: a keep-alive frame after this long without a write; 0: none
   // (the stream then starts with the engine's first token).
   std::chrono::milliseconds ping_interval{0};
+  // Prepared::tools: when active, the output is parsed for tool calls.
+  ToolPlan tools;
   // Called once when the answer is complete or the client has gone (metrics, logs).
   std::function<void(const SessionResult&)> on_done;
 };
@@ -128,6 +143,10 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   // Commits the stream (200, headers, the formatter's stream start) unless
   // done already; true when it did and the stream start had a body.
   bool begin_stream_once();
+  // Text from the engine, through the tool-call parser when there is one.
+  void take_text(std::string_view text, std::string& out);
+  void deliver(AnswerPart part, std::string& out);
+  void deliver_text(std::string_view text, std::string& out);
   void finish(const Event& e);
   void fail(const ApiError& e);
   void schedule_shaper();
@@ -144,7 +163,9 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   std::atomic<bool> wake_pending_{false};
   std::optional<http::StreamShaper> shaper_;
   std::optional<Event> final_event_;  // kFinish held back while the shaper drains
-  std::string text_;                  // non-streaming: the whole answer
+  std::optional<ToolCallParser> tool_parser_;
+  std::vector<AnswerPart> answer_;    // non-streaming: the whole answer
+  int n_tool_calls_ = 0;
   Usage usage_;
   Timings timings_;
   FinishReason finish_reason_ = FinishReason::kNone;

@@ -21,6 +21,15 @@ ApiResult<json::value> parse_json_body(std::string_view body) {
   return v;
 }
 
+void check_tool_choice(const ChatRequest& chat, const std::string& param) {
+  if (!chat.tool_choice.starts_with("tool:")) return;
+  const std::string name = chat.tool_choice.substr(5);
+  for (const ToolDef& t : chat.tools) {
+    if (t.name == name) return;
+  }
+  throw_field_error(param, "names no tool in tools: '" + name + "'", "invalid_value");
+}
+
 const json::value* find_field(const json::object& o, std::string_view key) {
   const json::value* v = o.if_contains(key);
   return v && !v->is_null() ? v : nullptr;

@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "api/chat.h"
 #include "api/errors.h"
 #include "http/stream_shaper.h"
 
@@ -55,6 +56,10 @@ int64_t json_int(const boost::json::value& v, const std::string& param, int64_t 
 double json_number(const boost::json::value& v, const std::string& param, double min, double max);
 const boost::json::array& json_array(const boost::json::value& v, const std::string& param);
 const boost::json::object& json_object(const boost::json::value& v, const std::string& param);
+
+// A tool_choice naming a tool ("tool:<name>") must name one of chat.tools:
+// else a 400 on `param` (invalid_value).
+void check_tool_choice(const ChatRequest& chat, const std::string& param);
 
 // "messages[3].content"
 inline std::string index_param(const std::string& param, size_t i) { return param + "[" + std::to_string(i) + "]"; }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "api/chat.h"
+#include "api/tool_calls.h"
 #include "core/status.h"
 
 namespace zl::api {
@@ -22,6 +23,10 @@ class PromptCodec {
   virtual Result<std::vector<int32_t>> encode_chat(const ChatRequest& chat) const = 0;
   // Raw text as a prompt (BOS as the model wants). Thread-safe.
   virtual Result<std::vector<int32_t>> encode_text(std::string_view text) const = 0;
+  // The tool-call syntax of the model's chat format: how encode_chat renders
+  // tools (with plan_tools(), api/tool_prompt.h) and how the output is
+  // parsed. kNone: tools are rendered generically and never parsed.
+  virtual ToolSyntax tool_syntax() const { return ToolSyntax::kNone; }
 };
 
 }  // namespace zl::api

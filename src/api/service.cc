@@ -110,7 +110,7 @@ void ApiService::send_json(const http::HttpRequest& req, http::Responder& res, c
 }
 
 void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Responder> res,
-                          const std::string& route, ChatRequest chat, std::unique_ptr<EventFormatter> formatter) {
+                          const std::string& route, ChatRequest chat, const FormatterFactory& make_formatter) {
   const EngineStats stats = engine_->stats();
   ApiResult<Prepared> prepared = prepare_request(chat, *codec_, stats.n_ctx, req.request_id);
   if (!prepared.ok()) {
@@ -123,6 +123,8 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
   opts.max_tokens_clamped = prepared.value().max_tokens_clamped;
   opts.n_prompt_tokens = prepared.value().n_prompt_tokens;
   opts.ping_interval = config_.sse_ping_interval;
+  opts.tools = prepared.value().tools;
+  std::unique_ptr<EventFormatter> formatter = make_formatter(prepared.value());
   const auto t_start = RequestLog::Clock::now();
   opts.on_done = [this, route, t_start, id = req.request_id, method = req.method, stream = chat.stream](const SessionResult& r) {
     metrics_.on_request(route, r.status);
@@ -143,8 +145,10 @@ void ApiService::handle_messages(http::HttpRequest& req, std::shared_ptr<http::R
   if (!authorize(req, *res, route)) return;
   ApiResult<ChatRequest> chat = anthropic::parse_messages_request(req.body);
   if (!chat.ok()) return send_error(req, *res, route, chat.error());
-  auto formatter = anthropic::make_formatter(chat.value().model, req.request_id);
-  generate(req, std::move(res), route, std::move(chat.value()), std::move(formatter));
+  const std::string model = chat.value().model;
+  generate(req, std::move(res), route, std::move(chat.value()), [&](const Prepared& p) {
+    return anthropic::make_formatter(model, req.request_id, /*lazy_blocks=*/p.tools.active());
+  });
 }
 
 void ApiService::handle_count_tokens(http::HttpRequest& req, std::shared_ptr<http::Responder> res) {
@@ -162,9 +166,11 @@ void ApiService::handle_openai(http::HttpRequest& req, std::shared_ptr<http::Res
   if (!authorize(req, *res, route)) return;
   ApiResult<ChatRequest> chat = chat_api ? openai::parse_chat_request(req.body) : openai::parse_completion_request(req.body);
   if (!chat.ok()) return send_error(req, *res, route, chat.error());
-  auto formatter = openai::make_formatter(chat_api ? openai::Kind::kChat : openai::Kind::kCompletion,
-                                          chat.value().model, chat.value().include_usage);
-  generate(req, std::move(res), route, std::move(chat.value()), std::move(formatter));
+  const openai::Kind kind = chat_api ? openai::Kind::kChat : openai::Kind::kCompletion;
+  const std::string model = chat.value().model;
+  const bool include_usage = chat.value().include_usage;
+  generate(req, std::move(res), route, std::move(chat.value()),
+           [&](const Prepared&) { return openai::make_formatter(kind, model, include_usage); });
 }
 
 std::string ApiService::model_json() const {

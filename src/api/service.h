@@ -71,9 +71,11 @@ class ApiService {
   void handle_ready(http::HttpRequest& req, std::shared_ptr<http::Responder> res);
   void handle_metrics(http::HttpRequest& req, std::shared_ptr<http::Responder> res);
 
-  // Submits a parsed chat and answers through `res`.
+  // Submits a parsed chat and answers through `res`, in the wire format
+  // that make_formatter gives for the prepared request.
+  using FormatterFactory = std::function<std::unique_ptr<EventFormatter>(const Prepared&)>;
   void generate(const http::HttpRequest& req, std::shared_ptr<http::Responder> res, const std::string& route,
-                ChatRequest chat, std::unique_ptr<EventFormatter> formatter);
+                ChatRequest chat, const FormatterFactory& make_formatter);
   std::string model_json() const;
 
   ApiConfig config_;

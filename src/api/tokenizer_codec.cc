@@ -7,16 +7,33 @@ bool has_system_turn(ChatTemplateKind k) {
   return k != ChatTemplateKind::kLlama2 && k != ChatTemplateKind::kMistral && k != ChatTemplateKind::kGemma;
 }
 
-}  // namespace
+std::string_view trim_space(std::string_view s) {
+  auto space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
+  while (!s.empty() && space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && space(s.back())) s.remove_suffix(1);
+  return s;
+}
 
-std::vector<zl::ChatMessage> TokenizerCodec::to_template_messages(const ChatRequest& chat) const {
-  std::vector<zl::ChatMessage> out;
-  size_t i = 0;
+// The leading system messages joined; *next is the index after them.
+std::string leading_system(const ChatRequest& chat, size_t* next) {
   std::string system;
+  size_t i = 0;
   for (; i < chat.messages.size() && chat.messages[i].role == "system"; ++i) {
     if (!system.empty()) system += "\n\n";
     system += chat.messages[i].content;
   }
+  *next = i;
+  return system;
+}
+
+}  // namespace
+
+ToolSyntax TokenizerCodec::tool_syntax() const { return tool_syntax_for(template_.kind()); }
+
+std::vector<zl::ChatMessage> TokenizerCodec::generic_messages(const ChatRequest& chat) const {
+  std::vector<zl::ChatMessage> out;
+  size_t i = 0;
+  std::string system = leading_system(chat, &i);
   if (!chat.tools_json.empty()) {
     if (!system.empty()) system += "\n\n";
     system += "Tools available (JSON): " + chat.tools_json;
@@ -45,12 +62,92 @@ std::vector<zl::ChatMessage> TokenizerCodec::to_template_messages(const ChatRequ
   return out;
 }
 
-Result<std::vector<int32_t>> TokenizerCodec::encode_chat(const ChatRequest& chat) const {
+std::vector<zl::ChatMessage> TokenizerCodec::hermes_messages(const ChatRequest& chat, const ToolPlan& plan) const {
+  std::vector<zl::ChatMessage> out;
+  size_t i = 0;
+  std::string system = leading_system(chat, &i);
+  if (plan.active()) system = system.empty() ? hermes_tools_section(chat.tools)
+                                             : system + "\n\n" + hermes_tools_section(chat.tools);
+  if (!system.empty()) out.push_back({"system", std::move(system)});
+  bool in_tool_turn = false;  // the last turn holds tool results: the next one joins it
+  for (; i < chat.messages.size(); ++i) {
+    const ChatMessage& m = chat.messages[i];
+    if (m.role == "tool") {
+      if (in_tool_turn) {
+        out.back().content.append("\n").append(hermes_tool_response(m.content));
+      } else {
+        out.push_back({"user", hermes_tool_response(m.content)});
+      }
+      in_tool_turn = true;
+      continue;
+    }
+    in_tool_turn = false;
+    std::string content = m.content;
+    for (const ToolCall& tc : m.tool_calls) {
+      if (!content.empty()) content += "\n";
+      content += hermes_call(tc);
+    }
+    out.push_back({m.role, std::move(content)});
+  }
+  return out;
+}
+
+std::vector<zl::ChatMessage> TokenizerCodec::llama3_messages(const ChatRequest& chat, const ToolPlan& plan) const {
+  std::vector<zl::ChatMessage> out;
+  size_t i = 0;
+  std::string system = leading_system(chat, &i);
+  const bool tools_in_user = plan.active() && i < chat.messages.size() && chat.messages[i].role == "user";
+  // Meta's template trims the system text and the first user message but
+  // not the text put before them, nor tool results (hence verbatim).
+  if (plan.active()) {
+    std::string s = llama3_system_head();
+    if (!tools_in_user) s += llama3_tools_system(chat.tools);
+    s.append(trim_space(system));
+    out.push_back({.role = "system", .content = std::move(s), .verbatim = true});
+  } else if (!system.empty()) {
+    out.push_back({"system", std::move(system)});
+  }
+  for (size_t first = i; i < chat.messages.size(); ++i) {
+    const ChatMessage& m = chat.messages[i];
+    if (m.role == "tool") {
+      out.push_back({.role = "ipython", .content = m.content, .verbatim = true});
+    } else if (!m.tool_calls.empty()) {
+      std::string calls;
+      for (const ToolCall& tc : m.tool_calls) calls.append(calls.empty() ? "" : "; ").append(llama3_call(tc));
+      out.push_back({"assistant", std::move(calls)});
+    } else if (i == first && tools_in_user) {
+      std::string content = llama3_tools_preamble(chat.tools);
+      content.append(trim_space(m.content));
+      out.push_back({.role = "user", .content = std::move(content), .verbatim = true});
+    } else {
+      out.push_back({m.role, m.content});
+    }
+  }
+  return out;
+}
+
+std::vector<zl::ChatMessage> TokenizerCodec::to_template_messages(const ChatRequest& chat) const {
+  const ToolSyntax native = tool_syntax();
+  if (native == ToolSyntax::kNone) return generic_messages(chat);
+  const ToolPlan plan = plan_tools(chat, native);
+  std::vector<zl::ChatMessage> out =
+      native == ToolSyntax::kHermes ? hermes_messages(chat, plan) : llama3_messages(chat, plan);
+  if (!plan.prefill.empty()) out.push_back({"assistant", plan.prefill});
+  return out;
+}
+
+Result<ChatPrompt> TokenizerCodec::render(const ChatRequest& chat) const {
   const std::vector<zl::ChatMessage> messages = to_template_messages(chat);
+  const bool forced_call = !plan_tools(chat, tool_syntax()).prefill.empty();
   ChatRenderOptions opts;
-  opts.continue_final_message = chat.continue_final_message && !messages.empty() && messages.back().role == "assistant";
+  opts.continue_final_message = (chat.continue_final_message || forced_call) && !messages.empty() &&
+                                messages.back().role == "assistant";
   opts.add_generation_prompt = !opts.continue_final_message;
-  ASSIGN_OR_RETURN(ChatPrompt prompt, template_.render(messages, opts));
+  return template_.render(messages, opts);
+}
+
+Result<std::vector<int32_t>> TokenizerCodec::encode_chat(const ChatRequest& chat) const {
+  ASSIGN_OR_RETURN(ChatPrompt prompt, render(chat));
   const std::vector<TextSegment> segments = prompt.segments();
   return tokenizer_->encode(segments, /*add_special=*/true);
 }

@@ -6,16 +6,23 @@
 //   - a system message later in the conversation (Claude Code sends them)
 //     stays a system turn where the template has one, and becomes a user
 //     turn "[system] …" where it has none (llama2, mistral, gemma);
-//   - a tool result becomes a user turn "[tool result <id>] …"; assistant
-//     tool calls are appended to the assistant text as
-//     "[tool call <name>] <arguments json>" (a template family with real tool
-//     syntax can replace this later);
-//   - tools are listed in the system message when given.
+//   - tools, tool calls and tool results: in the family's native format
+//     where it has one (chatml: Hermes, llama3: Llama 3 JSON; see
+//     api/tool_prompt.h), with the output parsed for calls (api/tool_calls.h);
+//   - every other family keeps a generic rendering and its output is never
+//     parsed: the tools array as sent is appended to the system message as
+//     "Tools available (JSON): [...]" (plus "\nTool choice: <choice>" when
+//     one was given), an assistant tool call is appended to the assistant
+//     text as "[tool call <name>] <arguments json>", and a tool result is a
+//     user turn "[tool result <id>] …";
+//   - a forced call (tool_choice "any" / a named tool, ToolPlan::prefill)
+//     opens the assistant turn the prompt ends with.
 #pragma once
 
 #include <memory>
 
 #include "api/prompt_codec.h"
+#include "api/tool_prompt.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -23,17 +30,24 @@ namespace zl::api {
 
 class TokenizerCodec final : public PromptCodec {
  public:
-  // `tokenizer` must outlive the codec.
+  // `tokenizer` must outlive the codec (it may be null for to_template_messages/render alone).
   TokenizerCodec(const Tokenizer* tokenizer, ChatTemplate chat_template)
       : tokenizer_(tokenizer), template_(std::move(chat_template)) {}
 
   Result<std::vector<int32_t>> encode_chat(const ChatRequest& chat) const override;
   Result<std::vector<int32_t>> encode_text(std::string_view text) const override;
+  ToolSyntax tool_syntax() const override;
 
-  // The template's view of `chat` (exposed for tests).
+  // The template's view of `chat`, a forced call's prefill last (exposed for tests).
   std::vector<zl::ChatMessage> to_template_messages(const ChatRequest& chat) const;
+  // The rendered prompt that encode_chat tokenizes.
+  Result<ChatPrompt> render(const ChatRequest& chat) const;
 
  private:
+  std::vector<zl::ChatMessage> generic_messages(const ChatRequest& chat) const;
+  std::vector<zl::ChatMessage> hermes_messages(const ChatRequest& chat, const ToolPlan& plan) const;
+  std::vector<zl::ChatMessage> llama3_messages(const ChatRequest& chat, const ToolPlan& plan) const;
+
   const Tokenizer* tokenizer_;
   ChatTemplate template_;
 };

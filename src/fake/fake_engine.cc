@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "api/tool_prompt.h"
+
 namespace zl::fake {
 
 const std::vector<std::string> kStory = {
@@ -18,6 +20,51 @@ void append_bytes(std::string_view text, std::vector<int32_t>* ids) {
   for (unsigned char c : text) ids->push_back(kByteBase + c);
 }
 
+// `text` as tokens of about 3 bytes, never splitting a UTF-8 character.
+std::vector<std::string> tokens_of(std::string_view text) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < text.size();) {
+    size_t n = std::min<size_t>(3, text.size() - i);
+    while (i + n < text.size() && (static_cast<unsigned char>(text[i + n]) & 0xC0) == 0x80) ++n;
+    out.emplace_back(text.substr(i, n));
+    i += n;
+  }
+  return out;
+}
+
+// The [[fake:tool=NAME:ARGS]] script of a prompt (empty: the story).
+std::vector<std::string> tool_script(const std::string& prompt) {
+  struct Call {
+    std::string name, args;
+  };
+  std::vector<Call> calls;
+  size_t last = std::string::npos;
+  constexpr std::string_view kMarker = "[[fake:tool=";
+  for (size_t at = prompt.find(kMarker); at != std::string::npos; at = prompt.find(kMarker, at + 1)) {
+    const size_t colon = prompt.find(':', at + kMarker.size());
+    const size_t end = colon == std::string::npos ? colon : prompt.find("]]", colon);
+    if (end == std::string::npos) break;
+    calls.push_back({prompt.substr(at + kMarker.size(), colon - at - kMarker.size()), prompt.substr(colon + 1, end - colon - 1)});
+    last = end;
+  }
+  // A forced call (the prompt ends inside it) is continued.
+  if (prompt.ends_with("\"arguments\":")) {
+    std::string rest = " ";
+    rest.append(calls.empty() ? std::string("{}") : calls[0].args).append("}\n</tool_call>");
+    return tokens_of(rest);
+  }
+  if (prompt.ends_with("{\"name\": \"")) {
+    if (calls.empty()) return {};
+    return tokens_of(calls[0].name + "\", \"arguments\": " + calls[0].args + "}\n</tool_call>");
+  }
+  if (calls.empty() || prompt.find("<|tool|>", last) != std::string::npos) return {};
+  std::string text = "Let me check.";
+  for (const Call& c : calls) {
+    text += "\n<tool_call>\n{\"name\": \"" + c.name + "\", \"arguments\": " + c.args + "}\n</tool_call>";
+  }
+  return tokens_of(text);
+}
+
 }  // namespace
 
 std::string FakeCodec::render_chat(const api::ChatRequest& chat) {
@@ -30,7 +77,9 @@ std::string FakeCodec::render_chat(const api::ChatRequest& chat) {
     if (!(last && chat.continue_final_message)) out += "\n";
   }
   if (!chat.tools_json.empty()) out += "<|tools|>\n" + chat.tools_json + "\n";
-  if (!chat.continue_final_message) out += "<|assistant|>\n";
+  if (!chat.continue_final_message) {
+    out += "<|assistant|>\n" + api::plan_tools(chat, api::ToolSyntax::kHermes).prefill;
+  }
   return out;
 }
 
@@ -62,6 +111,7 @@ struct FakeEngine::Seq {
   bool overload = false;
   std::chrono::microseconds token_time{0};
   std::chrono::steady_clock::time_point next_token{};
+  std::vector<std::string> script;  // the tokens to write; empty: kStory
   std::string text;     // all generated text
   size_t n_emitted = 0; // bytes of `text` already sent
   Usage usage;
@@ -91,6 +141,7 @@ std::shared_ptr<RequestChannel> FakeEngine::submit(Request request) {
     const long ms = std::strtol(prompt.c_str() + at + 15, nullptr, 10);
     seq->next_token = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max(0L, ms));
   }
+  seq->script = tool_script(prompt);
   seq->usage.n_prompt_tokens = static_cast<int64_t>(request.prompt_ids.size());
   seq->timings.t_submit = std::chrono::steady_clock::now();
   seq->request = std::move(request);
@@ -172,7 +223,8 @@ bool FakeEngine::step(Seq& s) {
   s.next_token = now + s.token_time;
 
   const int64_t n_gen = s.usage.n_generated_tokens;
-  if (!s.endless && n_gen >= static_cast<int64_t>(kStory.size())) {
+  const std::vector<std::string>& tokens = s.script.empty() ? kStory : s.script;
+  if (!s.endless && n_gen >= static_cast<int64_t>(tokens.size())) {
     // The story is over: EOS. Held-back text (a partial stop match) is released first.
     if (s.n_emitted < s.text.size()) {
       Event e{.kind = EventKind::kText, .text = s.text.substr(s.n_emitted), .usage = s.usage};
@@ -181,7 +233,7 @@ bool FakeEngine::step(Seq& s) {
     }
     return finish(FinishReason::kEndOfSequence);
   }
-  s.text += kStory[n_gen % kStory.size()];
+  s.text += tokens[n_gen % tokens.size()];
   ++s.usage.n_generated_tokens;
   n_generated_total_.fetch_add(1);
   if (n_gen == 0) s.timings.t_first_token = now;

@@ -2,8 +2,12 @@
 // the real ones, used by unit/e2e tests and `zerolayer serve --fake-engine`.
 //
 // FakeCodec: one token per byte (id = byte + 3), BOS = 1; chats render as
-// "<|role|>\n<content>\n" per message, then "<|assistant|>\n" (or the prompt
-// ends inside the last assistant turn for a prefill).
+// "<|role|>\n<content>\n" per message (assistant tool calls as
+// "<tool_call NAME>ARGS</tool_call>" after the content, tool results as role
+// "tool"), then "<|tools|>\n<tools json>\n" when tools were given, then
+// "<|assistant|>\n" (or the prompt ends inside the last assistant turn for a
+// prefill). Its tool syntax is Hermes, as a ChatML model's: a forced call
+// (ToolPlan::prefill) follows "<|assistant|>\n".
 //
 // FakeEngine: one engine thread; every step (step_time) each running request
 // emits one token of a fixed story (kStory), then EOS. It honours
@@ -17,6 +21,17 @@
 //   [[fake:prefill=MS]]  the first token (or the error above) comes MS ms
 //                      after submission at the earliest: a long prefill or
 //                      a wait in the queue (cancellation is still seen at once)
+//   [[fake:tool=NAME:ARGS]]  instead of the story, what a ChatML model
+//                      writes to call tool NAME with ARGS (JSON up to the
+//                      next "]]"): "Let me check." then per marker
+//                      "\n<tool_call>\n{\"name\": \"NAME\", \"arguments\": ARGS}\n</tool_call>",
+//                      3 bytes a token, then EOS. Not once a tool result
+//                      ("<|tool|>") follows the last marker: the agent's
+//                      second round gets the story.
+// A prompt that ends inside a forced call (ToolPlan::prefill) gets that
+// call's rest: after `"arguments":` " ARGS}\n</tool_call>" (ARGS of the first
+// marker, {} without one); after `{"name": "` (tool_choice any) the first
+// marker's name and arguments, or the story without a marker.
 // Thread-safe.
 #pragma once
 
@@ -42,6 +57,7 @@ class FakeCodec final : public api::PromptCodec {
  public:
   Result<std::vector<int32_t>> encode_chat(const api::ChatRequest& chat) const override;
   Result<std::vector<int32_t>> encode_text(std::string_view text) const override;
+  api::ToolSyntax tool_syntax() const override { return api::ToolSyntax::kHermes; }
   static std::string render_chat(const api::ChatRequest& chat);
   static std::string decode(const std::vector<int32_t>& ids);
 };

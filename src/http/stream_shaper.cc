@@ -43,6 +43,13 @@ std::vector<std::string> StreamShaper::take_ready(Clock::time_point now) {
   return out;
 }
 
+std::vector<std::string> StreamShaper::take_all(Clock::time_point now) {
+  std::vector<std::string> out;
+  while (!pending_.empty()) out.push_back(cut_one());
+  if (!out.empty()) last_emit_ = now;
+  return out;
+}
+
 std::optional<StreamShaper::Clock::time_point> StreamShaper::next_due() const {
   if (pending_.empty()) return std::nullopt;
   if (window_.count() == 0 || !last_emit_) return Clock::time_point::min();

@@ -47,6 +47,9 @@ class StreamShaper {
   // The text events due at `now` (each within max_buffer_size). With a
   // window, at most one per call and none before the window has passed.
   std::vector<std::string> take_ready(Clock::time_point now);
+  // Everything pending, now, window or not (each piece within
+  // max_buffer_size): text that must go out before something else does.
+  std::vector<std::string> take_all(Clock::time_point now);
   // When take_ready will next have something (nullopt: nothing pending).
   std::optional<Clock::time_point> next_due() const;
 

@@ -107,8 +107,9 @@ Result<ChatTemplate> ChatTemplate::for_vocab(const Vocab& vocab, std::string_vie
 Result<ChatPrompt> ChatTemplate::render(std::span<const ChatMessage> messages, const ChatRenderOptions& opts) const {
   if (messages.empty()) return invalid_argument("chat: no messages");
   for (const ChatMessage& m : messages) {
-    if (m.role != "system" && m.role != "user" && m.role != "assistant") {
-      return invalid_argument("chat: unknown role '" + m.role + "' (system, user or assistant)");
+    const bool ipython = m.role == "ipython" && kind_ == ChatTemplateKind::kLlama3;
+    if (m.role != "system" && m.role != "user" && m.role != "assistant" && !ipython) {
+      return invalid_argument("chat: unknown role '" + m.role + "' (system, user or assistant; llama3 also ipython)");
     }
   }
   if (opts.continue_final_message && messages.back().role != "assistant") {
@@ -183,7 +184,7 @@ Result<ChatPrompt> ChatTemplate::render(std::span<const ChatMessage> messages, c
         break;
       case ChatTemplateKind::kLlama3:
         b.markup("<|start_header_id|>" + m.role + "<|end_header_id|>\n\n");
-        b.content(open ? c : trim(c));
+        b.content(open || m.verbatim ? c : trim(c));
         if (!open) b.markup("<|eot_id|>");
         break;
       case ChatTemplateKind::kChatml:

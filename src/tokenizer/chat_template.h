@@ -16,7 +16,8 @@
 //   llama2   [INST] <<SYS>>\nS\n<</SYS>>\n\nU [/INST] A </s><s>[INST] U [/INST]
 //            contents trimmed; [gen] = nothing; prefill " A"
 //   llama3   <|start_header_id|>R<|end_header_id|>\n\nC<|eot_id|> per message,
-//            contents trimmed; [gen] = <|start_header_id|>assistant<|end_header_id|>\n\n
+//            contents trimmed; [gen] = <|start_header_id|>assistant<|end_header_id|>\n\n;
+//            role "ipython" (tool results) too
 //   chatml   <|im_start|>R\nC<|im_end|>\n per message; [gen] = <|im_start|>assistant\n
 //            (Qwen, SmolLM; no default system message is inserted)
 //   mistral  [INST] S\n\nU [/INST]A</s>[INST] U [/INST]   (v0.1; [gen] = nothing)
@@ -54,8 +55,11 @@ Result<ChatTemplateKind> chat_template_from_name(std::string_view name);
 ChatTemplateKind detect_chat_template(std::string_view jinja);
 
 struct ChatMessage {
-  std::string role;  // "system", "user" or "assistant"
+  std::string role;  // "system", "user" or "assistant" (llama3: also "ipython")
   std::string content;
+  // Rendered as it is, where the family trims contents: text the caller has
+  // already put in the family's own shape (tool prompts, tool results).
+  bool verbatim = false;
 };
 
 struct ChatRenderOptions {

@@ -248,7 +248,22 @@ TEST(ServerTest, AgentShapedRequestsWork) {
                       {"anthropic-beta: claude-code-20250219,effort-2025-11-24,made-up-2099", "anthropic-version: 2023-06-01",
                        "x-stainless-retry-count: 0"});
   EXPECT_EQ(r.status, 200) << r.body;
-  check_anthropic_stream(r.body);
+  // tool_choice names the tool: the answer is that call alone (the fake
+  // codec has the Hermes syntax; the prompt opens the call, the fake model
+  // closes it with empty arguments), in a lazily opened block 0.
+  std::vector<SseEvent> ev = parse_sse(r.body);
+  std::vector<std::string> names;
+  for (const auto& e : ev) names.push_back(e.event);
+  EXPECT_EQ(names, (std::vector<std::string>{"message_start", "ping", "content_block_start", "content_block_delta",
+                                             "content_block_stop", "message_delta", "message_stop"}))
+      << r.body;
+  if (ev.size() == 7) {
+    auto block = parse_obj(ev[2].data)["content_block"].as_object();
+    EXPECT_EQ(str(block["type"]), "tool_use");
+    EXPECT_EQ(str(block["name"]), "get_weather");
+    EXPECT_EQ(str(parse_obj(ev[3].data)["delta"].as_object()["partial_json"]), "{}");
+    EXPECT_EQ(str(parse_obj(ev[5].data)["delta"].as_object()["stop_reason"]), "tool_use");
+  }
 }
 
 TEST(ServerTest, InvalidRequestsAre400NamingTheField) {

@@ -341,8 +341,8 @@ TEST(Codec, ChatMappingOntoTemplates) {
   chat.messages = {{.role = "system", .content = "a"}, {.role = "system", .content = "b"}, {.role = "user", .content = "u"},
                    {.role = "assistant", .content = "", .tool_calls = {{"id", "f", "{}"}}},
                    {.role = "tool", .content = "r", .tool_call_id = "id"}, {.role = "system", .content = "late"}};
-  TokenizerCodec chatml(nullptr, ChatTemplate(ChatTemplateKind::kChatml));
-  auto m = chatml.to_template_messages(chat);
+  TokenizerCodec phi3(nullptr, ChatTemplate(ChatTemplateKind::kPhi3));  // no native tool syntax
+  auto m = phi3.to_template_messages(chat);
   ASSERT_EQ(m.size(), 5u);
   EXPECT_EQ(m[0].content, "a\n\nb");
   EXPECT_EQ(m[2].content, "[tool call f] {}");

@@ -76,6 +76,22 @@ void parse_message(const json::value& v, const std::string& param, std::vector<C
   if (!msg.content.empty() || !msg.tool_calls.empty() || blocks.empty()) out->push_back(std::move(msg));
 }
 
+// One `tools` entry as OpenAI writes a function tool (ToolDef): the
+// input_schema is its "parameters". Server tools (web_search, bash, …) have
+// no input_schema and are offered by name alone.
+ToolDef parse_tool(const json::object& t, const std::string& param) {
+  ToolDef def{.name = json_string(require_field(t, "name", param + ".name"), param + ".name")};
+  json::object fn;
+  fn["name"] = def.name;
+  if (const auto* d = find_field(t, "description")) fn["description"] = json_string(*d, param + ".description");
+  if (const auto* schema = find_field(t, "input_schema")) fn["parameters"] = json_object(*schema, param + ".input_schema");
+  json::object tool;
+  tool["type"] = "function";
+  tool["function"] = std::move(fn);
+  def.json = json::serialize(tool);
+  return def;
+}
+
 // The fields count_tokens and messages share: model, system, messages, tools.
 void parse_conversation(const json::object& o, ChatRequest* r) {
   r->model = json_string(require_field(o, "model", "model"), "model");
@@ -94,8 +110,7 @@ void parse_conversation(const json::object& o, ChatRequest* r) {
     const auto& arr = json_array(*tools, "tools");
     for (size_t i = 0; i < arr.size(); ++i) {
       const std::string tp = index_param("tools", i);
-      const auto& t = json_object(arr[i], tp);
-      json_string(require_field(t, "name", tp + ".name"), tp + ".name");
+      r->tools.push_back(parse_tool(json_object(arr[i], tp), tp));
     }
     r->tools_json = json::serialize(*tools);
   }
@@ -111,6 +126,7 @@ void parse_conversation(const json::object& o, ChatRequest* r) {
     }
     if (const auto* d = find_field(c, "disable_parallel_tool_use")) json_bool(*d, "tool_choice.disable_parallel_tool_use");
   }
+  check_tool_choice(*r, "tool_choice.name");
 }
 
 void parse_generation_fields(const json::object& o, ChatRequest* r) {
@@ -164,10 +180,14 @@ void append_stop(std::string& out, const Completion& c) {
   }
 }
 
+// Content blocks: a stream opens text block 0 at its start, as it always
+// has, unless the request offered tools (lazy_blocks): then a block opens
+// when it has something, text or a tool call, so an answer that is only a
+// call has no empty text block before it. Indices follow the blocks' order.
 class MessagesFormatter final : public EventFormatter {
  public:
-  MessagesFormatter(std::string model, std::string request_id)
-      : model_(std::move(model)), request_id_(std::move(request_id)), id_(random_id("msg_")) {}
+  MessagesFormatter(std::string model, std::string request_id, bool lazy_blocks)
+      : model_(std::move(model)), request_id_(std::move(request_id)), id_(random_id("msg_")), lazy_blocks_(lazy_blocks) {}
 
   void stream_start(const Usage& usage, std::string& out) override {
     std::string d = "{\"type\":\"message_start\",\"message\":{\"id\":\"" + id_ +
@@ -177,20 +197,38 @@ class MessagesFormatter final : public EventFormatter {
     append_usage(d, usage);
     d += "}}";
     http::append_sse_event(out, "message_start", d);
-    http::append_sse_event(out, "content_block_start",
-                           R"({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}})");
+    if (!lazy_blocks_) open_text_block(out);
     http::append_sse_event(out, "ping", R"({"type":"ping"})");
   }
 
   void stream_text(std::string_view text, std::string& out) override {
-    std::string d = R"({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":)";
+    if (text_index_ < 0) open_text_block(out);
+    std::string d = "{\"type\":\"content_block_delta\",\"index\":" + std::to_string(text_index_) +
+                    ",\"delta\":{\"type\":\"text_delta\",\"text\":";
     append_json_string(d, text);
     d += "}}";
     http::append_sse_event(out, "content_block_delta", d);
   }
 
+  void stream_tool_call(const ToolCall& call, std::string& out) override {
+    close_text_block(out);
+    const std::string index = std::to_string(n_blocks_++);
+    std::string d = "{\"type\":\"content_block_start\",\"index\":" + index +
+                    ",\"content_block\":{\"type\":\"tool_use\",\"id\":\"" + random_id("toolu_") + "\",\"name\":";
+    append_json_string(d, call.name);
+    d += ",\"input\":{}}}";
+    http::append_sse_event(out, "content_block_start", d);
+    // The arguments whole, in one delta: a call is only sent once it is complete and valid.
+    d = "{\"type\":\"content_block_delta\",\"index\":" + index + ",\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":";
+    append_json_string(d, call.arguments_json);
+    d += "}}";
+    http::append_sse_event(out, "content_block_delta", d);
+    http::append_sse_event(out, "content_block_stop", "{\"type\":\"content_block_stop\",\"index\":" + index + "}");
+  }
+
   void stream_finish(const Completion& c, std::string& out) override {
-    http::append_sse_event(out, "content_block_stop", R"({"type":"content_block_stop","index":0})");
+    if (n_blocks_ == 0) open_text_block(out);  // nothing at all: one empty text block, as without tools
+    close_text_block(out);
     std::string d = "{\"type\":\"message_delta\",\"delta\":{";
     append_stop(d, c);
     d += "},\"usage\":";
@@ -207,14 +245,38 @@ class MessagesFormatter final : public EventFormatter {
   // The API's own keep-alive; @anthropic-ai/sdk skips it (core/streaming.ts).
   void stream_ping(std::string& out) override { http::append_sse_event(out, "ping", R"({"type":"ping"})"); }
 
-  http::HttpResponse complete(std::string_view text, const Completion& c) override {
+  // Without tool calls: one text block, even an empty one (as always).
+  // With calls: the non-empty text blocks and the tool_use blocks in order.
+  http::HttpResponse complete(const std::vector<AnswerPart>& answer, const Completion& c) override {
     http::HttpResponse r;
     std::string& d = r.body;
     d = "{\"id\":\"" + id_ + "\",\"type\":\"message\",\"role\":\"assistant\",\"model\":";
     append_json_string(d, model_);
-    d += ",\"content\":[{\"type\":\"text\",\"text\":";
-    append_json_string(d, text);
-    d += "}],";
+    d += ",\"content\":[";
+    if (c.n_tool_calls == 0) {
+      std::string text;
+      for (const AnswerPart& p : answer) text += p.text;
+      d += "{\"type\":\"text\",\"text\":";
+      append_json_string(d, text);
+      d += '}';
+    } else {
+      bool first = true;
+      for (const AnswerPart& p : answer) {
+        if (p.kind == AnswerPart::Kind::kText && p.text.empty()) continue;
+        if (!first) d += ',';
+        first = false;
+        if (p.kind == AnswerPart::Kind::kText) {
+          d += "{\"type\":\"text\",\"text\":";
+          append_json_string(d, p.text);
+          d += '}';
+        } else {
+          d += "{\"type\":\"tool_use\",\"id\":\"" + random_id("toolu_") + "\",\"name\":";
+          append_json_string(d, p.call.name);
+          d += ",\"input\":" + p.call.arguments_json + '}';
+        }
+      }
+    }
+    d += "],";
     append_stop(d, c);
     d += ",\"usage\":";
     append_usage(d, c.usage);
@@ -225,9 +287,25 @@ class MessagesFormatter final : public EventFormatter {
   http::HttpResponse error(const ApiError& e) override { return anthropic_error_response(e, request_id_); }
 
  private:
+  void open_text_block(std::string& out) {
+    text_index_ = n_blocks_++;
+    http::append_sse_event(out, "content_block_start",
+                           "{\"type\":\"content_block_start\",\"index\":" + std::to_string(text_index_) +
+                               ",\"content_block\":{\"type\":\"text\",\"text\":\"\"}}");
+  }
+  void close_text_block(std::string& out) {
+    if (text_index_ < 0) return;
+    http::append_sse_event(out, "content_block_stop",
+                           "{\"type\":\"content_block_stop\",\"index\":" + std::to_string(text_index_) + "}");
+    text_index_ = -1;
+  }
+
   std::string model_;
   std::string request_id_;
   std::string id_;
+  bool lazy_blocks_;
+  int n_blocks_ = 0;     // blocks opened so far: the next one's index
+  int text_index_ = -1;  // the open text block, -1: none
 };
 
 }  // namespace
@@ -245,7 +323,7 @@ ApiResult<ChatRequest> parse_count_tokens_request(std::string_view body) {
 
 std::string_view stop_reason(const Completion& c) {
   switch (c.finish) {
-    case FinishReason::kEndOfSequence: return "end_turn";
+    case FinishReason::kEndOfSequence: return c.n_tool_calls > 0 ? "tool_use" : "end_turn";
     case FinishReason::kMaxTokens: return c.max_tokens_clamped ? "model_context_window_exceeded" : "max_tokens";
     case FinishReason::kStopSequence: return "stop_sequence";
     case FinishReason::kContextWindow: return "model_context_window_exceeded";
@@ -254,8 +332,8 @@ std::string_view stop_reason(const Completion& c) {
   }
 }
 
-std::unique_ptr<EventFormatter> make_formatter(std::string model, std::string request_id) {
-  return std::make_unique<MessagesFormatter>(std::move(model), std::move(request_id));
+std::unique_ptr<EventFormatter> make_formatter(std::string model, std::string request_id, bool lazy_blocks) {
+  return std::make_unique<MessagesFormatter>(std::move(model), std::move(request_id), lazy_blocks);
 }
 
 }  // namespace zl::api::anthropic

@@ -18,10 +18,13 @@ ApiResult<ChatRequest> parse_messages_request(std::string_view body);
 // POST /v1/messages/count_tokens (no max_tokens; no sampling fields).
 ApiResult<ChatRequest> parse_count_tokens_request(std::string_view body);
 
-// "end_turn", "max_tokens", "stop_sequence", "model_context_window_exceeded", "refusal".
+// "end_turn", "tool_use" (the turn ended after a tool call), "max_tokens",
+// "stop_sequence", "model_context_window_exceeded", "refusal".
 std::string_view stop_reason(const Completion& c);
 
-// Formats one Messages answer. `model` is echoed as sent.
-std::unique_ptr<EventFormatter> make_formatter(std::string model, std::string request_id);
+// Formats one Messages answer. `model` is echoed as sent. lazy_blocks (the
+// request offers tools): a stream opens each content block when it has
+// something for it; else text block 0 opens with the stream.
+std::unique_ptr<EventFormatter> make_formatter(std::string model, std::string request_id, bool lazy_blocks = false);
 
 }  // namespace zl::api::anthropic

@@ -151,6 +151,21 @@ class Formatter final : public EventFormatter {
     chunk(out, delta, nullptr);
   }
 
+  // Two chunks, as OpenAI streams a call: the call's head with empty
+  // arguments, then the arguments (whole: a call is only sent once complete).
+  void stream_tool_call(const ToolCall& call, std::string& out) override {
+    const std::string index = std::to_string(n_calls_++);
+    std::string d = "{\"tool_calls\":[{\"index\":" + index + ",\"id\":\"" + random_id("call_") +
+                    "\",\"type\":\"function\",\"function\":{\"name\":";
+    append_json_string(d, call.name);
+    d += ",\"arguments\":\"\"}}]}";
+    chunk(out, d, nullptr);
+    d = "{\"tool_calls\":[{\"index\":" + index + ",\"function\":{\"arguments\":";
+    append_json_string(d, call.arguments_json);
+    d += "}}]}";
+    chunk(out, d, nullptr);
+  }
+
   void stream_finish(const Completion& c, std::string& out) override {
     chunk(out, kind_ == Kind::kChat ? "{}" : "\"\"", &c);
     if (include_usage_) {
@@ -172,14 +187,22 @@ class Formatter final : public EventFormatter {
   // tests/sdk/node_modules/openai/src/core/streaming.ts), as the SSE spec says.
   void stream_ping(std::string& out) override { http::append_sse_comment(out, "ping"); }
 
-  http::HttpResponse complete(std::string_view text, const Completion& c) override {
+  // content is null when the answer is only tool calls.
+  http::HttpResponse complete(const std::vector<AnswerPart>& answer, const Completion& c) override {
     http::HttpResponse r;
     std::string& d = r.body;
+    std::string text;
+    for (const AnswerPart& p : answer) text += p.text;
     d = head();
     d += "\"choices\":[{\"index\":0,";
     if (kind_ == Kind::kChat) {
       d += "\"message\":{\"role\":\"assistant\",\"content\":";
-      append_json_string(d, text);
+      if (text.empty() && c.n_tool_calls > 0) {
+        d += "null";
+      } else {
+        append_json_string(d, text);
+      }
+      if (c.n_tool_calls > 0) append_tool_calls(d, answer);
       d += ",\"refusal\":null},";
     } else {
       d += "\"text\":";
@@ -207,6 +230,23 @@ class Formatter final : public EventFormatter {
     return d;
   }
 
+  // ,"tool_calls":[{"id","type":"function","function":{"name","arguments":"<json>"}}…]
+  static void append_tool_calls(std::string& d, const std::vector<AnswerPart>& answer) {
+    d += ",\"tool_calls\":[";
+    bool first = true;
+    for (const AnswerPart& p : answer) {
+      if (p.kind != AnswerPart::Kind::kToolCall) continue;
+      if (!first) d += ',';
+      first = false;
+      d += "{\"id\":\"" + random_id("call_") + "\",\"type\":\"function\",\"function\":{\"name\":";
+      append_json_string(d, p.call.name);
+      d += ",\"arguments\":";
+      append_json_string(d, p.call.arguments_json);
+      d += "}}";
+    }
+    d += ']';
+  }
+
   // One chunk: `delta` is the chat delta object or the completion text.
   void chunk(std::string& out, std::string_view delta, const Completion* fin) {
     streamed_object_ = true;
@@ -232,6 +272,7 @@ class Formatter final : public EventFormatter {
   std::string id_;
   int64_t created_;
   bool streamed_object_ = false;
+  int n_calls_ = 0;  // tool calls streamed so far: the next one's index
 };
 
 }  // namespace
@@ -244,7 +285,14 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
     for (size_t i = 0; i < msgs.size(); ++i) r->messages.push_back(parse_message(msgs[i], index_param("messages", i)));
     r->continue_final_message = r->messages.back().role == "assistant";
     if (const auto* t = find_field(o, "tools")) {
-      json_array(*t, "tools");
+      const auto& arr = json_array(*t, "tools");
+      for (size_t i = 0; i < arr.size(); ++i) {
+        const std::string tp = index_param("tools", i);
+        const auto& tool = json_object(arr[i], tp);
+        const auto& fn = json_object(require_field(tool, "function", tp + ".function"), tp + ".function");
+        r->tools.push_back(ToolDef{.name = json_string(require_field(fn, "name", tp + ".function.name"), tp + ".function.name"),
+                                   .json = json::serialize(tool)});
+      }
       r->tools_json = json::serialize(*t);
     }
     if (const auto* tc = find_field(o, "tool_choice")) {
@@ -258,6 +306,7 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
                                                "tool_choice.function.name");
       }
     }
+    check_tool_choice(*r, "tool_choice.function.name");
   });
 }
 
@@ -282,6 +331,7 @@ ApiResult<ChatRequest> parse_completion_request(std::string_view body) {
 
 std::string_view finish_reason(const Completion& c) {
   switch (c.finish) {
+    case FinishReason::kEndOfSequence: return c.n_tool_calls > 0 ? "tool_calls" : "stop";
     case FinishReason::kMaxTokens:
     case FinishReason::kContextWindow: return "length";
     case FinishReason::kSafety: return "content_filter";

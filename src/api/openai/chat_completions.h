@@ -17,7 +17,7 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view body);
 // POST /v1/completions (prompt: a string or an array of one string)
 ApiResult<ChatRequest> parse_completion_request(std::string_view body);
 
-// "stop", "length", "content_filter".
+// "stop", "tool_calls" (the turn ended after a tool call), "length", "content_filter".
 std::string_view finish_reason(const Completion& c);
 
 enum class Kind { kChat, kCompletion };

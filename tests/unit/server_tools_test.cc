@@ -1,0 +1,318 @@
+// Tool calls through the real API routes, in process: the fake engine
+// writes what a ChatML model writes to call a tool ([[fake:tool=NAME:ARGS]],
+// src/fake/fake_engine.h) and the fake codec has the Hermes syntax. Checks
+// the exact JSON and SSE frames of both APIs, streaming and not, the stop
+// reasons, and the fallbacks (a call cut by max_tokens, an unknown tool,
+// tool_choice none).
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+#include <memory>
+#include <regex>
+
+#include "api/anthropic/messages.h"
+#include "api/service.h"
+#include "fake/fake_engine.h"
+#include "http/router.h"
+#include "http/server.h"
+#include "support/http_client.h"  // fetch, parse_sse
+#include "support/json_object.h"  // parse_obj
+
+namespace zl::api {
+namespace {
+
+namespace json = boost::json;
+using test::HttpReply;
+
+constexpr int kWaitMs = 20000;
+
+class ToolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    engine_ = std::make_unique<fake::FakeEngine>(
+        fake::FakeEngineConfig{.n_ctx = 8192, .step_time = std::chrono::microseconds(500)});
+    ApiConfig cfg;
+    cfg.sse_ping_interval = std::chrono::milliseconds(0);  // no keep-alive frames: exact streams
+    service_ = std::make_unique<ApiService>(cfg, engine_.get(), &codec_);
+    service_->register_routes(router_);
+    http::ServerConfig scfg;
+    scfg.port = 0;
+    scfg.max_body_bytes = 1 << 20;
+    server_ = std::make_unique<http::HttpServer>(scfg, &router_);
+    ASSERT_TRUE(server_->listen().ok());
+    server_->start();
+  }
+  void TearDown() override {
+    server_->stop();
+    engine_.reset();
+    server_.reset();
+  }
+
+  HttpReply post(const std::string& path, const std::string& body) {
+    HttpReply r = test::fetch(server_->port(), "POST", path, body, {}, kWaitMs);
+    EXPECT_TRUE(r.complete);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r;
+  }
+
+  fake::FakeCodec codec_;
+  http::Router router_;
+  std::unique_ptr<fake::FakeEngine> engine_;
+  std::unique_ptr<ApiService> service_;
+  std::unique_ptr<http::HttpServer> server_;
+};
+
+constexpr const char* kWeatherTool =
+    R"({"name":"get_weather","description":"Weather now","input_schema":{"type":"object","properties":{"location":{"type":"string"}}}})";
+constexpr const char* kCall = R"([[fake:tool=get_weather:{\"location\": \"Paris\"}]])";
+
+// An Anthropic request; `extra` is spliced in as more fields.
+std::string anthropic(const std::string& content, const std::string& extra = "", bool stream = false) {
+  return std::string(R"({"model":"m","max_tokens":200,)") + (stream ? R"("stream":true,)" : "") +
+         R"("tools":[)" + kWeatherTool + "]," + extra + R"("messages":[{"role":"user","content":")" + content + R"("}]})";
+}
+
+std::string openai(const std::string& content, const std::string& extra = "", bool stream = false) {
+  return std::string(R"({"model":"gpt","max_tokens":200,)") + (stream ? R"("stream":true,)" : "") +
+         R"("tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}],)" + extra +
+         R"("messages":[{"role":"user","content":")" + content + R"("}]})";
+}
+
+// Random ids and times out: msg_X, toolu_X, call_X, chatcmpl-X, "created":0.
+std::string normalized(const std::string& s) {
+  std::string out = std::regex_replace(s, std::regex("(msg_|toolu_|call_|chatcmpl-)[0-9A-Za-z]{24}"), "$1X");
+  return std::regex_replace(out, std::regex(R"("created":[0-9]+)"), R"("created":0)");
+}
+
+bool has_id(const std::string& s, const std::string& prefix) {
+  return std::regex_search(s, std::regex("\"" + prefix + "[0-9A-Za-z]{24}\""));
+}
+
+std::string str(const json::value& v) { return v.is_string() ? std::string(v.get_string()) : std::string(); }
+
+// ---- Anthropic ----
+
+TEST_F(ToolTest, AnthropicToolUseNonStreaming) {
+  HttpReply r = post("/v1/messages", anthropic(std::string("Weather in Paris? ") + kCall));
+  EXPECT_TRUE(has_id(r.body, "toolu_")) << r.body;
+  json::object o = test::parse_obj(r.body);
+  const int64_t in = o["usage"].as_object()["input_tokens"].as_int64();
+  const int64_t out = o["usage"].as_object()["output_tokens"].as_int64();
+  EXPECT_EQ(normalized(r.body),
+            R"({"id":"msg_X","type":"message","role":"assistant","model":"m","content":[)"
+            R"({"type":"text","text":"Let me check."},)"
+            R"({"type":"tool_use","id":"toolu_X","name":"get_weather","input":{"location":"Paris"}}],)"
+            R"("stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":)" +
+                std::to_string(in) + R"(,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":)" +
+                std::to_string(out) + "}}");
+  // "Let me check.\n<tool_call>\n{…}\n</tool_call>" in 3-byte tokens.
+  EXPECT_EQ(out, 33);
+}
+
+TEST_F(ToolTest, AnthropicToolUseStreamingFrames) {
+  HttpReply r = post("/v1/messages", anthropic(std::string("Weather? ") + kCall, "", /*stream=*/true));
+  EXPECT_EQ(r.header("content-type"), "text/event-stream");
+  std::vector<test::SseEvent> ev = test::parse_sse(r.body);
+  ASSERT_GE(ev.size(), 2u) << r.body;
+  const int64_t in = test::parse_obj(ev[0].data)["message"].as_object()["usage"].as_object()["input_tokens"].as_int64();
+  auto frame = [](const std::string& event, const std::string& data) { return "event: " + event + "\ndata: " + data + "\n\n"; };
+  auto text = [&](const std::string& t) {
+    return frame("content_block_delta",
+                 R"({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":")" + t + R"("}})");
+  };
+  // No text block before there is text (tools were offered); the text
+  // before the call streams as the tokens come; the call goes out whole.
+  const std::string expected =
+      frame("message_start",
+            R"({"type":"message_start","message":{"id":"msg_X","type":"message","role":"assistant","model":"m","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":)" +
+                std::to_string(in) + R"(,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":1}}})") +
+      frame("ping", R"({"type":"ping"})") +
+      frame("content_block_start", R"({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}})") +
+      text("Let") + text(" me") + text(" ch") + text("eck") + text(".") +
+      frame("content_block_stop", R"({"type":"content_block_stop","index":0})") +
+      frame("content_block_start",
+            R"({"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_X","name":"get_weather","input":{}}})") +
+      frame("content_block_delta",
+            R"({"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"location\":\"Paris\"}"}})") +
+      frame("content_block_stop", R"({"type":"content_block_stop","index":1})") +
+      frame("message_delta",
+            R"({"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"input_tokens":)" +
+                std::to_string(in) + R"(,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":33}})") +
+      frame("message_stop", R"({"type":"message_stop"})");
+  EXPECT_EQ(normalized(r.body), expected);
+}
+
+TEST_F(ToolTest, AnthropicForcedToolHasOnlyTheCall) {
+  // tool_choice names the tool: the prompt opens the call, the model writes the arguments.
+  const std::string extra = R"("tool_choice":{"type":"tool","name":"get_weather"},)";
+  HttpReply r = post("/v1/messages", anthropic(std::string("Paris ") + kCall, extra));
+  json::object o = test::parse_obj(r.body);
+  const json::array& content = o["content"].as_array();
+  ASSERT_EQ(content.size(), 1u) << r.body;  // no empty text block
+  EXPECT_EQ(normalized(json::serialize(content[0])),
+            R"({"type":"tool_use","id":"toolu_X","name":"get_weather","input":{"location":"Paris"}})");
+  EXPECT_EQ(str(o["stop_reason"]), "tool_use");
+  // Without a script the fake model still has to finish the call it was given.
+  r = post("/v1/messages", anthropic("Paris", extra, /*stream=*/true));
+  std::vector<test::SseEvent> ev = test::parse_sse(r.body);
+  std::vector<std::string> names;
+  for (const auto& e : ev) names.push_back(e.event);
+  EXPECT_EQ(names, (std::vector<std::string>{"message_start", "ping", "content_block_start", "content_block_delta",
+                                             "content_block_stop", "message_delta", "message_stop"}))
+      << r.body;
+  EXPECT_EQ(normalized(ev[2].data),
+            R"({"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_X","name":"get_weather","input":{}}})");
+  EXPECT_EQ(str(test::parse_obj(ev[3].data)["delta"].as_object()["partial_json"]), "{}");
+  EXPECT_EQ(str(test::parse_obj(ev[5].data)["delta"].as_object()["stop_reason"]), "tool_use");
+}
+
+TEST_F(ToolTest, AnthropicTwoCalls) {
+  const std::string tools = std::string(R"("tools":[)") + kWeatherTool +
+                            R"(,{"name":"get_time","input_schema":{"type":"object"}}],)";
+  const std::string body = std::string(R"({"model":"m","max_tokens":200,)") + tools +
+                           R"("messages":[{"role":"user","content":"[[fake:tool=get_weather:{}]][[fake:tool=get_time:{\"tz\":\"CET\"}]]"}]})";
+  json::object o = test::parse_obj(post("/v1/messages", body).body);
+  const json::array& c = o["content"].as_array();
+  ASSERT_EQ(c.size(), 3u) << json::serialize(o);
+  EXPECT_EQ(str(c[1].as_object().at("name")), "get_weather");
+  EXPECT_EQ(str(c[2].as_object().at("name")), "get_time");
+  EXPECT_EQ(json::serialize(c[2].as_object().at("input")), R"({"tz":"CET"})");
+  EXPECT_NE(c[1].as_object().at("id"), c[2].as_object().at("id"));
+  EXPECT_EQ(str(o["stop_reason"]), "tool_use");
+}
+
+TEST_F(ToolTest, AnthropicFallbacksAreText) {
+  const std::string raw = "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\"}}\n</tool_call>";
+  // Cut by max_tokens inside the call: text, max_tokens.
+  std::string body = anthropic(std::string("x ") + kCall);
+  body.replace(body.find("\"max_tokens\":200"), 16, "\"max_tokens\":10");
+  json::object o = test::parse_obj(post("/v1/messages", body).body);
+  EXPECT_EQ(str(o["stop_reason"]), "max_tokens");
+  ASSERT_EQ(o["content"].as_array().size(), 1u);
+  EXPECT_EQ(str(o["content"].as_array()[0].as_object().at("text")), raw.substr(0, 30));
+  // A tool that was not offered: the call stays text, the turn ended normally.
+  o = test::parse_obj(post("/v1/messages", anthropic("[[fake:tool=get_stock:{}]]")).body);
+  EXPECT_EQ(str(o["stop_reason"]), "end_turn");
+  EXPECT_EQ(str(o["content"].as_array()[0].as_object().at("text")),
+            "Let me check.\n<tool_call>\n{\"name\": \"get_stock\", \"arguments\": {}}\n</tool_call>");
+  // tool_choice none: tools are not offered, the output is not parsed, and
+  // the stream opens its text block at once, as without tools.
+  HttpReply r = post("/v1/messages", anthropic(std::string("x ") + kCall, R"("tool_choice":{"type":"none"},)", true));
+  std::vector<test::SseEvent> ev = test::parse_sse(r.body);
+  ASSERT_GE(ev.size(), 3u);
+  EXPECT_EQ(ev[1].event, "content_block_start");
+  EXPECT_EQ(ev[2].event, "ping");
+  std::string text;
+  for (const auto& e : ev) {
+    if (e.event == "content_block_delta") text += str(test::parse_obj(e.data)["delta"].as_object()["text"]);
+  }
+  EXPECT_EQ(text, raw);
+  EXPECT_EQ(r.body.find("tool_use"), std::string::npos);
+}
+
+TEST_F(ToolTest, AnthropicTextAnswerWithToolsOffered) {
+  // Tools offered, no call: the story as text, end_turn; the text block opens with the first text.
+  HttpReply r = post("/v1/messages", anthropic("Hi", "", /*stream=*/true));
+  std::vector<test::SseEvent> ev = test::parse_sse(r.body);
+  ASSERT_GE(ev.size(), 4u);
+  EXPECT_EQ(ev[1].event, "ping");
+  EXPECT_EQ(ev[2].event, "content_block_start");
+  std::string text;
+  for (const auto& e : ev) {
+    if (e.event == "content_block_delta") text += str(test::parse_obj(e.data)["delta"].as_object()["text"]);
+  }
+  std::string story;
+  for (const std::string& t : fake::kStory) story += t;
+  EXPECT_EQ(text, story);
+  EXPECT_NE(r.body.find(R"("stop_reason":"end_turn")"), std::string::npos);
+}
+
+TEST_F(ToolTest, AnthropicFollowUpAndCountTokens) {
+  // The agent sends the call and its result back; the fake model then answers in text.
+  const std::string conv = std::string(R"({"model":"m","tools":[)") + kWeatherTool +
+                           R"(],"messages":[{"role":"user","content":"Weather? )" + kCall +
+                           R"("},{"role":"assistant","content":[{"type":"text","text":"Let me check."},)"
+                           R"({"type":"tool_use","id":"toolu_1","name":"get_weather","input":{"location":"Paris"}}]},)"
+                           R"({"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"sunny"}]}]})";
+  std::string body = conv;
+  body.insert(1, R"("max_tokens":100,)");
+  json::object o = test::parse_obj(post("/v1/messages", body).body);
+  EXPECT_EQ(str(o["stop_reason"]), "end_turn");
+  EXPECT_EQ(str(o["content"].as_array()[0].as_object().at("type")), "text");
+  json::object count = test::parse_obj(post("/v1/messages/count_tokens", conv).body);
+  EXPECT_EQ(count["input_tokens"], o["usage"].as_object()["input_tokens"]);
+  // A forced call's prefill is part of the prompt: counted too.
+  std::string forced = conv;
+  forced.insert(1, R"("tool_choice":{"type":"tool","name":"get_weather"},)");
+  std::string forced_body = forced;
+  forced_body.insert(1, R"("max_tokens":100,)");
+  json::object fo = test::parse_obj(post("/v1/messages", forced_body).body);
+  EXPECT_EQ(test::parse_obj(post("/v1/messages/count_tokens", forced).body)["input_tokens"],
+            fo["usage"].as_object()["input_tokens"]);
+  EXPECT_GT(fo["usage"].as_object()["input_tokens"].as_int64(), o["usage"].as_object()["input_tokens"].as_int64());
+  // A tool_choice naming a tool that is not offered is a 400.
+  std::string bad = conv;
+  bad.insert(1, R"("max_tokens":100,"tool_choice":{"type":"tool","name":"nope"},)");
+  HttpReply e = test::fetch(server_->port(), "POST", "/v1/messages", bad, {}, kWaitMs);
+  EXPECT_EQ(e.status, 400);
+  EXPECT_NE(e.body.find("tool_choice.name"), std::string::npos) << e.body;
+}
+
+TEST_F(ToolTest, AnthropicShapedStreamSendsTheTextBeforeTheCall) {
+  // A 1 s coalescing window: the text would wait, the call makes it go first.
+  HttpReply r = post("/v1/messages", anthropic(std::string("x ") + kCall, R"("stream_options":{"min_delay_ms":1000},)", true));
+  std::vector<test::SseEvent> ev = test::parse_sse(r.body);
+  std::vector<std::string> kinds;
+  std::string text;
+  for (const auto& e : ev) {
+    if (e.event != "content_block_delta") continue;
+    json::object d = test::parse_obj(e.data)["delta"].as_object();
+    kinds.push_back(str(d["type"]));
+    if (kinds.back() == "text_delta") text += str(d["text"]);
+  }
+  ASSERT_FALSE(kinds.empty());
+  EXPECT_EQ(kinds.back(), "input_json_delta");
+  EXPECT_EQ(text, "Let me check.");
+}
+
+// ---- OpenAI ----
+
+TEST_F(ToolTest, OpenAIToolCallsNonStreaming) {
+  HttpReply r = post("/v1/chat/completions", openai(std::string("Weather? ") + kCall));
+  EXPECT_TRUE(has_id(r.body, "call_")) << r.body;
+  json::object o = test::parse_obj(r.body);
+  const std::string usage = json::serialize(o["usage"]);
+  EXPECT_EQ(normalized(r.body),
+            R"({"id":"chatcmpl-X","object":"chat.completion","created":0,"model":"gpt","system_fingerprint":null,)"
+            R"("choices":[{"index":0,"message":{"role":"assistant","content":"Let me check.",)"
+            R"("tool_calls":[{"id":"call_X","type":"function","function":{"name":"get_weather","arguments":"{\"location\":\"Paris\"}"}}],)"
+            R"("refusal":null},"logprobs":null,"finish_reason":"tool_calls"}],"usage":)" +
+                usage + "}");
+  // Only a call (forced): content is null.
+  r = post("/v1/chat/completions",
+           openai(std::string("x ") + kCall, R"("tool_choice":{"type":"function","function":{"name":"get_weather"}},)"));
+  json::object m = test::parse_obj(r.body)["choices"].as_array()[0].as_object()["message"].as_object();
+  EXPECT_TRUE(m["content"].is_null()) << r.body;
+  EXPECT_EQ(str(m["tool_calls"].as_array()[0].as_object()["function"].as_object()["arguments"]), R"({"location":"Paris"})");
+  // "required" is "any": the call is forced open, the model names the tool.
+  r = post("/v1/chat/completions", openai(std::string("x ") + kCall, R"("tool_choice":"required",)"));
+  EXPECT_EQ(str(test::parse_obj(r.body)["choices"].as_array()[0].as_object()["finish_reason"]), "tool_calls") << r.body;
+}
+
+TEST_F(ToolTest, OpenAIToolCallsStreamingChunks) {
+  HttpReply r = post("/v1/chat/completions", openai(std::string("Weather? ") + kCall, "", /*stream=*/true));
+  const std::string head = R"(data: {"id":"chatcmpl-X","object":"chat.completion.chunk","created":0,"model":"gpt","system_fingerprint":null,"choices":[{"index":0,"delta":)";
+  auto chunk = [&](const std::string& delta, const std::string& finish = "null") {
+    return head + delta + R"(,"logprobs":null,"finish_reason":)" + finish + "}]}\n\n";
+  };
+  auto text = [&](const std::string& t) { return chunk(R"({"content":")" + t + R"("})"); };
+  EXPECT_EQ(normalized(r.body),
+            chunk(R"({"role":"assistant","content":""})") + text("Let") + text(" me") + text(" ch") + text("eck") +
+                text(".") +
+                chunk(R"({"tool_calls":[{"index":0,"id":"call_X","type":"function","function":{"name":"get_weather","arguments":""}}]})") +
+                chunk(R"({"tool_calls":[{"index":0,"function":{"arguments":"{\"location\":\"Paris\"}"}}]})") +
+                chunk("{}", R"("tool_calls")") + "data: [DONE]\n\n");
+}
+
+}  // namespace
+}  // namespace zl::api
