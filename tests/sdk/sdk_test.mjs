@@ -2,7 +2,8 @@
 // --max-body-bytes 2000000 --sse-ping-interval 0.05` (run.sh starts it), on
 // the fake engine or, with ZL_REAL=1, the real engine on stories260K.
 // The fake engine writes a fixed story; markers in the prompt ([[fake:long]],
-// [[fake:error]], [[fake:prefill=MS]]) change its behaviour (src/fake/fake_engine.h). On the real
+// [[fake:error]], [[fake:prefill=MS]], [[fake:tool=NAME:ARGS]]) change its
+// behaviour (src/fake/fake_engine.h). On the real
 // model, expected texts come from greedy (temperature 0) answers instead.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -302,4 +303,115 @@ test('openai: completions, models, errors', async () => {
     return true;
   });
   await assert.rejects(openai.chat.completions.create({ model: 'm', messages: [] }), OpenAI.BadRequestError);
+});
+
+// ---- tool calls (the fake engine writes a ChatML model's <tool_call>; the
+// fake codec has the Hermes syntax) ----
+
+const WEATHER = { name: 'get_weather', description: 'The weather now', input_schema: { type: 'object', properties: { location: { type: 'string' } }, required: ['location'] } };
+const CALL = '[[fake:tool=get_weather:{"location": "Paris", "days": [1, 2]}]]';
+const INPUT = { location: 'Paris', days: [1, 2] };
+const FAKE_ONLY = { skip: REAL && 'needs the fake engine (stories260K has no tool syntax)' };
+
+function checkToolUse(msg) {
+  assert.equal(msg.stop_reason, 'tool_use');
+  assert.deepEqual(msg.content.map((b) => b.type), ['text', 'tool_use']);
+  assert.equal(msg.content[0].text, 'Let me check.');
+  const use = msg.content[1];
+  assert.match(use.id, /^toolu_[0-9A-Za-z]{24}$/);
+  assert.equal(use.name, 'get_weather');
+  assert.deepEqual(use.input, INPUT);
+  return use;
+}
+
+test('anthropic: tools -> a tool_use block, create and stream().finalMessage(), then the tool_result round', FAKE_ONLY, async () => {
+  const params = { model: 'm', max_tokens: 200, tools: [WEATHER], messages: user(`Weather in Paris? ${CALL}`) };
+  const use = checkToolUse(await anthropic.messages.create(params));
+  const stream = anthropic.messages.stream(params);
+  const jsonDeltas = [];
+  stream.on('inputJson', (partial) => { jsonDeltas.push(partial); });
+  const streamed = checkToolUse(await stream.finalMessage());
+  assert.deepEqual(JSON.parse(jsonDeltas.join('')), INPUT);
+  assert.notEqual(streamed.id, use.id);
+
+  // The agent's second round: the call and its result go back; the model answers in text.
+  const follow = await anthropic.messages.create({
+    ...params,
+    messages: [...params.messages, { role: 'assistant', content: [{ type: 'text', text: 'Let me check.' }, use] },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: 'Sunny, 21 C' }] }],
+  });
+  assert.equal(follow.stop_reason, 'end_turn');
+  assert.equal(follow.content[0].type, 'text');
+  assert.equal(follow.content[0].text, STORY);
+  const count = await anthropic.messages.countTokens({ model: 'm', tools: params.tools, messages: [...params.messages,
+    { role: 'assistant', content: [{ type: 'text', text: 'Let me check.' }, use] },
+    { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: 'Sunny, 21 C' }] }] });
+  assert.equal(count.input_tokens, follow.usage.input_tokens);
+});
+
+test('anthropic: tool_choice names the tool; none turns tools off', FAKE_ONLY, async () => {
+  const forced = await anthropic.messages.stream({ model: 'm', max_tokens: 200, tools: [WEATHER], tool_choice: { type: 'tool', name: 'get_weather' }, messages: user(`Paris ${CALL}`) }).finalMessage();
+  assert.equal(forced.stop_reason, 'tool_use');
+  assert.deepEqual(forced.content.map((b) => b.type), ['tool_use']);
+  assert.deepEqual(forced.content[0].input, INPUT);
+  const none = await anthropic.messages.create({ model: 'm', max_tokens: 200, tools: [WEATHER], tool_choice: { type: 'none' }, messages: user(`Paris ${CALL}`) });
+  assert.equal(none.stop_reason, 'end_turn');
+  assert.deepEqual(none.content.map((b) => b.type), ['text']);
+  assert.match(none.content[0].text, /<tool_call>/);
+});
+
+const OPENAI_TOOLS = [{ type: 'function', function: { name: 'get_weather', description: 'The weather now', parameters: WEATHER.input_schema } }];
+
+test('openai: tools -> message.tool_calls, create and streamed', FAKE_ONLY, async () => {
+  const params = { model: 'gpt-4o', max_tokens: 200, tools: OPENAI_TOOLS, messages: user(`Weather in Paris? ${CALL}`) };
+  const full = await openai.chat.completions.create(params);
+  const choice = full.choices[0];
+  assert.equal(choice.finish_reason, 'tool_calls');
+  assert.equal(choice.message.content, 'Let me check.');
+  assert.equal(choice.message.tool_calls.length, 1);
+  const call = choice.message.tool_calls[0];
+  assert.match(call.id, /^call_[0-9A-Za-z]{24}$/);
+  assert.equal(call.type, 'function');
+  assert.equal(call.function.name, 'get_weather');
+  assert.deepEqual(JSON.parse(call.function.arguments), INPUT);
+
+  // Streaming: the deltas accumulate to the same message, by hand and by the SDK's helper.
+  const s = await openai.chat.completions.create({ ...params, stream: true });
+  let content = '';
+  let finish = null;
+  const calls = [];
+  for await (const chunk of s) {
+    const delta = chunk.choices[0]?.delta ?? {};
+    content += delta.content ?? '';
+    for (const tc of delta.tool_calls ?? []) {
+      calls[tc.index] ??= { id: '', name: '', arguments: '' };
+      if (tc.id) calls[tc.index].id = tc.id;
+      if (tc.function?.name) calls[tc.index].name += tc.function.name;
+      calls[tc.index].arguments += tc.function?.arguments ?? '';
+    }
+    finish = chunk.choices[0]?.finish_reason ?? finish;
+  }
+  assert.equal(content, 'Let me check.');
+  assert.equal(finish, 'tool_calls');
+  assert.equal(calls.length, 1);
+  assert.match(calls[0].id, /^call_/);
+  assert.equal(calls[0].name, 'get_weather');
+  assert.deepEqual(JSON.parse(calls[0].arguments), INPUT);
+  const final = await openai.chat.completions.stream(params).finalChatCompletion();
+  assert.equal(final.choices[0].finish_reason, 'tool_calls');
+  assert.deepEqual(JSON.parse(final.choices[0].message.tool_calls[0].function.arguments), INPUT);
+
+  // The tool result goes back as a role "tool" message.
+  const follow = await openai.chat.completions.create({ ...params, messages: [...params.messages, choice.message,
+    { role: 'tool', tool_call_id: call.id, content: 'Sunny, 21 C' }] });
+  assert.equal(follow.choices[0].finish_reason, 'stop');
+  assert.equal(follow.choices[0].message.content, STORY);
+});
+
+test('tools on a model without a tool syntax are accepted and answered in text', { skip: !REAL && 'the real model only' }, async () => {
+  const msg = await anthropic.messages.create({ model: 'm', max_tokens: 8, temperature: 0, tools: [WEATHER], messages: user('Hi') });
+  assert.deepEqual(msg.content.map((b) => b.type), ['text']);
+  assert.ok(['end_turn', 'max_tokens'].includes(msg.stop_reason));
+  const chat = await openai.chat.completions.create({ model: 'm', max_tokens: 8, temperature: 0, tools: OPENAI_TOOLS, messages: user('Hi') });
+  assert.equal(chat.choices[0].message.tool_calls, undefined);
 });
