@@ -53,9 +53,17 @@ std::vector<std::string> tool_script(const std::string& prompt) {
     rest.append(calls.empty() ? std::string("{}") : calls[0].args).append("}\n</tool_call>");
     return tokens_of(rest);
   }
+  if (prompt.ends_with("\"parameters\":")) {
+    std::string rest = " ";
+    rest.append(calls.empty() ? std::string("{}") : calls[0].args).append("}");
+    return tokens_of(rest);
+  }
   if (prompt.ends_with("{\"name\": \"")) {
     if (calls.empty()) return {};
-    return tokens_of(calls[0].name + "\", \"arguments\": " + calls[0].args + "}\n</tool_call>");
+    if (prompt.ends_with("<tool_call>\n{\"name\": \"")) {
+      return tokens_of(calls[0].name + "\", \"arguments\": " + calls[0].args + "}\n</tool_call>");
+    }
+    return tokens_of(calls[0].name + "\", \"parameters\": " + calls[0].args + "}");  // Llama 3
   }
   if (calls.empty() || prompt.find("<|tool|>", last) != std::string::npos) return {};
   std::string text = "Let me check.";
@@ -67,7 +75,7 @@ std::vector<std::string> tool_script(const std::string& prompt) {
 
 }  // namespace
 
-std::string FakeCodec::render_chat(const api::ChatRequest& chat) {
+std::string FakeCodec::render_chat(const api::ChatRequest& chat) const {
   std::string out;
   for (size_t i = 0; i < chat.messages.size(); ++i) {
     const api::ChatMessage& m = chat.messages[i];
@@ -78,7 +86,7 @@ std::string FakeCodec::render_chat(const api::ChatRequest& chat) {
   }
   if (!chat.tools_json.empty()) out += "<|tools|>\n" + chat.tools_json + "\n";
   if (!chat.continue_final_message) {
-    out += "<|assistant|>\n" + api::plan_tools(chat, api::ToolSyntax::kHermes).prefill;
+    out += "<|assistant|>\n" + api::plan_tools(chat, syntax_).prefill;
   }
   return out;
 }

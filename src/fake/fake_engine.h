@@ -6,8 +6,9 @@
 // "<tool_call NAME>ARGS</tool_call>" after the content, tool results as role
 // "tool"), then "<|tools|>\n<tools json>\n" when tools were given, then
 // "<|assistant|>\n" (or the prompt ends inside the last assistant turn for a
-// prefill). Its tool syntax is Hermes, as a ChatML model's: a forced call
-// (ToolPlan::prefill) follows "<|assistant|>\n".
+// prefill). Its tool syntax is Hermes, as a ChatML model's, unless made with
+// another (tests of the Llama 3 path): a forced call (ToolPlan::prefill)
+// follows "<|assistant|>\n".
 //
 // FakeEngine: one engine thread; every step (step_time) each running request
 // emits one token of a fixed story (kStory), then EOS. It honours
@@ -30,8 +31,9 @@
 //                      second round gets the story.
 // A prompt that ends inside a forced call (ToolPlan::prefill) gets that
 // call's rest: after `"arguments":` " ARGS}\n</tool_call>" (ARGS of the first
-// marker, {} without one); after `{"name": "` (tool_choice any) the first
-// marker's name and arguments, or the story without a marker.
+// marker, {} without one); after Llama 3's `"parameters":` " ARGS}"; after
+// `{"name": "` (tool_choice any) the first marker's name and arguments, in
+// the form of the syntax that opened the call, or the story without a marker.
 // Thread-safe.
 #pragma once
 
@@ -55,11 +57,15 @@ extern const std::vector<std::string> kStory;
 
 class FakeCodec final : public api::PromptCodec {
  public:
+  explicit FakeCodec(api::ToolSyntax syntax = api::ToolSyntax::kHermes) : syntax_(syntax) {}
   Result<std::vector<int32_t>> encode_chat(const api::ChatRequest& chat) const override;
   Result<std::vector<int32_t>> encode_text(std::string_view text) const override;
-  api::ToolSyntax tool_syntax() const override { return api::ToolSyntax::kHermes; }
-  static std::string render_chat(const api::ChatRequest& chat);
+  api::ToolSyntax tool_syntax() const override { return syntax_; }
+  std::string render_chat(const api::ChatRequest& chat) const;
   static std::string decode(const std::vector<int32_t>& ids);
+
+ private:
+  api::ToolSyntax syntax_;
 };
 
 struct FakeEngineConfig {

@@ -28,6 +28,8 @@ constexpr int kWaitMs = 20000;
 
 class ToolTest : public ::testing::Test {
  protected:
+  explicit ToolTest(ToolSyntax syntax = ToolSyntax::kHermes) : codec_(syntax) {}
+
   void SetUp() override {
     engine_ = std::make_unique<fake::FakeEngine>(
         fake::FakeEngineConfig{.n_ctx = 8192, .step_time = std::chrono::microseconds(500)});
@@ -312,6 +314,50 @@ TEST_F(ToolTest, OpenAIToolCallsStreamingChunks) {
                 chunk(R"({"tool_calls":[{"index":0,"id":"call_X","type":"function","function":{"name":"get_weather","arguments":""}}]})") +
                 chunk(R"({"tool_calls":[{"index":0,"function":{"arguments":"{\"location\":\"Paris\"}"}}]})") +
                 chunk("{}", R"("tool_calls")") + "data: [DONE]\n\n");
+}
+
+// ---- Llama 3 JSON: the fake codec with Llama's syntax ----
+
+class Llama3ToolTest : public ToolTest {
+ protected:
+  Llama3ToolTest() : ToolTest(ToolSyntax::kLlama3Json) {}
+};
+
+TEST_F(Llama3ToolTest, ForcedCallsAreToolUseAndToolCalls) {
+  // The prompt ends with {"name": "get_weather", "parameters": and the model writes the rest.
+  const std::string forced = R"("tool_choice":{"type":"tool","name":"get_weather"},)";
+  HttpReply r = post("/v1/messages", anthropic(std::string("x ") + kCall, forced, /*stream=*/true));
+  std::vector<test::SseEvent> ev = test::parse_sse(r.body);
+  std::vector<std::string> names;
+  for (const auto& e : ev) names.push_back(e.event);
+  ASSERT_EQ(names, (std::vector<std::string>{"message_start", "ping", "content_block_start", "content_block_delta",
+                                             "content_block_stop", "message_delta", "message_stop"}))
+      << r.body;
+  EXPECT_EQ(normalized(ev[2].data),
+            R"({"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_X","name":"get_weather","input":{}}})");
+  EXPECT_EQ(str(test::parse_obj(ev[3].data)["delta"].as_object()["partial_json"]), R"({"location":"Paris"})");
+  EXPECT_EQ(str(test::parse_obj(ev[5].data)["delta"].as_object()["stop_reason"]), "tool_use");
+  // tool_choice any: the model names the tool too.
+  json::object o = test::parse_obj(post("/v1/messages", anthropic(std::string("x ") + kCall, R"("tool_choice":{"type":"any"},)")).body);
+  EXPECT_EQ(str(o["stop_reason"]), "tool_use");
+  EXPECT_EQ(json::serialize(o["content"].as_array().at(0).as_object().at("input")), R"({"location":"Paris"})");
+  // OpenAI: only a call, content null.
+  r = post("/v1/chat/completions", openai(std::string("x ") + kCall, R"("tool_choice":"required",)"));
+  json::object c = test::parse_obj(r.body)["choices"].as_array()[0].as_object();
+  EXPECT_EQ(str(c["finish_reason"]), "tool_calls");
+  EXPECT_TRUE(c["message"].as_object()["content"].is_null());
+  EXPECT_EQ(str(c["message"].as_object()["tool_calls"].as_array()[0].as_object()["function"].as_object()["name"]),
+            "get_weather");
+}
+
+TEST_F(Llama3ToolTest, OtherSyntaxIsText) {
+  // A Llama answer that does not start with a call is text from its first
+  // characters: Hermes markup included.
+  json::object o = test::parse_obj(post("/v1/messages", anthropic(std::string("x ") + kCall)).body);
+  EXPECT_EQ(str(o["stop_reason"]), "end_turn");
+  ASSERT_EQ(o["content"].as_array().size(), 1u);
+  EXPECT_EQ(str(o["content"].as_array()[0].as_object().at("text")),
+            "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\"}}\n</tool_call>");
 }
 
 }  // namespace
