@@ -385,6 +385,14 @@ TEST(StreamShaper, SplitsOnUtf8BoundariesAndPaces) {
   auto later = paced.take_ready(now + std::chrono::milliseconds(50));
   ASSERT_EQ(later.size(), 1u);
   EXPECT_EQ(later[0], "bc");
+  // take_all: everything now, window or not (the text before a tool call), still cut to max_buffer_size.
+  http::StreamShaper held({.max_buffer_size = 4, .min_delay_ms = 50});
+  held.push("abcdef");
+  EXPECT_EQ(held.take_ready(now), std::vector<std::string>{"abcd"});
+  EXPECT_TRUE(held.take_ready(now).empty());
+  EXPECT_EQ(held.take_all(now), std::vector<std::string>{"ef"});
+  held.push("gh");
+  EXPECT_TRUE(held.take_ready(now + std::chrono::milliseconds(10)).empty());  // take_all counted as an event
   EXPECT_EQ(http::StreamShaper({.min_delay_ms = 5, .network_rtt_ms = 200}).window().count(), 50);
   EXPECT_EQ(http::StreamShaper({.network_rtt_ms = 10000}).window().count(), 100);
 }
