@@ -186,9 +186,11 @@ void GenerationSession::pump() {
     }
     final_event_ = std::move(e);
     if (tool_parser_) {
-      // The output is complete: what the parser still holds is decided now.
+      // The output is complete: what the parser still holds is decided now
+      // (a forced call's seed even when the model wrote nothing at all).
       std::vector<AnswerPart> rest;
       tool_parser_->finish(&rest);
+      if (options_.stream && !rest.empty()) begin_stream_once();
       for (AnswerPart& part : rest) deliver(std::move(part), out);
     }
     break;

@@ -117,6 +117,7 @@ struct FakeEngine::Seq {
   bool endless = false;
   bool fail = false;
   bool overload = false;
+  bool empty = false;  // EOS as the first token
   std::chrono::microseconds token_time{0};
   std::chrono::steady_clock::time_point next_token{};
   std::vector<std::string> script;  // the tokens to write; empty: kStory
@@ -144,6 +145,7 @@ std::shared_ptr<RequestChannel> FakeEngine::submit(Request request) {
   seq->endless = prompt.find("[[fake:long]]") != std::string::npos;
   seq->fail = prompt.find("[[fake:error]]") != std::string::npos;
   seq->overload = prompt.find("[[fake:overload]]") != std::string::npos;
+  seq->empty = prompt.find("[[fake:empty]]") != std::string::npos;
   if (prompt.find("[[fake:slow]]") != std::string::npos) seq->token_time = std::chrono::milliseconds(50);
   if (const size_t at = prompt.find("[[fake:prefill="); at != std::string::npos) {
     const long ms = std::strtol(prompt.c_str() + at + 15, nullptr, 10);
@@ -229,6 +231,7 @@ bool FakeEngine::step(Seq& s) {
     return false;
   }
   s.next_token = now + s.token_time;
+  if (s.empty) return finish(FinishReason::kEndOfSequence);
 
   const int64_t n_gen = s.usage.n_generated_tokens;
   const std::vector<std::string>& tokens = s.script.empty() ? kStory : s.script;

@@ -22,6 +22,7 @@
 //   [[fake:prefill=MS]]  the first token (or the error above) comes MS ms
 //                      after submission at the earliest: a long prefill or
 //                      a wait in the queue (cancellation is still seen at once)
+//   [[fake:empty]]     EOS at once: an answer without a single token of text
 //   [[fake:tool=NAME:ARGS]]  instead of the story, what a ChatML model
 //                      writes to call tool NAME with ARGS (JSON up to the
 //                      next "]]"): "Let me check." then per marker
