@@ -18,9 +18,23 @@ void avx2_attention(const AttentionShape& s, const float* q, int64_t n_q, const 
 void avx512_attention(const AttentionShape& s, const float* q, int64_t n_q, const void* k_cache,
                       const void* v_cache, KvType kv_type, const int32_t* block_table, int64_t n_kv_first,
                       float* out, int64_t kv_h0, int64_t kv_h1);
+void avx2_attention_range(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
+                          KvType kv_type, const int32_t* block_table, int64_t n_kv, int64_t range, float* partial);
+void avx512_attention_range(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
+                            KvType kv_type, const int32_t* block_table, int64_t n_kv, int64_t range, float* partial);
+void avx2_attention_merge(const AttentionShape& s, float* partials, int64_t n_ranges, float* out);
+void avx512_attention_merge(const AttentionShape& s, float* partials, int64_t n_ranges, float* out);
 }  // namespace kern
 
 namespace {
+
+// The SIMD attention kernel for this shape: 2 = AVX-512, 1 = AVX2, 0 = none.
+int simd_path(const AttentionShape& s) {
+  if (s.head_dim > kMaxHeadDim) return 0;
+  if (active_isa() == KernelIsa::kAvx512 && s.head_dim % 16 == 0) return 2;
+  if (active_isa() != KernelIsa::kScalar && s.head_dim % 8 == 0) return 1;
+  return 0;
+}
 
 // Row of position p, kv head h, as floats into dst.
 void load_row(const AttentionShape& s, const void* cache, KvType kv_type, const int32_t* block_table, int64_t p,
@@ -73,11 +87,10 @@ void attention_chunk(const AttentionShape& s, const float* q, int64_t n_q, const
                      KvType kv_type, const int32_t* block_table, int64_t n_kv_first, float* out, int64_t kv_h0,
                      int64_t kv_h1) {
   DCHECK(s.n_head_kv > 0 && s.n_head % s.n_head_kv == 0 && n_kv_first >= 1 && s.block_size > 0);
-  if (active_isa() == KernelIsa::kAvx512 && s.head_dim % 16 == 0 && s.head_dim <= kMaxHeadDim) {
-    return kern::avx512_attention(s, q, n_q, k_cache, v_cache, kv_type, block_table, n_kv_first, out, kv_h0, kv_h1);
-  }
-  if (active_isa() != KernelIsa::kScalar && s.head_dim % 8 == 0 && s.head_dim <= kMaxHeadDim) {
-    return kern::avx2_attention(s, q, n_q, k_cache, v_cache, kv_type, block_table, n_kv_first, out, kv_h0, kv_h1);
+  switch (simd_path(s)) {
+    case 2: return kern::avx512_attention(s, q, n_q, k_cache, v_cache, kv_type, block_table, n_kv_first, out, kv_h0, kv_h1);
+    case 1: return kern::avx2_attention(s, q, n_q, k_cache, v_cache, kv_type, block_table, n_kv_first, out, kv_h0, kv_h1);
+    default: break;
   }
   const int64_t q_dim = s.n_head * s.head_dim;
   for (int64_t i = 0; i < n_q; ++i) {
@@ -94,6 +107,24 @@ void attention(const AttentionShape& s, const float* q, const void* k_cache, con
 void attention(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache, KvType kv_type,
                const int32_t* block_table, int64_t n_kv, float* out) {
   attention(s, q, k_cache, v_cache, kv_type, block_table, n_kv, out, 0, s.n_head_kv);
+}
+
+bool attention_range_supported(const AttentionShape& s) { return simd_path(s) != 0; }
+
+void attention_range(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
+                     KvType kv_type, const int32_t* block_table, int64_t n_kv, int64_t range, float* partial) {
+  DCHECK(s.n_head_kv > 0 && s.n_head % s.n_head_kv == 0 && s.block_size > 0 && range >= 0);
+  const int path = simd_path(s);
+  CHECK(path != 0) << "attention_range: no SIMD path for head_dim " << s.head_dim;
+  if (path == 2) return kern::avx512_attention_range(s, q, k_cache, v_cache, kv_type, block_table, n_kv, range, partial);
+  kern::avx2_attention_range(s, q, k_cache, v_cache, kv_type, block_table, n_kv, range, partial);
+}
+
+void attention_merge(const AttentionShape& s, float* partials, int64_t n_ranges, float* out) {
+  const int path = simd_path(s);
+  CHECK(path != 0 && n_ranges >= 1) << "attention_merge: no SIMD path or no range";
+  if (path == 2) return kern::avx512_attention_merge(s, partials, n_ranges, out);
+  kern::avx2_attention_merge(s, partials, n_ranges, out);
 }
 
 }  // namespace zl

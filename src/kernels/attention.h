@@ -44,6 +44,31 @@ void attention_chunk(const AttentionShape& s, const float* q, int64_t n_q, const
                      KvType kv_type, const int32_t* block_table, int64_t n_kv_first, float* out, int64_t kv_h0,
                      int64_t kv_h1);
 
+// Split decode, for one query token over a long context: the positions
+// [0, n_kv) in ranges of kAttentionRange, each range's partial softmax state
+// computed on its own (any thread, any order: attention_range), then merged
+// in range order (attention_merge). Every other path runs the same range grid
+// (attention_chunk folds its ranges in order too), so the result is bitwise
+// what attention_chunk gives for that token: prefill and decode of a
+// position agree exactly (preemption recompute, prefix caching). Per chunk
+// of positions a range reads the whole K/V rows (all kv heads) in order,
+// which is what makes it fast on long contexts.
+inline constexpr int64_t kAttentionRange = 256;
+// Whether the split path is available (a SIMD ISA, head_dim a multiple of
+// its width and <= kMaxHeadDim); otherwise use attention_chunk.
+bool attention_range_supported(const AttentionShape& s);
+// Floats of one range's partial state: n_head * (head_dim + 2).
+inline int64_t attention_partial_floats(const AttentionShape& s) { return s.n_head * (s.head_dim + 2); }
+// The partial state of query token q ([n_head * head_dim]) over positions
+// [range * kAttentionRange, min((range + 1) * kAttentionRange, n_kv)) into
+// `partial` (attention_partial_floats floats).
+void attention_range(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
+                     KvType kv_type, const int32_t* block_table, int64_t n_kv, int64_t range, float* partial);
+// Merges the partials of ranges 0 .. n_ranges - 1 (consecutive, each
+// attention_partial_floats floats; the first is overwritten) into out
+// ([n_head * head_dim]).
+void attention_merge(const AttentionShape& s, float* partials, int64_t n_ranges, float* out);
+
 // The scalar twin (two passes: scores, then softmax in double and ·V, as the
 // reference forward pass computes it), for tests.
 void attention_scalar(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,

@@ -20,6 +20,7 @@ namespace {
 
 constexpr int kChunk = 16;
 constexpr int kHeadBlock = 4;
+static_assert(kAttentionRange % kChunk == 0);
 
 template <KvType kType>
 inline typename Vec::T load_kv(const void* base, int64_t off) {
@@ -46,111 +47,228 @@ inline void score_rows(const float* const* q, int64_t nv, const void* k_cache, i
   Vec::hsum4(d, NH, c, pr, scale);
 }
 
-// acc[r] += sum_c pr[r][c] * V row c, for NR rows held in registers.
+// acc row r (stride `stride`) += sum_c pr[r][c] * V row c, for NR rows held
+// in registers.
 template <KvType kType, int NR>
-inline void accumulate_rows(float (*acc)[kMaxHeadDim], const float (*pr)[kChunk], int n, const int64_t* offs,
+inline void accumulate_rows(float* acc, int64_t stride, const float (*pr)[kChunk], int n, const int64_t* offs,
                             const void* v_cache, int64_t nv) {
   using V = typename Vec::T;
   constexpr int W = Vec::kWidth;
   for (int64_t v = 0; v < nv; ++v) {
     V a[NR];
 #pragma GCC unroll 16
-    for (int r = 0; r < NR; ++r) a[r] = Vec::load(acc[r] + W * v);
+    for (int r = 0; r < NR; ++r) a[r] = Vec::load(acc + r * stride + W * v);
     for (int c = 0; c < n; ++c) {
       const V x = load_kv<kType>(v_cache, offs[c] + W * v);
 #pragma GCC unroll 16
       for (int r = 0; r < NR; ++r) a[r] = Vec::fmadd(Vec::set1(pr[r][c]), x, a[r]);
     }
 #pragma GCC unroll 16
-    for (int r = 0; r < NR; ++r) Vec::store(acc[r] + W * v, a[r]);
+    for (int r = 0; r < NR; ++r) Vec::store(acc + r * stride + W * v, a[r]);
+  }
+}
+
+// Online-softmax state of query rows: per row the running max m, the running
+// sum l of exp(score - m), and acc (head_dim floats, not yet divided by l).
+struct RowsState {
+  float* acc;      // row r at acc + r * stride
+  int64_t stride;
+  float* m;
+  float* l;
+  RowsState rows_from(int r) const { return {acc + r * stride, stride, m + r, l + r}; }
+};
+
+inline void init_rows(const RowsState& st, int nr, int64_t hd) {
+  for (int r = 0; r < nr; ++r) {
+    st.m[r] = -INFINITY, st.l[r] = 0.0f;
+    std::fill(st.acc + r * st.stride, st.acc + r * st.stride + hd, 0.0f);
+  }
+}
+
+// Every position run through the kernels goes through these two functions
+// (never inlined, so that all callers execute the same instructions): a
+// row's result depends only on its own query, its positions and the fixed
+// range/chunk grid, never on which rows, tokens or threads shared the work.
+// That makes prefill (attention_rows) and split decode (range_rows + merge)
+// agree bit for bit.
+
+// One chunk of n <= kChunk positions (K/V rows at element offsets offs[c])
+// for nr <= Vec::kMaxRows rows; row r counts positions below limit[r] only.
+template <KvType kType>
+__attribute__((noinline)) void chunk_rows(const AttentionShape& s, const float* const* q, const int64_t* limit,
+                                          int nr, const void* k_cache, const void* v_cache, const int64_t* offs,
+                                          int64_t p0, int n, const RowsState& st) {
+  constexpr int W = Vec::kWidth, R = Vec::kMaxRows;
+  const int64_t nv = s.head_dim / W;
+  alignas(64) float pr[R][kChunk];
+  for (int c = 0; c < n; ++c) {  // scores, kHeadBlock rows per K load
+    for (int r0 = 0; r0 < nr; r0 += kHeadBlock) {
+      if (nr - r0 >= kHeadBlock) {
+        score_rows<kType, kHeadBlock>(q + r0, nv, k_cache, offs[c], c, pr + r0, s.scale);
+      } else {
+        for (int r = r0; r < nr; ++r) score_rows<kType, 1>(q + r, nv, k_cache, offs[c], c, pr + r, s.scale);
+      }
+    }
+  }
+  for (int r = 0; r < nr; ++r) {  // online softmax: rescale to the new running max
+    const int valid = static_cast<int>(std::clamp<int64_t>(limit[r] - p0, 0, n));
+    if (valid == 0) {
+      std::fill(pr[r], pr[r] + kChunk, 0.0f);
+      continue;
+    }
+    float& m = st.m[r];
+    const float m_new = std::max(m, *std::max_element(pr[r], pr[r] + valid));
+    const float corr = std::exp(m - m_new);  // 0 on the first chunk
+    for (int c = 0; c < kChunk; c += W) Vec::store(pr[r] + c, Vec::exp(Vec::sub(Vec::load(pr[r] + c), Vec::set1(m_new))));
+    std::fill(pr[r] + valid, pr[r] + kChunk, 0.0f);
+    float sum = 0.0f;
+    for (int c = 0; c < valid; ++c) sum += pr[r][c];
+    st.l[r] = st.l[r] * corr + sum;
+    m = m_new;
+    if (corr != 1.0f) {
+      float* a = st.acc + r * st.stride;
+      for (int64_t v = 0; v < nv; ++v) Vec::store(a + W * v, Vec::mul(Vec::load(a + W * v), Vec::set1(corr)));
+    }
+  }
+  // Weighted V rows, accumulators in registers: all R rows at once when
+  // full, else in blocks of kHeadBlock and singles.
+  if (nr == R) {
+    accumulate_rows<kType, R>(st.acc, st.stride, pr, n, offs, v_cache, nv);
+  } else {
+    int r = 0;
+    for (; r + kHeadBlock <= nr; r += kHeadBlock) {
+      accumulate_rows<kType, kHeadBlock>(st.acc + r * st.stride, st.stride, pr + r, n, offs, v_cache, nv);
+    }
+    for (; r < nr; ++r) accumulate_rows<kType, 1>(st.acc + r * st.stride, st.stride, pr + r, n, offs, v_cache, nv);
+  }
+}
+
+// Folds the state of a later position range (b) into row state (a); a row of
+// b without positions (l = 0) changes nothing.
+__attribute__((noinline)) inline void merge_rows(const RowsState& a, const RowsState& b, int nr, int64_t hd) {
+  constexpr int W = Vec::kWidth;
+  for (int r = 0; r < nr; ++r) {
+    if (b.l[r] == 0.0f) continue;
+    const float m_new = std::max(a.m[r], b.m[r]);
+    const float ca = std::exp(a.m[r] - m_new), cb = std::exp(b.m[r] - m_new);
+    a.l[r] = a.l[r] * ca + b.l[r] * cb;
+    a.m[r] = m_new;
+    float* x = a.acc + r * a.stride;
+    const float* y = b.acc + r * b.stride;
+    for (int64_t v = 0; v < hd / W; ++v) {
+      Vec::store(x + W * v, Vec::fmadd(Vec::load(y + W * v), Vec::set1(cb), Vec::mul(Vec::load(x + W * v), Vec::set1(ca))));
+    }
+  }
+}
+
+inline void finish_rows(const RowsState& st, int nr, int64_t hd, float* const* out) {
+  constexpr int W = Vec::kWidth;
+  for (int r = 0; r < nr; ++r) {
+    const typename Vec::T inv = Vec::set1(1.0f / st.l[r]);
+    for (int64_t v = 0; v < hd / W; ++v) Vec::store(out[r] + W * v, Vec::mul(Vec::load(st.acc + r * st.stride + W * v), inv));
+  }
+}
+
+// Element offsets of the K/V rows of positions [p0, p0 + n) (kv head offset
+// kv_off within each row), and a prefetch of `prefetch_bytes` from each
+// row's start at kv_off: decode streams the weights between two attention
+// calls, so the rows come from memory, and a chunk's compute hides the next
+// chunk's fetch.
+template <KvType kType>
+inline void chunk_offsets(const AttentionShape& s, const int32_t* block_table, int64_t p0, int n, int64_t kv_off,
+                          const void* k_cache, const void* v_cache, int64_t prefetch_bytes, int64_t* o) {
+  constexpr int64_t kElem = kType == KvType::kF32 ? 4 : 2;
+  const int64_t kv_dim = s.n_head_kv * s.head_dim, bs = s.block_size;
+  int64_t blk = p0 / bs, slot = p0 % bs;
+  for (int c = 0; c < n; ++c) {
+    o[c] = (block_table[blk] * bs + slot) * kv_dim + kv_off;
+    if (++slot == bs) slot = 0, ++blk;
+  }
+  for (int c = 0; c < n; ++c) {
+    const char* kr = static_cast<const char*>(k_cache) + o[c] * kElem;
+    const char* vr = static_cast<const char*>(v_cache) + o[c] * kElem;
+    for (int64_t i = 0; i < prefetch_bytes; i += 64) {
+      __builtin_prefetch(kr + i, 0, 3);
+      __builtin_prefetch(vr + i, 0, 3);
+    }
   }
 }
 
 // Up to Vec::kMaxRows query rows against one kv head whose rows start at
 // kv_off within each cache row. Row r (a query head of one token) attends
 // positions [0, limit[r]); positions beyond a row's limit get weight 0.
+// Positions run in ranges of kAttentionRange, each with a fresh state, the
+// ranges folded in order (merge_rows): the grid that split decode uses.
 template <KvType kType>
 void head_rows(const AttentionShape& s, const float* const* q, float* const* out, const int64_t* limit, int nr,
                const void* k_cache, const void* v_cache, const int32_t* block_table, int64_t kv_off) {
-  using V = typename Vec::T;
-  constexpr int W = Vec::kWidth, R = Vec::kMaxRows;
-  const int64_t hd = s.head_dim, nv = hd / W, kv_dim = s.n_head_kv * hd, bs = s.block_size;
-  alignas(64) float acc[R][kMaxHeadDim];
-  alignas(64) float pr[R][kChunk];
-  float m[R], l[R];
-  int64_t n_kv = 0;
-  for (int r = 0; r < nr; ++r) {
-    m[r] = -INFINITY, l[r] = 0.0f, n_kv = std::max(n_kv, limit[r]);
-    std::fill(acc[r], acc[r] + hd, 0.0f);
-  }
-  // Cache row offsets (elements) of the chunk at p0, and a prefetch of its K
-  // and V rows: decode streams the weights between two attention calls, so
-  // the K/V rows come from memory, and a chunk's compute hides the next
-  // chunk's fetch.
+  constexpr int R = Vec::kMaxRows;
   constexpr int64_t kElem = kType == KvType::kF32 ? 4 : 2;
-  const int64_t lines = (hd * kElem + 63) / 64;
-  auto chunk_offs = [&](int64_t p0, int64_t* o) {
-    const int n = static_cast<int>(std::min<int64_t>(kChunk, n_kv - p0));
-    int64_t blk = p0 / bs, slot = p0 % bs;
-    for (int c = 0; c < n; ++c) {
-      o[c] = (block_table[blk] * bs + slot) * kv_dim + kv_off;
-      if (++slot == bs) slot = 0, ++blk;
-    }
-    for (int c = 0; c < n; ++c) {
-      const char* kr = static_cast<const char*>(k_cache) + o[c] * kElem;
-      const char* vr = static_cast<const char*>(v_cache) + o[c] * kElem;
-      for (int64_t i = 0; i < lines; ++i) {
-        __builtin_prefetch(kr + 64 * i, 0, 3);
-        __builtin_prefetch(vr + 64 * i, 0, 3);
-      }
-    }
-  };
+  const int64_t hd = s.head_dim;
+  alignas(64) float acc[R][kMaxHeadDim], acc_b[R][kMaxHeadDim];
+  float m[R], l[R], m_b[R], l_b[R];
+  const RowsState st{&acc[0][0], kMaxHeadDim, m, l}, st_b{&acc_b[0][0], kMaxHeadDim, m_b, l_b};
+  int64_t n_kv = 0;
+  for (int r = 0; r < nr; ++r) n_kv = std::max(n_kv, limit[r]);
   int64_t offs[kChunk], offs_next[kChunk];
-  if (n_kv > 0) chunk_offs(0, offs_next);
-  for (int64_t p0 = 0; p0 < n_kv; p0 += kChunk) {
-    const int n = static_cast<int>(std::min<int64_t>(kChunk, n_kv - p0));
-    std::copy(offs_next, offs_next + n, offs);
-    if (p0 + kChunk < n_kv) chunk_offs(p0 + kChunk, offs_next);
-    for (int c = 0; c < n; ++c) {  // scores, kHeadBlock rows per K load
-      for (int r0 = 0; r0 < nr; r0 += kHeadBlock) {
-        if (nr - r0 >= kHeadBlock) {
-          score_rows<kType, kHeadBlock>(q + r0, nv, k_cache, offs[c], c, pr + r0, s.scale);
-        } else {
-          for (int r = r0; r < nr; ++r) score_rows<kType, 1>(q + r, nv, k_cache, offs[c], c, pr + r, s.scale);
-        }
-      }
-    }
-    for (int r = 0; r < nr; ++r) {  // online softmax: rescale to the new running max
-      const int valid = static_cast<int>(std::clamp<int64_t>(limit[r] - p0, 0, n));
-      if (valid == 0) {
-        std::fill(pr[r], pr[r] + kChunk, 0.0f);
-        continue;
-      }
-      const float m_new = std::max(m[r], *std::max_element(pr[r], pr[r] + valid));
-      const float corr = std::exp(m[r] - m_new);  // 0 on the first chunk
-      for (int c = 0; c < kChunk; c += W) Vec::store(pr[r] + c, Vec::exp(Vec::sub(Vec::load(pr[r] + c), Vec::set1(m_new))));
-      std::fill(pr[r] + valid, pr[r] + kChunk, 0.0f);
-      float sum = 0.0f;
-      for (int c = 0; c < valid; ++c) sum += pr[r][c];
-      l[r] = l[r] * corr + sum;
-      m[r] = m_new;
-      if (corr != 1.0f) {
-        for (int64_t v = 0; v < nv; ++v) Vec::store(acc[r] + W * v, Vec::mul(Vec::load(acc[r] + W * v), Vec::set1(corr)));
-      }
-    }
-    // Weighted V rows, accumulators in registers: all R rows at once when
-    // full, else in blocks of kHeadBlock and singles.
-    if (nr == R) {
-      accumulate_rows<kType, R>(acc, pr, n, offs, v_cache, nv);
-    } else {
-      int r = 0;
-      for (; r + kHeadBlock <= nr; r += kHeadBlock) accumulate_rows<kType, kHeadBlock>(acc + r, pr + r, n, offs, v_cache, nv);
-      for (; r < nr; ++r) accumulate_rows<kType, 1>(acc + r, pr + r, n, offs, v_cache, nv);
-    }
+  if (n_kv > 0) {
+    chunk_offsets<kType>(s, block_table, 0, static_cast<int>(std::min<int64_t>(kChunk, n_kv)), kv_off, k_cache,
+                         v_cache, hd * kElem, offs_next);
   }
-  for (int r = 0; r < nr; ++r) {
-    const V inv = Vec::set1(1.0f / l[r]);
-    for (int64_t v = 0; v < nv; ++v) Vec::store(out[r] + W * v, Vec::mul(Vec::load(acc[r] + W * v), inv));
+  for (int64_t rb = 0; rb < n_kv; rb += kAttentionRange) {
+    const RowsState& target = rb == 0 ? st : st_b;
+    init_rows(target, nr, hd);
+    const int64_t re = std::min(rb + kAttentionRange, n_kv);
+    for (int64_t p0 = rb; p0 < re; p0 += kChunk) {
+      const int n = static_cast<int>(std::min<int64_t>(kChunk, re - p0));
+      std::copy(offs_next, offs_next + n, offs);
+      if (p0 + kChunk < n_kv) {
+        chunk_offsets<kType>(s, block_table, p0 + kChunk, static_cast<int>(std::min<int64_t>(kChunk, n_kv - p0 - kChunk)),
+                             kv_off, k_cache, v_cache, hd * kElem, offs_next);
+      }
+      chunk_rows<kType>(s, q, limit, nr, k_cache, v_cache, offs, p0, n, target);
+    }
+    if (rb > 0) merge_rows(st, st_b, nr, hd);
+  }
+  finish_rows(st, nr, hd, out);
+}
+
+// Split decode: one query token (all n_head heads, q[n_head * head_dim])
+// over the positions of range `range` of kAttentionRange, limited to n_kv:
+// the partial state of every head into st (n_head rows). Per chunk every kv
+// head is done before the next chunk, so the chunk's whole K/V rows are read
+// once, in order (the next chunk's prefetched).
+template <KvType kType>
+void range_rows(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
+                const int32_t* block_table, int64_t n_kv, int64_t range, const RowsState& st) {
+  constexpr int R = Vec::kMaxRows;
+  constexpr int64_t kElem = kType == KvType::kF32 ? 4 : 2;
+  const int64_t group = s.n_head / s.n_head_kv, hd = s.head_dim, row_bytes = s.n_head_kv * hd * kElem;
+  const int64_t rb = range * kAttentionRange, re = std::min(rb + kAttentionRange, n_kv);
+  init_rows(st, static_cast<int>(s.n_head), hd);
+  if (re <= rb) return;
+  const float* qr[R];
+  int64_t limit[R];
+  for (int r = 0; r < R; ++r) limit[r] = n_kv;
+  int64_t base[kChunk], base_next[kChunk], offs[kChunk];
+  chunk_offsets<kType>(s, block_table, rb, static_cast<int>(std::min<int64_t>(kChunk, re - rb)), 0, k_cache, v_cache,
+                       row_bytes, base_next);
+  for (int64_t p0 = rb; p0 < re; p0 += kChunk) {
+    const int n = static_cast<int>(std::min<int64_t>(kChunk, re - p0));
+    std::copy(base_next, base_next + n, base);
+    if (p0 + kChunk < re) {
+      chunk_offsets<kType>(s, block_table, p0 + kChunk, static_cast<int>(std::min<int64_t>(kChunk, re - p0 - kChunk)), 0,
+                           k_cache, v_cache, row_bytes, base_next);
+    }
+    for (int64_t kvh = 0; kvh < s.n_head_kv; ++kvh) {
+      for (int c = 0; c < n; ++c) offs[c] = base[c] + kvh * hd;
+      for (int64_t j0 = 0; j0 < group; j0 += R) {
+        const int nr = static_cast<int>(std::min<int64_t>(R, group - j0));
+        const int64_t h0 = kvh * group + j0;
+        for (int r = 0; r < nr; ++r) qr[r] = q + (h0 + r) * hd;
+        chunk_rows<kType>(s, qr, limit, nr, k_cache, v_cache, offs, p0, n, st.rows_from(static_cast<int>(h0)));
+      }
+    }
   }
 }
 
@@ -182,6 +300,34 @@ inline void attention_rows(const AttentionShape& s, const float* q, int64_t n_q,
         head_rows<KvType::kF16>(s, qr, outr, limit, nr, k_cache, v_cache, block_table, kvh * hd);
       }
     }
+  }
+}
+
+// Split decode entries (attention.h's attention_range / attention_merge).
+// A range's partial state: acc [n_head][head_dim], then m [n_head], l [n_head].
+inline RowsState partial_state(const AttentionShape& s, float* partial) {
+  const int64_t rows = s.n_head * s.head_dim;
+  return {partial, s.head_dim, partial + rows, partial + rows + s.n_head};
+}
+
+inline void attention_range_impl(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
+                                 KvType kv_type, const int32_t* block_table, int64_t n_kv, int64_t range,
+                                 float* partial) {
+  const RowsState st = partial_state(s, partial);
+  if (kv_type == KvType::kF32) {
+    range_rows<KvType::kF32>(s, q, k_cache, v_cache, block_table, n_kv, range, st);
+  } else {
+    range_rows<KvType::kF16>(s, q, k_cache, v_cache, block_table, n_kv, range, st);
+  }
+}
+
+inline void attention_merge_impl(const AttentionShape& s, float* partials, int64_t n_ranges, float* out) {
+  const int64_t stride = attention_partial_floats(s), hd = s.head_dim;
+  const RowsState st = partial_state(s, partials);
+  for (int64_t j = 1; j < n_ranges; ++j) merge_rows(st, partial_state(s, partials + j * stride), static_cast<int>(s.n_head), hd);
+  for (int64_t h = 0; h < s.n_head; ++h) {
+    float* o = out + h * hd;
+    finish_rows(st.rows_from(static_cast<int>(h)), 1, hd, &o);
   }
 }
 

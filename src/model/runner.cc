@@ -176,7 +176,10 @@ void ModelRunner::attention_block(const LayerWeights& l, int64_t il, std::span<c
   // Causal attention through each sequence's block table: the token at
   // position p attends to positions [0, p]. Work items are (sequence, kv head,
   // up to kTokensPerItem of its tokens): each reads the K/V rows once for all
-  // its tokens and query heads (kernels/attention.h).
+  // its tokens and query heads (kernels/attention.h). A decode token over a
+  // context longer than kAttentionRange is split by position range instead
+  // (all heads per item, the whole K/V rows read in order, the ranges merged
+  // after): bitwise the same result, and enough items for every thread.
   const AttentionShape shape{.n_head = c_.n_head,
                              .n_head_kv = c_.n_head_kv,
                              .head_dim = hd,
@@ -186,18 +189,34 @@ void ModelRunner::attention_block(const LayerWeights& l, int64_t il, std::span<c
   struct Item {
     int64_t seq, first, n;  // first: index into tokens_
   };
+  struct Split {
+    int64_t seq, token, range;
+  };
   std::vector<Item> items;
+  std::vector<Split> splits;
+  const bool can_split = attention_range_supported(shape);
   for (int64_t si = 0; si < static_cast<int64_t>(batch.size()); ++si) {
-    const int64_t n_s = static_cast<int64_t>(batch[si].tokens.size());
-    for (int64_t i = 0; i < n_s; i += kTokensPerItem) {
-      items.push_back({si, seq_first_token_[si] + i, std::min(kTokensPerItem, n_s - i)});
+    const int64_t n_s = static_cast<int64_t>(batch[si].tokens.size()), first = seq_first_token_[si];
+    const int64_t n_kv = tokens_[first].pos + 1;
+    if (can_split && n_s == 1 && n_kv > kAttentionRange) {
+      for (int64_t j = 0; j * kAttentionRange < n_kv; ++j) splits.push_back({si, first, j});
+      continue;
     }
+    for (int64_t i = 0; i < n_s; i += kTokensPerItem) items.push_back({si, first + i, std::min(kTokensPerItem, n_s - i)});
   }
-  const int64_t n_items = static_cast<int64_t>(items.size());
+  const int64_t n_items = static_cast<int64_t>(items.size()), n_head_items = n_items * c_.n_head_kv;
+  const int64_t partial_floats = attention_partial_floats(shape);
+  partials_.resize(splits.size() * partial_floats);
   const void* k_layer = kv.k_layer(il);
   const void* v_layer = kv.v_layer(il);
   auto work = [&](int64_t j0, int64_t j1) {
     for (int64_t j = j0; j < j1; ++j) {
+      if (j >= n_head_items) {
+        const Split& sp = splits[j - n_head_items];
+        attention_range(shape, &q_[sp.token * q_dim], k_layer, v_layer, kv.type(), batch[sp.seq].block_table.data(),
+                        tokens_[sp.token].pos + 1, sp.range, &partials_[(j - n_head_items) * partial_floats]);
+        continue;
+      }
       const Item& it = items[j % n_items];
       const int64_t kvh = j / n_items;
       attention_chunk(shape, &q_[it.first * q_dim], it.n, k_layer, v_layer, kv.type(),
@@ -205,10 +224,17 @@ void ModelRunner::attention_block(const LayerWeights& l, int64_t il, std::span<c
                       kvh + 1);
     }
   };
+  const int64_t n_work = n_head_items + static_cast<int64_t>(splits.size());
   if (pool_) {
-    pool_->parallel_for(n_items * c_.n_head_kv, work);
+    pool_->parallel_for(n_work, work);
   } else {
-    work(0, n_items * c_.n_head_kv);
+    work(0, n_work);
+  }
+  for (size_t i = 0; i < splits.size();) {  // each split token's ranges are consecutive, in order
+    size_t e = i;
+    while (e < splits.size() && splits[e].token == splits[i].token) ++e;
+    attention_merge(shape, &partials_[i * partial_floats], static_cast<int64_t>(e - i), &attn_[splits[i].token * q_dim]);
+    i = e;
   }
   matmul(*l.wo, attn_.data(), n_tokens, tmp_.data());
   for (int64_t i = 0; i < n_tokens * n_embd; ++i) x_[i] += tmp_[i];

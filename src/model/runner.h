@@ -99,6 +99,7 @@ class ModelRunner {
   // Scratch, [n_tokens][...] for the current batch.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, tmp_;
   std::vector<float> stacked_;  // output of a stacked matmul (PackedWeights::qkv, gate_up)
+  std::vector<float> partials_;  // split decode attention: one partial state per position range
 };
 
 // Applies y = x / sqrt(mean(x²) + eps) * w over n floats (sum in double, as ggml).

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -93,6 +94,69 @@ TEST(Attention, CausalChunkMatchesPerTokenScalar) {
           ASSERT_NEAR(got[i], want[i], 2e-5f * (1.0f + std::fabs(want[i])))
               << "n_head " << c.n_head << " n_q " << n_q << " n_kv_first " << n_kv_first << " i " << i;
         }
+      }
+    }
+  }
+}
+
+// Split decode (attention_range + attention_merge) against attention_chunk,
+// bit for bit: a decode token's attention must not depend on the path (a
+// preempted sequence recomputes its KV by prefill; prefix-cache hits reuse
+// prefill KV). Ranges are computed in a shuffled order, as threads would.
+TEST(Attention, SplitDecodeIsBitwiseTheChunkPath) {
+  if (!attention_range_supported({.n_head = 8, .n_head_kv = 2, .head_dim = 64, .block_size = 16, .scale = 1})) {
+    GTEST_SKIP() << "no SIMD attention on this machine";
+  }
+  std::mt19937 rng(21);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  const Case cases[] = {{32, 8, 64, 16}, {8, 8, 32, 7}, {14, 2, 64, 256}, {6, 2, 16, 5}, {16, 2, 128, 32}, {3, 1, 32, 64}};
+  for (const Case& c : cases) {
+    for (KvType type : {KvType::kF16, KvType::kF32}) {
+      for (int64_t n_kv : {1, 15, 256, 257, 600, 1100}) {
+        SCOPED_TRACE("n_head " + std::to_string(c.n_head) + " n_kv " + std::to_string(n_kv) +
+                     (type == KvType::kF16 ? " f16" : " f32"));
+        const int64_t kv_dim = c.n_head_kv * c.head_dim, q_dim = c.n_head * c.head_dim;
+        const int64_t n_blocks = (n_kv + c.block_size - 1) / c.block_size + 1;
+        std::vector<int32_t> table(n_blocks);
+        std::iota(table.begin(), table.end(), 0);
+        std::shuffle(table.begin(), table.end(), rng);
+        const size_t n = static_cast<size_t>(n_blocks * c.block_size * kv_dim);
+        std::vector<float> kf(n), vf(n);
+        std::vector<uint16_t> kh(n), vh(n);
+        for (size_t i = 0; i < n; ++i) {
+          kh[i] = fp32_to_fp16(2.0f * dist(rng)), vh[i] = fp32_to_fp16(dist(rng));
+          kf[i] = fp16_to_fp32(kh[i]), vf[i] = fp16_to_fp32(vh[i]);
+        }
+        const void* k = type == KvType::kF16 ? static_cast<const void*>(kh.data()) : kf.data();
+        const void* v = type == KvType::kF16 ? static_cast<const void*>(vh.data()) : vf.data();
+        // Two tokens of a prefill chunk; the second is the decode token.
+        std::vector<float> q(2 * q_dim);
+        for (auto& x : q) x = dist(rng);
+        const AttentionShape s{.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim,
+                               .block_size = c.block_size, .scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+        std::vector<float> chunk(2 * q_dim, NAN), single(q_dim, NAN), split(q_dim, NAN);
+        if (n_kv >= 2) {
+          attention_chunk(s, q.data(), 2, k, v, type, table.data(), n_kv - 1, chunk.data(), 0, c.n_head_kv);
+        }
+        attention_chunk(s, q.data() + q_dim, 1, k, v, type, table.data(), n_kv, single.data(), 0, c.n_head_kv);
+        const int64_t n_ranges = (n_kv + kAttentionRange - 1) / kAttentionRange;
+        std::vector<float> partials(n_ranges * attention_partial_floats(s), NAN);
+        std::vector<int64_t> order(n_ranges);
+        std::iota(order.begin(), order.end(), 0);
+        std::shuffle(order.begin(), order.end(), rng);
+        for (int64_t j : order) {
+          attention_range(s, q.data() + q_dim, k, v, type, table.data(), n_kv, j,
+                          partials.data() + j * attention_partial_floats(s));
+        }
+        attention_merge(s, partials.data(), n_ranges, split.data());
+        ASSERT_EQ(std::memcmp(split.data(), single.data(), q_dim * sizeof(float)), 0);
+        if (n_kv >= 2) {
+          ASSERT_EQ(std::memcmp(split.data(), chunk.data() + q_dim, q_dim * sizeof(float)), 0);
+        }
+        // And close to the scalar twin (two passes, double sums).
+        std::vector<float> want(q_dim);
+        attention_scalar(s, q.data() + q_dim, k, v, type, table.data(), n_kv, want.data(), 0, c.n_head_kv);
+        for (int64_t i = 0; i < q_dim; ++i) ASSERT_NEAR(split[i], want[i], 3e-5f * (1.0f + std::fabs(want[i]))) << i;
       }
     }
   }

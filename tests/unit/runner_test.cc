@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <numeric>
 #include <random>
 #include <string>
@@ -22,7 +23,7 @@ namespace {
 
 const auto* const kTempCleanup = testing_support::register_temp_cleanup("zl_runner");
 
-std::unique_ptr<Model> small_model(const std::string& arch, GgmlType type) {
+std::unique_ptr<Model> small_model(const std::string& arch, GgmlType type, int64_t n_ctx = 128) {
   const std::string dir = testing_support::temp_file("zl_runner", "");
   GgufWriter vw;
   std::vector<std::string> tokens(80, "t");
@@ -35,7 +36,7 @@ std::unique_ptr<Model> small_model(const std::string& arch, GgmlType type) {
   s.n_head = 4;
   s.n_head_kv = 2;
   s.n_ff = 96;
-  s.n_ctx = 128;
+  s.n_ctx = n_ctx;
   MakeModelOptions o{.shape = s, .type = type, .vocab_path = dir + "vocab.gguf", .out_path = dir + arch + ".gguf",
                      .seed = 11, .name = ""};
   EXPECT_TRUE(make_model(o, nullptr, nullptr).ok());
@@ -101,6 +102,45 @@ TEST(ModelRunner, ResultsDoNotDependOnTheRestOfTheBatch) {
   ASSERT_EQ(together.size(), prompts.size() * n_vocab);
   for (size_t i = 0; i < prompts.size(); ++i) {
     for (int64_t v = 0; v < n_vocab; ++v) ASSERT_EQ(together[i * n_vocab + v], alone[i][v]) << "seq " << i << " id " << v;
+  }
+}
+
+// Past kAttentionRange positions a decode token's attention is split by
+// position range over the threads (kernels/attention.h): its logits must be
+// bit for bit those of the same position computed inside a prefill chunk
+// (what preemption recompute and prefix caching rely on), whatever the
+// batch, in both cache types.
+TEST(ModelRunner, LongContextDecodeEqualsPrefillBitwise) {
+  auto model = small_model("qwen2", GgmlType::kQ4_0, 1024);
+  const int64_t n_vocab = model->config.n_vocab;
+  std::mt19937 rng(4);
+  const auto ids = random_ids(rng, 560);  // decode positions 540..559: three ranges
+  ThreadPool pool(2);
+  ModelRunner runner(*model, &pool);
+  for (KvType type : {KvType::kF16, KvType::kF32}) {
+    std::vector<int32_t> table(70);
+    std::iota(table.begin(), table.end(), 0);
+    std::shuffle(table.begin(), table.end(), rng);
+    KvStorage kv_a(model->config, 71, 8, type), kv_b(model->config, 71, 8, type);  // block 70: the other sequence
+    BatchSequence all{.tokens = ids, .n_past = 0, .block_table = table, .all_logits = true};
+    std::vector<float> prefill;
+    ASSERT_TRUE(runner.forward(std::span(&all, 1), kv_a, prefill).ok());
+    BatchSequence head{.tokens = std::span(ids).subspan(0, 540), .n_past = 0, .block_table = table};
+    std::vector<float> ignored;
+    ASSERT_TRUE(runner.forward(std::span(&head, 1), kv_b, ignored).ok());
+    for (int64_t p = 540; p < 560; ++p) {
+      // Decoded next to a short sequence, which takes the per-head path.
+      std::vector<int32_t> other_table = {70};
+      const int32_t other_id = 3;
+      std::vector<BatchSequence> batch = {
+          {.tokens = std::span(ids).subspan(p, 1), .n_past = p, .block_table = table},
+          {.tokens = std::span(&other_id, 1), .n_past = 0, .block_table = other_table}};
+      std::vector<float> got;
+      ASSERT_TRUE(runner.forward(batch, kv_b, got).ok());
+      for (int64_t v = 0; v < n_vocab; ++v) {
+        ASSERT_EQ(got[v], prefill[p * n_vocab + v]) << (type == KvType::kF16 ? "f16" : "f32") << " pos " << p;
+      }
+    }
   }
 }
 
