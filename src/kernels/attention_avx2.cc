@@ -2,6 +2,7 @@
 // CPUID reports them). The body is attention_impl.h.
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/simd_avx2.h"
@@ -22,6 +23,21 @@ struct Vec {
   static T mul(T a, T b) { return _mm256_mul_ps(a, b); }
   static T sub(T a, T b) { return _mm256_sub_ps(a, b); }
   static T exp(T x) { return exp256(x); }
+  // The largest of p[0, valid) (valid >= 1) and the sum of p[0, 16) (a
+  // chunk of kChunk = 16 softmax weights, zero past the valid ones).
+  static float chunk_max(const float* p, int valid) {
+    const __m256 lanes = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7), lim = _mm256_set1_ps(static_cast<float>(valid)),
+                 ninf = _mm256_set1_ps(-INFINITY);
+    const __m256 lo = _mm256_blendv_ps(ninf, _mm256_loadu_ps(p), _mm256_cmp_ps(lanes, lim, _CMP_LT_OQ));
+    const __m256 hi = _mm256_blendv_ps(ninf, _mm256_loadu_ps(p + 8),
+                                       _mm256_cmp_ps(_mm256_add_ps(lanes, _mm256_set1_ps(8)), lim, _CMP_LT_OQ));
+    __m256 m = _mm256_max_ps(lo, hi);
+    m = _mm256_max_ps(m, _mm256_permute2f128_ps(m, m, 1));
+    m = _mm256_max_ps(m, _mm256_permute_ps(m, 0x4E));
+    m = _mm256_max_ps(m, _mm256_permute_ps(m, 0xB1));
+    return _mm256_cvtss_f32(m);
+  }
+  static float chunk_sum(const float* p) { return hsum(_mm256_add_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8))); }
   // pr[g][c] = scale * (sum of d[g]'s lanes) for g < nh.
   static void hsum4(const T* d, int nh, int c, float (*pr)[16], float scale) {
     for (int g = 0; g < nh; ++g) pr[g][c] = hsum(d[g]) * scale;

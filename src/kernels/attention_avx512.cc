@@ -5,6 +5,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 
 namespace zl::kern {
@@ -40,6 +41,13 @@ struct Vec {
   static T mul(T a, T b) { return _mm512_mul_ps(a, b); }
   static T sub(T a, T b) { return _mm512_sub_ps(a, b); }
   static T exp(T x) { return exp512(x); }
+  // The largest of p[0, valid) (valid >= 1) and the sum of p[0, 16) (a
+  // chunk of kChunk = 16 softmax weights, zero past the valid ones).
+  static float chunk_max(const float* p, int valid) {
+    return _mm512_reduce_max_ps(
+        _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), static_cast<__mmask16>((1u << valid) - 1), p));
+  }
+  static float chunk_sum(const float* p) { return _mm512_reduce_add_ps(_mm512_loadu_ps(p)); }
   // pr[g][c] = scale * (sum of d[g]'s lanes) for g < nh: the four vectors
   // are folded together (16 -> 8 -> 4 lanes each) before the last sums.
   static void hsum4(const T* d, int nh, int c, float (*pr)[16], float scale) {

@@ -18,7 +18,7 @@
 namespace zl::kern {
 namespace {
 
-constexpr int kChunk = 16;
+constexpr int kChunk = 16;  // Vec::chunk_max / chunk_sum assume 16
 constexpr int kHeadBlock = 4;
 static_assert(kAttentionRange % kChunk == 0);
 
@@ -117,13 +117,11 @@ __attribute__((noinline)) void chunk_rows(const AttentionShape& s, const float* 
       continue;
     }
     float& m = st.m[r];
-    const float m_new = std::max(m, *std::max_element(pr[r], pr[r] + valid));
+    const float m_new = std::max(m, Vec::chunk_max(pr[r], valid));
     const float corr = std::exp(m - m_new);  // 0 on the first chunk
     for (int c = 0; c < kChunk; c += W) Vec::store(pr[r] + c, Vec::exp(Vec::sub(Vec::load(pr[r] + c), Vec::set1(m_new))));
     std::fill(pr[r] + valid, pr[r] + kChunk, 0.0f);
-    float sum = 0.0f;
-    for (int c = 0; c < valid; ++c) sum += pr[r][c];
-    st.l[r] = st.l[r] * corr + sum;
+    st.l[r] = st.l[r] * corr + Vec::chunk_sum(pr[r]);
     m = m_new;
     if (corr != 1.0f) {
       float* a = st.acc + r * st.stride;
