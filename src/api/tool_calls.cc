@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <boost/json/parse.hpp>
-#include <boost/json/parser.hpp>
+#include <iterator>
 #include <boost/json/serialize.hpp>
 
 namespace zl::api {
@@ -30,18 +30,22 @@ size_t partial_marker_suffix(std::string_view s, std::string_view marker) {
 
 enum class Match { kNo, kMaybe, kYes };
 
-// Can `s` (the answer so far, leading whitespace removed, not empty) be the
-// start of a Llama 3 call: <|python_tag|> or `{` whitespace `"name"`?
-Match llama_call_start(std::string_view s) {
-  if (s.starts_with(kPythonTag)) return Match::kYes;
-  if (kPythonTag.starts_with(s)) return Match::kMaybe;
-  if (s.front() != '{') return Match::kNo;
-  constexpr std::string_view kName = "\"name\"";
-  const std::string_view rest = ltrim(s.substr(1));
-  if (rest.size() >= kName.size()) return rest.starts_with(kName) ? Match::kYes : Match::kNo;
-  // All of s after '{' may be whitespace: still undecided.
-  return kName.starts_with(rest) ? Match::kMaybe : Match::kNo;
+// Does `rest` start with `token` (kYes), or could it still (kMaybe)?
+Match token_match(std::string_view rest, std::string_view token) {
+  if (rest.starts_with(token)) return Match::kYes;
+  return token.starts_with(rest) ? Match::kMaybe : Match::kNo;
 }
+
+// How a Llama 3 call's JSON starts: these tokens, whitespace allowed between
+// them. Tokens at the same index are equal or neither is a prefix of the other.
+struct StartPattern {
+  std::string_view tokens[6];
+  int n = 0;
+};
+constexpr StartPattern kLlamaStarts[] = {
+    {{"{", "\"name\""}, 2},
+};
+constexpr int kNumLlamaStarts = static_cast<int>(std::size(kLlamaStarts));
 
 }  // namespace
 
@@ -65,18 +69,21 @@ void ToolCallParser::push(std::string_view delta, std::vector<AnswerPart>* out) 
     run_hermes(out);
   } else if (mode_ == Mode::kLlamaStart) {
     run_llama_start(out);
+  } else {
+    run_llama_calls(out);
   }
-  // kLlama3Json in kCall: the whole rest of the answer is decided at finish().
 }
 
 void ToolCallParser::finish(std::vector<AnswerPart>* out) {
   push({}, out);
-  if (mode_ == Mode::kCall) {
-    const bool accepted = syntax_ == ToolSyntax::kLlama3Json && finish_llama(out);
-    if (!accepted) emit_text(call_prefix_ + buf_, out);
+  if (mode_ == Mode::kCall && syntax_ == ToolSyntax::kLlama3Json && depth_ == 0 && !llama_calls_.empty()) {
+    for (ToolCall& c : llama_calls_) emit_call(std::move(c), out);
+  } else if (mode_ == Mode::kCall && syntax_ == ToolSyntax::kHermes) {
+    emit_text(call_prefix_ + buf_, out);
   } else {
     emit_text(buf_, out);
   }
+  llama_calls_.clear();
   buf_.clear();
   call_prefix_.clear();
   mode_ = Mode::kText;
@@ -85,29 +92,60 @@ void ToolCallParser::finish(std::vector<AnswerPart>* out) {
 void ToolCallParser::run_hermes(std::vector<AnswerPart>* out) {
   for (;;) {
     if (mode_ == Mode::kText) {
-      const size_t open = buf_.find(kOpen);
+      // buf_[0, held_ws_) is whitespace: no marker starts there, and a
+      // backwards walk over whitespace that reaches it reaches the start.
+      const size_t open = buf_.find(kOpen, held_ws_);
       if (open == std::string::npos) {
         // Hold a possible start of the marker and the whitespace before it.
-        size_t keep = buf_.size() - partial_marker_suffix(buf_, kOpen);
-        while (keep > 0 && is_space(buf_[keep - 1])) --keep;
+        const size_t partial = partial_marker_suffix(buf_, kOpen);
+        size_t keep = buf_.size() - partial;
+        while (keep > held_ws_ && is_space(buf_[keep - 1])) --keep;
+        if (keep == held_ws_) keep = 0;
         emit_text(std::string_view(buf_).substr(0, keep), out);
         buf_.erase(0, keep);
+        held_ws_ = buf_.size() - partial;
         return;
       }
       size_t text_end = open;
-      while (text_end > 0 && is_space(buf_[text_end - 1])) --text_end;
+      while (text_end > held_ws_ && is_space(buf_[text_end - 1])) --text_end;
+      if (text_end == held_ws_) text_end = 0;
       emit_text(std::string_view(buf_).substr(0, text_end), out);
       call_prefix_ = buf_.substr(text_end, open + kOpen.size() - text_end);
       buf_.erase(0, open + kOpen.size());
       mode_ = Mode::kCall;
+      held_ws_ = 0;
       scanned_ = 0;
+      body_started_ = false;
       continue;
+    }
+    if (!body_started_) {
+      // A call's body is a JSON object: a marker followed by anything else
+      // is prose that mentions the tag, text at once.
+      while (scanned_ < buf_.size() && is_space(buf_[scanned_])) ++scanned_;
+      if (scanned_ == buf_.size()) return;
+      if (buf_[scanned_] != '{') {
+        emit_text(call_prefix_, out);
+        call_prefix_.clear();
+        mode_ = Mode::kText;
+        continue;  // what follows the marker is text again
+      }
+      body_started_ = true;  // scanned_ is at the `{`: no closing marker starts before it
     }
     const size_t close = buf_.find(kClose, scanned_);
     if (close == std::string::npos) {
       // A closing marker can only end in text not seen yet.
-      scanned_ = buf_.size() >= kClose.size() ? buf_.size() - kClose.size() + 1 : 0;
-      return;
+      if (buf_.size() >= kClose.size()) scanned_ = std::max(scanned_, buf_.size() - kClose.size() + 1);
+      if (scanned_ <= kMaxCallBytes) return;
+    }
+    if (close == std::string::npos || close > kMaxCallBytes) {
+      // Longer than any call: not one. Its first kMaxCallBytes bytes are
+      // text now (a cut the content decides, not the chunking), the rest
+      // is parsed as text again.
+      emit_text(call_prefix_ + buf_.substr(0, kMaxCallBytes), out);
+      buf_.erase(0, kMaxCallBytes);
+      call_prefix_.clear();
+      mode_ = Mode::kText;
+      continue;
     }
     const std::string_view body = std::string_view(buf_).substr(0, close);
     ToolCall call;
@@ -125,38 +163,95 @@ void ToolCallParser::run_hermes(std::vector<AnswerPart>* out) {
 }
 
 void ToolCallParser::run_llama_start(std::vector<AnswerPart>* out) {
-  const std::string_view s = ltrim(buf_);
-  if (s.empty()) return;
-  switch (llama_call_start(s)) {
-    case Match::kMaybe: return;
-    case Match::kYes: mode_ = Mode::kCall; return;
-    case Match::kNo:
+  // buf_[0, start_pos_) matched start_tok_ tokens of the live patterns
+  // (bit i: kLlamaStarts[i]); only the token under way is looked at again.
+  for (;;) {
+    while (start_pos_ < buf_.size() && is_space(buf_[start_pos_])) ++start_pos_;
+    if (start_pos_ == buf_.size()) return;
+    const std::string_view rest = std::string_view(buf_).substr(start_pos_);
+    if (start_tok_ == 0) {
+      if (rest.starts_with(kPythonTag)) {
+        scan_pos_ = start_pos_ + kPythonTag.size();
+        break;
+      }
+      if (kPythonTag.starts_with(rest)) return;
+    }
+    unsigned yes = 0;
+    bool maybe = false;
+    std::string_view token;
+    for (int i = 0; i < kNumLlamaStarts; ++i) {
+      if (!(start_live_ & (1u << i))) continue;
+      const std::string_view t = kLlamaStarts[i].tokens[start_tok_];
+      const Match m = token_match(rest, t);
+      if (m == Match::kYes) {
+        yes |= 1u << i;
+        token = t;
+      }
+      maybe = maybe || m == Match::kMaybe;
+    }
+    if (yes == 0) {
+      if (maybe) return;
       mode_ = Mode::kText;
       emit_text(buf_, out);
       buf_.clear();
       return;
+    }
+    if (start_tok_ == 0) scan_pos_ = start_pos_;  // the object's `{`
+    start_pos_ += token.size();
+    start_live_ = yes;
+    ++start_tok_;
+    bool complete = false;
+    for (int i = 0; i < kNumLlamaStarts; ++i) complete = complete || ((yes & (1u << i)) && kLlamaStarts[i].n == start_tok_);
+    if (complete) break;
+  }
+  mode_ = Mode::kCall;
+  depth_ = 0;
+  run_llama_calls(out);
+}
+
+void ToolCallParser::run_llama_calls(std::vector<AnswerPart>* out) {
+  for (; scan_pos_ < buf_.size(); ++scan_pos_) {
+    const char c = buf_[scan_pos_];
+    if (depth_ == 0) {
+      // Between calls: whitespace and ';' separate them; anything else
+      // means the answer is not only calls.
+      if (is_space(c) || c == ';') continue;
+      if (c != '{') return llama_give_up(out);
+      obj_start_ = scan_pos_;
+      depth_ = 1;
+      continue;
+    }
+    if (scan_pos_ - obj_start_ >= kMaxCallBytes) return llama_give_up(out);
+    if (in_string_) {
+      if (escape_) {
+        escape_ = false;
+      } else if (c == '\\') {
+        escape_ = true;
+      } else if (c == '"') {
+        in_string_ = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string_ = true;
+    } else if (c == '{' || c == '[') {
+      ++depth_;
+    } else if ((c == '}' || c == ']') && --depth_ == 0) {
+      const std::string_view object = std::string_view(buf_).substr(obj_start_, scan_pos_ + 1 - obj_start_);
+      boost::system::error_code ec;
+      const json::value v = json::parse(object, ec);
+      ToolCall call;
+      if (ec || !parse_call(v, &call)) return llama_give_up(out);
+      llama_calls_.push_back(std::move(call));
+    }
   }
 }
 
-bool ToolCallParser::finish_llama(std::vector<AnswerPart>* out) {
-  std::string_view s = ltrim(buf_);
-  if (s.starts_with(kPythonTag)) s.remove_prefix(kPythonTag.size());
-  std::vector<ToolCall> calls;
-  for (;;) {
-    while (!s.empty() && (is_space(s.front()) || s.front() == ';')) s.remove_prefix(1);
-    if (s.empty()) break;
-    json::parser p;
-    boost::system::error_code ec;
-    const size_t n = p.write_some(s.data(), s.size(), ec);
-    if (ec) return false;  // incomplete JSON is an error too (a complete parse)
-    ToolCall call;
-    if (!parse_call(p.release(), &call)) return false;
-    calls.push_back(std::move(call));
-    s.remove_prefix(n);
-  }
-  if (calls.empty()) return false;
-  for (ToolCall& c : calls) emit_call(std::move(c), out);
-  return true;
+void ToolCallParser::llama_give_up(std::vector<AnswerPart>* out) {
+  mode_ = Mode::kText;
+  llama_calls_.clear();
+  emit_text(buf_, out);
+  buf_.clear();
 }
 
 bool ToolCallParser::parse_call(const json::value& v, ToolCall* call) const {

@@ -14,15 +14,25 @@
 // held back until it is decided, so nothing is ever emitted and then taken
 // back. Held back: a suffix that is a prefix of "<tool_call>" (Hermes) and the
 // whitespace before it (whitespace next to a call is dropped: it separates
-// text from calls); for Llama 3 the start of the answer while it can still be
-// `{"name"` or <|python_tag|>, and once it is, the whole answer until
-// finish(). A call is emitted when it is complete and valid: a JSON object
+// text from calls); a call from its opening marker until the closing one,
+// but only while it looks like a call: an opening marker whose next
+// non-whitespace character is not `{` is text at once, and so is a body
+// longer than kMaxCallBytes (its first kMaxCallBytes bytes at once, the rest
+// parsed as text again), so a model that writes the tag in prose, or never
+// closes it, does not stall the stream. For Llama 3 the start of the answer
+// is held while it can still be `{"name"`, `{"type": "function", "name"` or
+// <|python_tag|>; once it is, the JSON objects are followed as they come
+// (strings, brace depth), and all that is held becomes text as soon as it
+// cannot be an answer of calls: an object that is not a valid call, one
+// longer than kMaxCallBytes, or anything but whitespace, ';' or `{` after a
+// complete object. A call is emitted when it is complete and valid: a JSON object
 // with a "name" that is one of the offered tools and an "arguments" (or
 // "parameters") object, which may be absent ({}). Anything else (invalid
 // JSON, an unknown name, a call cut short by the end of the output) is
 // emitted as the text it was, so the concatenated text pieces plus the raw
 // text of accepted calls is the model's output exactly, minus the dropped
-// whitespace. Costs: O(bytes) per push (markers are searched only in new text).
+// whitespace. Costs: O(bytes) over the whole output (every byte is scanned
+// a bounded number of times; held whitespace is never rescanned).
 //
 // A seed is text the answer is known to start with but that the model did
 // not generate: the prompt's assistant prefill that forces a call (tool_choice
@@ -68,24 +78,51 @@ class ToolCallParser {
 
   int n_calls() const { return n_calls_; }
 
+ // The longest call body (Hermes: between the markers; Llama 3: one JSON
+  // object) still taken for a call.
+  static constexpr size_t kMaxCallBytes = 64 << 10;
+
  private:
   enum class Mode { kText, kCall, kLlamaStart };
   void run_hermes(std::vector<AnswerPart>* out);
+  // Hermes kCall: false when the opening marker turned out to be text (and
+  // mode_ is kText again), true while it is still a call.
+  bool hermes_call_start(std::vector<AnswerPart>* out);
   void run_llama_start(std::vector<AnswerPart>* out);
+  void run_llama_calls(std::vector<AnswerPart>* out);
+  // Llama 3: all that is held is text after all; the rest of the answer too.
+  void llama_give_up(std::vector<AnswerPart>* out);
   void emit_text(std::string_view text, std::vector<AnswerPart>* out);
   // One call object ({"name", "arguments"|"parameters"}); false when it is
   // not a valid call to an offered tool.
   bool parse_call(const boost::json::value& v, ToolCall* call) const;
   void emit_call(ToolCall call, std::vector<AnswerPart>* out);
-  bool finish_llama(std::vector<AnswerPart>* out);
 
   ToolSyntax syntax_;
   std::vector<std::string> names_;
   std::vector<AnswerPart> seed_out_;  // what the seed decided (never anything for a call's start)
   Mode mode_ = Mode::kText;
   std::string buf_;          // undecided text (kText, kLlamaStart) or the call so far (kCall)
-  size_t scanned_ = 0;       // kCall: buf_[0, scanned_) holds no complete closing marker
-  std::string call_prefix_;  // kCall: the raw text before the body (whitespace + opening marker)
+  // Hermes kText: buf_[0, held_ws_) is whitespace (held before a possible marker).
+  size_t held_ws_ = 0;
+  // Hermes kCall: buf_[0, scanned_) holds no start of a closing marker; before
+  // the body's `{` is seen, the whitespace after the opening marker.
+  size_t scanned_ = 0;
+  bool body_started_ = false;  // Hermes kCall: the body's `{` was seen
+  std::string call_prefix_;  // Hermes kCall: the raw text before the body (whitespace + opening marker)
+  // Llama 3 kLlamaStart: buf_[0, start_pos_) matched the first start_tok_
+  // tokens of a call's start (whitespace between them).
+  size_t start_pos_ = 0;
+  int start_tok_ = 0;
+  unsigned start_live_ = ~0u;  // bit i: the start can still be kLlamaStarts[i]
+  // Llama 3 kCall: buf_[0, scan_pos_) has been scanned; the object being
+  // read starts at obj_start_ (depth_ > 0), its string state.
+  size_t scan_pos_ = 0;
+  size_t obj_start_ = 0;
+  int depth_ = 0;
+  bool in_string_ = false;
+  bool escape_ = false;
+  std::vector<ToolCall> llama_calls_;  // complete valid calls, emitted at finish()
   bool after_call_ = false;  // drop whitespace that follows an accepted call
   int n_calls_ = 0;
 };

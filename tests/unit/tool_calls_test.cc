@@ -85,6 +85,8 @@ void expect_chunking_invariant(ToolSyntax syntax, const std::string& text, const
 const std::string kHermesCall =
     "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\", \"unit\": \"c\"}}\n</tool_call>";
 
+const std::string kLlamaCall = R"({"name": "get_weather", "parameters": {"location": "Paris"}})";
+
 TEST(ToolCallParser, HermesTextCallTextAtEverySplitPoint) {
   expect_chunking_invariant(ToolSyntax::kHermes, "Let me check.\n" + kHermesCall + "\nDone.",
                             {"T:Let me check.", R"(C:get_weather {"location":"Paris","unit":"c"})", "T:Done."});
@@ -152,7 +154,107 @@ TEST(ToolCallParser, HermesSeedForcesTheCallStart) {
   EXPECT_EQ(r.parts, std::vector<std::string>{"T:" + seed + " nonsense"});
 }
 
-const std::string kLlamaCall = R"({"name": "get_weather", "parameters": {"location": "Paris"}})";
+TEST(ToolCallParser, HermesTagInProseStreamsAtOnce) {
+  // The marker not followed by `{` is prose: streamed at once, not held to the end.
+  Parsed r = parse(ToolSyntax::kHermes, {"Wrap a call in ", "<tool_call>", " tags", " and the rest", " streams."});
+  EXPECT_EQ(r.text_before_finish, "Wrap a call in <tool_call> tags and the rest streams.");
+  r = parse(ToolSyntax::kHermes, {"Use <tool_call>", "\n\n", "x"});
+  EXPECT_EQ(r.text_before_finish, "Use <tool_call>\n\nx");
+  // A real call after the mention is still a call.
+  expect_chunking_invariant(ToolSyntax::kHermes, "Wrap it in <tool_call> tags:\n" + kHermesCall,
+                            {"T:Wrap it in <tool_call> tags:", R"(C:get_weather {"location":"Paris","unit":"c"})"});
+  expect_chunking_invariant(ToolSyntax::kHermes, "a <tool_call><tool_call>{\"name\": \"get_time\"}</tool_call>",
+                            {"T:a <tool_call>", "C:get_time {}"});
+}
+
+// A Hermes call whose body (between the markers) is `body_bytes` long.
+std::string hermes_call_of_size(size_t body_bytes) {
+  const std::string head = R"({"name": "get_time", "arguments": {"pad": ")";
+  const std::string tail = "\"}}";
+  return "<tool_call>" + head + std::string(body_bytes - head.size() - tail.size(), 'a') + tail + "</tool_call>";
+}
+
+std::vector<std::string> chunks_of(const std::string& s, size_t n) {
+  std::vector<std::string> c;
+  for (size_t pos = 0; pos < s.size(); pos += n) c.push_back(s.substr(pos, n));
+  return c;
+}
+
+TEST(ToolCallParser, HermesUnclosedCallIsReleasedPastTheCap) {
+  constexpr size_t kMax = ToolCallParser::kMaxCallBytes;
+  const std::string open = "Sure.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"x\": \"";
+  const std::string text = open + std::string(kMax + 1000, 'a');
+  Parsed r = parse(ToolSyntax::kHermes, chunks_of(text, 100));
+  // The body's first kMaxCallBytes bytes went out as text before the end, the rest streams on.
+  EXPECT_GE(r.text_before_finish.size(), open.size() + kMax - 100);
+  EXPECT_TRUE(text.starts_with(r.text_before_finish));
+  EXPECT_EQ(r.parts, std::vector<std::string>{"T:" + text});
+  // The cut is the content's, not the chunking's: a body of exactly the cap
+  // is a call, one byte more is text, however it arrives.
+  const std::string at_cap = hermes_call_of_size(kMax);
+  const std::string over_cap = hermes_call_of_size(kMax + 1);
+  for (size_t n : {size_t{1}, size_t{7}, size_t{4096}, at_cap.size()}) {
+    SCOPED_TRACE(n);
+    const std::vector<std::string> call = parse(ToolSyntax::kHermes, chunks_of(at_cap + "\nok", n)).parts;
+    ASSERT_EQ(call.size(), 2u);
+    EXPECT_TRUE(call[0].starts_with("C:get_time {\"pad\":\"aaa"));
+    EXPECT_EQ(call[1], "T:ok");
+    EXPECT_EQ(parse(ToolSyntax::kHermes, chunks_of(over_cap + "\n" + kHermesCall, n)).parts,
+              (std::vector<std::string>{"T:" + over_cap, R"(C:get_weather {"location":"Paris","unit":"c"})"}));
+  }
+}
+
+TEST(ToolCallParser, Llama3CallFollowedByProseIsTextAtOnce) {
+  Parsed r = parse(ToolSyntax::kLlama3Json, {kLlamaCall, " because", " it is", " sunny."});
+  EXPECT_EQ(r.text_before_finish, kLlamaCall + " because it is sunny.");
+  EXPECT_EQ(r.parts, std::vector<std::string>{"T:" + kLlamaCall + " because it is sunny."});
+  // After a valid call and a separator.
+  r = parse(ToolSyntax::kLlama3Json, {kLlamaCall, "; ", "and", " more"});
+  EXPECT_EQ(r.text_before_finish, kLlamaCall + "; and more");
+  // An object that is not a valid call is text as soon as it closes.
+  r = parse(ToolSyntax::kLlama3Json, {R"({"name": "rm", "parameters": {}})", "\n", "Done"});
+  EXPECT_EQ(r.text_before_finish, "{\"name\": \"rm\", \"parameters\": {}}\nDone");
+  // Braces and quotes inside strings do not end the object.
+  expect_chunking_invariant(ToolSyntax::kLlama3Json, R"({"name": "get_weather", "parameters": {"q": "}\"{ ;"}} x)",
+                            {R"(T:{"name": "get_weather", "parameters": {"q": "}\"{ ;"}} x)"});
+  expect_chunking_invariant(ToolSyntax::kLlama3Json, R"({"name": "get_weather", "parameters": {"q": "}\"{ ;"}} )",
+                            {R"(C:get_weather {"q":"}\"{ ;"})"});
+  // An object longer than the cap is text before it ends.
+  const std::string big = R"({"name": "get_weather", "parameters": {"q": ")" +
+                          std::string(ToolCallParser::kMaxCallBytes, 'a') + "\"}}";
+  r = parse(ToolSyntax::kLlama3Json, chunks_of(big, 1000));
+  EXPECT_GE(r.text_before_finish.size(), ToolCallParser::kMaxCallBytes);
+  EXPECT_EQ(r.parts, std::vector<std::string>{"T:" + big});
+}
+
+TEST(ToolCallParser, LongWhitespaceRunsAreLinear) {
+  // One token at a time; quadratic rescans of the held whitespace would take
+  // minutes at this count. (EXPECT_TRUE: no megabyte diffs on failure.)
+  constexpr size_t kN = 100000;
+  const std::string run(kN, '\n');
+  auto one_by_one = [&](ToolSyntax syntax, const std::string& before, const std::string& after) {
+    std::vector<std::string> c = {before};
+    c.insert(c.end(), kN, "\n");
+    c.push_back(after);
+    return parse(syntax, c).parts;
+  };
+  auto text = [](const std::string& t) { return std::vector<std::string>{"T:" + t}; };
+  const std::string call = "{\"name\": \"get_time\"}";
+  EXPECT_TRUE(one_by_one(ToolSyntax::kHermes, "Hi", "bye") == text("Hi" + run + "bye"));
+  EXPECT_TRUE(one_by_one(ToolSyntax::kHermes, "Hi", "<tool_call>" + call + "</tool_call>") ==
+              (std::vector<std::string>{"T:Hi", "C:get_time {}"}));
+  // Whitespace inside a call counts towards its cap: these are text.
+  EXPECT_TRUE(one_by_one(ToolSyntax::kHermes, "<tool_call>", call + "</tool_call>") ==
+              text("<tool_call>" + run + call + "</tool_call>"));
+  EXPECT_TRUE(one_by_one(ToolSyntax::kHermes, "<tool_call>{\"name\": \"get_time\",", "}</tool_call>") ==
+              text("<tool_call>{\"name\": \"get_time\"," + run + "}</tool_call>"));
+  EXPECT_TRUE(one_by_one(ToolSyntax::kLlama3Json, "", "Hello") == text(run + "Hello"));
+  EXPECT_TRUE(one_by_one(ToolSyntax::kLlama3Json, "", call) == std::vector<std::string>{"C:get_time {}"});
+  EXPECT_TRUE(one_by_one(ToolSyntax::kLlama3Json, "{", "\"name\": \"get_time\"}") ==
+              text("{" + run + "\"name\": \"get_time\"}"));
+  EXPECT_TRUE(one_by_one(ToolSyntax::kLlama3Json, kLlamaCall, "") ==
+              std::vector<std::string>{R"(C:get_weather {"location":"Paris"})"});
+}
 
 TEST(ToolCallParser, Llama3JsonCall) {
   expect_chunking_invariant(ToolSyntax::kLlama3Json, kLlamaCall, {R"(C:get_weather {"location":"Paris"})"});
