@@ -44,6 +44,8 @@ struct StartPattern {
 };
 constexpr StartPattern kLlamaStarts[] = {
     {{"{", "\"name\""}, 2},
+    // Llama 3.2 1B/3B often write {"type": "function", "name": …, "parameters": …}.
+    {{"{", "\"type\"", ":", "\"function\"", ",", "\"name\""}, 6},
 };
 constexpr int kNumLlamaStarts = static_cast<int>(std::size(kLlamaStarts));
 
@@ -254,6 +256,8 @@ void ToolCallParser::llama_give_up(std::vector<AnswerPart>* out) {
   buf_.clear();
 }
 
+// Other members ("type": "function" before the name, as Llama 3.2 writes
+// it) are ignored.
 bool ToolCallParser::parse_call(const json::value& v, ToolCall* call) const {
   if (!v.is_object()) return false;
   const json::object& o = v.get_object();

@@ -6,7 +6,8 @@
 //               <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>
 //               anywhere in the answer, any number of times, text around them.
 //   kLlama3Json Llama 3.1/3.2/3.3 custom tools: the whole answer is the call,
-//               {"name": "f", "parameters": {...}}, optionally after
+//               {"name": "f", "parameters": {...}} (Llama 3.2 1B/3B
+//               often start it {"type": "function", "name": …}), optionally after
 //               <|python_tag|>; several calls separated by ';' or whitespace.
 //   kNone       no parsing: every delta passes through as text.
 //

@@ -265,6 +265,23 @@ TEST(ToolCallParser, Llama3JsonCall) {
   expect_chunking_invariant(ToolSyntax::kLlama3Json, "{\n  \"name\": \"get_time\"}", {"C:get_time {}"});
 }
 
+TEST(ToolCallParser, Llama3TypedCall) {
+  // Llama 3.2 1B/3B: "type": "function" before the name.
+  expect_chunking_invariant(ToolSyntax::kLlama3Json,
+                            R"({"type": "function", "name": "get_weather", "parameters": {"location": "Paris"}})",
+                            {R"(C:get_weather {"location":"Paris"})"});
+  expect_chunking_invariant(ToolSyntax::kLlama3Json,
+                            "<|python_tag|>{ \"type\" :\"function\",\n\"name\": \"get_time\", \"parameters\": {}}",
+                            {"C:get_time {}"});
+  // Another type, or a type that is not followed by the name, is text at once.
+  for (const std::string& t : {std::string(R"({"type": "object", "name": "get_time"})"),
+                               std::string(R"({"type": "function", "parameters": {}})")}) {
+    Parsed r = parse(ToolSyntax::kLlama3Json, chars(t));
+    EXPECT_EQ(r.text_before_finish, t);
+    EXPECT_EQ(r.parts, std::vector<std::string>{"T:" + t});
+  }
+}
+
 TEST(ToolCallParser, Llama3TextAnswersPassThrough) {
   // Decided at the first characters: streamed at once, not held to the end.
   Parsed r = parse(ToolSyntax::kLlama3Json, {"The", " weather", " is fine."});
