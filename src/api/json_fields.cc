@@ -2,6 +2,7 @@
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
+#include <algorithm>
 #include <cmath>
 
 namespace zl::api {
@@ -28,6 +29,13 @@ void check_tool_choice(const ChatRequest& chat, const std::string& param) {
     if (t.name == name) return;
   }
   throw_field_error(param, "names no tool in tools: '" + name + "'", "invalid_value");
+}
+
+void check_tool_name(const std::string& name, const std::string& param) {
+  const bool ok = !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+  });
+  if (!ok) throw_field_error(param, "must match ^[a-zA-Z0-9_-]{1,64}$", "invalid_value");
 }
 
 const json::value* find_field(const json::object& o, std::string_view key) {

@@ -61,6 +61,11 @@ const boost::json::object& json_object(const boost::json::value& v, const std::s
 // else a 400 on `param` (invalid_value).
 void check_tool_choice(const ChatRequest& chat, const std::string& param);
 
+// A tool name as both APIs require it, ^[a-zA-Z0-9_-]{1,64}$: else a 400 on
+// `param` (invalid_value). Names go into prompts and JSON; this keeps them
+// to what every model's format can carry.
+void check_tool_name(const std::string& name, const std::string& param);
+
 // "messages[3].content"
 inline std::string index_param(const std::string& param, size_t i) { return param + "[" + std::to_string(i) + "]"; }
 

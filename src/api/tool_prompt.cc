@@ -129,11 +129,13 @@ ToolPlan plan_tools(const ChatRequest& chat, ToolSyntax native) {
   for (const ToolDef& t : chat.tools) plan.names.push_back(t.name);
   if (chat.continue_final_message) return plan;
   const bool hermes = native == ToolSyntax::kHermes;
-  const std::string open = hermes ? "<tool_call>\n{\"name\": \"" : "{\"name\": \"";
+  const std::string open = hermes ? "<tool_call>\n{\"name\": " : "{\"name\": ";
   if (chat.tool_choice == "any") {
-    plan.prefill = open;
+    plan.prefill = open + "\"";  // the model writes the name
   } else if (chat.tool_choice.starts_with("tool:")) {
-    plan.prefill = open + chat.tool_choice.substr(5) + (hermes ? "\", \"arguments\":" : "\", \"parameters\":");
+    plan.prefill = open;
+    append_json_string(plan.prefill, std::string_view(chat.tool_choice).substr(5));
+    plan.prefill += hermes ? ", \"arguments\":" : ", \"parameters\":";
   }
   return plan;
 }
@@ -163,8 +165,10 @@ std::string hermes_tools_section(const std::vector<ToolDef>& tools) {
 }
 
 std::string hermes_call(const ToolCall& call) {
-  return "<tool_call>\n{\"name\": \"" + call.name + "\", \"arguments\": " +
-         python_json_text(call.arguments_json.empty() ? "{}" : call.arguments_json) + "}\n</tool_call>";
+  std::string out = "<tool_call>\n{\"name\": ";
+  append_json_string(out, call.name);
+  return out + ", \"arguments\": " + python_json_text(call.arguments_json.empty() ? "{}" : call.arguments_json) +
+         "}\n</tool_call>";
 }
 
 std::string hermes_tool_response(std::string_view content) {
@@ -188,8 +192,9 @@ std::string llama3_tools_system(const std::vector<ToolDef>& tools) {
 }
 
 std::string llama3_call(const ToolCall& call) {
-  return "{\"name\": \"" + call.name + "\", \"parameters\": " +
-         python_json_text(call.arguments_json.empty() ? "{}" : call.arguments_json) + "}";
+  std::string out = "{\"name\": ";
+  append_json_string(out, call.name);
+  return out + ", \"parameters\": " + python_json_text(call.arguments_json.empty() ? "{}" : call.arguments_json) + "}";
 }
 
 }  // namespace zl::api

@@ -57,6 +57,15 @@ class ToolTest : public ::testing::Test {
     return r;
   }
 
+  // A request the API must refuse: 400 invalid_request_error; the error object.
+  json::object rejected(const std::string& path, const std::string& body) {
+    HttpReply r = test::fetch(server_->port(), "POST", path, body, {}, kWaitMs);
+    EXPECT_EQ(r.status, 400) << body << "\n" << r.body;
+    json::object e = test::parse_obj(r.body)["error"].as_object();
+    EXPECT_EQ(e["type"], "invalid_request_error") << r.body;
+    return e;
+  }
+
   fake::FakeCodec codec_;
   http::Router router_;
   std::unique_ptr<fake::FakeEngine> engine_;
@@ -338,6 +347,35 @@ TEST_F(ToolTest, OpenAIToolCallsStreamingChunks) {
                 chunk(R"({"tool_calls":[{"index":0,"id":"call_X","type":"function","function":{"name":"get_weather","arguments":""}}]})") +
                 chunk(R"({"tool_calls":[{"index":0,"function":{"arguments":"{\"location\":\"Paris\"}"}}]})") +
                 chunk("{}", R"("tool_calls")") + "data: [DONE]\n\n");
+}
+
+// ---- Request validation ----
+
+TEST_F(ToolTest, ToolNamesMustMatchThePattern) {
+  // Names as JSON string contents: a space, a dot, empty, too long, a quote, non-ASCII.
+  const std::vector<std::string> bad = {"get weather", "a.b", "", std::string(65, 'a'), R"(a\"b)", "na\u00efve"};
+  for (const std::string& name : bad) {
+    SCOPED_TRACE(name);
+    const std::string tool = R"({"name":")" + name + R"(","input_schema":{"type":"object"}})";
+    json::object e = rejected("/v1/messages", R"({"model":"m","max_tokens":5,"tools":[)" + std::string(kWeatherTool) +
+                                                  "," + tool + R"(],"messages":[{"role":"user","content":"x"}]})");
+    EXPECT_TRUE(str(e["message"]).starts_with("tools[1].name: ")) << str(e["message"]);
+    e = rejected("/v1/messages", anthropic("x", R"("tool_choice":{"type":"tool","name":")" + name + R"("},)"));
+    EXPECT_TRUE(str(e["message"]).starts_with("tool_choice.name: ")) << str(e["message"]);
+    const std::string fn = R"({"type":"function","function":{"name":")" + name + R"(","parameters":{"type":"object"}}})";
+    e = rejected("/v1/chat/completions",
+                 R"({"model":"gpt","tools":[)" + fn + R"(],"messages":[{"role":"user","content":"x"}]})");
+    EXPECT_EQ(str(e["param"]), "tools[0].function.name");
+    e = rejected("/v1/chat/completions",
+                 openai("x", R"("tool_choice":{"type":"function","function":{"name":")" + name + R"("}},)"));
+    EXPECT_EQ(str(e["param"]), "tool_choice.function.name");
+  }
+  // The longest name and every allowed character.
+  const std::string good = "Az09_-" + std::string(58, 'x');
+  post("/v1/messages", R"({"model":"m","max_tokens":5,"tools":[{"name":")" + good +
+                           R"(","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"x"}]})");
+  post("/v1/chat/completions", R"({"model":"gpt","max_tokens":5,"tools":[{"type":"function","function":{"name":")" + good +
+                                   R"("}}],"messages":[{"role":"user","content":"x"}]})");
 }
 
 // ---- Llama 3 JSON: the fake codec with Llama's syntax ----

@@ -191,6 +191,21 @@ TEST(ToolPrompt, PythonJson) {
   EXPECT_EQ(python_json_text("not json {"), "not json {");
 }
 
+TEST(ToolPrompt, NamesAreJsonStrings) {
+  // The APIs only admit [a-zA-Z0-9_-] names for tools; names from the
+  // history (tool_use blocks, assistant tool_calls) are escaped all the same.
+  const ToolCall call{"t", "a\"b\\c", "{}"};
+  EXPECT_EQ(hermes_call(call), "<tool_call>\n{\"name\": \"a\\\"b\\\\c\", \"arguments\": {}}\n</tool_call>");
+  EXPECT_EQ(llama3_call(call), "{\"name\": \"a\\\"b\\\\c\", \"parameters\": {}}");
+  ChatRequest chat;
+  chat.tools = {ToolDef{"a\"b", "{}"}};
+  chat.tool_choice = "tool:a\"b";
+  EXPECT_EQ(plan_tools(chat, ToolSyntax::kHermes).prefill, "<tool_call>\n{\"name\": \"a\\\"b\", \"arguments\":");
+  EXPECT_EQ(plan_tools(chat, ToolSyntax::kLlama3Json).prefill, "{\"name\": \"a\\\"b\", \"parameters\":");
+  chat.tool_choice = "any";
+  EXPECT_EQ(plan_tools(chat, ToolSyntax::kHermes).prefill, "<tool_call>\n{\"name\": \"");
+}
+
 // ---- real vocabularies ----
 
 const std::filesystem::path kVocab = std::filesystem::path(ZL_SHARED_DIR) / "vocab";

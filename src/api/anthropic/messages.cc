@@ -81,6 +81,7 @@ void parse_message(const json::value& v, const std::string& param, std::vector<C
 // no input_schema and are offered by name alone.
 ToolDef parse_tool(const json::object& t, const std::string& param) {
   ToolDef def{.name = json_string(require_field(t, "name", param + ".name"), param + ".name")};
+  check_tool_name(def.name, param + ".name");
   json::object fn;
   fn["name"] = def.name;
   if (const auto* d = find_field(t, "description")) fn["description"] = json_string(*d, param + ".description");
@@ -118,7 +119,9 @@ void parse_conversation(const json::object& o, ChatRequest* r) {
     const auto& c = json_object(*tc, "tool_choice");
     const std::string type = json_string(require_field(c, "type", "tool_choice.type"), "tool_choice.type");
     if (type == "tool") {
-      r->tool_choice = "tool:" + json_string(require_field(c, "name", "tool_choice.name"), "tool_choice.name");
+      const std::string name = json_string(require_field(c, "name", "tool_choice.name"), "tool_choice.name");
+      check_tool_name(name, "tool_choice.name");
+      r->tool_choice = "tool:" + name;
     } else if (type == "auto" || type == "any" || type == "none") {
       r->tool_choice = type;
     } else {

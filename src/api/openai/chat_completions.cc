@@ -290,8 +290,9 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
         const std::string tp = index_param("tools", i);
         const auto& tool = json_object(arr[i], tp);
         const auto& fn = json_object(require_field(tool, "function", tp + ".function"), tp + ".function");
-        r->tools.push_back(ToolDef{.name = json_string(require_field(fn, "name", tp + ".function.name"), tp + ".function.name"),
-                                   .json = json::serialize(tool)});
+        std::string name = json_string(require_field(fn, "name", tp + ".function.name"), tp + ".function.name");
+        check_tool_name(name, tp + ".function.name");
+        r->tools.push_back(ToolDef{.name = std::move(name), .json = json::serialize(tool)});
       }
       r->tools_json = json::serialize(*t);
     }
@@ -302,8 +303,10 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
       } else {
         const auto& c = json_object(*tc, "tool_choice");
         const auto& fn = json_object(require_field(c, "function", "tool_choice.function"), "tool_choice.function");
-        r->tool_choice = "tool:" + json_string(require_field(fn, "name", "tool_choice.function.name"),
-                                               "tool_choice.function.name");
+        const std::string name = json_string(require_field(fn, "name", "tool_choice.function.name"),
+                                             "tool_choice.function.name");
+        check_tool_name(name, "tool_choice.function.name");
+        r->tool_choice = "tool:" + name;
       }
     }
     check_tool_choice(*r, "tool_choice.function.name");
