@@ -378,6 +378,34 @@ TEST_F(ToolTest, ToolNamesMustMatchThePattern) {
                                    R"("}}],"messages":[{"role":"user","content":"x"}]})");
 }
 
+TEST_F(ToolTest, AnthropicServerToolsAreAcceptedButNotOffered) {
+  // Server tools have no input_schema and run on Anthropic's side: no 400,
+  // but neither in the prompt nor callable.
+  const std::string server_tools =
+      R"({"type":"web_search_20250305","name":"web_search","max_uses":5},)"
+      R"({"type":"bash_20250124","name":"bash"},{"type":"code_execution_20250522","name":"code_execution"},)";
+  auto with_tools = [](const std::string& tools, const std::string& content) {
+    return R"({"model":"m","max_tokens":200,"tools":[)" + tools + R"(],"messages":[{"role":"user","content":")" +
+           content + R"("}]})";
+  };
+  auto count = [&](const std::string& body) {
+    return test::parse_obj(post("/v1/messages/count_tokens", body).body)["input_tokens"];
+  };
+  const std::string custom = R"({"type":"custom","name":"get_time","input_schema":{"type":"object"}})";
+  EXPECT_EQ(count(with_tools(server_tools + kWeatherTool, "x")), count(with_tools(kWeatherTool, "x")));
+  EXPECT_EQ(count(with_tools(server_tools + custom, "x")), count(with_tools(custom, "x")));
+  EXPECT_EQ(count(with_tools(server_tools.substr(0, server_tools.size() - 1), "x")),
+            count(R"({"model":"m","messages":[{"role":"user","content":"x"}]})"));
+  // A call to a server tool stays text; the client tool beside it is callable.
+  json::object o = test::parse_obj(post("/v1/messages", with_tools(server_tools + kWeatherTool, "[[fake:tool=web_search:{}]]")).body);
+  EXPECT_EQ(str(o["stop_reason"]), "end_turn");
+  EXPECT_EQ(o["content"].as_array().size(), 1u);
+  o = test::parse_obj(post("/v1/messages", with_tools(server_tools + kWeatherTool, kCall)).body);
+  EXPECT_EQ(str(o["stop_reason"]), "tool_use");
+  // Server tool names are not checked against the client-tool pattern.
+  post("/v1/messages", with_tools(R"({"type":"web_search_20250305","name":"web search"})", "x"));
+}
+
 // ---- Llama 3 JSON: the fake codec with Llama's syntax ----
 
 class Llama3ToolTest : public ToolTest {

@@ -76,9 +76,8 @@ void parse_message(const json::value& v, const std::string& param, std::vector<C
   if (!msg.content.empty() || !msg.tool_calls.empty() || blocks.empty()) out->push_back(std::move(msg));
 }
 
-// One `tools` entry as OpenAI writes a function tool (ToolDef): the
-// input_schema is its "parameters". Server tools (web_search, bash, …) have
-// no input_schema and are offered by name alone.
+// One client tool entry as OpenAI writes a function tool (ToolDef): the
+// input_schema is its "parameters".
 ToolDef parse_tool(const json::object& t, const std::string& param) {
   ToolDef def{.name = json_string(require_field(t, "name", param + ".name"), param + ".name")};
   check_tool_name(def.name, param + ".name");
@@ -108,12 +107,20 @@ void parse_conversation(const json::object& o, ChatRequest* r) {
   r->continue_final_message = last.at("role").get_string() == "assistant";
 
   if (const auto* tools = find_field(o, "tools")) {
+    // Server tools (a `type` other than "custom": web_search_20250305,
+    // code_execution_*, bash_*, text_editor_*, …) run on Anthropic's side
+    // and have no input_schema: accepted, so clients that always send them
+    // keep working, but neither rendered into the prompt nor callable.
     const auto& arr = json_array(*tools, "tools");
+    json::array client_tools;
     for (size_t i = 0; i < arr.size(); ++i) {
       const std::string tp = index_param("tools", i);
-      r->tools.push_back(parse_tool(json_object(arr[i], tp), tp));
+      const json::object& t = json_object(arr[i], tp);
+      if (const auto* type = find_field(t, "type"); type && json_string(*type, tp + ".type") != "custom") continue;
+      r->tools.push_back(parse_tool(t, tp));
+      client_tools.push_back(arr[i]);
     }
-    r->tools_json = json::serialize(*tools);
+    if (!client_tools.empty()) r->tools_json = json::serialize(client_tools);
   }
   if (const auto* tc = find_field(o, "tool_choice")) {
     const auto& c = json_object(*tc, "tool_choice");
