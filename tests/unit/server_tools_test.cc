@@ -406,6 +406,28 @@ TEST_F(ToolTest, AnthropicServerToolsAreAcceptedButNotOffered) {
   post("/v1/messages", with_tools(R"({"type":"web_search_20250305","name":"web search"})", "x"));
 }
 
+TEST_F(ToolTest, OpenAIToolChoiceAndToolTypeAreChecked) {
+  for (const char* choice : {R"("any")", R"("function")", R"("")", R"("Auto")"}) {
+    json::object e = rejected("/v1/chat/completions", openai("x", std::string(R"("tool_choice":)") + choice + ","));
+    EXPECT_EQ(str(e["param"]), "tool_choice") << choice;
+  }
+  json::object e = rejected("/v1/chat/completions",
+                            openai("x", R"("tool_choice":{"type":"tool","function":{"name":"get_weather"}},)"));
+  EXPECT_EQ(str(e["param"]), "tool_choice.type");
+  e = rejected("/v1/chat/completions", openai("x", R"("tool_choice":{"function":{"name":"get_weather"}},)"));
+  EXPECT_EQ(str(e["param"]), "tool_choice.type");
+  for (const char* tool : {R"({"type":"custom","function":{"name":"f"}})", R"({"function":{"name":"f"}})",
+                           R"({"type":1,"function":{"name":"f"}})"}) {
+    e = rejected("/v1/chat/completions", std::string(R"({"model":"gpt","tools":[{"type":"function","function":{"name":"g"}},)") +
+                                             tool + R"(],"messages":[{"role":"user","content":"x"}]})");
+    EXPECT_EQ(str(e["param"]), "tools[1].type") << tool;
+  }
+  for (const char* choice : {R"("none")", R"("auto")", R"("required")",
+                             R"({"type":"function","function":{"name":"get_weather"}})"}) {
+    post("/v1/chat/completions", openai("x", std::string(R"("tool_choice":)") + choice + ","));
+  }
+}
+
 // ---- Llama 3 JSON: the fake codec with Llama's syntax ----
 
 class Llama3ToolTest : public ToolTest {

@@ -289,6 +289,9 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
       for (size_t i = 0; i < arr.size(); ++i) {
         const std::string tp = index_param("tools", i);
         const auto& tool = json_object(arr[i], tp);
+        if (json_string(require_field(tool, "type", tp + ".type"), tp + ".type") != "function") {
+          throw_field_error(tp + ".type", "must be 'function'", "invalid_value");
+        }
         const auto& fn = json_object(require_field(tool, "function", tp + ".function"), tp + ".function");
         std::string name = json_string(require_field(fn, "name", tp + ".function.name"), tp + ".function.name");
         check_tool_name(name, tp + ".function.name");
@@ -299,9 +302,16 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
     if (const auto* tc = find_field(o, "tool_choice")) {
       if (tc->is_string()) {
         const std::string c(tc->get_string());
+        if (c != "none" && c != "auto" && c != "required") {
+          throw_field_error("tool_choice", "must be 'none', 'auto', 'required' or {\"type\": \"function\", ...}",
+                            "invalid_value");
+        }
         r->tool_choice = c == "required" ? "any" : c;
       } else {
         const auto& c = json_object(*tc, "tool_choice");
+        if (json_string(require_field(c, "type", "tool_choice.type"), "tool_choice.type") != "function") {
+          throw_field_error("tool_choice.type", "must be 'function'", "invalid_value");
+        }
         const auto& fn = json_object(require_field(c, "function", "tool_choice.function"), "tool_choice.function");
         const std::string name = json_string(require_field(fn, "name", "tool_choice.function.name"),
                                              "tool_choice.function.name");
