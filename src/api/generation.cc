@@ -187,7 +187,8 @@ void GenerationSession::pump() {
     final_event_ = std::move(e);
     if (tool_parser_) {
       // The output is complete: what the parser still holds is decided now
-      // (a forced call's seed even when the model wrote nothing at all).
+      // (a call, or the text of one that failed; a forced call's seed is
+      // never text, so a model that wrote nothing gives nothing here).
       std::vector<AnswerPart> rest;
       tool_parser_->finish(&rest);
       if (options_.stream && !rest.empty()) begin_stream_once();

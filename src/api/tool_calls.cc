@@ -54,6 +54,7 @@ constexpr int kNumLlamaStarts = static_cast<int>(std::size(kLlamaStarts));
 ToolCallParser::ToolCallParser(ToolSyntax syntax, std::vector<std::string> tool_names, std::string_view seed)
     : syntax_(syntax), names_(std::move(tool_names)) {
   if (syntax_ == ToolSyntax::kLlama3Json) mode_ = Mode::kLlamaStart;
+  seed_left_ = seed.size();
   if (!seed.empty()) push(seed, &seed_out_);
 }
 
@@ -285,6 +286,11 @@ bool ToolCallParser::parse_call(const json::value& v, ToolCall* call) const {
 }
 
 void ToolCallParser::emit_text(std::string_view text, std::vector<AnswerPart>* out) {
+  // The seed is the start of the output: the first text emitted, unless a
+  // call took it.
+  const size_t skip = std::min(seed_left_, text.size());
+  text.remove_prefix(skip);
+  seed_left_ -= skip;
   if (after_call_) {
     text = ltrim(text);
     if (text.empty()) return;
@@ -301,6 +307,7 @@ void ToolCallParser::emit_text(std::string_view text, std::vector<AnswerPart>* o
 void ToolCallParser::emit_call(ToolCall call, std::vector<AnswerPart>* out) {
   ++n_calls_;
   after_call_ = true;
+  seed_left_ = 0;
   out->push_back(AnswerPart{.kind = AnswerPart::Kind::kToolCall, .call = std::move(call)});
 }
 

@@ -37,8 +37,12 @@
 //
 // A seed is text the answer is known to start with but that the model did
 // not generate: the prompt's assistant prefill that forces a call (tool_choice
-// "any" or a named tool). It is parsed as if generated; it reaches the output
-// only inside a call that fails, as part of that call's text.
+// "any" or a named tool). It is parsed as if generated, and it never reaches
+// the output as text: when the forced call fails (the model ends its turn,
+// writes prose, is cut short), the text is only what the model wrote. The
+// seed is prompt markup the model never said (`<tool_call>\n{"name": "f",
+// "arguments":`); shown as the answer it would read as the model's own words
+// and, sent back in the history, teach the model half-written calls.
 //
 // Not thread-safe: one per generation.
 #pragma once
@@ -125,6 +129,7 @@ class ToolCallParser {
   bool escape_ = false;
   std::vector<ToolCall> llama_calls_;  // complete valid calls, emitted at finish()
   bool after_call_ = false;  // drop whitespace that follows an accepted call
+  size_t seed_left_ = 0;     // bytes of the seed not yet skipped in the text emitted
   int n_calls_ = 0;
 };
 

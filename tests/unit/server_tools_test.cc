@@ -178,21 +178,24 @@ TEST_F(ToolTest, AnthropicForcedToolHasOnlyTheCall) {
 }
 
 TEST_F(ToolTest, ForcedCallTheModelNeverWrites) {
-  // The model ends its turn at once: the forced call's start is all there
-  // is, as text (it was the answer's beginning), after a well-formed head.
-  const std::string seed = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\":";
+  // The model ends its turn at once. The forced call's start is prompt
+  // markup the model never wrote (<tool_call>\n{"name": "get_weather",
+  // "arguments":): it is not the answer, which is empty, as a model that
+  // writes nothing gives without tools: one empty text block, end_turn.
   const std::string extra = R"("tool_choice":{"type":"tool","name":"get_weather"},)";
   HttpReply r = post("/v1/messages", anthropic("[[fake:empty]]", extra, /*stream=*/true));
   std::vector<test::SseEvent> ev = test::parse_sse(r.body);
   std::vector<std::string> names;
   for (const auto& e : ev) names.push_back(e.event);
-  ASSERT_EQ(names, (std::vector<std::string>{"message_start", "ping", "content_block_start", "content_block_delta",
-                                             "content_block_stop", "message_delta", "message_stop"}))
+  ASSERT_EQ(names, (std::vector<std::string>{"message_start", "ping", "content_block_start", "content_block_stop",
+                                             "message_delta", "message_stop"}))
       << r.body;
-  EXPECT_EQ(str(test::parse_obj(ev[3].data)["delta"].as_object()["text"]), seed);
-  EXPECT_EQ(str(test::parse_obj(ev[5].data)["delta"].as_object()["stop_reason"]), "end_turn");
+  EXPECT_EQ(r.body.find("tool_call"), std::string::npos) << r.body;
+  EXPECT_EQ(normalized(ev[2].data), R"({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}})");
+  EXPECT_EQ(str(test::parse_obj(ev[4].data)["delta"].as_object()["stop_reason"]), "end_turn");
   json::object o = test::parse_obj(post("/v1/messages", anthropic("[[fake:empty]]", extra)).body);
-  EXPECT_EQ(str(o["content"].as_array()[0].as_object().at("text")), seed);
+  EXPECT_EQ(json::serialize(o["content"]), R"([{"type":"text","text":""}])");
+  EXPECT_EQ(str(o["stop_reason"]), "end_turn");
   // Nothing at all (no tools): one empty text block, as always.
   r = post("/v1/messages", R"({"model":"m","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"[[fake:empty]]"}]})");
   EXPECT_NE(r.body.find(R"({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}})"), std::string::npos);

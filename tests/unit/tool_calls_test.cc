@@ -62,6 +62,12 @@ std::vector<std::string> chars(const std::string& s) {
   return c;
 }
 
+std::vector<std::string> chunks_of(const std::string& s, size_t n) {
+  std::vector<std::string> c;
+  for (size_t pos = 0; pos < s.size(); pos += n) c.push_back(s.substr(pos, n));
+  return c;
+}
+
 // Every chunking gives the same parts: char by char, every two-way split,
 // and random chunkings.
 void expect_chunking_invariant(ToolSyntax syntax, const std::string& text, const std::vector<std::string>& expected) {
@@ -149,9 +155,20 @@ TEST(ToolCallParser, HermesSeedForcesTheCallStart) {
   const std::string seed = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\":";
   Parsed r = parse(ToolSyntax::kHermes, chars(" {\"location\": \"Oslo\"}}\n</tool_call>"), seed);
   EXPECT_EQ(r.parts, std::vector<std::string>{R"(C:get_weather {"location":"Oslo"})"});
-  // The model did not finish the call: the seed is part of the text.
+  // The model did not finish the call: the text is what the model wrote,
+  // without the seed (prompt markup it never wrote).
   r = parse(ToolSyntax::kHermes, {" nonsense"}, seed);
-  EXPECT_EQ(r.parts, std::vector<std::string>{"T:" + seed + " nonsense"});
+  EXPECT_EQ(r.parts, std::vector<std::string>{"T: nonsense"});
+  r = parse(ToolSyntax::kHermes, {}, seed);
+  EXPECT_TRUE(r.parts.empty());
+  r = parse(ToolSyntax::kHermes, chars(" {\"location\": \"Oslo\"}"), seed);  // cut short
+  EXPECT_EQ(r.parts, std::vector<std::string>{"T: {\"location\": \"Oslo\"}"});
+  // Past the cap: the seed is not released with the body either.
+  const std::string long_args = " {\"q\": \"" + std::string(ToolCallParser::kMaxCallBytes, 'a');
+  r = parse(ToolSyntax::kHermes, chunks_of(long_args, 1000), seed);
+  EXPECT_TRUE(r.parts == std::vector<std::string>{"T:" + long_args});
+  EXPECT_TRUE(long_args.starts_with(r.text_before_finish));
+  EXPECT_GE(r.text_before_finish.size(), ToolCallParser::kMaxCallBytes - 1000);
 }
 
 TEST(ToolCallParser, HermesTagInProseStreamsAtOnce) {
@@ -172,12 +189,6 @@ std::string hermes_call_of_size(size_t body_bytes) {
   const std::string head = R"({"name": "get_time", "arguments": {"pad": ")";
   const std::string tail = "\"}}";
   return "<tool_call>" + head + std::string(body_bytes - head.size() - tail.size(), 'a') + tail + "</tool_call>";
-}
-
-std::vector<std::string> chunks_of(const std::string& s, size_t n) {
-  std::vector<std::string> c;
-  for (size_t pos = 0; pos < s.size(); pos += n) c.push_back(s.substr(pos, n));
-  return c;
 }
 
 TEST(ToolCallParser, HermesUnclosedCallIsReleasedPastTheCap) {
@@ -301,6 +312,10 @@ TEST(ToolCallParser, Llama3TextAnswersPassThrough) {
 TEST(ToolCallParser, Llama3Seed) {
   Parsed r = parse(ToolSyntax::kLlama3Json, chars(R"( {"location": "Rome"}})"), R"({"name": "get_weather", "parameters":)");
   EXPECT_EQ(r.parts, std::vector<std::string>{R"(C:get_weather {"location":"Rome"})"});
+  // Not a valid call (arguments not an object), then prose: only the model's text.
+  r = parse(ToolSyntax::kLlama3Json, {" 5}", " sorry"}, R"({"name": "get_weather", "parameters":)");
+  EXPECT_EQ(r.text_before_finish, " 5} sorry");
+  EXPECT_EQ(r.parts, std::vector<std::string>{"T: 5} sorry"});
 }
 
 TEST(ToolCallParser, NoSyntaxPassesEverythingThrough) {
