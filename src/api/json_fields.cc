@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "api/json_util.h"
+
 namespace zl::api {
 namespace json = boost::json;
 
@@ -15,7 +17,7 @@ void throw_field_error(const std::string& param, const std::string& message, con
 ApiResult<json::value> parse_json_body(std::string_view body) {
   boost::system::error_code ec;
   json::parse_options opts;
-  opts.max_depth = 256;
+  opts.max_depth = kMaxJsonDepth;
   json::value v = json::parse(body, ec, json::storage_ptr(), opts);
   if (ec) return invalid_request("", "request body is not valid JSON: " + ec.message(), "invalid_json");
   if (!v.is_object()) return invalid_request("", "request body must be a JSON object", "invalid_json");

@@ -8,6 +8,11 @@
 
 namespace zl::api {
 
+// The deepest nesting any JSON is parsed with: request bodies, and the JSON
+// inside them or in a model's output (tool schemas, call arguments).
+// Boost.JSON's own default is 32.
+inline constexpr int kMaxJsonDepth = 256;
+
 // Appends `s` as a quoted JSON string. Control characters, '"' and '\\' are
 // escaped; invalid UTF-8 bytes become U+FFFD so the output is always valid.
 void append_json_string(std::string& out, std::string_view s);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <boost/json/parse.hpp>
 #include <iterator>
+
+#include "api/json_util.h"
 #include <boost/json/serialize.hpp>
 
 namespace zl::api {
@@ -26,6 +28,13 @@ size_t partial_marker_suffix(std::string_view s, std::string_view marker) {
     if (s.ends_with(marker.substr(0, k))) return k;
   }
   return 0;
+}
+
+// JSON from the model, as deep as a request may be.
+json::value parse_json(std::string_view text, boost::system::error_code& ec) {
+  json::parse_options opts;
+  opts.max_depth = kMaxJsonDepth;
+  return json::parse(text, ec, json::storage_ptr(), opts);
 }
 
 enum class Match { kNo, kMaybe, kYes };
@@ -153,7 +162,7 @@ void ToolCallParser::run_hermes(std::vector<AnswerPart>* out) {
     const std::string_view body = std::string_view(buf_).substr(0, close);
     ToolCall call;
     boost::system::error_code ec;
-    const json::value v = json::parse(body, ec);
+    const json::value v = parse_json(body, ec);
     if (!ec && parse_call(v, &call)) {
       emit_call(std::move(call), out);
     } else {
@@ -242,7 +251,7 @@ void ToolCallParser::run_llama_calls(std::vector<AnswerPart>* out) {
     } else if ((c == '}' || c == ']') && --depth_ == 0) {
       const std::string_view object = std::string_view(buf_).substr(obj_start_, scan_pos_ + 1 - obj_start_);
       boost::system::error_code ec;
-      const json::value v = json::parse(object, ec);
+      const json::value v = parse_json(object, ec);
       ToolCall call;
       if (ec || !parse_call(v, &call)) return llama_give_up(out);
       llama_calls_.push_back(std::move(call));
@@ -275,7 +284,7 @@ bool ToolCallParser::parse_call(const json::value& v, ToolCall* call) const {
   if (args->is_string()) {
     // Some models write the arguments as a JSON string, as OpenAI sends them.
     boost::system::error_code ec;
-    const json::value inner = json::parse(args->get_string(), ec);
+    const json::value inner = parse_json(args->get_string(), ec);
     if (ec || !inner.is_object()) return false;
     call->arguments_json = json::serialize(inner);
     return true;

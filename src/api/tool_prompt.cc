@@ -148,7 +148,9 @@ std::string python_json(const json::value& v, int indent) {
 
 std::string python_json_text(std::string_view text, int indent) {
   boost::system::error_code ec;
-  const json::value v = json::parse(text, ec);
+  json::parse_options opts;
+  opts.max_depth = kMaxJsonDepth;
+  const json::value v = json::parse(text, ec, json::storage_ptr(), opts);
   return ec ? std::string(text) : python_json(v, indent);
 }
 

@@ -318,6 +318,22 @@ TEST(ToolCallParser, Llama3Seed) {
   EXPECT_EQ(r.parts, std::vector<std::string>{"T: 5} sorry"});
 }
 
+TEST(ToolCallParser, DeepArgumentsAreCalls) {
+  // Deeper than Boost.JSON's default of 32, as deep as a request may be.
+  std::string deep = "1";
+  for (int i = 0; i < 40; ++i) deep = "{\"a\": " + deep + "}";
+  std::string compact = "1";
+  for (int i = 0; i < 40; ++i) compact = "{\"a\":" + compact + "}";
+  const std::string args = R"({"location": )" + deep + "}";
+  const std::vector<std::string> call = {R"(C:get_weather {"location":)" + compact + "}"};
+  EXPECT_EQ(parse_whole(ToolSyntax::kHermes, "<tool_call>{\"name\": \"get_weather\", \"arguments\": " + args + "}</tool_call>").parts, call);
+  EXPECT_EQ(parse_whole(ToolSyntax::kLlama3Json, "{\"name\": \"get_weather\", \"parameters\": " + args + "}").parts, call);
+  // Arguments as a JSON string.
+  std::string quoted;
+  for (char c : args) quoted += c == '"' ? std::string("\\\"") : std::string(1, c);
+  EXPECT_EQ(parse_whole(ToolSyntax::kHermes, "<tool_call>{\"name\": \"get_weather\", \"arguments\": \"" + quoted + "\"}</tool_call>").parts, call);
+}
+
 TEST(ToolCallParser, NoSyntaxPassesEverythingThrough) {
   Parsed r = parse(ToolSyntax::kNone, {"x ", kHermesCall});
   EXPECT_EQ(r.text_before_finish, "x " + kHermesCall);

@@ -189,6 +189,13 @@ TEST(ToolPrompt, PythonJson) {
   EXPECT_EQ(python_json(boost::json::parse(R"({"a":[1,{"b":2}],"c":{}})"), 4),
             "{\n    \"a\": [\n        1,\n        {\n            \"b\": 2\n        }\n    ],\n    \"c\": {}\n}");
   EXPECT_EQ(python_json_text("not json {"), "not json {");
+  // Deeper than Boost.JSON's default of 32 (a request may nest 256 deep).
+  std::string deep = "{}", python = "{}";
+  for (int i = 0; i < 40; ++i) {
+    deep = R"({"type":"object","properties":{"a":)" + deep + "}}";
+    python = R"({"type": "object", "properties": {"a": )" + python + "}}";
+  }
+  EXPECT_EQ(python_json_text(deep), python);
 }
 
 TEST(ToolPrompt, NamesAreJsonStrings) {
