@@ -186,7 +186,7 @@ struct PhaseResult {
   double wall_ms = 0;
   std::vector<double> ttft_ms, gap_ms, overhead_ms;
   std::vector<double> front_ms, back_ms;  // send -> EngineApi::submit(); engine t_first_token -> first byte
-  std::vector<double> api_ms;             // API handler start -> submit (parse done; template, tokenize)
+  std::vector<double> api_ms;             // request read -> submit (JSON parse, template, tokenize, submit)
 };
 
 PhaseResult run_engine(zl::EngineApi& engine, const zl::api::PromptCodec& codec, int level, int rep, int max_tokens) {
@@ -263,7 +263,7 @@ PhaseResult run_served(int port, LogStore& logs, int level, int rep, int max_tok
       const double front = ms(it->second.t_submit - s.t_send), back = ms(s.t_first_byte - t.t_first_token);
       out.overhead_ms.push_back(front + back);
       if (std::getenv("ZL_BENCH_DEBUG")) {
-        std::fprintf(stderr, "  %s send->handler %.3f handler->submit %.3f\n", s.request_id.c_str(),
+        std::fprintf(stderr, "  %s send->read %.3f read->submit %.3f\n", s.request_id.c_str(),
                      ms(it->second.t_start - s.t_send), ms(it->second.t_submit - it->second.t_start));
         std::fprintf(stderr, "  %s front %.3f engine %.3f back %.3f (queued %.3f prefill %.3f) first-token-at-io %.3f\n",
                      s.request_id.c_str(), front, ms(t.t_first_token - it->second.t_submit), back,
@@ -371,7 +371,7 @@ int main(int argc, char** argv) {
     std::string per_rep;
     for (double r : ratios) per_rep.append(" ").append(std::to_string(static_cast<int>(100 * r + 0.5))).append("%");
     std::fprintf(stderr, "  %d streams: served/engine per rep:%s\n", level, per_rep.c_str());
-    std::fprintf(stderr, "  %d streams: overhead = front (send -> submit) p50 %.3f ms [of which template+tokenize+submit %.3f ms]"
+    std::fprintf(stderr, "  %d streams: overhead = front (send -> submit) p50 %.3f ms [of which request read -> submit (parse, template, tokenize) %.3f ms]"
                  " + back (token -> client) p50 %.3f ms\n",
                  level, percentile(best_served.front_ms, 0.5), percentile(best_served.api_ms, 0.5),
                  percentile(best_served.back_ms, 0.5));

@@ -47,6 +47,7 @@ ApiResult<Prepared> prepare_request(const ChatRequest& chat, const PromptCodec& 
 GenerationSession::GenerationSession(SessionOptions options, std::unique_ptr<EventFormatter> formatter,
                                      std::shared_ptr<http::Responder> responder)
     : options_(std::move(options)), formatter_(std::move(formatter)), responder_(std::move(responder)) {
+  if (options_.t_start != Clock::time_point{}) t_start_ = options_.t_start;
   if (options_.stream && options_.shape) shaper_.emplace(*options_.shape);
   if (options_.tools.active()) {
     tool_parser_.emplace(options_.tools.syntax, options_.tools.names, options_.tools.prefill);

@@ -105,6 +105,9 @@ struct SessionResult {
 };
 
 struct SessionOptions {
+  // Where t_first_ms / t_total_ms start (the request's arrival); unset: the
+  // session's creation.
+  std::chrono::steady_clock::time_point t_start{};
   bool stream = false;
   std::optional<http::StreamShape> shape;
   bool max_tokens_clamped = false;

@@ -11,6 +11,11 @@
 namespace zl::api {
 namespace {
 
+// When the server had the whole request; now for a request built elsewhere.
+RequestLog::Clock::time_point received_at(const http::HttpRequest& req) {
+  return req.t_received != RequestLog::Clock::time_point{} ? req.t_received : RequestLog::Clock::now();
+}
+
 // Constant-time for keys of equal length: the time taken does not reveal
 // how much of a key matched.
 bool key_equals(std::string_view a, std::string_view b) {
@@ -99,7 +104,7 @@ void ApiService::record(const http::HttpRequest& req, const std::string& route, 
   metrics_.on_request(route, status);
   if (!config_.request_log) return;
   RequestLog log{.request_id = req.request_id, .method = req.method, .route = route, .status = status,
-                 .error_reason = std::move(error_reason), .t_start = RequestLog::Clock::now()};
+                 .error_reason = std::move(error_reason), .t_start = received_at(req)};
   config_.request_log(log);
 }
 
@@ -125,7 +130,10 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
   opts.ping_interval = config_.sse_ping_interval;
   opts.tools = prepared.value().tools;
   std::unique_ptr<EventFormatter> formatter = make_formatter(prepared.value());
-  const auto t_start = RequestLog::Clock::now();
+  // From the request's arrival: parsing, the template and tokenizing count
+  // in time-to-first-token and total time, as the client sees them.
+  const auto t_start = received_at(req);
+  opts.t_start = t_start;
   opts.on_done = [this, route, t_start, id = req.request_id, method = req.method, stream = chat.stream](const SessionResult& r) {
     metrics_.on_request(route, r.status);
     metrics_.on_generation(r.usage, r.t_first_ms, r.t_total_ms);

@@ -31,6 +31,9 @@ struct HttpRequest {
   std::string request_id;   // assigned by the server: "req_…"
   std::vector<std::string> path_params;  // router captures ({id})
   int version = 11;         // 10 or 11
+  // When the server had read the whole request (steady clock): where the
+  // API's request logs and time-to-first-token measurements start.
+  std::chrono::steady_clock::time_point t_received{};
 
   // Value of the first header named `name` (lowercase), or "" when absent.
   std::string_view header(std::string_view name) const;

@@ -479,9 +479,11 @@ void Connection::dispatch() {
   busy_self_ = shared_from_this();
   answer_queued_ = false;
   keep_alive_ = parser_->keep_alive() && !sh_.draining.load();
+  const auto t_received = std::chrono::steady_clock::now();
   HttpRequest req = to_request(parser_->release());
   parser_.reset();
   req.request_id = new_request_id();
+  req.t_received = t_received;
   sh_.n_requests.fetch_add(1);
   ex_ = std::make_shared<Exchange>(weak_from_this(), ioc_, req.request_id, req.method == "HEAD", req.version,
                                    keep_alive_);
@@ -548,6 +550,7 @@ void Connection::finish_exchange() {
 void Connection::answer_and_close(HttpError error) {
   HttpRequest req;
   req.request_id = new_request_id();
+  req.t_received = std::chrono::steady_clock::now();
   req.method = "POST";
   if (parser_ && parser_->is_header_done()) {
     req.method = std::string(parser_->get().method_string());
