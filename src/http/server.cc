@@ -51,6 +51,8 @@ std::string_view reason_phrase(int status) {
   }
 }
 
+using Clock = std::chrono::steady_clock;
+
 std::string new_request_id() {
   static constexpr char kAlphabet[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
   thread_local std::mt19937_64 rng(std::random_device{}());
@@ -237,11 +239,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void answer_and_close(HttpError error);
   void close();
   void linger_close();
+  // The current phase's deadline (idle, headers, body, a write, the
+  // linger), checked lazily: at most one timer wait is pending, and it is
+  // only replaced when a new deadline comes before it. A wait that fires
+  // before the deadline (which moved later) waits again; one that finds no
+  // deadline (disarmed) ends. A request thus re-arms the kernel timer about
+  // once instead of once per phase, and a stream's writes (arm at each
+  // flush, disarm when written) touch no timer at all.
   void arm(std::chrono::milliseconds d);
-  void disarm() {
-    ++timer_gen_;
-    timer_.cancel();
-  }
+  void disarm() { deadline_ = Clock::time_point::max(); }
+  void wait_until(Clock::time_point t);
 
   tcp::socket sock_;
   asio::io_context& ioc_;
@@ -255,7 +262,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::shared_ptr<Connection> busy_self_;
   std::string out_;
   std::string writing_buf_;
-  uint64_t timer_gen_ = 0;
+  uint64_t timer_gen_ = 0;       // the pending wait's; bumped to orphan it
+  Clock::time_point deadline_ = Clock::time_point::max();
+  Clock::time_point wait_expiry_{};  // when the pending wait fires
+  bool waiting_ = false;             // a timer wait is pending
   bool writing_ = false;
   bool reading_ = false;        // an async_read_some is in flight (idle or background)
   bool parsing_ = false;        // a Beast header/body read is in flight
@@ -352,10 +362,24 @@ void Exchange::post_after(std::chrono::milliseconds delay, std::function<void()>
 // ---- Connection ----
 
 void Connection::arm(std::chrono::milliseconds d) {
-  const uint64_t gen = ++timer_gen_;
-  timer_.expires_after(d);
+  deadline_ = Clock::now() + d;
+  if (waiting_ && wait_expiry_ <= deadline_) return;  // it wakes up in time and waits on
+  wait_until(deadline_);
+}
+
+void Connection::wait_until(Clock::time_point t) {
+  const uint64_t gen = ++timer_gen_;  // a wait still pending is orphaned (and cancelled below)
+  waiting_ = true;
+  wait_expiry_ = t;
+  timer_.expires_at(t);
   timer_.async_wait([self = shared_from_this(), gen](error_code ec) {
-    if (ec || gen != self->timer_gen_ || self->closed_) return;
+    if (gen != self->timer_gen_) return;  // replaced by a newer wait
+    self->waiting_ = false;
+    if (ec || self->closed_ || self->deadline_ == Clock::time_point::max()) return;
+    if (Clock::now() < self->deadline_) {
+      self->wait_until(self->deadline_);
+      return;
+    }
     // A deadline passed: slow client, idle keep-alive, stuck write or the end of a linger.
     self->close();
   });

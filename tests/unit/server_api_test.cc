@@ -833,6 +833,89 @@ using test::RawClient;
 // The fake engine (5 ms a token) behind the real API routes, with the
 // keep-alive interval each test chooses. `[[fake:prefill=MS]]` in a prompt
 // holds its first token back MS ms: a long prefill.
+// ---- HttpServer: phase deadlines (idle, body, writes), checked lazily ----
+
+class DeadlineTest : public ::testing::Test {
+ protected:
+  static constexpr auto kDeadline = std::chrono::milliseconds(300);
+  void SetUp() override {
+    engine_ = std::make_unique<fake::FakeEngine>(
+        fake::FakeEngineConfig{.n_ctx = 4096, .step_time = std::chrono::microseconds(5000)});
+    service_ = std::make_unique<ApiService>(ApiConfig{}, engine_.get(), &codec_);
+    service_->register_routes(router_);
+    http::ServerConfig cfg;
+    cfg.port = 0;
+    cfg.idle_timeout = cfg.header_timeout = cfg.body_timeout = cfg.write_timeout = kDeadline;
+    server_ = std::make_unique<http::HttpServer>(cfg, &router_);
+    ASSERT_TRUE(server_->listen().ok());
+    server_->start();
+  }
+  void TearDown() override {
+    server_->stop();
+    engine_.reset();
+    server_.reset();
+  }
+  static double ms_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  fake::FakeCodec codec_;
+  http::Router router_;
+  std::unique_ptr<fake::FakeEngine> engine_;
+  std::unique_ptr<ApiService> service_;
+  std::unique_ptr<http::HttpServer> server_;
+};
+
+TEST_F(DeadlineTest, AnIdleConnectionClosesAtTheIdleDeadline) {
+  const auto t0 = std::chrono::steady_clock::now();
+  RawClient c(server_->port());
+  ASSERT_TRUE(c.connected());
+  ASSERT_TRUE(c.wait_closed(kWaitMs));
+  EXPECT_GE(ms_since(t0), 250.0);  // not before its deadline (a wait fires at it, not earlier)
+}
+
+// Each request moves the idle deadline later: the wait armed for the first
+// deadline fires, finds the deadline moved, and waits again.
+TEST_F(DeadlineTest, UseMovesTheIdleDeadline) {
+  RawClient c(server_->port());
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 4; ++i) {  // a request every ~150 ms: 600 ms, twice the idle timeout
+    ASSERT_TRUE(c.send_raw(test::http_request("GET", "/health", ""))) << i;
+    HttpReply r = c.read_response(kWaitMs);
+    ASSERT_TRUE(r.complete) << "request " << i << " at " << ms_since(t0) << " ms";
+    ASSERT_EQ(r.status, 200);
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  }
+  EXPECT_GT(ms_since(t0), 2.0 * kDeadline.count());
+  const auto t1 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(c.wait_closed(kWaitMs));  // and it still closes once idle
+  EXPECT_GE(ms_since(t1), 100.0);       // the last deadline was 300 ms after the last answer
+}
+
+TEST_F(DeadlineTest, AStalledBodyIsCut) {
+  RawClient c(server_->port());
+  const std::string body(100, 'x');
+  std::string req = test::http_request("POST", "/v1/messages", body);
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(c.send_raw(req.substr(0, req.size() - 90)));  // headers and 10 body bytes
+  ASSERT_TRUE(c.wait_closed(kWaitMs));
+  EXPECT_GE(ms_since(t0), 250.0);
+}
+
+// A stream much longer than the write deadline: every write completes in
+// time, so none of the deadlines armed at each flush may cut it.
+TEST_F(DeadlineTest, ALongStreamIsNotCutByTheWriteDeadline) {
+  RawClient c(server_->port());
+  const std::string body = R"({"model":"m","max_tokens":200,"stream":true,"messages":[{"role":"user","content":"[[fake:long]]"}]})";
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(c.send_raw(test::http_request("POST", "/v1/messages", body)));
+  HttpReply r = c.read_response(kWaitMs);
+  ASSERT_TRUE(r.complete);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_GT(ms_since(t0), 2.0 * kDeadline.count());  // 200 tokens at 5 ms
+  EXPECT_EQ(test::parse_sse(r.body).back().event, "message_stop");
+}
+
 class PingTest : public ::testing::Test {
  protected:
   void start(std::chrono::milliseconds interval) {
