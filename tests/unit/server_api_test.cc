@@ -879,12 +879,14 @@ TEST_F(DeadlineTest, AnIdleConnectionClosesAtTheIdleDeadline) {
 TEST_F(DeadlineTest, UseMovesTheIdleDeadline) {
   RawClient c(server_->port());
   const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < 4; ++i) {  // a request every ~150 ms: 600 ms, twice the idle timeout
+  // A request every ~100 ms (a gap of 300 ms would close it: margin for a
+  // loaded machine), for over twice the idle timeout.
+  for (int i = 0; i < 7; ++i) {
     ASSERT_TRUE(c.send_raw(test::http_request("GET", "/health", ""))) << i;
     HttpReply r = c.read_response(kWaitMs);
     ASSERT_TRUE(r.complete) << "request " << i << " at " << ms_since(t0) << " ms";
     ASSERT_EQ(r.status, 200);
-    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_GT(ms_since(t0), 2.0 * kDeadline.count());
   const auto t1 = std::chrono::steady_clock::now();
