@@ -25,6 +25,7 @@
 #include "http/router.h"
 #include "http/server.h"
 #include "http/stream_shaper.h"
+#include "support/fake_api_server.h"
 #include "support/http_client.h"  // RawClient, parse_sse
 #include "support/json_object.h"  // parse_obj
 
@@ -618,23 +619,15 @@ constexpr int kWaitMs = 20000;  // generous: a loaded 2-core machine
 class DrainTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    engine_ = std::make_unique<fake::FakeEngine>(
-        fake::FakeEngineConfig{.n_ctx = 4096, .step_time = std::chrono::microseconds(5000)});
-    service_ = std::make_unique<ApiService>(ApiConfig{}, engine_.get(), &codec_);
-    service_->register_routes(router_);
     http::ServerConfig cfg;
-    cfg.port = 0;
     cfg.n_io_threads = 2;
     cfg.max_body_bytes = 1 << 20;
-    server_ = std::make_unique<http::HttpServer>(cfg, &router_);
-    ASSERT_TRUE(server_->listen().ok());
-    server_->start();
+    api_ = std::make_unique<test::FakeApiServer>(
+        fake::FakeEngineConfig{.n_ctx = 4096, .step_time = std::chrono::microseconds(5000)}, ApiConfig{}, cfg);
+    ASSERT_TRUE(api_->listening());
+    server_ = &api_->server();
   }
-  void TearDown() override {
-    server_->stop();
-    engine_.reset();
-    server_.reset();
-  }
+  void TearDown() override { api_.reset(); }
 
   int port() const { return server_->port(); }
   // Polls until requests_in_progress() is n.
@@ -655,11 +648,8 @@ class DrainTest : public ::testing::Test {
     return true;
   }
 
-  fake::FakeCodec codec_;
-  http::Router router_;
-  std::unique_ptr<fake::FakeEngine> engine_;
-  std::unique_ptr<ApiService> service_;
-  std::unique_ptr<http::HttpServer> server_;
+  std::unique_ptr<test::FakeApiServer> api_;
+  http::HttpServer* server_ = nullptr;
 };
 
 std::string messages_request(int max_tokens, bool stream) {
@@ -839,31 +829,20 @@ class DeadlineTest : public ::testing::Test {
  protected:
   static constexpr auto kDeadline = std::chrono::milliseconds(300);
   void SetUp() override {
-    engine_ = std::make_unique<fake::FakeEngine>(
-        fake::FakeEngineConfig{.n_ctx = 4096, .step_time = std::chrono::microseconds(5000)});
-    service_ = std::make_unique<ApiService>(ApiConfig{}, engine_.get(), &codec_);
-    service_->register_routes(router_);
     http::ServerConfig cfg;
-    cfg.port = 0;
     cfg.idle_timeout = cfg.header_timeout = cfg.body_timeout = cfg.write_timeout = kDeadline;
-    server_ = std::make_unique<http::HttpServer>(cfg, &router_);
-    ASSERT_TRUE(server_->listen().ok());
-    server_->start();
+    api_ = std::make_unique<test::FakeApiServer>(
+        fake::FakeEngineConfig{.n_ctx = 4096, .step_time = std::chrono::microseconds(5000)}, ApiConfig{}, cfg);
+    ASSERT_TRUE(api_->listening());
+    server_ = &api_->server();
   }
-  void TearDown() override {
-    server_->stop();
-    engine_.reset();
-    server_.reset();
-  }
+  void TearDown() override { api_.reset(); }
   static double ms_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
 
-  fake::FakeCodec codec_;
-  http::Router router_;
-  std::unique_ptr<fake::FakeEngine> engine_;
-  std::unique_ptr<ApiService> service_;
-  std::unique_ptr<http::HttpServer> server_;
+  std::unique_ptr<test::FakeApiServer> api_;
+  http::HttpServer* server_ = nullptr;
 };
 
 TEST_F(DeadlineTest, AnIdleConnectionClosesAtTheIdleDeadline) {
@@ -921,31 +900,20 @@ TEST_F(DeadlineTest, ALongStreamIsNotCutByTheWriteDeadline) {
 class PingTest : public ::testing::Test {
  protected:
   void start(std::chrono::milliseconds interval) {
-    engine_ = std::make_unique<fake::FakeEngine>(
-        fake::FakeEngineConfig{.n_ctx = 4096, .step_time = std::chrono::microseconds(5000)});
     ApiConfig cfg;
     cfg.sse_ping_interval = interval;
-    service_ = std::make_unique<ApiService>(cfg, engine_.get(), &codec_);
-    service_->register_routes(router_);
     http::ServerConfig scfg;
-    scfg.port = 0;
     scfg.max_body_bytes = 1 << 20;
-    server_ = std::make_unique<http::HttpServer>(scfg, &router_);
-    ASSERT_TRUE(server_->listen().ok());
-    server_->start();
+    api_ = std::make_unique<test::FakeApiServer>(
+        fake::FakeEngineConfig{.n_ctx = 4096, .step_time = std::chrono::microseconds(5000)}, cfg, scfg);
+    ASSERT_TRUE(api_->listening());
+    server_ = &api_->server();
   }
-  void TearDown() override {
-    if (server_) server_->stop();
-    engine_.reset();
-    server_.reset();
-  }
+  void TearDown() override { api_.reset(); }
   int port() const { return server_->port(); }
 
-  fake::FakeCodec codec_;
-  http::Router router_;
-  std::unique_ptr<fake::FakeEngine> engine_;
-  std::unique_ptr<ApiService> service_;
-  std::unique_ptr<http::HttpServer> server_;
+  std::unique_ptr<test::FakeApiServer> api_;
+  http::HttpServer* server_ = nullptr;
 };
 
 std::string anthropic_body(const std::string& content, int max_tokens, bool stream = true) {
@@ -1148,10 +1116,10 @@ TEST_F(PingTest, ClientGoneWhilePingingCancelsTheEngineRequest) {
   // The stream start's ping and two keep-alives: the session is in its ping phase.
   ASSERT_TRUE(c.read_until([](const std::string& b) { return count_of(b, "event: ping\n") >= 3; }, kWaitMs));
   EXPECT_EQ(c.buffer().find("content_block_delta"), std::string::npos);
-  EXPECT_EQ(engine_->n_cancelled(), 0);
+  EXPECT_EQ(api_->engine().n_cancelled(), 0);
   c.abort_now();
-  EXPECT_TRUE(wait_for([&] { return engine_->n_cancelled() == 1; }));
-  EXPECT_TRUE(wait_for([&] { return server_->requests_in_progress() == 0 && engine_->stats().n_running == 0; }));
+  EXPECT_TRUE(wait_for([&] { return api_->engine().n_cancelled() == 1; }));
+  EXPECT_TRUE(wait_for([&] { return server_->requests_in_progress() == 0 && api_->engine().stats().n_running == 0; }));
 }
 
 }  // namespace

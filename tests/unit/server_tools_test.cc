@@ -15,6 +15,7 @@
 #include "fake/fake_engine.h"
 #include "http/router.h"
 #include "http/server.h"
+#include "support/fake_api_server.h"
 #include "support/http_client.h"  // fetch, parse_sse
 #include "support/json_object.h"  // parse_obj
 
@@ -28,30 +29,22 @@ constexpr int kWaitMs = 20000;
 
 class ToolTest : public ::testing::Test {
  protected:
-  explicit ToolTest(ToolSyntax syntax = ToolSyntax::kHermes) : codec_(syntax) {}
+  explicit ToolTest(ToolSyntax syntax = ToolSyntax::kHermes) : syntax_(syntax) {}
 
   void SetUp() override {
-    engine_ = std::make_unique<fake::FakeEngine>(
-        fake::FakeEngineConfig{.n_ctx = 8192, .step_time = std::chrono::microseconds(500)});
     ApiConfig cfg;
     cfg.sse_ping_interval = std::chrono::milliseconds(0);  // no keep-alive frames: exact streams
-    service_ = std::make_unique<ApiService>(cfg, engine_.get(), &codec_);
-    service_->register_routes(router_);
     http::ServerConfig scfg;
-    scfg.port = 0;
     scfg.max_body_bytes = 1 << 20;
-    server_ = std::make_unique<http::HttpServer>(scfg, &router_);
-    ASSERT_TRUE(server_->listen().ok());
-    server_->start();
+    api_ = std::make_unique<test::FakeApiServer>(
+        fake::FakeEngineConfig{.n_ctx = 8192, .step_time = std::chrono::microseconds(500)}, cfg, scfg,
+        fake::FakeCodec(syntax_));
+    ASSERT_TRUE(api_->listening());
   }
-  void TearDown() override {
-    server_->stop();
-    engine_.reset();
-    server_.reset();
-  }
+  void TearDown() override { api_.reset(); }
 
   HttpReply post(const std::string& path, const std::string& body) {
-    HttpReply r = test::fetch(server_->port(), "POST", path, body, {}, kWaitMs);
+    HttpReply r = test::fetch(api_->port(), "POST", path, body, {}, kWaitMs);
     EXPECT_TRUE(r.complete);
     EXPECT_EQ(r.status, 200) << r.body;
     return r;
@@ -59,18 +52,15 @@ class ToolTest : public ::testing::Test {
 
   // A request the API must refuse: 400 invalid_request_error; the error object.
   json::object rejected(const std::string& path, const std::string& body) {
-    HttpReply r = test::fetch(server_->port(), "POST", path, body, {}, kWaitMs);
+    HttpReply r = test::fetch(api_->port(), "POST", path, body, {}, kWaitMs);
     EXPECT_EQ(r.status, 400) << body << "\n" << r.body;
     json::object e = test::parse_obj(r.body)["error"].as_object();
     EXPECT_EQ(e["type"], "invalid_request_error") << r.body;
     return e;
   }
 
-  fake::FakeCodec codec_;
-  http::Router router_;
-  std::unique_ptr<fake::FakeEngine> engine_;
-  std::unique_ptr<ApiService> service_;
-  std::unique_ptr<http::HttpServer> server_;
+  ToolSyntax syntax_;
+  std::unique_ptr<test::FakeApiServer> api_;
 };
 
 constexpr const char* kWeatherTool =
@@ -291,7 +281,7 @@ TEST_F(ToolTest, AnthropicFollowUpAndCountTokens) {
   // A tool_choice naming a tool that is not offered is a 400.
   std::string bad = conv;
   bad.insert(1, R"("max_tokens":100,"tool_choice":{"type":"tool","name":"nope"},)");
-  HttpReply e = test::fetch(server_->port(), "POST", "/v1/messages", bad, {}, kWaitMs);
+  HttpReply e = test::fetch(api_->port(), "POST", "/v1/messages", bad, {}, kWaitMs);
   EXPECT_EQ(e.status, 400);
   EXPECT_NE(e.body.find("tool_choice.name"), std::string::npos) << e.body;
 }
