@@ -613,6 +613,17 @@ using test::RawClient;
 
 constexpr int kWaitMs = 20000;  // generous: a loaded 2-core machine
 
+// Polls `pred` for up to kWaitMs.
+template <typename Pred>
+bool wait_for(Pred pred) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMs);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
 // The fake engine (5 ms a token) behind the real API routes on two I/O
 // threads (connections alternate between them). Torn down like `serve`:
 // no more I/O, then the engine, then the server.
@@ -630,22 +641,11 @@ class DrainTest : public ::testing::Test {
   void TearDown() override { api_.reset(); }
 
   int port() const { return server_->port(); }
-  // Polls until requests_in_progress() is n.
   bool wait_in_progress(int64_t n) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMs);
-    while (server_->requests_in_progress() != n) {
-      if (std::chrono::steady_clock::now() >= deadline) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    return true;
+    return wait_for([&] { return server_->requests_in_progress() == n; });
   }
   bool wait_no_connections() {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMs);
-    while (server_->counters().n_connections_open != 0) {
-      if (std::chrono::steady_clock::now() >= deadline) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    return true;
+    return wait_for([&] { return server_->counters().n_connections_open == 0; });
   }
 
   std::unique_ptr<test::FakeApiServer> api_;
@@ -929,17 +929,6 @@ int64_t prompt_tokens(const std::string& body) {
 }
 
 std::string str(const json::value& v) { return v.is_string() ? std::string(v.get_string()) : std::string(); }
-
-// Polls `pred` for up to kWaitMs.
-template <typename Pred>
-bool wait_for(Pred pred) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWaitMs);
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
-}
 
 size_t count_of(const std::string& hay, const std::string& needle) {
   size_t n = 0;
