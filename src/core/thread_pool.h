@@ -1,9 +1,11 @@
 // A fixed pool of persistent worker threads for data-parallel kernels.
 //
-// parallel_for(n, fn) splits [0, n) into up to kPartsPerThread contiguous
-// ranges per thread, which the threads claim from an atomic counter (so a
-// thread that the OS preempts — the machine is shared with HTTP threads and
-// other processes — does not hold everyone up at the barrier). The calling
+// parallel_for(n, fn) gives each thread one contiguous range of [0, n),
+// which it works through in chunks; a thread that runs out steals the back
+// half of another's remainder (so a thread that the OS preempts — the
+// machine is shared with HTTP threads and other processes — does not hold
+// everyone up at the barrier, and a matmul's threads each read one sequential
+// stream of weights instead of hopping between parts). The calling
 // thread works too, so a pool of N threads starts N-1 workers. Not
 // reentrant: call parallel_for from one thread at a time (the engine thread
 // owns the pool).
@@ -19,6 +21,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -42,14 +45,35 @@ class ThreadPool {
 
   static int default_threads();
 
+  // The range [begin, end) of [0, n) that thread `thread` (0 = the caller of
+  // parallel_for, 1.. the workers) starts from in a parallel_for of `n`
+  // elements split by `grain` (empty when it gets none).
+  void own_range(int64_t n, int64_t grain, int thread, int64_t* begin, int64_t* end) const;
+
+  // Warm-up for the next parallel_for: until it starts, an idle worker
+  // `thread` prefetches [p, p + bytes) into its cache — the head of its
+  // first part of the next matrix while the caller does serial work (norms,
+  // activation quantization), so that the memory bus does not sit idle. A
+  // hint is dropped when the next parallel_for starts. Only advice.
+  void prefetch_hint(int thread, const void* p, size_t bytes);
+
   // How long an idle worker (or the waiting caller) spins before sleeping.
   static constexpr int kSpinUs = 200;
-  static constexpr int kPartsPerThread = 4;
+  // An owner claims 1 / kChunkDivisor of what is left of its range at a time
+  // (at least one unit): few claims, and small chunks at the end.
+  static constexpr int kChunkDivisor = 8;
 
  private:
-  void worker_loop();
-  bool wait_for_generation(uint64_t seen);
-  void run_parts();
+  void worker_loop(int thread);
+  bool wait_for_generation(uint64_t seen, int thread);
+  void run_ranges(int thread);
+  // Claims the next chunk of the thread's own range; false when it is empty.
+  bool claim(int thread, int64_t* u0, int64_t* u1);
+  // Moves the back half of the fullest other range into the thread's own;
+  // false when every range is empty.
+  bool steal(int thread);
+  // Prefetches the next slice of `thread`'s hint; false when there is none.
+  bool prefetch_step(int thread, uint64_t seen, size_t* done);
 
   int n_threads_;
   std::vector<std::thread> workers_;
@@ -60,10 +84,26 @@ class ThreadPool {
   std::atomic<int> pending_{0};
   std::atomic<int> n_sleeping_{0};
   std::atomic<bool> stop_{false};
-  // The current job: parts [0, n_parts_) of part_size_ elements of [0, n_).
+  // The current job: [0, n_) in units of unit_ elements, thread t owning
+  // units [t * n_units_ / n_threads_, (t + 1) * n_units_ / n_threads_) at the
+  // start. Each range is packed as (begin, end) in one word: the owner claims
+  // chunks from the front, a thread that ran out steals the
+  // back half of another's remainder. Contiguous ranges keep each thread's
+  // weight stream sequential (no prefetcher restarts), stealing keeps the
+  // end balanced to a chunk.
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
-  int64_t n_ = 0, part_size_ = 0, n_parts_ = 0;
-  std::atomic<int64_t> next_part_{0};
+  int64_t n_ = 0, unit_ = 1, n_units_ = 0;
+  struct alignas(64) Range {
+    std::atomic<uint64_t> packed{0};
+  };
+  std::unique_ptr<Range[]> ranges_;
+  struct Hint {
+    std::atomic<uint64_t> generation{~uint64_t{0}};  // valid while generation_ == this
+    std::atomic<uint64_t> seq{0};                    // bumped by every hint
+    std::atomic<const char*> p{nullptr};
+    std::atomic<size_t> bytes{0};
+  };
+  std::unique_ptr<Hint[]> hints_;
 };
 
 }  // namespace zl

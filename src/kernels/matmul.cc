@@ -356,26 +356,68 @@ PackedMatrix PackedMatrix::stacked(GgmlType type, int64_t n_in, std::span<const 
   return PackedMatrix(AdoptRows{}, type, std::move(rows), n_in, n_out, isa);
 }
 
+namespace {
+
+// The parallel_for split of matmul: rows and their grain.
+int64_t row_grain(const PackedMatrix& w, int64_t n_tokens) {
+  if (w.repacked()) return kern::kGroupRows;
+  if (w.isa() == KernelIsa::kAvx512 && kern::avx512_float_rows_kernel(w.type()) != nullptr) {
+    return kern::avx512_float_row_grain(n_tokens);
+  }
+  const bool is_float = w.type() == GgmlType::kF32 || w.type() == GgmlType::kF16 || w.type() == GgmlType::kBF16;
+  return w.isa() != KernelIsa::kScalar && is_float ? kern::avx2_float_row_grain(n_tokens) : 4;
+}
+
+// Below ~64 KiB of weight traffic a dispatch costs more than it saves.
+bool worth_a_dispatch(const PackedMatrix& w, int64_t n_tokens) {
+  return w.n_bytes() * static_cast<size_t>(n_tokens) >= (size_t{64} << 10);
+}
+
+}  // namespace
+
+void prefetch_matmul(const PackedMatrix& w, int64_t n_tokens, ThreadPool* pool) {
+  if (pool == nullptr || n_tokens <= 0 || w.n_out() == 0 || w.isa() == KernelIsa::kScalar ||
+      !worth_a_dispatch(w, n_tokens)) {
+    return;
+  }
+  // Enough to cover a few microseconds of serial work, well within L2.
+  constexpr size_t kHeadBytes = size_t{1024} << 10;
+  const int64_t grain = row_grain(w, n_tokens);
+  for (int t = 1; t < pool->n_threads(); ++t) {
+    int64_t r0 = 0, r1 = 0;
+    pool->own_range(w.n_out(), grain, t, &r0, &r1);
+    if (r1 <= r0) continue;
+    const uint8_t* p = nullptr;
+    size_t bytes = 0;
+    if (w.repacked()) {  // groups of kGroupRows rows, each one stream of blocks (matmul_internal.h)
+      const bool k = is_k_quant(w.type());
+      const int64_t gb = w.type() == GgmlType::kQ4_0   ? kern::kGroupBlockQ4_0
+                         : w.type() == GgmlType::kQ8_0 ? kern::kGroupBlockQ8_0
+                         : w.type() == GgmlType::kQ4_K ? kern::kGroupBlockQ4_K
+                                                       : kern::kGroupBlockQ6_K;
+      const size_t group_bytes = static_cast<size_t>(w.n_in() / (k ? kQkK : kQk32) * gb);
+      p = w.quants() + static_cast<size_t>(r0 / kern::kGroupRows) * group_bytes;
+      bytes = static_cast<size_t>((r1 - r0 + kern::kGroupRows - 1) / kern::kGroupRows) * group_bytes;
+    } else {
+      const size_t row = w.n_bytes() / static_cast<size_t>(w.n_out());
+      p = w.data() + static_cast<size_t>(r0) * row;
+      bytes = static_cast<size_t>(r1 - r0) * row;
+    }
+    pool->prefetch_hint(t, p, std::min(bytes, kHeadBytes));
+  }
+}
+
 void matmul(const PackedMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
   if (n_tokens <= 0 || w.n_out() == 0) return;
   if (w.isa() == KernelIsa::kScalar) return matmul_scalar(w, x, n_tokens, y, pool);
   const kern::Acts a = prepare_acts(w, x, n_tokens, pool);
-  kern::RowsKernel kernel = nullptr;
-  int64_t grain = 4;
-  if (w.repacked()) {
-    kernel = kern::avx512_rows_kernel(w.type());
-    grain = kern::kGroupRows;
-  } else if (w.isa() == KernelIsa::kAvx512 && kern::avx512_float_rows_kernel(w.type()) != nullptr) {
-    kernel = kern::avx512_float_rows_kernel(w.type());
-    grain = kern::avx512_float_row_grain(n_tokens);
-  } else {
-    kernel = kern::avx2_rows_kernel(w.type());
-    const bool is_float = w.type() == GgmlType::kF32 || w.type() == GgmlType::kF16 || w.type() == GgmlType::kBF16;
-    if (is_float) grain = kern::avx2_float_row_grain(n_tokens);
-  }
+  const kern::RowsKernel kernel = w.repacked() ? kern::avx512_rows_kernel(w.type())
+                                  : w.isa() == KernelIsa::kAvx512 && kern::avx512_float_rows_kernel(w.type())
+                                      ? kern::avx512_float_rows_kernel(w.type())
+                                      : kern::avx2_rows_kernel(w.type());
   CHECK(kernel != nullptr) << "matmul: no " << isa_name(w.isa()) << " kernel for " << ggml_type_name(w.type());
-  // Below ~64 KiB of weight traffic a dispatch costs more than it saves.
-  if (w.n_bytes() * static_cast<size_t>(n_tokens) < (size_t{64} << 10)) pool = nullptr;
+  const int64_t grain = row_grain(w, n_tokens);
+  if (!worth_a_dispatch(w, n_tokens)) pool = nullptr;
   run_rows(pool, w.n_out(), grain, [&](int64_t r0, int64_t r1) { kernel(w, a, y, r0, r1); });
 }
 

@@ -115,4 +115,10 @@ class PackedMatrix {
 // null). Not reentrant per pool (ThreadPool::parallel_for).
 void matmul(const PackedMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool);
 
+// Hints the pool's idle workers to prefetch the head of their first part of
+// a coming matmul(w, ..., n_tokens, ..., pool) (ThreadPool::prefetch_hint):
+// call it right after the matmul before, so that the serial work in between
+// overlaps with the weight stream. Advice only.
+void prefetch_matmul(const PackedMatrix& w, int64_t n_tokens, ThreadPool* pool);
+
 }  // namespace zl

@@ -91,6 +91,16 @@ void ModelRunner::matmul(const GgufTensor& w, const float* x, int64_t n_tokens, 
   zl::matmul(weights_->get(w), x, n_tokens, y, pool_);
 }
 
+const PackedMatrix& ModelRunner::attention_in(int64_t il) const {
+  const PackedMatrix* qkv = weights_->qkv(il);
+  return qkv ? *qkv : weights_->get(*model_.layers[il].wq);
+}
+
+const PackedMatrix& ModelRunner::ffn_in(int64_t il) const {
+  const PackedMatrix* gate_up = weights_->gate_up(il);
+  return gate_up ? *gate_up : weights_->get(*model_.layers[il].ffn_gate);
+}
+
 // RoPE as ggml computes it: theta advances by repeated float multiplication,
 // divided by the optional per-dimension frequency factors.
 void ModelRunner::rope(float* x, int64_t n_heads, int64_t pos) const {
@@ -148,7 +158,9 @@ void ModelRunner::attention_block(const LayerWeights& l, int64_t il, std::span<c
     zl::matmul(*qkv, xn_.data(), n_tokens, stacked_.data(), pool_);
   } else {
     matmul(*l.wq, xn_.data(), n_tokens, q_.data());
+    hint(weights_->get(*l.wk), n_tokens);
     matmul(*l.wk, xn_.data(), n_tokens, k_.data());
+    hint(weights_->get(*l.wv), n_tokens);
     matmul(*l.wv, xn_.data(), n_tokens, v_.data());
   }
   const int64_t bs = kv.block_size();
@@ -230,6 +242,7 @@ void ModelRunner::attention_block(const LayerWeights& l, int64_t il, std::span<c
   } else {
     work(0, n_work);
   }
+  hint(weights_->get(*l.wo), n_tokens);
   for (size_t i = 0; i < splits.size();) {  // each split token's ranges are consecutive, in order
     size_t e = i;
     while (e < splits.size() && splits[e].token == splits[i].token) ++e;
@@ -237,6 +250,7 @@ void ModelRunner::attention_block(const LayerWeights& l, int64_t il, std::span<c
     i = e;
   }
   matmul(*l.wo, attn_.data(), n_tokens, tmp_.data());
+  hint(ffn_in(il), n_tokens);
   for (int64_t i = 0; i < n_tokens * n_embd; ++i) x_[i] += tmp_[i];
 }
 
@@ -256,8 +270,10 @@ void ModelRunner::ffn_block(const LayerWeights& l, int64_t il) {
     zl::matmul(*gate_up, xn_.data(), n_tokens, stacked_.data(), pool_);
   } else {
     matmul(*l.ffn_gate, xn_.data(), n_tokens, gate_.data());
+    hint(weights_->get(*l.ffn_up), n_tokens);
     matmul(*l.ffn_up, xn_.data(), n_tokens, up_.data());
   }
+  hint(weights_->get(*l.ffn_down), n_tokens);
   auto act = [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) swiglu(gate + t * stride, up + t * stride, &gate_[t * n_ff], n_ff);
   };
@@ -267,6 +283,7 @@ void ModelRunner::ffn_block(const LayerWeights& l, int64_t il) {
     act(0, n_tokens);
   }
   matmul(*l.ffn_down, gate_.data(), n_tokens, tmp_.data());
+  hint(il + 1 < c_.n_layer ? attention_in(il + 1) : weights_->get(*model_.output), n_tokens);
   for (int64_t i = 0; i < n_tokens * n_embd; ++i) x_[i] += tmp_[i];
 }
 
@@ -320,6 +337,7 @@ Status ModelRunner::forward(std::span<const BatchSequence> batch, KvStorage& kv,
   const size_t base = logits.size();
   logits.resize(base + out_rows.size() * c_.n_vocab);
   matmul(*model_.output, xn_.data(), static_cast<int64_t>(out_rows.size()), logits.data() + base);
+  hint(attention_in(0), n);  // for the next forward (typically the next decode step)
   return Status();
 }
 

@@ -89,6 +89,11 @@ class ModelRunner {
   void ffn_block(const LayerWeights& l, int64_t il);
   void rope(float* x, int64_t n_heads, int64_t pos) const;
   void matmul(const GgufTensor& w, const float* x, int64_t n_tokens, float* y);
+  // The first matrix of layer il's attention (the stacked QKV or wq), and of
+  // its FFN; prefetch_matmul hints for them (see kernels/matmul.h).
+  const PackedMatrix& attention_in(int64_t il) const;
+  const PackedMatrix& ffn_in(int64_t il) const;
+  void hint(const PackedMatrix& w, int64_t n_tokens) const { prefetch_matmul(w, n_tokens, pool_); }
 
   const Model& model_;
   const ModelConfig& c_;

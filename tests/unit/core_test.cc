@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <numeric>
 #include <vector>
 
@@ -45,6 +47,60 @@ TEST(ThreadPool, CoversEveryIndexExactlyOnceForAwkwardSizes) {
       }
     }
   }
+}
+
+// Ranges start where own_range says, are grain-aligned, and a thread that
+// finishes early steals: with one thread's work 50x slower per element, the
+// fast threads take most of the slow one's range, and each index still runs
+// exactly once.
+TEST(ThreadPool, OwnRangesAndStealing) {
+  for (int threads : {2, 3, 4}) {
+    ThreadPool pool(threads);
+    const int64_t n = 4000, grain = 16;
+    int64_t covered = 0;
+    for (int t = 0; t < threads; ++t) {
+      int64_t b = 0, e = 0;
+      pool.own_range(n, grain, t, &b, &e);
+      EXPECT_EQ(b, covered) << "thread " << t;
+      EXPECT_EQ(b % grain, 0);
+      covered = e;
+    }
+    EXPECT_EQ(covered, n);
+    int64_t b0 = 0, e0 = 0;
+    pool.own_range(n, grain, 0, &b0, &e0);
+    std::vector<std::atomic<int>> hits(n);
+    std::atomic<int64_t> caller_elements{0};
+    const auto caller = std::this_thread::get_id();
+    pool.parallel_for(n, [&](int64_t b, int64_t e) {
+      ASSERT_EQ(b % grain, 0);
+      const bool slow = std::this_thread::get_id() == caller;
+      if (slow) caller_elements += e - b;
+      for (int64_t i = b; i < e; ++i) {
+        hits[i]++;
+        if (slow) std::this_thread::sleep_for(std::chrono::microseconds(20));
+      }
+    }, grain);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "threads " << threads << " i " << i;
+    EXPECT_LT(caller_elements.load(), (e0 - b0) / 2) << "threads " << threads << ": no stealing from the slow thread";
+  }
+}
+
+// A prefetch hint is advice: any address range (even one about to be freed)
+// and any thread index are harmless, and the results do not change.
+TEST(ThreadPool, PrefetchHintsAreHarmless) {
+  ThreadPool pool(2);
+  std::vector<char> buf(1 << 20, 1);
+  std::atomic<int64_t> sum{0};
+  for (int round = 0; round < 200; ++round) {
+    pool.prefetch_hint(round % 4 - 1, buf.data() + round, buf.size() - round);
+    pool.parallel_for(100, [&](int64_t b, int64_t e) { sum += e - b; });
+  }
+  {
+    std::vector<char> gone(1 << 16);
+    pool.prefetch_hint(1, gone.data(), gone.size());
+  }
+  pool.parallel_for(100, [&](int64_t b, int64_t e) { sum += e - b; });
+  EXPECT_EQ(sum.load(), 20100);
 }
 
 TEST(ThreadPool, ManyRoundsInARow) {
