@@ -9,7 +9,26 @@ namespace zl {
 namespace kern {
 void avx2_swiglu(const float* gate, const float* up, float* out, int64_t n);  // fused_avx2.cc
 void avx2_fp32_to_fp16_row(const float* x, uint16_t* out, int64_t n);        // fused_avx2.cc
+void avx2_rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);  // fused_avx2.cc
 }  // namespace kern
+
+void rms_norm_scalar(const float* x, const float* w, float* y, int64_t n, float eps) {
+  double acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k) acc[k] += static_cast<double>(x[i + k] * x[i + k]);
+  }
+  for (; i < n; ++i) acc[0] += static_cast<double>(x[i] * x[i]);
+  const double sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  for (int64_t j = 0; j < n; ++j) y[j] = x[j] * scale * w[j];
+}
+
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
+  if (active_isa() == KernelIsa::kScalar) return rms_norm_scalar(x, w, y, n, eps);
+  kern::avx2_rms_norm(x, w, y, n, eps);
+}
 
 void swiglu_scalar(const float* gate, const float* up, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];

@@ -11,6 +11,16 @@ namespace zl {
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
 void swiglu_scalar(const float* gate, const float* up, float* out, int64_t n);
 
+// RMSNorm: y[i] = x[i] * s * w[i] with s = 1 / sqrt(mean(x^2) + eps). The
+// mean is summed in double over eight interleaved partial sums (x[i]^2, the
+// product in float, into sum i % 8; a tail below a multiple of 8 into sum 0)
+// added as ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)): one serial
+// chain of n adds cost ~3 us at n = 2048, twice a layer, on the decode
+// critical path. The SIMD path is bitwise the scalar one (the same sums in
+// the same order). `y` may alias `x`.
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
+void rms_norm_scalar(const float* x, const float* w, float* y, int64_t n, float eps);
+
 // out[i] = fp32_to_fp16(x[i]) (round to nearest even; F16C where the ISA
 // has it), e.g. K/V rows into an F16 cache.
 void fp32_to_fp16_row(const float* x, uint16_t* out, int64_t n);

@@ -27,4 +27,34 @@ void avx2_fp32_to_fp16_row(const float* x, uint16_t* out, int64_t n) {
   for (; i < n; ++i) out[i] = _cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT);
 }
 
+void avx2_rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
+  // Partial sums 0..3 and 4..7 in two registers, exactly rms_norm_scalar's:
+  // the square in float, then widened and added in double (no contraction
+  // possible across the conversion).
+  __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256 sq = _mm256_mul_ps(v, v);
+    a0 = _mm256_add_pd(a0, _mm256_cvtps_pd(_mm256_castps256_ps128(sq)));
+    a1 = _mm256_add_pd(a1, _mm256_cvtps_pd(_mm256_extractf128_ps(sq, 1)));
+  }
+  alignas(32) double acc[8];
+  _mm256_store_pd(acc, a0);
+  _mm256_store_pd(acc + 4, a1);
+  for (; i < n; ++i) {
+    const float sq = x[i] * x[i];
+    acc[0] += static_cast<double>(sq);
+  }
+  const double sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  const __m256 s = _mm256_set1_ps(scale);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    _mm256_storeu_ps(y + j, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j), s), _mm256_loadu_ps(w + j)));
+  }
+  for (; j < n; ++j) y[j] = x[j] * scale * w[j];
+}
+
 }  // namespace zl::kern

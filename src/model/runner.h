@@ -87,7 +87,9 @@ class ModelRunner {
   Status validate(std::span<const BatchSequence> batch, const KvStorage& kv) const;
   void attention_block(const LayerWeights& l, int64_t il, std::span<const BatchSequence> batch, KvStorage& kv);
   void ffn_block(const LayerWeights& l, int64_t il);
-  void rope(float* x, int64_t n_heads, int64_t pos) const;
+  // cs: rope_dim / 2 cosines then as many sines (rope_table) of a position.
+  void rope_table(int64_t pos, float* cs) const;
+  void rope(float* x, int64_t n_heads, const float* cs) const;
   void matmul(const GgufTensor& w, const float* x, int64_t n_tokens, float* y);
   // The first matrix of layer il's attention (the stacked QKV or wq), and of
   // its FFN; prefetch_matmul hints for them (see kernels/matmul.h).
@@ -104,10 +106,8 @@ class ModelRunner {
   // Scratch, [n_tokens][...] for the current batch.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, tmp_;
   std::vector<float> stacked_;  // output of a stacked matmul (PackedWeights::qkv, gate_up)
+  std::vector<float> rope_cs_;   // rope_table of each token of the batch
   std::vector<float> partials_;  // split decode attention: one partial state per position range
 };
-
-// Applies y = x / sqrt(mean(x²) + eps) * w over n floats (sum in double, as ggml).
-void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 
 }  // namespace zl

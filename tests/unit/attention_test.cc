@@ -171,6 +171,25 @@ TEST(Attention, HeadRangeComputesOnlyItsHeads) {
   for (int i = 16; i < 32; ++i) EXPECT_NEAR(out[i], 1.5f, 1e-6f);  // uniform softmax over equal V rows
 }
 
+// RMSNorm's SIMD path is bitwise the scalar one (the golden tests and the
+// prefill/decode equality rest on one arithmetic), in place too, for sizes
+// around the 8-wide partial sums and values far apart in magnitude.
+TEST(Fused, RmsNormIsBitwiseTheScalarTwin) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 2.0f);
+  for (int64_t n : {1, 7, 8, 9, 15, 16, 64, 2048, 2051}) {
+    std::vector<float> x(n), w(n), got(n), want(n);
+    for (auto& v : x) v = dist(rng);
+    for (auto& v : w) v = dist(rng);
+    if (n > 3) x[1] = 3e4f, x[2] = 1e-30f, x[3] = -7e-3f;
+    rms_norm(x.data(), w.data(), got.data(), n, 1e-5f);
+    rms_norm_scalar(x.data(), w.data(), want.data(), n, 1e-5f);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], want[i]) << "n " << n << " i " << i;
+    rms_norm(x.data(), w.data(), x.data(), n, 1e-5f);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(x[i], want[i]) << "in place, n " << n << " i " << i;
+  }
+}
+
 }  // namespace
 }  // namespace zl
 
