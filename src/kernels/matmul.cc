@@ -359,13 +359,20 @@ PackedMatrix PackedMatrix::stacked(GgmlType type, int64_t n_in, std::span<const 
 namespace {
 
 // The parallel_for split of matmul: rows and their grain.
-int64_t row_grain(const PackedMatrix& w, int64_t n_tokens) {
+int64_t row_grain(const PackedMatrix& w, int64_t n_tokens, const ThreadPool* pool) {
   if (w.repacked()) return kern::kGroupRows;
-  if (w.isa() == KernelIsa::kAvx512 && kern::avx512_float_rows_kernel(w.type()) != nullptr) {
-    return kern::avx512_float_row_grain(n_tokens);
-  }
   const bool is_float = w.type() == GgmlType::kF32 || w.type() == GgmlType::kF16 || w.type() == GgmlType::kBF16;
-  return w.isa() != KernelIsa::kScalar && is_float ? kern::avx2_float_row_grain(n_tokens) : 4;
+  if (!is_float || w.isa() == KernelIsa::kScalar) return 4;
+  const int64_t grain = w.isa() == KernelIsa::kAvx512 ? kern::avx512_float_row_grain(n_tokens)
+                                                      : kern::avx2_float_row_grain(n_tokens);
+  // Many tokens (the packed path, above matmul_avx512_float.cc's
+  // kDirectMaxTokens = 10): every call packs the activations, so a thread's
+  // rows go in a few large calls (about 4), not in the small chunks that
+  // balance the end of a memory-bound decode matmul.
+  constexpr int64_t kManyTokens = 11, kCallsPerThread = 4;
+  if (n_tokens < kManyTokens || pool == nullptr) return grain;
+  const int64_t per_call = (w.n_out() + pool->n_threads() * kCallsPerThread - 1) / (pool->n_threads() * kCallsPerThread);
+  return std::max(grain, (per_call + grain - 1) / grain * grain);
 }
 
 // Below ~64 KiB of weight traffic a dispatch costs more than it saves.
@@ -382,7 +389,7 @@ void prefetch_matmul(const PackedMatrix& w, int64_t n_tokens, ThreadPool* pool) 
   }
   // Enough to cover a few microseconds of serial work, well within L2.
   constexpr size_t kHeadBytes = size_t{1024} << 10;
-  const int64_t grain = row_grain(w, n_tokens);
+  const int64_t grain = row_grain(w, n_tokens, pool);
   for (int t = 1; t < pool->n_threads(); ++t) {
     int64_t r0 = 0, r1 = 0;
     pool->own_range(w.n_out(), grain, t, &r0, &r1);
@@ -416,7 +423,7 @@ void matmul(const PackedMatrix& w, const float* x, int64_t n_tokens, float* y, T
                                       ? kern::avx512_float_rows_kernel(w.type())
                                       : kern::avx2_rows_kernel(w.type());
   CHECK(kernel != nullptr) << "matmul: no " << isa_name(w.isa()) << " kernel for " << ggml_type_name(w.type());
-  const int64_t grain = row_grain(w, n_tokens);
+  const int64_t grain = row_grain(w, n_tokens, pool);
   if (!worth_a_dispatch(w, n_tokens)) pool = nullptr;
   run_rows(pool, w.n_out(), grain, [&](int64_t r0, int64_t r1) { kernel(w, a, y, r0, r1); });
 }
