@@ -48,6 +48,9 @@ struct ChatRequest {
   // "", "auto", "any", "none", or "tool:<name>" (<name> is one of `tools`).
   // OpenAI's "required" is "any", its {"type":"function",…} is "tool:<name>".
   std::string tool_choice;
+  // false: at most one tool call, the first one ends the answer (Anthropic
+  // tool_choice.disable_parallel_tool_use: true, OpenAI parallel_tool_calls: false).
+  bool parallel_tool_calls = true;
 
   // OpenAI /v1/completions: a raw prompt, no chat template.
   bool raw_prompt = false;

@@ -50,7 +50,8 @@ GenerationSession::GenerationSession(SessionOptions options, std::unique_ptr<Eve
   if (options_.t_start != Clock::time_point{}) t_start_ = options_.t_start;
   if (options_.stream && options_.shape) shaper_.emplace(*options_.shape);
   if (options_.tools.active()) {
-    tool_parser_.emplace(options_.tools.syntax, options_.tools.names, options_.tools.prefill);
+    tool_parser_.emplace(options_.tools.syntax, options_.tools.names, options_.tools.prefill,
+                         ToolParserOptions{.single_call = options_.tools.single_call});
   }
 }
 
@@ -169,13 +170,26 @@ void GenerationSession::pump() {
   // pumps again once the socket has taken everything.
   if (socket_backed_up()) return;
   std::string out;
-  for (Event& e : channel_->drain()) {
+  // Once the final event is known (the shaper still draining, or a single
+  // call that ended the answer) nothing more is taken from the channel.
+  for (Event& e : final_event_ ? std::vector<Event>() : channel_->drain()) {
     usage_ = e.usage;
     engine_usage_ = true;
     if (e.kind == EventKind::kText) {
       if (t_first_ms_ < 0) t_first_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t_start_).count();
       if (options_.stream) begin_stream_once();
       take_text(e.text, out);
+      if (tool_parser_ && tool_parser_->done()) {
+        // A single call (parallel tool use disabled) is complete: the answer
+        // ends with it, as if the model had ended its turn there. The rest
+        // of the generation is cancelled and never shown; usage counts the
+        // tokens up to the one that completed the call (those the engine
+        // makes before it sees the cancellation are dropped unbilled).
+        channel_->cancel();
+        final_event_ = Event{.kind = EventKind::kFinish, .finish = FinishReason::kEndOfSequence, .usage = e.usage,
+                             .timings = e.timings};
+        break;
+      }
       continue;
     }
     if (e.kind == EventKind::kError || e.finish == FinishReason::kError) {

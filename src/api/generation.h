@@ -10,7 +10,10 @@
 //     the model's native syntax, api/tool_calls.h), the stream shaper and an
 //     EventFormatter (the API's wire format) into the Responder. A tool call
 //     goes out whole once complete; the text the shaper holds before it goes
-//     out first, at once, whatever the pacing. A client that goes away cancels the engine
+//     out first, at once, whatever the pacing. With ToolPlan::single_call
+//     (parallel tool use disabled) the first complete call ends the answer:
+//     the engine request is cancelled and the answer finishes with that call
+//     (tool_use / tool_calls). A client that goes away cancels the engine
 //     request; so does the session's destruction before the end.
 //     Backpressure: a stream drains its channel only while the connection
 //     holds less than kMaxBufferedBytes not yet taken by the socket; events

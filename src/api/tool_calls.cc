@@ -60,14 +60,16 @@ constexpr int kNumLlamaStarts = static_cast<int>(std::size(kLlamaStarts));
 
 }  // namespace
 
-ToolCallParser::ToolCallParser(ToolSyntax syntax, std::vector<std::string> tool_names, std::string_view seed)
-    : syntax_(syntax), names_(std::move(tool_names)) {
+ToolCallParser::ToolCallParser(ToolSyntax syntax, std::vector<std::string> tool_names, std::string_view seed,
+                               ToolParserOptions options)
+    : syntax_(syntax), names_(std::move(tool_names)), options_(options) {
   if (syntax_ == ToolSyntax::kLlama3Json) mode_ = Mode::kLlamaStart;
   seed_left_ = seed.size();
   if (!seed.empty()) push(seed, &seed_out_);
 }
 
 void ToolCallParser::push(std::string_view delta, std::vector<AnswerPart>* out) {
+  if (done_) return;
   if (!seed_out_.empty()) {
     out->insert(out->end(), seed_out_.begin(), seed_out_.end());
     seed_out_.clear();
@@ -88,6 +90,7 @@ void ToolCallParser::push(std::string_view delta, std::vector<AnswerPart>* out) 
 
 void ToolCallParser::finish(std::vector<AnswerPart>* out) {
   push({}, out);
+  if (done_) return;
   if (mode_ == Mode::kCall && syntax_ == ToolSyntax::kLlama3Json && depth_ == 0 && !llama_calls_.empty()) {
     for (ToolCall& c : llama_calls_) emit_call(std::move(c), out);
   } else if (mode_ == Mode::kCall && syntax_ == ToolSyntax::kHermes) {
@@ -165,6 +168,7 @@ void ToolCallParser::run_hermes(std::vector<AnswerPart>* out) {
     const json::value v = parse_json(body, ec);
     if (!ec && parse_call(v, &call)) {
       emit_call(std::move(call), out);
+      if (done_) return buf_.clear();  // single call: the rest is never emitted
     } else {
       emit_text(call_prefix_ + std::string(body) + std::string(kClose), out);
     }
@@ -254,6 +258,11 @@ void ToolCallParser::run_llama_calls(std::vector<AnswerPart>* out) {
       const json::value v = parse_json(object, ec);
       ToolCall call;
       if (ec || !parse_call(v, &call)) return llama_give_up(out);
+      if (options_.single_call) {
+        // The answer ends with this call: it is final now.
+        emit_call(std::move(call), out);
+        return buf_.clear();
+      }
       llama_calls_.push_back(std::move(call));
     }
   }
@@ -295,6 +304,7 @@ bool ToolCallParser::parse_call(const json::value& v, ToolCall* call) const {
 }
 
 void ToolCallParser::emit_text(std::string_view text, std::vector<AnswerPart>* out) {
+  if (done_) return;
   // The seed is the start of the output: the first text emitted, unless a
   // call took it.
   const size_t skip = std::min(seed_left_, text.size());
@@ -315,6 +325,7 @@ void ToolCallParser::emit_text(std::string_view text, std::vector<AnswerPart>* o
 
 void ToolCallParser::emit_call(ToolCall call, std::vector<AnswerPart>* out) {
   ++n_calls_;
+  done_ = options_.single_call;
   after_call_ = true;
   seed_left_ = 0;
   out->push_back(AnswerPart{.kind = AnswerPart::Kind::kToolCall, .call = std::move(call)});

@@ -44,6 +44,14 @@
 // "arguments":`); shown as the answer it would read as the model's own words
 // and, sent back in the history, teach the model half-written calls.
 //
+// Single call (ToolParserOptions::single_call: Anthropic
+// tool_choice.disable_parallel_tool_use, OpenAI parallel_tool_calls false):
+// the first call that is complete and valid ends the answer. The parser is
+// then done(): what came after the call in the same delta, and everything
+// pushed later, is dropped, neither text nor calls, and finish() adds
+// nothing. A Llama 3 call is then final as soon as its object closes (the
+// answer it ends is only that call). The caller stops the generation there.
+//
 // Not thread-safe: one per generation.
 #pragma once
 
@@ -70,10 +78,15 @@ struct AnswerPart {
   ToolCall call;     // kToolCall: name and arguments_json (a JSON object, compact)
 };
 
+struct ToolParserOptions {
+  bool single_call = false;  // at most one call: the first one ends the answer
+};
+
 class ToolCallParser {
  public:
   // `tool_names`: the callable tools; a call to any other name stays text.
-  ToolCallParser(ToolSyntax syntax, std::vector<std::string> tool_names, std::string_view seed = {});
+  ToolCallParser(ToolSyntax syntax, std::vector<std::string> tool_names, std::string_view seed = {},
+                 ToolParserOptions options = {});
 
   // Feeds the next text delta; appends what is now decided to `out`.
   void push(std::string_view delta, std::vector<AnswerPart>* out);
@@ -82,6 +95,8 @@ class ToolCallParser {
   void finish(std::vector<AnswerPart>* out);
 
   int n_calls() const { return n_calls_; }
+  // single_call: the call has been emitted; the answer is complete.
+  bool done() const { return done_; }
 
  // The longest call body (Hermes: between the markers; Llama 3: one JSON
   // object) still taken for a call.
@@ -105,6 +120,8 @@ class ToolCallParser {
 
   ToolSyntax syntax_;
   std::vector<std::string> names_;
+  ToolParserOptions options_;
+  bool done_ = false;
   std::vector<AnswerPart> seed_out_;  // what the seed decided (never anything for a call's start)
   Mode mode_ = Mode::kText;
   std::string buf_;          // undecided text (kText, kLlamaStart) or the call so far (kCall)

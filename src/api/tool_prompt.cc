@@ -127,6 +127,7 @@ ToolPlan plan_tools(const ChatRequest& chat, ToolSyntax native) {
   if (native == ToolSyntax::kNone || chat.raw_prompt || chat.tools.empty() || chat.tool_choice == "none") return plan;
   plan.syntax = native;
   for (const ToolDef& t : chat.tools) plan.names.push_back(t.name);
+  plan.single_call = !chat.parallel_tool_calls;
   if (chat.continue_final_message) return plan;
   const bool hermes = native == ToolSyntax::kHermes;
   const std::string open = hermes ? "<tool_call>\n{\"name\": " : "{\"name\": ";

@@ -59,6 +59,9 @@ struct ToolPlan {
   // prefill of its own (continue_final_message). It ends without a space
   // (`"arguments":`) so the model's next token is the usual ` {`.
   std::string prefill;
+  // ChatRequest::parallel_tool_calls false: the first complete call ends the
+  // answer (ToolParserOptions::single_call) and the generation.
+  bool single_call = false;
 
   bool active() const { return syntax != ToolSyntax::kNone; }
 };

@@ -66,6 +66,15 @@ std::vector<std::string> tool_script(const std::string& prompt) {
     return tokens_of(calls[0].name + "\", \"parameters\": " + calls[0].args + "}");  // Llama 3
   }
   if (calls.empty() || prompt.find("<|tool|>", last) != std::string::npos) return {};
+  if (prompt.find("[[fake:syntax=llama3]]") != std::string::npos) {
+    // Llama 3: the answer is the calls, "; " between them.
+    std::string text;
+    for (const Call& c : calls) {
+      if (!text.empty()) text += "; ";
+      text += "{\"name\": \"" + c.name + "\", \"parameters\": " + c.args + "}";
+    }
+    return tokens_of(text);
+  }
   std::string text = "Let me check.";
   for (const Call& c : calls) {
     text += "\n<tool_call>\n{\"name\": \"" + c.name + "\", \"arguments\": " + c.args + "}\n</tool_call>";

@@ -30,6 +30,10 @@
 //                      3 bytes a token, then EOS. Not once a tool result
 //                      ("<|tool|>") follows the last marker: the agent's
 //                      second round gets the story.
+//   [[fake:syntax=llama3]]  the tool markers are written as a Llama 3 model
+//                      writes calls instead: the answer is
+//                      {"name": "NAME", "parameters": ARGS} per marker,
+//                      joined by "; " (no text before them)
 // A prompt that ends inside a forced call (ToolPlan::prefill) gets that
 // call's rest: after `"arguments":` " ARGS}\n</tool_call>" (ARGS of the first
 // marker, {} without one); after Llama 3's `"parameters":` " ARGS}"; after

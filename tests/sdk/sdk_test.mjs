@@ -415,3 +415,50 @@ test('tools on a model without a tool syntax are accepted and answered in text',
   const chat = await openai.chat.completions.create({ model: 'm', max_tokens: 8, temperature: 0, tools: OPENAI_TOOLS, messages: user('Hi') });
   assert.equal(chat.choices[0].message.tool_calls, undefined);
 });
+
+const TIME = { name: 'get_time', description: 'The time now', input_schema: { type: 'object', properties: { tz: { type: 'string' } } } };
+const TWO_CALLS = '[[fake:tool=get_weather:{"location": "Paris", "days": [1, 2]}]][[fake:tool=get_time:{"tz": "CET"}]]';
+const OPENAI_TWO_TOOLS = [...OPENAI_TOOLS, { type: 'function', function: { name: 'get_time', description: 'The time now', parameters: TIME.input_schema } }];
+const blockNames = (msg) => msg.content.map((b) => (b.type === 'tool_use' ? b.name : b.type));
+
+test('anthropic: parallel tool calls, and one with disable_parallel_tool_use', FAKE_ONLY, async () => {
+  const params = { model: 'm', max_tokens: 200, tools: [WEATHER, TIME], messages: user(`Weather and time? ${TWO_CALLS}`) };
+  const both = await anthropic.messages.stream(params).finalMessage();
+  assert.deepEqual(blockNames(both), ['text', 'get_weather', 'get_time']);
+  assert.deepEqual(both.content[1].input, INPUT);
+  assert.deepEqual(both.content[2].input, { tz: 'CET' });
+  assert.equal(both.stop_reason, 'tool_use');
+  const single = { ...params, tool_choice: { type: 'auto', disable_parallel_tool_use: true } };
+  for (const one of [await anthropic.messages.create(single), await anthropic.messages.stream(single).finalMessage()]) {
+    assert.deepEqual(blockNames(one), ['text', 'get_weather']);
+    assert.deepEqual(one.content[1].input, INPUT);
+    assert.equal(one.stop_reason, 'tool_use');
+    assert.ok(one.usage.output_tokens > 0 && one.usage.output_tokens < both.usage.output_tokens, JSON.stringify(one.usage));
+  }
+  await assert.rejects(anthropic.messages.create({ ...params, tool_choice: { type: 'auto', disable_parallel_tool_use: 'yes' } }), (e) => {
+    assert.ok(e instanceof Anthropic.BadRequestError);
+    assert.match(e.message, /tool_choice\.disable_parallel_tool_use/);
+    return true;
+  });
+});
+
+test('openai: parallel tool calls, and one with parallel_tool_calls: false', FAKE_ONLY, async () => {
+  const params = { model: 'gpt-4o', max_tokens: 200, tools: OPENAI_TWO_TOOLS, messages: user(`Weather and time? ${TWO_CALLS}`) };
+  const both = await openai.chat.completions.stream(params).finalChatCompletion();
+  const calls = both.choices[0].message.tool_calls;
+  assert.deepEqual(calls.map((c) => c.function.name), ['get_weather', 'get_time']);
+  assert.deepEqual(JSON.parse(calls[1].function.arguments), { tz: 'CET' });
+  assert.notEqual(calls[0].id, calls[1].id);
+  const single = { ...params, parallel_tool_calls: false };
+  for (const one of [await openai.chat.completions.create(single), await openai.chat.completions.stream(single).finalChatCompletion()]) {
+    assert.equal(one.choices[0].finish_reason, 'tool_calls');
+    assert.equal(one.choices[0].message.content, 'Let me check.');
+    assert.deepEqual(one.choices[0].message.tool_calls.map((c) => c.function.name), ['get_weather']);
+    assert.deepEqual(JSON.parse(one.choices[0].message.tool_calls[0].function.arguments), INPUT);
+  }
+  await assert.rejects(openai.chat.completions.create({ ...params, parallel_tool_calls: 'no' }), (e) => {
+    assert.ok(e instanceof OpenAI.BadRequestError);
+    assert.equal(e.param, 'parallel_tool_calls');
+    return true;
+  });
+});

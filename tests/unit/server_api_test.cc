@@ -93,6 +93,7 @@ TEST(AnthropicParse, EveryField) {
   EXPECT_EQ(r.messages[6].content, "Sure,");
   EXPECT_TRUE(r.continue_final_message);
   EXPECT_EQ(r.tool_choice, "tool:get_weather");
+  EXPECT_FALSE(r.parallel_tool_calls);  // disable_parallel_tool_use: true
   EXPECT_NE(r.tools_json.find("get_weather"), std::string::npos);
 }
 
@@ -102,6 +103,7 @@ TEST(AnthropicParse, DefaultsAndNulls) {
   EXPECT_FALSE(r.stream);
   EXPECT_FALSE(r.continue_final_message);
   EXPECT_FALSE(r.shape.has_value());
+  EXPECT_TRUE(r.parallel_tool_calls);
   // A system entry last is not a prefill.
   r = parse_ok(R"({"model":"m","max_tokens":1,"messages":[{"role":"user","content":"x"},{"role":"system","content":"y"}]})");
   EXPECT_FALSE(r.continue_final_message);
@@ -141,6 +143,7 @@ TEST(AnthropicParse, ErrorsNameTheField) {
       {R"({"model":"m","max_tokens":1,"stream":true,"stream_options":{"network_rtt_ms":60001},"messages":[{"role":"user","content":"x"}]})", "stream_options.network_rtt_ms", "out_of_range"},
       {R"({"model":"m","max_tokens":1,"tools":[{"description":"no name"}],"messages":[{"role":"user","content":"x"}]})", "tools[0].name", "missing_field"},
       {R"({"model":"m","max_tokens":1,"tool_choice":{"type":"sometimes"},"messages":[{"role":"user","content":"x"}]})", "tool_choice.type", "invalid_value"},
+      {R"({"model":"m","max_tokens":1,"tool_choice":{"type":"auto","disable_parallel_tool_use":"yes"},"messages":[{"role":"user","content":"x"}]})", "tool_choice.disable_parallel_tool_use", "invalid_type"},
       {R"({"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"tool_result"}]}]})", "messages[0].content[0].tool_use_id", "missing_field"},
   };
   for (const Case& c : cases) {
@@ -186,7 +189,11 @@ TEST(OpenAIParse, FieldsAndErrors) {
   EXPECT_EQ(c.messages[2].tool_calls[0].name, "f");
   EXPECT_EQ(c.messages[3].tool_call_id, "c1");
   EXPECT_EQ(c.tool_choice, "tool:f");
+  EXPECT_TRUE(c.parallel_tool_calls);
   EXPECT_FALSE(c.continue_final_message);
+  auto single = openai::parse_chat_request(R"({"model":"m","parallel_tool_calls":false,"messages":[{"role":"user","content":"x"}]})");
+  ASSERT_TRUE(single.ok());
+  EXPECT_FALSE(single.value().parallel_tool_calls);
 
   auto bad = [](const char* body, const char* param) {
     auto e = openai::parse_chat_request(body);
@@ -201,6 +208,7 @@ TEST(OpenAIParse, FieldsAndErrors) {
   bad(R"({"model":"m","logit_bias":{"x":1},"messages":[{"role":"user","content":"x"}]})", "logit_bias.x");
   bad(R"({"model":"m","stream_options":{"include_usage":true},"messages":[{"role":"user","content":"x"}]})", "stream_options");
   bad(R"({"model":"m","messages":[{"role":"function","content":"x"}]})", "messages[0].role");
+  bad(R"({"model":"m","parallel_tool_calls":0,"messages":[{"role":"user","content":"x"}]})", "parallel_tool_calls");
   bad(R"({"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]})", "messages[0].content[0].type");
 
   auto comp = openai::parse_completion_request(R"({"model":"m","prompt":["Once"]})");

@@ -9,6 +9,7 @@
 #include <boost/json.hpp>
 #include <memory>
 #include <regex>
+#include <thread>
 
 #include "api/anthropic/messages.h"
 #include "api/service.h"
@@ -90,6 +91,84 @@ bool has_id(const std::string& s, const std::string& prefix) {
 }
 
 std::string str(const json::value& v) { return v.is_string() ? std::string(v.get_string()) : std::string(); }
+
+// Both tools, and a prompt whose fake model calls both: get_weather({}), then get_time({"tz":"CET"}).
+const std::string kTwoTools = std::string(R"("tools":[)") + kWeatherTool +
+                              R"(,{"name":"get_time","input_schema":{"type":"object"}}],)";
+const std::string kOpenAITwoTools =
+    R"("tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}},)"
+    R"({"type":"function","function":{"name":"get_time","parameters":{"type":"object"}}}],)";
+constexpr const char* kTwoCalls = R"([[fake:tool=get_weather:{}]][[fake:tool=get_time:{\"tz\":\"CET\"}]])";
+
+std::string anthropic_two(const std::string& content, const std::string& extra = "", bool stream = false) {
+  return std::string(R"({"model":"m","max_tokens":200,)") + (stream ? R"("stream":true,)" : "") + kTwoTools + extra +
+         R"("messages":[{"role":"user","content":")" + content + R"("}]})";
+}
+std::string openai_two(const std::string& content, const std::string& extra = "", bool stream = false) {
+  return std::string(R"({"model":"gpt","max_tokens":200,)") + (stream ? R"("stream":true,)" : "") + kOpenAITwoTools +
+         extra + R"("messages":[{"role":"user","content":")" + content + R"("}]})";
+}
+
+// The fake model's tokens (3 bytes each) up to the end of `answer_prefix`.
+int64_t tokens_through(const std::string& answer_prefix) { return static_cast<int64_t>((answer_prefix.size() + 2) / 3); }
+
+// An Anthropic stream's content blocks as "<index>:<type>[:<name>]" in
+// content_block_start order, checking that each block's deltas and stop
+// carry its index and come before the next block starts.
+std::vector<std::string> anthropic_blocks(const std::string& body) {
+  std::vector<std::string> blocks;
+  int open = -1;
+  for (const test::SseEvent& e : test::parse_sse(body)) {
+    if (e.event != "content_block_start" && e.event != "content_block_delta" && e.event != "content_block_stop") continue;
+    json::object o = test::parse_obj(e.data);
+    const int index = static_cast<int>(o["index"].as_int64());
+    if (e.event == "content_block_start") {
+      EXPECT_EQ(open, -1) << "a block starts before the previous one stopped";
+      EXPECT_EQ(index, static_cast<int>(blocks.size()));
+      open = index;
+      json::object b = o["content_block"].as_object();
+      std::string block = std::to_string(index) + ":" + str(b["type"]);
+      if (b.contains("name")) block.append(":").append(str(b["name"]));
+      blocks.push_back(std::move(block));
+    } else {
+      EXPECT_EQ(index, open) << e.data;
+      if (e.event == "content_block_stop") open = -1;
+    }
+  }
+  EXPECT_EQ(open, -1);
+  return blocks;
+}
+
+// An OpenAI stream's tool calls accumulated by index: "<index>:<name> <arguments>".
+std::vector<std::string> openai_streamed_calls(const std::string& body, std::string* finish = nullptr) {
+  std::vector<std::string> names, args, ids;
+  for (const test::SseEvent& e : test::parse_sse(body)) {
+    if (e.data == "[DONE]") continue;
+    json::object o = test::parse_obj(e.data);
+    for (const json::value& c : o["choices"].as_array()) {
+      const json::object& choice = c.as_object();
+      if (finish && !choice.at("finish_reason").is_null()) *finish = str(choice.at("finish_reason"));
+      const json::object& delta = choice.at("delta").as_object();
+      if (!delta.contains("tool_calls")) continue;
+      for (const json::value& tv : delta.at("tool_calls").as_array()) {
+        const json::object& tc = tv.as_object();
+        const size_t i = static_cast<size_t>(tc.at("index").as_int64());
+        if (tc.contains("id")) {
+          EXPECT_EQ(i, names.size()) << "a new call's index is the next one";
+          names.push_back(str(tc.at("function").as_object().at("name")));
+          ids.push_back(str(tc.at("id")));
+          args.emplace_back();
+        }
+        EXPECT_LT(i, names.size()) << e.data;
+        if (i < args.size()) args[i] += str(tc.at("function").as_object().at("arguments"));
+      }
+    }
+  }
+  std::vector<std::string> calls;
+  for (size_t i = 0; i < names.size(); ++i) calls.push_back(std::to_string(i) + ":" + names[i] + " " + args[i]);
+  for (size_t i = 1; i < ids.size(); ++i) EXPECT_NE(ids[i], ids[i - 1]);
+  return calls;
+}
 
 // ---- Anthropic ----
 
@@ -342,6 +421,107 @@ TEST_F(ToolTest, OpenAIToolCallsStreamingChunks) {
                 chunk("{}", R"("tool_calls")") + "data: [DONE]\n\n");
 }
 
+// ---- Parallel tool use ----
+
+TEST_F(ToolTest, ParallelCallsAreSeparateBlocksAndEntries) {
+  // Anthropic: streamed, a text block then one tool_use block per call.
+  HttpReply r = post("/v1/messages", anthropic_two(kTwoCalls, "", /*stream=*/true));
+  EXPECT_EQ(anthropic_blocks(r.body),
+            (std::vector<std::string>{"0:text", "1:tool_use:get_weather", "2:tool_use:get_time"}));
+  EXPECT_NE(r.body.find(R"("stop_reason":"tool_use")"), std::string::npos);
+  // OpenAI: streamed, tool_calls entries 0 and 1; and not streamed.
+  std::string finish;
+  r = post("/v1/chat/completions", openai_two(kTwoCalls, "", /*stream=*/true));
+  EXPECT_EQ(openai_streamed_calls(r.body, &finish),
+            (std::vector<std::string>{"0:get_weather {}", R"(1:get_time {"tz":"CET"})"}));
+  EXPECT_EQ(finish, "tool_calls");
+  json::object m = test::parse_obj(post("/v1/chat/completions", openai_two(kTwoCalls)).body)["choices"]
+                       .as_array()[0].as_object()["message"].as_object();
+  const json::array& calls = m["tool_calls"].as_array();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(str(calls[0].at("function").at("name")), "get_weather");
+  EXPECT_EQ(str(calls[1].at("function").at("arguments")), R"({"tz":"CET"})");
+  EXPECT_NE(calls[0].at("id"), calls[1].at("id"));
+  // parallel_tool_calls: true and disable_parallel_tool_use: false are the default.
+  r = post("/v1/chat/completions", openai_two(kTwoCalls, R"("parallel_tool_calls":true,)", true));
+  EXPECT_EQ(openai_streamed_calls(r.body).size(), 2u);
+  json::object o = test::parse_obj(
+      post("/v1/messages", anthropic_two(kTwoCalls, R"("tool_choice":{"type":"auto","disable_parallel_tool_use":false},)")).body);
+  EXPECT_EQ(o["content"].as_array().size(), 3u);
+}
+
+// What the fake Hermes model writes up to the end of its first call to get_weather({}).
+const std::string kFirstHermesCall =
+    "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>";
+
+TEST_F(ToolTest, DisableParallelToolUseStopsAfterTheFirstCall) {
+  const std::string single = R"("tool_choice":{"type":"auto","disable_parallel_tool_use":true},)";
+  const int64_t n_cancelled = api_->engine().n_cancelled();
+  json::object o = test::parse_obj(post("/v1/messages", anthropic_two(kTwoCalls, single)).body);
+  EXPECT_EQ(normalized(json::serialize(o["content"])),
+            R"([{"type":"text","text":"Let me check."},{"type":"tool_use","id":"toolu_X","name":"get_weather","input":{}}])");
+  EXPECT_EQ(str(o["stop_reason"]), "tool_use");
+  // The tokens up to the one that completed the call: not the whole script's.
+  EXPECT_EQ(o["usage"].as_object()["output_tokens"].as_int64(), tokens_through(kFirstHermesCall));
+  // The rest of the generation was cancelled.
+  for (int i = 0; i < 2000 && api_->engine().n_cancelled() == n_cancelled; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_GT(api_->engine().n_cancelled(), n_cancelled);
+
+  // Streaming: the same blocks, nothing after the call, the same usage.
+  HttpReply r = post("/v1/messages", anthropic_two(kTwoCalls, single, /*stream=*/true));
+  EXPECT_EQ(anthropic_blocks(r.body), (std::vector<std::string>{"0:text", "1:tool_use:get_weather"}));
+  EXPECT_EQ(r.body.find("get_time"), std::string::npos) << r.body;
+  std::vector<test::SseEvent> ev = test::parse_sse(r.body);
+  ASSERT_GE(ev.size(), 3u);
+  EXPECT_EQ(ev[ev.size() - 3].event, "content_block_stop");
+  json::object delta = test::parse_obj(ev[ev.size() - 2].data);
+  EXPECT_EQ(str(delta["delta"].as_object()["stop_reason"]), "tool_use");
+  EXPECT_EQ(delta["usage"].as_object()["output_tokens"].as_int64(), tokens_through(kFirstHermesCall));
+  // The other tool_choice types take the flag too.
+  o = test::parse_obj(post("/v1/messages", anthropic_two(kTwoCalls, R"("tool_choice":{"type":"any","disable_parallel_tool_use":true},)")).body);
+  EXPECT_EQ(o["content"].as_array().size(), 1u) << json::serialize(o);
+  EXPECT_EQ(str(o["stop_reason"]), "tool_use");
+}
+
+TEST_F(ToolTest, ParallelToolCallsFalseStopsAfterTheFirstCall) {
+  const std::string single = R"("parallel_tool_calls":false,)";
+  json::object o = test::parse_obj(post("/v1/chat/completions", openai_two(kTwoCalls, single)).body);
+  json::object c = o["choices"].as_array()[0].as_object();
+  EXPECT_EQ(str(c["finish_reason"]), "tool_calls");
+  json::object m = c["message"].as_object();
+  EXPECT_EQ(str(m["content"]), "Let me check.");
+  ASSERT_EQ(m["tool_calls"].as_array().size(), 1u);
+  EXPECT_EQ(str(m["tool_calls"].as_array()[0].at("function").at("name")), "get_weather");
+  EXPECT_EQ(o["usage"].as_object()["completion_tokens"].as_int64(), tokens_through(kFirstHermesCall));
+  std::string finish;
+  HttpReply r = post("/v1/chat/completions",
+                     openai_two(kTwoCalls, single + R"("stream_options":{"include_usage":true},)", /*stream=*/true));
+  EXPECT_EQ(openai_streamed_calls(r.body, &finish), (std::vector<std::string>{"0:get_weather {}"}));
+  EXPECT_EQ(finish, "tool_calls");
+  EXPECT_EQ(r.body.find("get_time"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find(R"("completion_tokens":)" + std::to_string(tokens_through(kFirstHermesCall)) + ","),
+            std::string::npos)
+      << r.body;
+  // One call in the answer anyway: the same answer as with parallel calls.
+  o = test::parse_obj(post("/v1/chat/completions", openai(std::string("x ") + kCall, single)).body);
+  EXPECT_EQ(str(o["choices"].as_array()[0].at("finish_reason")), "tool_calls");
+}
+
+TEST_F(ToolTest, ParallelFlagsMustBeBooleans) {
+  for (const char* v : {"1", R"("true")", "{}", "[]"}) {
+    json::object e = rejected("/v1/messages",
+                              anthropic("x", std::string(R"("tool_choice":{"type":"auto","disable_parallel_tool_use":)") + v + "},"));
+    EXPECT_TRUE(str(e["message"]).starts_with("tool_choice.disable_parallel_tool_use: ")) << str(e["message"]);
+    e = rejected("/v1/chat/completions", openai("x", std::string(R"("parallel_tool_calls":)") + v + ","));
+    EXPECT_EQ(str(e["param"]), "parallel_tool_calls") << v;
+  }
+  // null is "not given".
+  post("/v1/chat/completions", openai("x", R"("parallel_tool_calls":null,)"));
+  post("/v1/messages", anthropic("x", R"("tool_choice":{"type":"auto","disable_parallel_tool_use":null},)"));
+}
+
 // ---- Request validation ----
 
 TEST_F(ToolTest, ToolNamesMustMatchThePattern) {
@@ -463,6 +643,30 @@ TEST_F(Llama3ToolTest, OtherSyntaxIsText) {
   ASSERT_EQ(o["content"].as_array().size(), 1u);
   EXPECT_EQ(str(o["content"].as_array()[0].as_object().at("text")),
             "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\"}}\n</tool_call>");
+}
+
+TEST_F(Llama3ToolTest, ParallelCallsAndSingleCall) {
+  const std::string calls = std::string("[[fake:syntax=llama3]]") + kTwoCalls;
+  HttpReply r = post("/v1/messages", anthropic_two(calls, "", /*stream=*/true));
+  EXPECT_EQ(anthropic_blocks(r.body), (std::vector<std::string>{"0:tool_use:get_weather", "1:tool_use:get_time"}));
+  json::object o = test::parse_obj(post("/v1/messages", anthropic_two(calls)).body);
+  EXPECT_EQ(normalized(json::serialize(o["content"])),
+            R"([{"type":"tool_use","id":"toolu_X","name":"get_weather","input":{}},)"
+            R"({"type":"tool_use","id":"toolu_X","name":"get_time","input":{"tz":"CET"}}])");
+  r = post("/v1/chat/completions", openai_two(calls, "", /*stream=*/true));
+  EXPECT_EQ(openai_streamed_calls(r.body), (std::vector<std::string>{"0:get_weather {}", R"(1:get_time {"tz":"CET"})"}));
+
+  // One call: the answer ends with the first object.
+  const std::string first = R"({"name": "get_weather", "parameters": {}})";
+  o = test::parse_obj(post("/v1/messages", anthropic_two(calls, R"("tool_choice":{"type":"auto","disable_parallel_tool_use":true},)")).body);
+  EXPECT_EQ(normalized(json::serialize(o["content"])),
+            R"([{"type":"tool_use","id":"toolu_X","name":"get_weather","input":{}}])");
+  EXPECT_EQ(str(o["stop_reason"]), "tool_use");
+  EXPECT_EQ(o["usage"].as_object()["output_tokens"].as_int64(), tokens_through(first));
+  std::string finish;
+  r = post("/v1/chat/completions", openai_two(calls, R"("parallel_tool_calls":false,)", /*stream=*/true));
+  EXPECT_EQ(openai_streamed_calls(r.body, &finish), (std::vector<std::string>{"0:get_weather {}"}));
+  EXPECT_EQ(finish, "tool_calls");
 }
 
 }  // namespace

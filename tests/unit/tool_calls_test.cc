@@ -32,8 +32,9 @@ struct Parsed {
   std::string text_before_finish;  // text emitted by push() alone
 };
 
-Parsed parse(ToolSyntax syntax, const std::vector<std::string>& chunks, std::string_view seed = {}) {
-  ToolCallParser p(syntax, kTools, seed);
+Parsed parse(ToolSyntax syntax, const std::vector<std::string>& chunks, std::string_view seed = {},
+             ToolParserOptions options = {}) {
+  ToolCallParser p(syntax, kTools, seed, options);
   std::vector<AnswerPart> all;
   std::string streamed;
   for (const std::string& c : chunks) {
@@ -52,8 +53,9 @@ Parsed parse(ToolSyntax syntax, const std::vector<std::string>& chunks, std::str
   return {describe(all), streamed};
 }
 
-Parsed parse_whole(ToolSyntax syntax, const std::string& text, std::string_view seed = {}) {
-  return parse(syntax, {text}, seed);
+Parsed parse_whole(ToolSyntax syntax, const std::string& text, std::string_view seed = {},
+                   ToolParserOptions options = {}) {
+  return parse(syntax, {text}, seed, options);
 }
 
 std::vector<std::string> chars(const std::string& s) {
@@ -70,11 +72,12 @@ std::vector<std::string> chunks_of(const std::string& s, size_t n) {
 
 // Every chunking gives the same parts: char by char, every two-way split,
 // and random chunkings.
-void expect_chunking_invariant(ToolSyntax syntax, const std::string& text, const std::vector<std::string>& expected) {
-  EXPECT_EQ(parse_whole(syntax, text).parts, expected) << "whole";
-  EXPECT_EQ(parse(syntax, chars(text)).parts, expected) << "char by char";
+void expect_chunking_invariant(ToolSyntax syntax, const std::string& text, const std::vector<std::string>& expected,
+                               ToolParserOptions options = {}) {
+  EXPECT_EQ(parse_whole(syntax, text, {}, options).parts, expected) << "whole";
+  EXPECT_EQ(parse(syntax, chars(text), {}, options).parts, expected) << "char by char";
   for (size_t cut = 0; cut <= text.size(); ++cut) {
-    EXPECT_EQ(parse(syntax, {text.substr(0, cut), text.substr(cut)}).parts, expected) << "split at " << cut;
+    EXPECT_EQ(parse(syntax, {text.substr(0, cut), text.substr(cut)}, {}, options).parts, expected) << "split at " << cut;
   }
   std::mt19937 rng(1234);
   for (int iter = 0; iter < 200; ++iter) {
@@ -84,7 +87,7 @@ void expect_chunking_invariant(ToolSyntax syntax, const std::string& text, const
       chunks.push_back(text.substr(pos, n));
       pos += n;
     }
-    EXPECT_EQ(parse(syntax, chunks).parts, expected) << "random chunking " << iter;
+    EXPECT_EQ(parse(syntax, chunks, {}, options).parts, expected) << "random chunking " << iter;
   }
 }
 
@@ -332,6 +335,78 @@ TEST(ToolCallParser, DeepArgumentsAreCalls) {
   std::string quoted;
   for (char c : args) quoted += c == '"' ? std::string("\\\"") : std::string(1, c);
   EXPECT_EQ(parse_whole(ToolSyntax::kHermes, "<tool_call>{\"name\": \"get_weather\", \"arguments\": \"" + quoted + "\"}</tool_call>").parts, call);
+}
+
+// single_call: the first complete, valid call ends the answer.
+constexpr ToolParserOptions kSingle{.single_call = true};
+
+// Feeds `text` one byte at a time; the byte after which done() first holds
+// (npos: never), and the answer.
+std::pair<size_t, std::vector<std::string>> done_at(ToolSyntax syntax, const std::string& text, std::string_view seed = {}) {
+  ToolCallParser p(syntax, kTools, seed, kSingle);
+  std::vector<AnswerPart> all;
+  size_t at = std::string::npos;
+  for (size_t i = 0; i < text.size(); ++i) {
+    p.push(text.substr(i, 1), &all);
+    if (p.done() && at == std::string::npos) at = i;
+  }
+  p.finish(&all);
+  return {at, describe(all)};
+}
+
+TEST(ToolCallParser, SingleCallEndsTheAnswerAtTheFirstCall) {
+  const std::string second = "\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\": \"CET\"}}\n</tool_call>";
+  const std::vector<std::string> first_only = {"T:Let me check.", R"(C:get_weather {"location":"Paris","unit":"c"})"};
+  // Neither the second call nor any text after the first comes out.
+  expect_chunking_invariant(ToolSyntax::kHermes, "Let me check.\n" + kHermesCall + second, first_only, kSingle);
+  expect_chunking_invariant(ToolSyntax::kHermes, "Let me check.\n" + kHermesCall + "\nDone.", first_only, kSingle);
+  // done() turns true with the byte that completes the first call.
+  const std::string text = "Let me check.\n" + kHermesCall + second;
+  auto [at, parts] = done_at(ToolSyntax::kHermes, text);
+  EXPECT_EQ(at, std::string("Let me check.\n").size() + kHermesCall.size() - 1);
+  EXPECT_EQ(parts, first_only);
+  // Without single_call the same output has both calls, and the parser is never done.
+  ToolCallParser all(ToolSyntax::kHermes, kTools);
+  std::vector<AnswerPart> out;
+  all.push(text, &out);
+  all.finish(&out);
+  EXPECT_FALSE(all.done());
+  EXPECT_EQ(all.n_calls(), 2);
+}
+
+TEST(ToolCallParser, SingleCallSkipsFailedCalls) {
+  // A call that is not valid is text as always, and does not count: the next valid one is the call.
+  const std::string unknown = "<tool_call>\n{\"name\": \"rm_rf\", \"arguments\": {}}\n</tool_call>";
+  expect_chunking_invariant(ToolSyntax::kHermes, unknown + "\n" + kHermesCall + "\n" + kHermesCall,
+                            {"T:" + unknown, R"(C:get_weather {"location":"Paris","unit":"c"})"}, kSingle);
+  // No call at all: text, and never done.
+  auto [at, parts] = done_at(ToolSyntax::kHermes, "Just text <tool_c");
+  EXPECT_EQ(at, std::string::npos);
+  EXPECT_EQ(parts, std::vector<std::string>{"T:Just text <tool_c"});
+}
+
+TEST(ToolCallParser, SingleCallLlama3IsFinalWhenItsObjectCloses) {
+  // Not held to the end of the answer: the call's closing brace ends it.
+  const std::string two = kLlamaCall + "; " + R"({"name": "get_time", "parameters": {}})";
+  auto [at, parts] = done_at(ToolSyntax::kLlama3Json, two);
+  EXPECT_EQ(at, kLlamaCall.size() - 1);
+  EXPECT_EQ(parts, std::vector<std::string>{R"(C:get_weather {"location":"Paris"})"});
+  expect_chunking_invariant(ToolSyntax::kLlama3Json, two, {R"(C:get_weather {"location":"Paris"})"}, kSingle);
+  expect_chunking_invariant(ToolSyntax::kLlama3Json, kLlamaCall + " and prose", {R"(C:get_weather {"location":"Paris"})"},
+                            kSingle);
+  // Not a call: text, as without single_call.
+  expect_chunking_invariant(ToolSyntax::kLlama3Json, R"({"name": "rm", "parameters": {}}; )" + kLlamaCall,
+                            {R"(T:{"name": "rm", "parameters": {}}; )" + kLlamaCall}, kSingle);
+}
+
+TEST(ToolCallParser, SingleCallWithASeed) {
+  const std::string seed = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\":";
+  auto [at, parts] = done_at(ToolSyntax::kHermes, " {\"location\": \"Oslo\"}}\n</tool_call>\n" + kHermesCall, seed);
+  EXPECT_EQ(at, std::string(" {\"location\": \"Oslo\"}}\n</tool_call>").size() - 1);
+  EXPECT_EQ(parts, std::vector<std::string>{R"(C:get_weather {"location":"Oslo"})"});
+  std::tie(at, parts) = done_at(ToolSyntax::kLlama3Json, R"( {"location": "Rome"}}; )" + kLlamaCall,
+                                R"({"name": "get_weather", "parameters":)");
+  EXPECT_EQ(parts, std::vector<std::string>{R"(C:get_weather {"location":"Rome"})"});
 }
 
 TEST(ToolCallParser, NoSyntaxPassesEverythingThrough) {

@@ -134,7 +134,9 @@ void parse_conversation(const json::object& o, ChatRequest* r) {
     } else {
       throw_field_error("tool_choice.type", "must be 'auto', 'any', 'tool' or 'none'", "invalid_value");
     }
-    if (const auto* d = find_field(c, "disable_parallel_tool_use")) json_bool(*d, "tool_choice.disable_parallel_tool_use");
+    if (const auto* d = find_field(c, "disable_parallel_tool_use")) {
+      r->parallel_tool_calls = !json_bool(*d, "tool_choice.disable_parallel_tool_use");
+    }
   }
   check_tool_choice(*r, "tool_choice.name");
 }

@@ -319,6 +319,7 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
         r->tool_choice = "tool:" + name;
       }
     }
+    if (const auto* f = find_field(o, "parallel_tool_calls")) r->parallel_tool_calls = json_bool(*f, "parallel_tool_calls");
     check_tool_choice(*r, "tool_choice.function.name");
   });
 }
