@@ -114,6 +114,26 @@ TEST(ServerTest, StartupLineAndBasics) {
   EXPECT_NE(m.body.find("engine_kv_blocks_total"), std::string::npos);
 }
 
+TEST(ServerTest, ToolCallMetrics) {
+  // The fake model calls get_weather and then get_stock, which is not offered: one call, one fallback.
+  const std::string series = "zerolayer_tool_calls_total{api=\"anthropic\"}";
+  const std::string fallback = "zerolayer_tool_call_fallbacks_total{api=\"anthropic\",reason=\"unknown_tool\"}";
+  const int64_t n_calls = metric(series);
+  const int64_t n_fallbacks = metric(fallback);
+  ASSERT_GE(n_calls, 0);
+  ASSERT_GE(n_fallbacks, 0);
+  HttpReply r = fetch(port(), "POST", "/v1/messages",
+                      msg_body(R"("tools":[{"name":"get_weather","input_schema":{"type":"object"}}])",
+                               "[[fake:tool=get_weather:{}]][[fake:tool=get_stock:{}]]"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(str(parse_obj(r.body)["stop_reason"]), "tool_use") << r.body;
+  EXPECT_EQ(metric(series), n_calls + 1);
+  EXPECT_EQ(metric(fallback), n_fallbacks + 1);
+  HttpReply m = fetch(port(), "GET", "/metrics");
+  EXPECT_NE(m.body.find("# TYPE zerolayer_tool_calls_total counter\n"), std::string::npos);
+  EXPECT_NE(m.body.find("# TYPE zerolayer_tool_call_fallbacks_total counter\n"), std::string::npos);
+}
+
 TEST(ServerTest, UnknownRouteAndWrongMethod) {
   expect_anthropic_error(fetch(port(), "GET", "/v1/nope"), 404, "not_found_error", "route_not_found");
   HttpReply r = fetch(port(), "GET", "/v1/messages");

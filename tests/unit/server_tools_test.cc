@@ -522,6 +522,51 @@ TEST_F(ToolTest, ParallelFlagsMustBeBooleans) {
   post("/v1/messages", anthropic("x", R"("tool_choice":{"type":"auto","disable_parallel_tool_use":null},)"));
 }
 
+// ---- /metrics ----
+
+TEST_F(ToolTest, ToolCallMetrics) {
+  auto metrics = [&] { return test::fetch(api_->port(), "GET", "/metrics").body; };
+  // One series' value; -1 when it is absent.
+  auto metric = [&](const std::string& series) -> int64_t {
+    const std::string body = metrics();
+    const size_t at = body.find("\n" + series + " ");
+    return at == std::string::npos ? -1 : std::atoll(body.c_str() + at + series.size() + 2);
+  };
+  const std::string body = metrics();
+  EXPECT_NE(body.find("\n# HELP zerolayer_tool_calls_total "), std::string::npos);
+  EXPECT_NE(body.find("\n# TYPE zerolayer_tool_calls_total counter\n"), std::string::npos);
+  EXPECT_NE(body.find("\n# HELP zerolayer_tool_call_fallbacks_total "), std::string::npos);
+  EXPECT_NE(body.find("\n# TYPE zerolayer_tool_call_fallbacks_total counter\n"), std::string::npos);
+  const std::vector<std::string> apis = {"anthropic", "openai"};
+  const std::vector<std::string> reasons = {"invalid_json", "invalid_call", "unknown_tool", "too_large", "incomplete"};
+  auto calls = [&](const std::string& api) { return metric("zerolayer_tool_calls_total{api=\"" + api + "\"}"); };
+  auto fallbacks = [&](const std::string& api, const std::string& reason) {
+    return metric("zerolayer_tool_call_fallbacks_total{api=\"" + api + "\",reason=\"" + reason + "\"}");
+  };
+  // Every series exists from the start, at 0.
+  for (const std::string& api : apis) {
+    EXPECT_EQ(calls(api), 0) << api;
+    for (const std::string& reason : reasons) EXPECT_EQ(fallbacks(api, reason), 0) << api << " " << reason;
+  }
+
+  post("/v1/messages", anthropic(std::string("x ") + kCall));                             // 1 call
+  post("/v1/messages", anthropic_two(kTwoCalls, "", /*stream=*/true));                     // 2 calls
+  post("/v1/messages", anthropic("[[fake:tool=get_stock:{}]]"));                           // unknown tool
+  post("/v1/chat/completions", openai_two(kTwoCalls, R"("parallel_tool_calls":false,)"));  // 1 call (of 2 written)
+  std::string cut = openai(std::string("x ") + kCall, "", /*stream=*/true);
+  cut.replace(cut.find("\"max_tokens\":200"), 16, "\"max_tokens\":10");
+  post("/v1/chat/completions", cut);                                                       // cut short
+  post("/v1/chat/completions", openai("Hi"));                                              // text, no call
+  EXPECT_EQ(calls("anthropic"), 3);
+  EXPECT_EQ(calls("openai"), 1);
+  for (const std::string& api : apis) {
+    for (const std::string& reason : reasons) {
+      const bool hit = (api == "anthropic" && reason == "unknown_tool") || (api == "openai" && reason == "incomplete");
+      EXPECT_EQ(fallbacks(api, reason), hit ? 1 : 0) << api << " " << reason;
+    }
+  }
+}
+
 // ---- Request validation ----
 
 TEST_F(ToolTest, ToolNamesMustMatchThePattern) {
