@@ -3,6 +3,8 @@
 //
 //   pp128/pp512  prompt processing: one forward of N tokens (last logits only)
 //   tg128        generation: 128 forwards of one token each, from position 0
+//                (pp and tg over an F16 KV cache, as the engine serves and
+//                llama-bench measures)
 //   batched[B]   aggregate decode: B independent sequences (a 32-token
 //                prompt each, prefilled untimed) decoding together through the
 //                engine's ModelRunner with an F16 paged KV cache: every step
@@ -59,7 +61,7 @@ double seconds(std::chrono::steady_clock::time_point t0) {
 Result<double> tokens_per_second(BenchContext& ctx, int64_t n_steps, int64_t chunk, bool all_logits) {
   double best = 0;
   for (int rep = 0; rep < ctx.reps; ++rep) {
-    ReferenceForward fwd(ctx.model, n_steps * chunk, ctx.pool, ctx.weights);
+    ReferenceForward fwd(ctx.model, n_steps * chunk, ctx.pool, ctx.weights, KvType::kF16);
     const auto t0 = std::chrono::steady_clock::now();
     for (int64_t s = 0; s < n_steps; ++s) {
       std::span<const int32_t> tokens(ctx.ids.data() + s * chunk, static_cast<size_t>(chunk));
@@ -125,7 +127,7 @@ double median(std::vector<double> v) {
 Result<RooflineWindows> decode_roofline_windows(BenchContext& ctx, double bytes_per_token) {
   constexpr int kWindows = 16, kTokensPerWindow = 8, kWarmup = 1;
   constexpr int kStride = kTokensPerWindow + kWarmup;
-  ReferenceForward fwd(ctx.model, kWindows * kStride, ctx.pool, ctx.weights);
+  ReferenceForward fwd(ctx.model, kWindows * kStride, ctx.pool, ctx.weights, KvType::kF16);
   std::vector<double> ratios, bandwidths;
   for (int w = 0; w < kWindows; ++w) {
     const double bw = measure_read_bandwidth_gbs(ctx.pool, size_t{1} << 30, /*n_passes=*/1);

@@ -1,7 +1,7 @@
 // ReferenceForward: one sequence through the model, the simplest way to get
 // logits (`zerolayer logits`, `zerolayer bench`, tests). It is ModelRunner
-// (model/runner.h) over a private contiguous F32 KV cache: one block of n_ctx
-// positions. ZL_KERNELS=scalar turns every kernel into its plain scalar
+// (model/runner.h) over a private contiguous KV cache (F32 unless asked):
+// one block of n_ctx positions. ZL_KERNELS=scalar turns every kernel into its plain scalar
 // reference (kernels/quant.h vec_dot, scalar attention).
 //
 // Not thread-safe; the thread pool (if any) parallelizes inside each step.
@@ -24,8 +24,10 @@ class ReferenceForward {
  public:
   // n_ctx: KV cache capacity in tokens (<= 0: the model's training context).
   // `weights`: shared prepared weights; null prepares a private set.
+  // `kv_type`: F32 (the reference, what the golden tests compare) or F16
+  // (what the engine serves with; `zerolayer bench` measures that).
   ReferenceForward(const Model& model, int64_t n_ctx, ThreadPool* pool,
-                   std::shared_ptr<const PackedWeights> weights = nullptr);
+                   std::shared_ptr<const PackedWeights> weights = nullptr, KvType kv_type = KvType::kF32);
 
   // Feeds `tokens` at positions [n_past(), n_past() + tokens.size()) and
   // returns logits, n_vocab floats per output row: one row per token when
