@@ -387,8 +387,10 @@ void prefetch_matmul(const PackedMatrix& w, int64_t n_tokens, ThreadPool* pool) 
       !worth_a_dispatch(w, n_tokens)) {
     return;
   }
-  // Enough to cover a few microseconds of serial work, well within L2.
-  constexpr size_t kHeadBytes = size_t{1024} << 10;
+  // More than a gap of serial work lasts (a few microseconds, ~100 KB at one
+  // core's bandwidth), well within L2; the long gap between decode steps
+  // fills it.
+  constexpr size_t kHeadBytes = size_t{512} << 10;
   const int64_t grain = row_grain(w, n_tokens, pool);
   for (int t = 1; t < pool->n_threads(); ++t) {
     int64_t r0 = 0, r1 = 0;
