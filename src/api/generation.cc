@@ -325,7 +325,11 @@ void GenerationSession::done(int status) {
                   .timings = timings_,
                   .t_submit = t_submit_,
                   .finish = finish_reason_,
-                  .error_reason = error_reason_};
+                  .error_reason = error_reason_,
+                  // Streamed calls reached the client as they went; a
+                  // collected answer only when it was sent.
+                  .n_tool_calls = options_.stream || status == 200 ? n_tool_calls_ : 0};
+  if (tool_parser_) r.n_tool_fallbacks = tool_parser_->n_fallbacks();
   if (status == 499 && r.error_reason.empty()) r.error_reason = "client_gone";
   fn(r);
 }

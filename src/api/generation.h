@@ -105,6 +105,8 @@ struct SessionResult {
   std::chrono::steady_clock::time_point t_submit{};  // engine.submit() was called
   FinishReason finish = FinishReason::kNone;
   std::string error_reason;      // error.detail.reason of an error answer
+  int n_tool_calls = 0;          // tool calls that reached the client
+  std::array<int, kNumToolFallbacks> n_tool_fallbacks{};  // ToolCallParser::n_fallbacks
 };
 
 struct SessionOptions {

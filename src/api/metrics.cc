@@ -29,6 +29,8 @@ void gauge(std::string& out, const char* name, const char* help, const char* typ
 
 }  // namespace
 
+std::string_view api_kind_name(ApiKind api) { return api == ApiKind::kOpenAI ? "openai" : "anthropic"; }
+
 void Histogram::observe(double seconds) {
   std::lock_guard<std::mutex> lock(mu_);
   size_t i = 0;
@@ -66,6 +68,12 @@ void ApiMetrics::on_generation(const Usage& usage, double t_first_ms, double t_t
   e2e_.observe(t_total_ms / 1000.0);
 }
 
+void ApiMetrics::on_tool_calls(ApiKind api, int n_calls, const std::array<int, kNumToolFallbacks>& n_fallbacks) {
+  const size_t a = static_cast<size_t>(api);
+  n_tool_calls_[a].fetch_add(n_calls);
+  for (size_t r = 0; r < n_fallbacks.size(); ++r) n_tool_fallbacks_[a][r].fetch_add(n_fallbacks[r]);
+}
+
 std::string ApiMetrics::render(const EngineStats& e, const std::string& extra) const {
   std::string out;
   out.reserve(4096);
@@ -82,6 +90,24 @@ std::string ApiMetrics::render(const EngineStats& e, const std::string& extra) c
         static_cast<double>(n_prompt_tokens_.load()));
   gauge(out, "zerolayer_generated_tokens_total", "Tokens generated for served requests", "counter",
         static_cast<double>(n_generated_tokens_.load()));
+  // Every label pair from the start (0 until it happens), so that rate() and
+  // alerts see a series before the first event.
+  out += "# HELP zerolayer_tool_calls_total Tool calls in answers (tool_use blocks, tool_calls entries), by API\n";
+  out += "# TYPE zerolayer_tool_calls_total counter\n";
+  for (size_t a = 0; a < kNumApis; ++a) {
+    out += "zerolayer_tool_calls_total{api=\"" + std::string(api_kind_name(static_cast<ApiKind>(a))) + "\"} " +
+           std::to_string(n_tool_calls_[a].load()) + "\n";
+  }
+  out += "# HELP zerolayer_tool_call_fallbacks_total Model outputs that started like a tool call but were not a valid "
+         "one and went out as text, by API and reason\n";
+  out += "# TYPE zerolayer_tool_call_fallbacks_total counter\n";
+  for (size_t a = 0; a < kNumApis; ++a) {
+    for (size_t r = 0; r < kNumToolFallbacks; ++r) {
+      out += "zerolayer_tool_call_fallbacks_total{api=\"" + std::string(api_kind_name(static_cast<ApiKind>(a))) +
+             "\",reason=\"" + std::string(tool_fallback_name(static_cast<ToolFallback>(r))) + "\"} " +
+             std::to_string(n_tool_fallbacks_[a][r].load()) + "\n";
+    }
+  }
   ttft_.render(out, "zerolayer_time_to_first_token_seconds", "Time from request to first generated token");
   e2e_.render(out, "zerolayer_request_duration_seconds", "Time from request to the last byte of the answer");
   gauge(out, "engine_requests_running", "Requests in the running batch", "gauge", static_cast<double>(e.n_running));

@@ -11,9 +11,14 @@
 #include <string>
 #include <utility>
 
+#include "api/tool_calls.h"
 #include "engine/request.h"
 
 namespace zl::api {
+
+// The wire API of a request: the `api` label ("anthropic", "openai").
+enum class ApiKind { kAnthropic, kOpenAI };
+std::string_view api_kind_name(ApiKind api);
 
 class Histogram {
  public:
@@ -33,6 +38,9 @@ class ApiMetrics {
  public:
   void on_request(const std::string& route, int status);
   void on_generation(const Usage& usage, double t_first_ms, double t_total_ms);
+  // One answer's tool calls (those that reached the client) and the outputs
+  // that started like a call but went out as text (ToolCallParser::n_fallbacks).
+  void on_tool_calls(ApiKind api, int n_calls, const std::array<int, kNumToolFallbacks>& n_fallbacks);
   // All metrics, with the engine's state and `extra` (more exposition text) appended.
   std::string render(const EngineStats& engine, const std::string& extra) const;
 
@@ -41,6 +49,9 @@ class ApiMetrics {
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   std::atomic<int64_t> n_prompt_tokens_{0};
   std::atomic<int64_t> n_generated_tokens_{0};
+  static constexpr int kNumApis = 2;
+  std::array<std::atomic<int64_t>, kNumApis> n_tool_calls_{};
+  std::array<std::array<std::atomic<int64_t>, kNumToolFallbacks>, kNumApis> n_tool_fallbacks_{};
   Histogram ttft_;
   Histogram e2e_;
 };

@@ -134,9 +134,11 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
   // in time-to-first-token and total time, as the client sees them.
   const auto t_start = received_at(req);
   opts.t_start = t_start;
-  opts.on_done = [this, route, t_start, id = req.request_id, method = req.method, stream = chat.stream](const SessionResult& r) {
+  opts.on_done = [this, route, t_start, api = api_of(req), id = req.request_id, method = req.method,
+                  stream = chat.stream](const SessionResult& r) {
     metrics_.on_request(route, r.status);
     metrics_.on_generation(r.usage, r.t_first_ms, r.t_total_ms);
+    metrics_.on_tool_calls(api, r.n_tool_calls, r.n_tool_fallbacks);
     if (!config_.request_log) return;
     config_.request_log(RequestLog{.request_id = id, .method = method, .route = route, .status = r.status,
                                    .generation = true, .stream = stream, .usage = r.usage, .finish = r.finish,

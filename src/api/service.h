@@ -54,7 +54,7 @@ class ApiService {
   void set_extra_metrics(std::function<std::string()> fn) { extra_metrics_ = std::move(fn); }
 
  private:
-  enum class Api { kAnthropic, kOpenAI };
+  using Api = ApiKind;
   static Api api_of(const http::HttpRequest& req);
   // Answers 401 and returns false when the request carries no valid key.
   bool authorize(const http::HttpRequest& req, http::Responder& res, const std::string& route);

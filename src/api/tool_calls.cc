@@ -60,6 +60,17 @@ constexpr int kNumLlamaStarts = static_cast<int>(std::size(kLlamaStarts));
 
 }  // namespace
 
+std::string_view tool_fallback_name(ToolFallback reason) {
+  switch (reason) {
+    case ToolFallback::kInvalidJson: return "invalid_json";
+    case ToolFallback::kInvalidCall: return "invalid_call";
+    case ToolFallback::kUnknownTool: return "unknown_tool";
+    case ToolFallback::kTooLarge: return "too_large";
+    case ToolFallback::kIncomplete: return "incomplete";
+  }
+  return "invalid_json";
+}
+
 ToolCallParser::ToolCallParser(ToolSyntax syntax, std::vector<std::string> tool_names, std::string_view seed,
                                ToolParserOptions options)
     : syntax_(syntax), names_(std::move(tool_names)), options_(options) {
@@ -94,8 +105,10 @@ void ToolCallParser::finish(std::vector<AnswerPart>* out) {
   if (mode_ == Mode::kCall && syntax_ == ToolSyntax::kLlama3Json && depth_ == 0 && !llama_calls_.empty()) {
     for (ToolCall& c : llama_calls_) emit_call(std::move(c), out);
   } else if (mode_ == Mode::kCall && syntax_ == ToolSyntax::kHermes) {
+    count_fallback(ToolFallback::kIncomplete);
     emit_text(call_prefix_ + buf_, out);
   } else {
+    if (mode_ == Mode::kCall) count_fallback(ToolFallback::kIncomplete);  // Llama 3: inside a call's object
     emit_text(buf_, out);
   }
   llama_calls_.clear();
@@ -139,6 +152,7 @@ void ToolCallParser::run_hermes(std::vector<AnswerPart>* out) {
       while (scanned_ < buf_.size() && is_space(buf_[scanned_])) ++scanned_;
       if (scanned_ == buf_.size()) return;
       if (buf_[scanned_] != '{') {
+        count_fallback(ToolFallback::kInvalidJson);
         emit_text(call_prefix_, out);
         call_prefix_.clear();
         mode_ = Mode::kText;
@@ -156,6 +170,7 @@ void ToolCallParser::run_hermes(std::vector<AnswerPart>* out) {
       // Longer than any call: not one. Its first kMaxCallBytes bytes are
       // text now (a cut the content decides, not the chunking), the rest
       // is parsed as text again.
+      count_fallback(ToolFallback::kTooLarge);
       emit_text(call_prefix_ + buf_.substr(0, kMaxCallBytes), out);
       buf_.erase(0, kMaxCallBytes);
       call_prefix_.clear();
@@ -164,13 +179,12 @@ void ToolCallParser::run_hermes(std::vector<AnswerPart>* out) {
     }
     const std::string_view body = std::string_view(buf_).substr(0, close);
     ToolCall call;
-    boost::system::error_code ec;
-    const json::value v = parse_json(body, ec);
-    if (!ec && parse_call(v, &call)) {
+    if (const std::optional<ToolFallback> why = parse_call_text(body, &call)) {
+      count_fallback(*why);
+      emit_text(call_prefix_ + std::string(body) + std::string(kClose), out);
+    } else {
       emit_call(std::move(call), out);
       if (done_) return buf_.clear();  // single call: the rest is never emitted
-    } else {
-      emit_text(call_prefix_ + std::string(body) + std::string(kClose), out);
     }
     buf_.erase(0, close + kClose.size());
     call_prefix_.clear();
@@ -232,12 +246,20 @@ void ToolCallParser::run_llama_calls(std::vector<AnswerPart>* out) {
       // Between calls: whitespace and ';' separate them; anything else
       // means the answer is not only calls.
       if (is_space(c) || c == ';') continue;
-      if (c != '{') return llama_give_up(out);
+      if (c != '{') {
+        // Not JSON after <|python_tag|>, or calls followed by prose: not an
+        // answer of calls.
+        count_fallback(llama_calls_.empty() ? ToolFallback::kInvalidJson : ToolFallback::kInvalidCall);
+        return llama_give_up(out);
+      }
       obj_start_ = scan_pos_;
       depth_ = 1;
       continue;
     }
-    if (scan_pos_ - obj_start_ >= kMaxCallBytes) return llama_give_up(out);
+    if (scan_pos_ - obj_start_ >= kMaxCallBytes) {
+      count_fallback(ToolFallback::kTooLarge);
+      return llama_give_up(out);
+    }
     if (in_string_) {
       if (escape_) {
         escape_ = false;
@@ -254,10 +276,11 @@ void ToolCallParser::run_llama_calls(std::vector<AnswerPart>* out) {
       ++depth_;
     } else if ((c == '}' || c == ']') && --depth_ == 0) {
       const std::string_view object = std::string_view(buf_).substr(obj_start_, scan_pos_ + 1 - obj_start_);
-      boost::system::error_code ec;
-      const json::value v = parse_json(object, ec);
       ToolCall call;
-      if (ec || !parse_call(v, &call)) return llama_give_up(out);
+      if (const std::optional<ToolFallback> why = parse_call_text(object, &call)) {
+        count_fallback(*why);
+        return llama_give_up(out);
+      }
       if (options_.single_call) {
         // The answer ends with this call: it is final now.
         emit_call(std::move(call), out);
@@ -277,30 +300,36 @@ void ToolCallParser::llama_give_up(std::vector<AnswerPart>* out) {
 
 // Other members ("type": "function" before the name, as Llama 3.2 writes
 // it) are ignored.
-bool ToolCallParser::parse_call(const json::value& v, ToolCall* call) const {
-  if (!v.is_object()) return false;
+std::optional<ToolFallback> ToolCallParser::parse_call(const json::value& v, ToolCall* call) const {
+  if (!v.is_object()) return ToolFallback::kInvalidJson;
   const json::object& o = v.get_object();
   const json::value* name = o.if_contains("name");
-  if (!name || !name->is_string()) return false;
-  call->name = std::string(name->get_string());
-  if (std::find(names_.begin(), names_.end(), call->name) == names_.end()) return false;
+  if (!name || !name->is_string()) return ToolFallback::kInvalidCall;
   const json::value* args = o.if_contains("arguments");
   if (!args) args = o.if_contains("parameters");
   if (!args || args->is_null()) {
     call->arguments_json = "{}";
-    return true;
-  }
-  if (args->is_string()) {
+  } else if (args->is_string()) {
     // Some models write the arguments as a JSON string, as OpenAI sends them.
     boost::system::error_code ec;
     const json::value inner = parse_json(args->get_string(), ec);
-    if (ec || !inner.is_object()) return false;
+    if (ec || !inner.is_object()) return ToolFallback::kInvalidCall;
     call->arguments_json = json::serialize(inner);
-    return true;
+  } else if (args->is_object()) {
+    call->arguments_json = json::serialize(*args);
+  } else {
+    return ToolFallback::kInvalidCall;
   }
-  if (!args->is_object()) return false;
-  call->arguments_json = json::serialize(*args);
-  return true;
+  call->name = std::string(name->get_string());
+  if (std::find(names_.begin(), names_.end(), call->name) == names_.end()) return ToolFallback::kUnknownTool;
+  return std::nullopt;
+}
+
+std::optional<ToolFallback> ToolCallParser::parse_call_text(std::string_view text, ToolCall* call) const {
+  boost::system::error_code ec;
+  const json::value v = parse_json(text, ec);
+  if (ec) return ToolFallback::kInvalidJson;
+  return parse_call(v, call);
 }
 
 void ToolCallParser::emit_text(std::string_view text, std::vector<AnswerPart>* out) {

@@ -55,6 +55,8 @@
 // Not thread-safe: one per generation.
 #pragma once
 
+#include <array>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -68,6 +70,21 @@ class value;
 namespace zl::api {
 
 enum class ToolSyntax { kNone, kHermes, kLlama3Json };
+
+// Why output that started like a tool call (Hermes: <tool_call> then `{` or
+// anything else; Llama 3: the answer's start matched `{"name"`, `{"type":
+// "function", "name"` or <|python_tag|>) was not one and went out as text.
+enum class ToolFallback {
+  kInvalidJson,  // not a JSON object (a marker followed by prose included)
+  kInvalidCall,  // JSON, but not {"name": string, "arguments"|"parameters": object}
+  kUnknownTool,  // a name that is not one of the offered tools
+  kTooLarge,     // longer than ToolCallParser::kMaxCallBytes
+  kIncomplete,   // the output ended inside it (max_tokens, a stop string, the window)
+};
+inline constexpr int kNumToolFallbacks = 5;
+// "invalid_json", "invalid_call", "unknown_tool", "too_large", "incomplete":
+// the metric label.
+std::string_view tool_fallback_name(ToolFallback reason);
 
 // One piece of an answer: text, or a complete tool call (call.id is empty:
 // the API formatter names it toolu_… / call_…).
@@ -95,6 +112,9 @@ class ToolCallParser {
   void finish(std::vector<AnswerPart>* out);
 
   int n_calls() const { return n_calls_; }
+  // Outputs that started like a call but were text in the end, by reason
+  // (index: ToolFallback).
+  const std::array<int, kNumToolFallbacks>& n_fallbacks() const { return n_fallbacks_; }
   // single_call: the call has been emitted; the answer is complete.
   bool done() const { return done_; }
 
@@ -113,9 +133,11 @@ class ToolCallParser {
   // Llama 3: all that is held is text after all; the rest of the answer too.
   void llama_give_up(std::vector<AnswerPart>* out);
   void emit_text(std::string_view text, std::vector<AnswerPart>* out);
-  // One call object ({"name", "arguments"|"parameters"}); false when it is
-  // not a valid call to an offered tool.
-  bool parse_call(const boost::json::value& v, ToolCall* call) const;
+  // One call object ({"name", "arguments"|"parameters"}); else why not.
+  std::optional<ToolFallback> parse_call(const boost::json::value& v, ToolCall* call) const;
+  // The same for the text of one call object.
+  std::optional<ToolFallback> parse_call_text(std::string_view text, ToolCall* call) const;
+  void count_fallback(ToolFallback reason) { ++n_fallbacks_[static_cast<int>(reason)]; }
   void emit_call(ToolCall call, std::vector<AnswerPart>* out);
 
   ToolSyntax syntax_;
@@ -148,6 +170,7 @@ class ToolCallParser {
   bool after_call_ = false;  // drop whitespace that follows an accepted call
   size_t seed_left_ = 0;     // bytes of the seed not yet skipped in the text emitted
   int n_calls_ = 0;
+  std::array<int, kNumToolFallbacks> n_fallbacks_{};
 };
 
 }  // namespace zl::api

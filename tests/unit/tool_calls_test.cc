@@ -409,6 +409,57 @@ TEST(ToolCallParser, SingleCallWithASeed) {
   EXPECT_EQ(parts, std::vector<std::string>{R"(C:get_weather {"location":"Rome"})"});
 }
 
+// The fallbacks a whole output gives, by name ("unknown_tool=1 …"), fed in `chunk`-byte pieces.
+std::string fallbacks_of(ToolSyntax syntax, const std::string& text, size_t chunk = 1, std::string_view seed = {}) {
+  ToolCallParser p(syntax, kTools, seed);
+  std::vector<AnswerPart> out;
+  for (const std::string& c : chunks_of(text, chunk)) p.push(c, &out);
+  p.finish(&out);
+  std::string d;
+  for (int r = 0; r < kNumToolFallbacks; ++r) {
+    if (p.n_fallbacks()[r] == 0) continue;
+    if (!d.empty()) d += ' ';
+    d += std::string(tool_fallback_name(static_cast<ToolFallback>(r))) + "=" + std::to_string(p.n_fallbacks()[r]);
+  }
+  return d;
+}
+
+TEST(ToolCallParser, FallbacksAreCountedByReason) {
+  for (size_t chunk : {size_t{1}, size_t{5}, size_t{1} << 20}) {
+    SCOPED_TRACE(chunk);
+    // Hermes.
+    EXPECT_EQ(fallbacks_of(ToolSyntax::kHermes, "Hi " + kHermesCall + " " + kHermesCall, chunk), "");
+    EXPECT_EQ(fallbacks_of(ToolSyntax::kHermes, "No call <tool_c", chunk), "");
+    EXPECT_EQ(fallbacks_of(ToolSyntax::kHermes, "<tool_call>{\"name\": \"get_time\",}</tool_call>", chunk), "invalid_json=1");
+    EXPECT_EQ(fallbacks_of(ToolSyntax::kHermes, "Use <tool_call> tags", chunk), "invalid_json=1");
+    EXPECT_EQ(fallbacks_of(ToolSyntax::kHermes, "<tool_call>{\"name\": \"get_time\", \"arguments\": [1]}</tool_call>", chunk),
+              "invalid_call=1");
+    EXPECT_EQ(fallbacks_of(ToolSyntax::kHermes, "<tool_call>{\"arguments\": {}}</tool_call>", chunk), "invalid_call=1");
+    EXPECT_EQ(fallbacks_of(ToolSyntax::kHermes,
+                           "<tool_call>{\"name\": \"rm_rf\"}</tool_call>" + kHermesCall + "<tool_call>{\"name\": \"ls\"}</tool_call>",
+                           chunk),
+              "unknown_tool=2");
+    EXPECT_EQ(fallbacks_of(ToolSyntax::kHermes, hermes_call_of_size(ToolCallParser::kMaxCallBytes + 1), chunk),
+              "too_large=1");
+    EXPECT_EQ(fallbacks_of(ToolSyntax::kHermes, "Sure <tool_call>\n{\"name\": \"get_ti", chunk), "incomplete=1");
+    // A forced call the model does not finish.
+    EXPECT_EQ(fallbacks_of(ToolSyntax::kHermes, "", chunk, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\":"),
+              "incomplete=1");
+    // Llama 3.
+    EXPECT_EQ(fallbacks_of(ToolSyntax::kLlama3Json, kLlamaCall + "; " + kLlamaCall, chunk), "");
+    EXPECT_EQ(fallbacks_of(ToolSyntax::kLlama3Json, "The answer is {\"name\": \"rm\"}", chunk), "");
+    EXPECT_EQ(fallbacks_of(ToolSyntax::kLlama3Json, "<|python_tag|>print(1)", chunk), "invalid_json=1");
+    EXPECT_EQ(fallbacks_of(ToolSyntax::kLlama3Json, R"({"name": "get_time", "parameters": {"a": }})", chunk), "invalid_json=1");
+    EXPECT_EQ(fallbacks_of(ToolSyntax::kLlama3Json, R"({"name": "rm", "parameters": {}})", chunk), "unknown_tool=1");
+    EXPECT_EQ(fallbacks_of(ToolSyntax::kLlama3Json, R"({"name": "get_time", "parameters": 3})", chunk), "invalid_call=1");
+    EXPECT_EQ(fallbacks_of(ToolSyntax::kLlama3Json,
+                           R"({"name": "get_weather", "parameters": {"q": ")" + std::string(ToolCallParser::kMaxCallBytes, 'a') + "\"}}",
+                           chunk),
+              "too_large=1");
+    EXPECT_EQ(fallbacks_of(ToolSyntax::kLlama3Json, R"({"name": "get_weather", "parameters": {"q": )", chunk), "incomplete=1");
+  }
+}
+
 TEST(ToolCallParser, NoSyntaxPassesEverythingThrough) {
   Parsed r = parse(ToolSyntax::kNone, {"x ", kHermesCall});
   EXPECT_EQ(r.text_before_finish, "x " + kHermesCall);
