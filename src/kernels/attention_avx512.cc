@@ -48,6 +48,22 @@ struct Vec {
         _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), static_cast<__mmask16>((1u << valid) - 1), p));
   }
   static float chunk_sum(const float* p) { return _mm512_reduce_add_ps(_mm512_loadu_ps(p)); }
+  // The transposing sum tree of score_chunk (attention_impl.h). pair_sum:
+  // per 128-bit quarter [a0 + a2, b0 + b2, a1 + a3, b1 + b3]; quad_sum of
+  // pair_sum(a, b) and pair_sum(c, d): per quarter the sums of a, b, c, d
+  // over that quarter; quarter_sum of z[0..3]: lane 4k + j = the sum over the
+  // four quarters of z[k]'s lane j.
+  static constexpr bool kTreeScores = true;
+  static T pair_sum(T a, T b) { return _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b)); }
+  static T quad_sum(T x, T y) {
+    const __m512d xd = _mm512_castps_pd(x), yd = _mm512_castps_pd(y);
+    return _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(xd, yd)), _mm512_castpd_ps(_mm512_unpackhi_pd(xd, yd)));
+  }
+  static T quarter_sum(const T* z) {
+    const T s01 = _mm512_add_ps(_mm512_shuffle_f32x4(z[0], z[1], 0x44), _mm512_shuffle_f32x4(z[0], z[1], 0xEE));
+    const T s23 = _mm512_add_ps(_mm512_shuffle_f32x4(z[2], z[3], 0x44), _mm512_shuffle_f32x4(z[2], z[3], 0xEE));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(s01, s23, 0x88), _mm512_shuffle_f32x4(s01, s23, 0xDD));
+  }
   // pr[g][c] = scale * (sum of d[g]'s lanes) for g < nh: the four vectors
   // are folded together (16 -> 8 -> 4 lanes each) before the last sums.
   static void hsum4(const T* d, int nh, int c, float (*pr)[16], float scale) {

@@ -47,6 +47,57 @@ inline void score_rows(const float* const* q, int64_t nv, const void* k_cache, i
   Vec::hsum4(d, NH, c, pr, scale);
 }
 
+// Makes a name dependent on a template parameter, so that the Vec members
+// used only by one ISA's path are looked up when that path is instantiated.
+template <class T, KvType>
+struct Dependent {
+  using type = T;
+};
+
+// The scores of a whole chunk (Vec::kTreeScores: kWidth == kChunk) for NH <=
+// kHeadBlock rows: per row the 16 dot-product vectors (one per position,
+// zero past n) are summed lane-wise by a transposing tree — pairs, quads,
+// then the four 128-bit quarters — into one vector whose lane c is position
+// c's score: ~3 operations a score instead of a horizontal sum each, and the
+// scores stay in a register for the softmax. Every row takes the same tree
+// whatever NH is (a row's result does not depend on its neighbours).
+template <KvType kType, int NH>
+inline void score_chunk(const float* const* q, int64_t nv, const void* k_cache, const int64_t* offs, int n,
+                        float (*pr)[kChunk], float scale) {
+  using VV = typename Dependent<Vec, kType>::type;
+  using V = typename VV::T;
+  constexpr int W = VV::kWidth;
+  static_assert(W == kChunk);
+  V z[NH][4];
+#pragma GCC unroll 4
+  for (int pg = 0; pg < 4; ++pg) {  // positions 4 pg .. 4 pg + 3
+    V a[2][NH];
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      V d[2][NH];
+#pragma GCC unroll 2
+      for (int j = 0; j < 2; ++j) {
+        const int c = 4 * pg + 2 * h + j;
+#pragma GCC unroll 4
+        for (int g = 0; g < NH; ++g) d[j][g] = VV::zero();
+        if (c < n) {
+          for (int64_t v = 0; v < nv; ++v) {
+            const V k = load_kv<kType>(k_cache, offs[c] + W * v);
+#pragma GCC unroll 4
+            for (int g = 0; g < NH; ++g) d[j][g] = VV::fmadd(VV::load(q[g] + W * v), k, d[j][g]);
+          }
+        }
+      }
+#pragma GCC unroll 4
+      for (int g = 0; g < NH; ++g) a[h][g] = VV::pair_sum(d[0][g], d[1][g]);
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < NH; ++g) z[g][pg] = VV::quad_sum(a[0][g], a[1][g]);
+  }
+#pragma GCC unroll 4
+  for (int g = 0; g < NH; ++g) VV::store(pr[g], VV::mul(VV::quarter_sum(z[g]), VV::set1(scale)));
+}
+
 // acc row r (stride `stride`) += sum_c pr[r][c] * V row c, for NR rows held
 // in registers.
 template <KvType kType, int NR>
@@ -101,12 +152,23 @@ __attribute__((noinline)) void chunk_rows(const AttentionShape& s, const float* 
   constexpr int W = Vec::kWidth, R = Vec::kMaxRows;
   const int64_t nv = s.head_dim / W;
   alignas(64) float pr[R][kChunk];
-  for (int c = 0; c < n; ++c) {  // scores, kHeadBlock rows per K load
+  if constexpr (Vec::kTreeScores) {  // kHeadBlock rows per K load, a chunk at a time
     for (int r0 = 0; r0 < nr; r0 += kHeadBlock) {
-      if (nr - r0 >= kHeadBlock) {
-        score_rows<kType, kHeadBlock>(q + r0, nv, k_cache, offs[c], c, pr + r0, s.scale);
-      } else {
-        for (int r = r0; r < nr; ++r) score_rows<kType, 1>(q + r, nv, k_cache, offs[c], c, pr + r, s.scale);
+      switch (std::min(kHeadBlock, nr - r0)) {
+        case 4: score_chunk<kType, 4>(q + r0, nv, k_cache, offs, n, pr + r0, s.scale); break;
+        case 3: score_chunk<kType, 3>(q + r0, nv, k_cache, offs, n, pr + r0, s.scale); break;
+        case 2: score_chunk<kType, 2>(q + r0, nv, k_cache, offs, n, pr + r0, s.scale); break;
+        default: score_chunk<kType, 1>(q + r0, nv, k_cache, offs, n, pr + r0, s.scale); break;
+      }
+    }
+  } else {
+    for (int c = 0; c < n; ++c) {  // scores, kHeadBlock rows per K load
+      for (int r0 = 0; r0 < nr; r0 += kHeadBlock) {
+        if (nr - r0 >= kHeadBlock) {
+          score_rows<kType, kHeadBlock>(q + r0, nv, k_cache, offs[c], c, pr + r0, s.scale);
+        } else {
+          for (int r = r0; r < nr; ++r) score_rows<kType, 1>(q + r, nv, k_cache, offs[c], c, pr + r, s.scale);
+        }
       }
     }
   }
