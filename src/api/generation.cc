@@ -50,8 +50,10 @@ GenerationSession::GenerationSession(SessionOptions options, std::unique_ptr<Eve
   if (options_.t_start != Clock::time_point{}) t_start_ = options_.t_start;
   if (options_.stream && options_.shape) shaper_.emplace(*options_.shape);
   if (options_.tools.active()) {
+    // Streams stream a call's arguments as they are written; a collected
+    // answer takes calls whole (a call that fails is then simply text).
     tool_parser_.emplace(options_.tools.syntax, options_.tools.names, options_.tools.prefill,
-                         ToolParserOptions{.single_call = options_.tools.single_call});
+                         ToolParserOptions{.single_call = options_.tools.single_call, .stream_arguments = options_.stream});
   }
 }
 
@@ -179,6 +181,7 @@ void GenerationSession::pump() {
       if (t_first_ms_ < 0) t_first_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t_start_).count();
       if (options_.stream) begin_stream_once();
       take_text(e.text, out);
+      if (call_abort_) return abort_call(out);
       if (tool_parser_ && tool_parser_->done()) {
         // A single call (parallel tool use disabled) is complete: the answer
         // ends with it, as if the model had ended its turn there. The rest
@@ -208,11 +211,12 @@ void GenerationSession::pump() {
       tool_parser_->finish(&rest);
       if (options_.stream && !rest.empty()) begin_stream_once();
       for (AnswerPart& part : rest) deliver(std::move(part), out);
+      if (call_abort_) return abort_call(out);
     }
     break;
   }
   if (shaper_) {
-    for (const std::string& piece : shaper_->take_ready(Clock::now())) formatter_->stream_text(piece, out);
+    for (const std::string& piece : shaper_->take_ready(Clock::now())) stream_piece(piece, out);
   }
   write(out);
   if (shaper_ && shaper_->has_pending()) {
@@ -230,17 +234,88 @@ void GenerationSession::take_text(std::string_view text, std::string& out) {
 }
 
 void GenerationSession::deliver(AnswerPart part, std::string& out) {
-  if (part.kind == AnswerPart::Kind::kText) return deliver_text(part.text, out);
-  ++n_tool_calls_;
-  if (!options_.stream) {
-    answer_.push_back(std::move(part));
-    return;
+  using Kind = AnswerPart::Kind;
+  switch (part.kind) {
+    case Kind::kText:
+      return deliver_text(part.text, out);
+    case Kind::kToolCall:
+      if (!options_.stream) {
+        ++n_tool_calls_;
+        answer_.push_back(std::move(part));
+        return;
+      }
+      // A call that could not stream (its arguments came first, or as a
+      // string) streams whole: the same frames as a streamed one.
+      deliver(AnswerPart{.kind = Kind::kToolCallStart, .call = ToolCall{.name = part.call.name}}, out);
+      deliver(AnswerPart{.kind = Kind::kToolCallDelta, .text = std::move(part.call.arguments_json)}, out);
+      return deliver(AnswerPart{.kind = Kind::kToolCallEnd}, out);
+    case Kind::kToolCallStart:
+      flush_shaper(out);  // the text before the call goes out before it, whatever the pacing
+      formatter_->stream_tool_call_start(part.call.name, out);
+      in_call_ = true;
+      call_name_ = std::move(part.call.name);
+      return;
+    case Kind::kToolCallDelta:
+      // Argument pieces are content like text: the shaper paces and splits them.
+      if (shaper_) return shaper_->push(part.text);
+      return formatter_->stream_tool_call_delta(part.text, out);
+    case Kind::kToolCallEnd:
+      flush_shaper(out);  // the arguments' last pieces, before the block ends
+      formatter_->stream_tool_call_end(out);
+      in_call_ = false;
+      ++n_tool_calls_;
+      return;
+    case Kind::kToolCallAbort:
+      call_abort_ = part.abort_reason;
+      return;
   }
-  if (shaper_) {
-    // The text before the call goes out before it, whatever the pacing.
-    for (const std::string& piece : shaper_->take_all(Clock::now())) formatter_->stream_text(piece, out);
+}
+
+void GenerationSession::flush_shaper(std::string& out) {
+  if (!shaper_) return;
+  for (const std::string& piece : shaper_->take_all(Clock::now())) stream_piece(piece, out);
+}
+
+void GenerationSession::stream_piece(std::string_view piece, std::string& out) {
+  if (in_call_) {
+    formatter_->stream_tool_call_delta(piece, out);
+  } else {
+    formatter_->stream_text(piece, out);
   }
-  formatter_->stream_tool_call(part.call, out);
+}
+
+namespace {
+
+// Why a streamed call cannot be completed, for the client.
+std::string aborted_call_message(const std::string& name, ToolFallback why) {
+  std::string m = "the model's call to tool '" + name + "' failed after its arguments had started streaming: ";
+  switch (why) {
+    case ToolFallback::kInvalidJson: return m + "its JSON became invalid";
+    case ToolFallback::kInvalidCall: return m + "its final form is not what was streamed (a repeated name or arguments member)";
+    case ToolFallback::kUnknownTool: return m + "its tool is not one of the offered tools";
+    case ToolFallback::kTooLarge:
+      return m + "it grew past " + std::to_string(ToolCallParser::kMaxCallBytes) + " bytes";
+    case ToolFallback::kIncomplete:
+      return m + "the output ended inside it (max_tokens, a stop sequence or the context window)";
+  }
+  return m;
+}
+
+}  // namespace
+
+void GenerationSession::abort_call(std::string& out) {
+  // A streamed call broke off: its start and part of its arguments have
+  // gone out and cannot be taken back, and ending the block would hand the
+  // client a call that does not parse (OpenAI clients accumulate the
+  // arguments as a string and JSON.parse it) or, closed by us, one the
+  // model never wrote. An error event makes both SDKs throw, so no client
+  // acts on it; a non-streaming request with the same output gets the
+  // failed call as text instead (nothing had been sent).
+  write(out);
+  channel_->cancel();
+  finish_reason_ = FinishReason::kError;
+  fail(ApiError{.type = ErrorType::kApi, .message = aborted_call_message(call_name_, *call_abort_),
+                .reason = "invalid_tool_call"});
 }
 
 void GenerationSession::deliver_text(std::string_view text, std::string& out) {

@@ -8,9 +8,16 @@
 //     thread drains the RequestChannel whenever the engine notifies, passes
 //     text through the tool-call parser (when the request offers tools in
 //     the model's native syntax, api/tool_calls.h), the stream shaper and an
-//     EventFormatter (the API's wire format) into the Responder. A tool call
-//     goes out whole once complete; the text the shaper holds before it goes
-//     out first, at once, whatever the pacing. With ToolPlan::single_call
+//     EventFormatter (the API's wire format) into the Responder. A stream
+//     gets a tool call as it is written (ToolParserOptions::stream_arguments:
+//     its block opens once the name is known and the arguments begin, the
+//     arguments follow in pieces, paced and split by the shaper like text);
+//     the text the shaper holds before a call goes out first, at once,
+//     whatever the pacing, and so do its last pieces before the block ends.
+//     A streamed call that then fails (invalid JSON, over the size cap, cut
+//     short) ends the stream with an error event (abort_call() says why);
+//     a non-streaming answer takes calls whole and a failed one is text.
+//     With ToolPlan::single_call
 //     (parallel tool use disabled) the first complete call ends the answer:
 //     the engine request is cancelled and the answer finishes with that call
 //     (tool_use / tool_calls). A client that goes away cancels the engine
@@ -74,9 +81,11 @@ struct Completion {
 };
 
 // An API's wire format for one generation. Called on the I/O thread, in
-// order: stream_start once, stream_text and stream_tool_call 0..n times in
-// the answer's order, then stream_finish or stream_error (streaming); or
-// complete / error (non-streaming).
+// order: stream_start once, stream_text and tool calls (stream_tool_call_start,
+// stream_tool_call_delta 1..n times, stream_tool_call_end) 0..n times in the
+// answer's order, then stream_finish or stream_error (streaming); or
+// complete / error (non-streaming). stream_error may also come inside a
+// call, after its start: the call is then not complete.
 // stream_ping may come any number of times after stream_start, between the
 // others, while the stream has nothing else to say.
 class EventFormatter {
@@ -84,8 +93,11 @@ class EventFormatter {
   virtual ~EventFormatter() = default;
   virtual void stream_start(const Usage& usage, std::string& out) = 0;
   virtual void stream_text(std::string_view text, std::string& out) = 0;
-  // A complete tool call (call.id is empty: the formatter gives it an id).
-  virtual void stream_tool_call(const ToolCall& call, std::string& out) = 0;
+  // A tool call opens: its name (the formatter gives it an id).
+  virtual void stream_tool_call_start(std::string_view name, std::string& out) = 0;
+  // The next piece of its arguments; the pieces concatenate to its arguments JSON.
+  virtual void stream_tool_call_delta(std::string_view arguments, std::string& out) = 0;
+  virtual void stream_tool_call_end(std::string& out) = 0;
   virtual void stream_finish(const Completion& c, std::string& out) = 0;
   virtual void stream_error(const ApiError& e, std::string& out) = 0;
   // A keep-alive frame that the API's clients skip.
@@ -155,6 +167,11 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   void take_text(std::string_view text, std::string& out);
   void deliver(AnswerPart part, std::string& out);
   void deliver_text(std::string_view text, std::string& out);
+  // What the shaper holds, now, as text or argument pieces (in_call_).
+  void flush_shaper(std::string& out);
+  void stream_piece(std::string_view piece, std::string& out);
+  // A streamed call failed (call_abort_): the stream ends with an error.
+  void abort_call(std::string& out);
   void finish(const Event& e);
   void fail(const ApiError& e);
   void schedule_shaper();
@@ -174,6 +191,9 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   std::optional<ToolCallParser> tool_parser_;
   std::vector<AnswerPart> answer_;    // non-streaming: the whole answer
   int n_tool_calls_ = 0;
+  bool in_call_ = false;       // a streamed call is open: shaper pieces are its arguments
+  std::string call_name_;      // its name
+  std::optional<ToolFallback> call_abort_;  // it failed after its start (kToolCallAbort)
   Usage usage_;
   Timings timings_;
   FinishReason finish_reason_ = FinishReason::kNone;

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 #include <iterator>
 
 #include "api/json_util.h"
-#include <boost/json/serialize.hpp>
 
 namespace zl::api {
 namespace json = boost::json;
@@ -79,8 +79,71 @@ ToolCallParser::ToolCallParser(ToolSyntax syntax, std::vector<std::string> tool_
   if (!seed.empty()) push(seed, &seed_out_);
 }
 
+// ---- CallObjectScanner ----
+
+bool CallObjectScanner::feed(char c) {
+  const int d0 = json_.depth();
+  const JsonScanner::Byte b = json_.feed(c);
+  ++n_bytes_;
+  if (b == JsonScanner::Byte::kError) return false;
+  const int d1 = json_.depth();
+  if (d0 == 0) return true;  // the object's `{`, or whitespace after its `}`
+  if (d0 == 1 && d1 <= 1 && b == JsonScanner::Byte::kStructural && (c == ',' || c == '}')) {
+    if (in_value_) end_member();
+    in_value_ = false;
+    return true;
+  }
+  if (!in_value_) {
+    if (b == JsonScanner::Byte::kKey) key_ += c;
+    if (b == JsonScanner::Byte::kStructural && c == ':') {
+      member_ = key_ == "\"name\""         ? Member::kName
+                : key_ == "\"arguments\""  ? Member::kArguments
+                : key_ == "\"parameters\"" ? Member::kParameters
+                                           : Member::kOther;
+      key_.clear();
+      value_.clear();
+      in_value_ = true;
+    }
+    return true;
+  }
+  if (b == JsonScanner::Byte::kSpace || member_ == Member::kOther) return true;
+  if (value_.empty() && c == '{' && member_ != Member::kName && streamed_.empty() && !name_.empty()) {
+    streaming_ = true;
+    streamed_name_ = name_;
+  }
+  value_ += c;
+  if (streaming_) streamed_ += c;
+  return true;
+}
+
+void CallObjectScanner::end_member() {
+  switch (member_) {
+    case Member::kName:
+      name_.clear();
+      if (value_.starts_with('"')) {
+        if (value_.find('\\') == std::string::npos) {
+          name_ = value_.substr(1, value_.size() - 2);
+        } else {
+          boost::system::error_code ec;
+          const json::value v = json::parse(value_, ec);
+          if (!ec && v.is_string()) name_ = std::string(v.get_string());
+        }
+      }
+      break;
+    case Member::kArguments: last_arguments_ = value_; break;
+    case Member::kParameters: last_parameters_ = value_; break;
+    case Member::kOther: break;
+  }
+  if (streaming_) {
+    streaming_ = false;
+    streamed_done_ = true;
+  }
+}
+
+// ---- ToolCallParser ----
+
 void ToolCallParser::push(std::string_view delta, std::vector<AnswerPart>* out) {
-  if (done_) return;
+  if (stopped()) return;
   if (!seed_out_.empty()) {
     out->insert(out->end(), seed_out_.begin(), seed_out_.end());
     seed_out_.clear();
@@ -101,19 +164,19 @@ void ToolCallParser::push(std::string_view delta, std::vector<AnswerPart>* out) 
 
 void ToolCallParser::finish(std::vector<AnswerPart>* out) {
   push({}, out);
-  if (done_) return;
-  if (mode_ == Mode::kCall && syntax_ == ToolSyntax::kLlama3Json && depth_ == 0 && !llama_calls_.empty()) {
-    for (ToolCall& c : llama_calls_) emit_call(std::move(c), out);
-  } else if (mode_ == Mode::kCall && syntax_ == ToolSyntax::kHermes) {
+  if (stopped()) return;
+  if (mode_ == Mode::kCall && (syntax_ == ToolSyntax::kHermes || scan_ || n_llama_calls_ == 0)) {
+    // Inside a call (Llama 3: inside an object, or nothing but <|python_tag|>).
     count_fallback(ToolFallback::kIncomplete);
-    emit_text(call_prefix_ + buf_, out);
-  } else {
-    if (mode_ == Mode::kCall) count_fallback(ToolFallback::kIncomplete);  // Llama 3: inside a call's object
+    if (call_open_) return abort_call(ToolFallback::kIncomplete, out);
+    emit_text(syntax_ == ToolSyntax::kHermes ? call_prefix_ + buf_ : buf_, out);
+  } else if (mode_ != Mode::kCall) {
     emit_text(buf_, out);
   }
-  llama_calls_.clear();
+  // Else Llama 3 between calls: only separators are held.
   buf_.clear();
   call_prefix_.clear();
+  scan_.reset();
   mode_ = Mode::kText;
 }
 
@@ -159,37 +222,59 @@ void ToolCallParser::run_hermes(std::vector<AnswerPart>* out) {
         continue;  // what follows the marker is text again
       }
       body_started_ = true;  // scanned_ is at the `{`: no closing marker starts before it
+      scan_pos_ = scanned_;
+      begin_call();
     }
-    const size_t close = buf_.find(kClose, scanned_);
-    if (close == std::string::npos) {
-      // A closing marker can only end in text not seen yet.
-      if (buf_.size() >= kClose.size()) scanned_ = std::max(scanned_, buf_.size() - kClose.size() + 1);
-      if (scanned_ <= kMaxCallBytes) return;
+    if (run_hermes_body(out)) return;
+    if (stopped()) return;
+  }
+}
+
+bool ToolCallParser::run_hermes_body(std::vector<AnswerPart>* out) {
+  const size_t close = buf_.find(kClose, scanned_);
+  if (close == std::string::npos && buf_.size() >= kClose.size()) {
+    // A closing marker can only end in text not seen yet.
+    scanned_ = std::max(scanned_, buf_.size() - kClose.size() + 1);
+  }
+  // The scanner reads what is surely body: up to the closing marker, or short
+  // of what may be its start at the end; never past the cap.
+  const size_t body_end = close != std::string::npos ? close : buf_.size() - partial_marker_suffix(buf_, kClose);
+  const size_t limit = std::min(body_end, kMaxCallBytes);
+  while (scan_pos_ < limit && !scan_->failed()) scan_->feed(buf_[scan_pos_++]);
+  stream_call(out);
+  if (call_open_ && scan_->failed()) {
+    count_fallback(ToolFallback::kInvalidJson);
+    abort_call(ToolFallback::kInvalidJson, out);
+    return false;
+  }
+  if (close == std::string::npos && scanned_ <= kMaxCallBytes) return true;
+  if (close == std::string::npos || close > kMaxCallBytes) {
+    // Longer than any call: not one. Its first kMaxCallBytes bytes are
+    // text now (a cut the content decides, not the chunking), the rest
+    // is parsed as text again.
+    count_fallback(ToolFallback::kTooLarge);
+    if (call_open_) {
+      abort_call(ToolFallback::kTooLarge, out);
+      return false;
     }
-    if (close == std::string::npos || close > kMaxCallBytes) {
-      // Longer than any call: not one. Its first kMaxCallBytes bytes are
-      // text now (a cut the content decides, not the chunking), the rest
-      // is parsed as text again.
-      count_fallback(ToolFallback::kTooLarge);
-      emit_text(call_prefix_ + buf_.substr(0, kMaxCallBytes), out);
-      buf_.erase(0, kMaxCallBytes);
-      call_prefix_.clear();
-      mode_ = Mode::kText;
-      continue;
-    }
+    emit_text(call_prefix_ + buf_.substr(0, kMaxCallBytes), out);
+    buf_.erase(0, kMaxCallBytes);
+  } else {
     const std::string_view body = std::string_view(buf_).substr(0, close);
-    ToolCall call;
-    if (const std::optional<ToolFallback> why = parse_call_text(body, &call)) {
-      count_fallback(*why);
+    if (decide_call(body, out)) {
+      if (done_) {  // single call: the rest is never emitted
+        buf_.clear();
+        return false;
+      }
+    } else if (!stopped()) {
       emit_text(call_prefix_ + std::string(body) + std::string(kClose), out);
-    } else {
-      emit_call(std::move(call), out);
-      if (done_) return buf_.clear();  // single call: the rest is never emitted
     }
     buf_.erase(0, close + kClose.size());
-    call_prefix_.clear();
-    mode_ = Mode::kText;
   }
+  call_prefix_.clear();
+  scan_.reset();
+  mode_ = Mode::kText;
+  return false;
 }
 
 void ToolCallParser::run_llama_start(std::vector<AnswerPart>* out) {
@@ -235,67 +320,116 @@ void ToolCallParser::run_llama_start(std::vector<AnswerPart>* out) {
     if (complete) break;
   }
   mode_ = Mode::kCall;
-  depth_ = 0;
   run_llama_calls(out);
 }
 
 void ToolCallParser::run_llama_calls(std::vector<AnswerPart>* out) {
-  for (; scan_pos_ < buf_.size(); ++scan_pos_) {
-    const char c = buf_[scan_pos_];
-    if (depth_ == 0) {
-      // Between calls: whitespace and ';' separate them; anything else
-      // means the answer is not only calls.
-      if (is_space(c) || c == ';') continue;
+  while (scan_pos_ < buf_.size()) {
+    if (!scan_) {
+      // Between calls: whitespace and ';' separate them, `{` opens the next
+      // one; anything else ends the calls (text from here on, not a
+      // fallback: prose after calls, unless nothing but <|python_tag|> came before).
+      const char c = buf_[scan_pos_];
+      if (is_space(c) || c == ';') {
+        ++scan_pos_;
+        continue;
+      }
       if (c != '{') {
-        // Not JSON after <|python_tag|>, or calls followed by prose: not an
-        // answer of calls.
-        count_fallback(llama_calls_.empty() ? ToolFallback::kInvalidJson : ToolFallback::kInvalidCall);
+        if (n_llama_calls_ == 0) count_fallback(ToolFallback::kInvalidJson);
         return llama_give_up(out);
       }
       obj_start_ = scan_pos_;
-      depth_ = 1;
-      continue;
+      begin_call();
     }
-    if (scan_pos_ - obj_start_ >= kMaxCallBytes) {
-      count_fallback(ToolFallback::kTooLarge);
+    while (scan_pos_ < buf_.size() && !scan_->done() && scan_->size() < kMaxCallBytes) {
+      if (!scan_->feed(buf_[scan_pos_++])) break;
+    }
+    stream_call(out);
+    if (scan_->failed() || (!scan_->done() && scan_->size() >= kMaxCallBytes)) {
+      const ToolFallback why = scan_->failed() ? ToolFallback::kInvalidJson : ToolFallback::kTooLarge;
+      count_fallback(why);
+      if (call_open_) return abort_call(why, out);
       return llama_give_up(out);
     }
-    if (in_string_) {
-      if (escape_) {
-        escape_ = false;
-      } else if (c == '\\') {
-        escape_ = true;
-      } else if (c == '"') {
-        in_string_ = false;
-      }
-      continue;
+    if (!scan_->done()) return;  // the object goes on in text not seen yet
+    const std::string_view object = std::string_view(buf_).substr(obj_start_, scan_pos_ - obj_start_);
+    if (!decide_call(object, out)) {
+      if (!stopped()) llama_give_up(out);
+      return;
     }
-    if (c == '"') {
-      in_string_ = true;
-    } else if (c == '{' || c == '[') {
-      ++depth_;
-    } else if ((c == '}' || c == ']') && --depth_ == 0) {
-      const std::string_view object = std::string_view(buf_).substr(obj_start_, scan_pos_ + 1 - obj_start_);
-      ToolCall call;
-      if (const std::optional<ToolFallback> why = parse_call_text(object, &call)) {
-        count_fallback(*why);
-        return llama_give_up(out);
-      }
-      if (options_.single_call) {
-        // The answer ends with this call: it is final now.
-        emit_call(std::move(call), out);
-        return buf_.clear();
-      }
-      llama_calls_.push_back(std::move(call));
-    }
+    ++n_llama_calls_;
+    if (done_) return buf_.clear();  // single call: the rest is never emitted
+    buf_.erase(0, scan_pos_);
+    scan_pos_ = 0;
+    scan_.reset();
   }
 }
 
 void ToolCallParser::llama_give_up(std::vector<AnswerPart>* out) {
   mode_ = Mode::kText;
-  llama_calls_.clear();
-  emit_text(buf_, out);
+  std::string_view rest = buf_;
+  if (n_llama_calls_ > 0) {
+    while (!rest.empty() && (is_space(rest.front()) || rest.front() == ';')) rest.remove_prefix(1);
+  }
+  emit_text(rest, out);
   buf_.clear();
+  scan_.reset();
+}
+
+void ToolCallParser::begin_call() {
+  scan_.emplace();
+  call_open_ = false;
+  n_args_streamed_ = 0;
+}
+
+void ToolCallParser::stream_call(std::vector<AnswerPart>* out) {
+  if (!options_.stream_arguments || !scan_) return;
+  const std::string_view args = scan_->streamed_args();
+  if (!call_open_) {
+    const std::string& name = scan_->streamed_name();
+    if (args.empty() || std::find(names_.begin(), names_.end(), name) == names_.end()) return;
+    call_open_ = true;
+    seed_left_ = 0;
+    out->push_back(AnswerPart{.kind = AnswerPart::Kind::kToolCallStart, .call = ToolCall{.name = name}});
+  }
+  if (args.size() > n_args_streamed_) {
+    out->push_back(AnswerPart{.kind = AnswerPart::Kind::kToolCallDelta, .text = std::string(args.substr(n_args_streamed_))});
+    n_args_streamed_ = args.size();
+  }
+}
+
+bool ToolCallParser::decide_call(std::string_view body, std::vector<AnswerPart>* out) {
+  ToolCall call;
+  std::optional<ToolFallback> why = parse_call_text(body, &call);
+  if (!why && call_open_) {
+    // What was streamed must be the call: the same name, and the arguments
+    // it chose (a later "arguments" member, or a second "name", would change it).
+    stream_call(out);
+    if (call.name != scan_->streamed_name() || !scan_->streamed_args_complete() ||
+        call.arguments_json != scan_->streamed_args()) {
+      why = ToolFallback::kInvalidCall;
+    }
+  }
+  if (why) {
+    count_fallback(*why);
+    if (call_open_) abort_call(*why, out);
+    return false;
+  }
+  if (!call_open_) {
+    emit_call(std::move(call), out);
+    return true;
+  }
+  emit_call(std::move(call), out);
+  out->back().kind = AnswerPart::Kind::kToolCallEnd;
+  return true;
+}
+
+void ToolCallParser::abort_call(ToolFallback reason, std::vector<AnswerPart>* out) {
+  out->push_back(AnswerPart{.kind = AnswerPart::Kind::kToolCallAbort, .abort_reason = reason});
+  aborted_ = true;
+  call_open_ = false;
+  buf_.clear();
+  scan_.reset();
 }
 
 // Other members ("type": "function" before the name, as Llama 3.2 writes
@@ -306,6 +440,7 @@ std::optional<ToolFallback> ToolCallParser::parse_call(const json::value& v, Too
   const json::value* name = o.if_contains("name");
   if (!name || !name->is_string()) return ToolFallback::kInvalidCall;
   const json::value* args = o.if_contains("arguments");
+  const bool parameters = !args;
   if (!args) args = o.if_contains("parameters");
   if (!args || args->is_null()) {
     call->arguments_json = "{}";
@@ -314,9 +449,19 @@ std::optional<ToolFallback> ToolCallParser::parse_call(const json::value& v, Too
     boost::system::error_code ec;
     const json::value inner = parse_json(args->get_string(), ec);
     if (ec || !inner.is_object()) return ToolFallback::kInvalidCall;
-    call->arguments_json = json::serialize(inner);
+    call->arguments_json = minify_json(args->get_string());
   } else if (args->is_object()) {
-    call->arguments_json = json::serialize(*args);
+    // The model's own text, minified. Boost.JSON's serialization would
+    // rewrite numbers (2.15E1 for 21.5, Infinity for 1e400); its verdict
+    // still decides: the text is used when it is the same JSON (it is not
+    // when a key was written with escapes, "\u0061rguments").
+    call->arguments_json.clear();
+    if (scan_ && scan_->done()) {
+      const std::string& text = parameters ? scan_->last_parameters() : scan_->last_arguments();
+      boost::system::error_code ec;
+      if (!text.empty() && parse_json(text, ec) == *args && !ec) call->arguments_json = text;
+    }
+    if (call->arguments_json.empty()) call->arguments_json = json::serialize(*args);
   } else {
     return ToolFallback::kInvalidCall;
   }
@@ -333,7 +478,7 @@ std::optional<ToolFallback> ToolCallParser::parse_call_text(std::string_view tex
 }
 
 void ToolCallParser::emit_text(std::string_view text, std::vector<AnswerPart>* out) {
-  if (done_) return;
+  if (stopped()) return;
   // The seed is the start of the output: the first text emitted, unless a
   // call took it.
   const size_t skip = std::min(seed_left_, text.size());

@@ -462,3 +462,76 @@ test('openai: parallel tool calls, and one with parallel_tool_calls: false', FAK
     return true;
   });
 });
+
+// ---- streamed tool-call arguments: the fake model writes 3 bytes a token,
+// so a call's arguments arrive in many pieces ----
+
+const LONG_INPUT = { location: 'Paris, the capital of France', days: [1, 2, 3], units: { temp: 'C', wind: 'km/h' }, note: 'caf\u00e9 "quoted" \\ done' };
+const LONG_CALL = `[[fake:tool=get_weather:${JSON.stringify(LONG_INPUT).replace(/\]\]/g, '')}]]`;
+
+test('anthropic: tool arguments stream in pieces; stream().finalMessage() equals create()', FAKE_ONLY, async () => {
+  const params = { model: 'm', max_tokens: 400, tools: [WEATHER], messages: user(`Weather? ${LONG_CALL}`) };
+  const raw = await rawStream('/v1/messages', params);
+  const pieces = [...raw.matchAll(/^data: (.*"input_json_delta".*)$/gm)].map((m) => JSON.parse(m[1]).delta.partial_json);
+  assert.ok(pieces.length >= 10, `${pieces.length} pieces`);
+  assert.deepEqual(JSON.parse(pieces.join('')), LONG_INPUT);
+  // Each piece leaves a valid JSON prefix: the block opened with input {} and the SDK's partial parse never fails.
+  const stream = anthropic.messages.stream(params);
+  const snapshots = [];
+  stream.on('inputJson', (partial, snapshot) => { snapshots.push(snapshot); });
+  const streamed = await stream.finalMessage();
+  const full = await anthropic.messages.create(params);
+  assert.ok(snapshots.length >= 10, `${snapshots.length} inputJson events`);
+  assert.deepEqual(snapshots.at(-1), LONG_INPUT);
+  assert.deepEqual(streamed.content.map((b) => b.type), ['text', 'tool_use']);
+  assert.deepEqual(streamed.content[1].input, LONG_INPUT);
+  assert.deepEqual(streamed.content[1].input, full.content[1].input);
+  assert.equal(streamed.content[1].name, full.content[1].name);
+  assert.equal(streamed.stop_reason, 'tool_use');
+  assert.equal(streamed.usage.output_tokens, full.usage.output_tokens);
+});
+
+test('openai: tool arguments stream in pieces; the streamed accumulation equals create()', FAKE_ONLY, async () => {
+  const params = { model: 'gpt-4o', max_tokens: 400, tools: OPENAI_TOOLS, messages: user(`Weather? ${LONG_CALL}`) };
+  const full = await openai.chat.completions.create(params);
+  const fullArgs = full.choices[0].message.tool_calls[0].function.arguments;
+  assert.deepEqual(JSON.parse(fullArgs), LONG_INPUT);
+  const s = await openai.chat.completions.create({ ...params, stream: true });
+  let args = '';
+  let nPieces = 0;
+  let head = null;
+  for await (const chunk of s) {
+    for (const tc of chunk.choices[0]?.delta?.tool_calls ?? []) {
+      assert.equal(tc.index, 0);
+      if (tc.id) head = tc;
+      if (tc.function?.arguments) nPieces++;
+      args += tc.function?.arguments ?? '';
+    }
+  }
+  assert.equal(head.function.name, 'get_weather');
+  assert.equal(head.function.arguments, '');
+  assert.ok(nPieces >= 10, `${nPieces} pieces`);
+  assert.equal(args, fullArgs);  // the same JSON text, byte for byte
+  const final = await openai.chat.completions.stream(params).finalChatCompletion();
+  assert.equal(final.choices[0].message.tool_calls[0].function.arguments, fullArgs);
+  assert.equal(final.choices[0].finish_reason, 'tool_calls');
+});
+
+test('anthropic + openai: a streamed call that breaks off rejects the stream; not streamed it is text', FAKE_ONLY, async () => {
+  const BROKEN = '[[fake:tool=get_weather:{"location": "Paris",, "x": 1}]]';
+  const stream = anthropic.messages.stream({ model: 'm', max_tokens: 200, tools: [WEATHER], messages: user(`Weather? ${BROKEN}`) });
+  await assert.rejects(stream.finalMessage(), (e) => {
+    assert.ok(e instanceof Anthropic.APIError);
+    assert.equal(e.error?.error?.type, 'api_error');
+    assert.equal(e.error?.error?.detail?.reason, 'invalid_tool_call');
+    return true;
+  });
+  const s = await openai.chat.completions.create({ model: 'gpt-4o', max_tokens: 200, stream: true, tools: OPENAI_TOOLS, messages: user(`Weather? ${BROKEN}`) });
+  await assert.rejects((async () => { for await (const _ of s) { /* drain */ } })(), (e) => {
+    assert.ok(e instanceof OpenAI.APIError);
+    return true;
+  });
+  const text = await anthropic.messages.create({ model: 'm', max_tokens: 200, tools: [WEATHER], messages: user(`Weather? ${BROKEN}`) });
+  assert.equal(text.stop_reason, 'end_turn');
+  assert.deepEqual(text.content.map((b) => b.type), ['text']);
+});

@@ -139,12 +139,31 @@ std::vector<std::string> anthropic_blocks(const std::string& body) {
   return blocks;
 }
 
+// An Anthropic stream's tool_use blocks as "<name> <partial_json pieces joined>".
+std::vector<std::string> anthropic_inputs(const std::string& body) {
+  std::vector<std::string> calls;
+  int tool_index = -1;
+  for (const test::SseEvent& e : test::parse_sse(body)) {
+    if (e.event != "content_block_start" && e.event != "content_block_delta") continue;
+    json::object o = test::parse_obj(e.data);
+    if (e.event == "content_block_start") {
+      json::object b = o["content_block"].as_object();
+      tool_index = str(b["type"]) == "tool_use" ? static_cast<int>(o["index"].as_int64()) : -1;
+      if (tool_index >= 0) calls.push_back(str(b["name"]) + " ");
+    } else if (tool_index >= 0 && o["index"].as_int64() == tool_index) {
+      calls.back() += str(o["delta"].as_object()["partial_json"]);
+    }
+  }
+  return calls;
+}
+
 // An OpenAI stream's tool calls accumulated by index: "<index>:<name> <arguments>".
 std::vector<std::string> openai_streamed_calls(const std::string& body, std::string* finish = nullptr) {
   std::vector<std::string> names, args, ids;
   for (const test::SseEvent& e : test::parse_sse(body)) {
     if (e.data == "[DONE]") continue;
     json::object o = test::parse_obj(e.data);
+    if (!o.contains("choices")) continue;  // an error frame
     for (const json::value& c : o["choices"].as_array()) {
       const json::object& choice = c.as_object();
       if (finish && !choice.at("finish_reason").is_null()) *finish = str(choice.at("finish_reason"));
@@ -200,8 +219,15 @@ TEST_F(ToolTest, AnthropicToolUseStreamingFrames) {
     return frame("content_block_delta",
                  R"({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":")" + t + R"("}})");
   };
+  auto args = [&](const std::string& piece) {
+    return frame("content_block_delta",
+                 R"({"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":)" +
+                     json::serialize(json::string(piece)) + "}}");
+  };
   // No text block before there is text (tools were offered); the text
-  // before the call streams as the tokens come; the call goes out whole.
+  // before the call streams as the tokens come, and so do the call's
+  // arguments once its name is known: a piece per token (3 bytes of
+  // `"arguments": {"location": "Paris"}}` here), minified.
   const std::string expected =
       frame("message_start",
             R"({"type":"message_start","message":{"id":"msg_X","type":"message","role":"assistant","model":"m","content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":)" +
@@ -212,8 +238,7 @@ TEST_F(ToolTest, AnthropicToolUseStreamingFrames) {
       frame("content_block_stop", R"({"type":"content_block_stop","index":0})") +
       frame("content_block_start",
             R"({"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_X","name":"get_weather","input":{}}})") +
-      frame("content_block_delta",
-            R"({"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"location\":\"Paris\"}"}})") +
+      args(R"({"l)") + args("oca") + args("tio") + args(R"(n":)") + args(R"("P)") + args("ari") + args(R"(s"})") +
       frame("content_block_stop", R"({"type":"content_block_stop","index":1})") +
       frame("message_delta",
             R"({"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"input_tokens":)" +
@@ -413,12 +438,15 @@ TEST_F(ToolTest, OpenAIToolCallsStreamingChunks) {
     return head + delta + R"(,"logprobs":null,"finish_reason":)" + finish + "}]}\n\n";
   };
   auto text = [&](const std::string& t) { return chunk(R"({"content":")" + t + R"("})"); };
+  auto args = [&](const std::string& piece) {
+    return chunk(R"({"tool_calls":[{"index":0,"function":{"arguments":)" + json::serialize(json::string(piece)) + "}}]}");
+  };
   EXPECT_EQ(normalized(r.body),
             chunk(R"({"role":"assistant","content":""})") + text("Let") + text(" me") + text(" ch") + text("eck") +
                 text(".") +
                 chunk(R"({"tool_calls":[{"index":0,"id":"call_X","type":"function","function":{"name":"get_weather","arguments":""}}]})") +
-                chunk(R"({"tool_calls":[{"index":0,"function":{"arguments":"{\"location\":\"Paris\"}"}}]})") +
-                chunk("{}", R"("tool_calls")") + "data: [DONE]\n\n");
+                args(R"({"l)") + args("oca") + args("tio") + args(R"(n":)") + args(R"("P)") + args("ari") +
+                args(R"(s"})") + chunk("{}", R"("tool_calls")") + "data: [DONE]\n\n");
 }
 
 // ---- Parallel tool use ----
@@ -520,6 +548,118 @@ TEST_F(ToolTest, ParallelFlagsMustBeBooleans) {
   // null is "not given".
   post("/v1/chat/completions", openai("x", R"("parallel_tool_calls":null,)"));
   post("/v1/messages", anthropic("x", R"("tool_choice":{"type":"auto","disable_parallel_tool_use":null},)"));
+}
+
+// ---- Streamed arguments ----
+
+// What the fake Hermes model writes before get_weather's arguments begin.
+const std::string kBeforeArgs = "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ";
+
+TEST_F(ToolTest, AStreamedCallThatBreaksEndsTheStreamWithAnErrorEvent) {
+  // The arguments stop being JSON after the call has begun streaming.
+  const std::string broken = R"(x [[fake:tool=get_weather:{\"location\": \"Paris\",, \"x\": 1}]])";
+  HttpReply r = post("/v1/messages", anthropic(broken, "", /*stream=*/true));
+  std::vector<test::SseEvent> ev = test::parse_sse(r.body);
+  ASSERT_GE(ev.size(), 4u) << r.body;
+  // The call went out as far as it was valid JSON; then the error, last.
+  EXPECT_EQ(anthropic_inputs(r.body), (std::vector<std::string>{R"(get_weather {"location":"Paris",)"}));
+  EXPECT_EQ(ev.back().event, "error") << r.body;
+  json::object err = test::parse_obj(ev.back().data);
+  EXPECT_EQ(str(err["type"]), "error");
+  json::object e = err["error"].as_object();
+  EXPECT_EQ(str(e["type"]), "api_error");
+  EXPECT_EQ(str(e["detail"].as_object()["reason"]), "invalid_tool_call");
+  EXPECT_NE(str(e["message"]).find("get_weather"), std::string::npos) << str(e["message"]);
+  EXPECT_TRUE(str(err["request_id"]).starts_with("req_")) << ev.back().data;
+  // The block is not closed and the message does not end: no client can take the call as complete.
+  EXPECT_EQ(r.body.find("message_delta"), std::string::npos) << r.body;
+  EXPECT_EQ(r.body.find("message_stop"), std::string::npos) << r.body;
+  EXPECT_EQ(r.body.find(R"({"type":"content_block_stop","index":1})"), std::string::npos) << r.body;
+
+  // OpenAI: the error frame ends the stream; no finish_reason, no [DONE].
+  r = post("/v1/chat/completions", openai(broken, "", /*stream=*/true));
+  EXPECT_EQ(openai_streamed_calls(r.body), (std::vector<std::string>{R"(0:get_weather {"location":"Paris",)"}));
+  ev = test::parse_sse(r.body);
+  ASSERT_FALSE(ev.empty());
+  json::object oerr = test::parse_obj(ev.back().data)["error"].as_object();
+  EXPECT_EQ(str(oerr["code"]), "invalid_tool_call") << ev.back().data;
+  EXPECT_EQ(r.body.find("[DONE]"), std::string::npos);
+  EXPECT_EQ(r.body.find("\"finish_reason\":\"tool_calls\""), std::string::npos);
+
+  // Not streamed, the same output is text: nothing had gone out.
+  json::object o = test::parse_obj(post("/v1/messages", anthropic(broken)).body);
+  EXPECT_EQ(str(o["stop_reason"]), "end_turn");
+  ASSERT_EQ(o["content"].as_array().size(), 1u);
+  EXPECT_NE(str(o["content"].as_array()[0].at("text")).find("<tool_call>"), std::string::npos);
+
+  // The engine request is not left running, and both count as fallbacks (invalid_json).
+  HttpReply m = test::fetch(api_->port(), "GET", "/metrics");
+  EXPECT_NE(m.body.find("zerolayer_tool_call_fallbacks_total{api=\"anthropic\",reason=\"invalid_json\"} 2\n"), std::string::npos);
+  EXPECT_NE(m.body.find("zerolayer_tool_call_fallbacks_total{api=\"openai\",reason=\"invalid_json\"} 1\n"), std::string::npos);
+  EXPECT_NE(m.body.find("zerolayer_tool_calls_total{api=\"anthropic\"} 0\n"), std::string::npos);
+}
+
+TEST_F(ToolTest, AStreamedCallCutByMaxTokensEndsWithAnErrorEvent) {
+  // max_tokens ends the output inside the arguments, after the call opened.
+  const int64_t cut = tokens_through(kBeforeArgs + "{\"loc");
+  auto with_max = [&](std::string body) {
+    body.replace(body.find("\"max_tokens\":200"), 16, "\"max_tokens\":" + std::to_string(cut));
+    return body;
+  };
+  HttpReply r = post("/v1/messages", with_max(anthropic(std::string("x ") + kCall, "", /*stream=*/true)));
+  std::vector<test::SseEvent> ev = test::parse_sse(r.body);
+  ASSERT_FALSE(ev.empty());
+  EXPECT_EQ(ev.back().event, "error") << r.body;
+  const std::string message = str(test::parse_obj(ev.back().data)["error"].as_object()["message"]);
+  EXPECT_NE(message.find("ended inside it"), std::string::npos) << message;
+  const std::vector<std::string> inputs = anthropic_inputs(r.body);
+  ASSERT_EQ(inputs.size(), 1u);
+  EXPECT_TRUE(std::string(R"(get_weather {"location":"Paris"})").starts_with(inputs[0])) << inputs[0];
+  r = post("/v1/chat/completions", with_max(openai(std::string("x ") + kCall, "", /*stream=*/true)));
+  EXPECT_NE(r.body.find(R"("code":"invalid_tool_call")"), std::string::npos) << r.body;
+  // Not streamed: text, max_tokens.
+  json::object o = test::parse_obj(post("/v1/messages", with_max(anthropic(std::string("x ") + kCall))).body);
+  EXPECT_EQ(str(o["stop_reason"]), "max_tokens");
+  EXPECT_EQ(o["content"].as_array().size(), 1u);
+  HttpReply m = test::fetch(api_->port(), "GET", "/metrics");
+  EXPECT_NE(m.body.find("zerolayer_tool_call_fallbacks_total{api=\"anthropic\",reason=\"incomplete\"} 2\n"), std::string::npos);
+}
+
+TEST_F(ToolTest, ShapedStreamsSplitTheArgumentsLikeText) {
+  // stream_options.max_buffer_size bounds argument pieces as it bounds text.
+  const std::string shape = R"("stream_options":{"max_buffer_size":4},)";
+  const std::string call = R"(x [[fake:tool=get_weather:{\"location\": \"Paris, the capital of France\"}]])";
+  HttpReply r = post("/v1/messages", anthropic(call, shape, /*stream=*/true));
+  size_t n_pieces = 0;
+  for (const test::SseEvent& e : test::parse_sse(r.body)) {
+    if (e.event != "content_block_delta") continue;
+    json::object d = test::parse_obj(e.data)["delta"].as_object();
+    const std::string piece = str(d["type"]) == "input_json_delta" ? str(d["partial_json"]) : str(d["text"]);
+    EXPECT_LE(piece.size(), 4u) << piece;
+    n_pieces += str(d["type"]) == "input_json_delta";
+  }
+  EXPECT_GE(n_pieces, 10u);
+  EXPECT_EQ(anthropic_inputs(r.body), (std::vector<std::string>{R"(get_weather {"location":"Paris, the capital of France"})"}));
+  r = post("/v1/chat/completions", openai(call, shape, /*stream=*/true));
+  EXPECT_EQ(openai_streamed_calls(r.body), (std::vector<std::string>{R"(0:get_weather {"location":"Paris, the capital of France"})"}));
+  for (const test::SseEvent& e : test::parse_sse(r.body)) {
+    if (e.data.find("\"arguments\":\"") == std::string::npos) continue;
+    const json::value& a = test::parse_obj(e.data)["choices"].as_array()[0].at("delta").at("tool_calls").at(0).at("function").at("arguments");
+    EXPECT_LE(a.as_string().size(), 4u) << e.data;
+  }
+}
+
+TEST_F(ToolTest, ArgumentsAreTheModelsNumbersNotReformatted) {
+  // 21.5 stays 21.5 (Boost.JSON would write 2.15E1), in both APIs, streamed or not.
+  const std::string call = R"(x [[fake:tool=get_weather:{\"t\": 21.5, \"p\": 0.1}]])";
+  json::object o = test::parse_obj(post("/v1/messages", anthropic(call)).body);
+  EXPECT_EQ(json::serialize(o["content"].as_array()[1].at("input")), R"({"t":2.15E1,"p":1E-1})");  // parsed back by the test's Boost
+  HttpReply r = post("/v1/messages", anthropic(call));
+  EXPECT_NE(r.body.find(R"("input":{"t":21.5,"p":0.1})"), std::string::npos) << r.body;
+  r = post("/v1/chat/completions", openai(call));
+  EXPECT_NE(r.body.find(R"("arguments":"{\"t\":21.5,\"p\":0.1}")"), std::string::npos) << r.body;
+  r = post("/v1/chat/completions", openai(call, "", /*stream=*/true));
+  EXPECT_EQ(openai_streamed_calls(r.body), (std::vector<std::string>{R"(0:get_weather {"t":21.5,"p":0.1})"}));
 }
 
 // ---- /metrics ----
@@ -658,15 +798,14 @@ TEST_F(Llama3ToolTest, ForcedCallsAreToolUseAndToolCalls) {
   const std::string forced = R"("tool_choice":{"type":"tool","name":"get_weather"},)";
   HttpReply r = post("/v1/messages", anthropic(std::string("x ") + kCall, forced, /*stream=*/true));
   std::vector<test::SseEvent> ev = test::parse_sse(r.body);
-  std::vector<std::string> names;
-  for (const auto& e : ev) names.push_back(e.event);
-  ASSERT_EQ(names, (std::vector<std::string>{"message_start", "ping", "content_block_start", "content_block_delta",
-                                             "content_block_stop", "message_delta", "message_stop"}))
-      << r.body;
+  ASSERT_GE(ev.size(), 7u) << r.body;
   EXPECT_EQ(normalized(ev[2].data),
             R"({"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_X","name":"get_weather","input":{}}})");
-  EXPECT_EQ(str(test::parse_obj(ev[3].data)["delta"].as_object()["partial_json"]), R"({"location":"Paris"})");
-  EXPECT_EQ(str(test::parse_obj(ev[5].data)["delta"].as_object()["stop_reason"]), "tool_use");
+  // The arguments stream as the model writes them, in pieces.
+  EXPECT_EQ(anthropic_inputs(r.body), (std::vector<std::string>{R"(get_weather {"location":"Paris"})"}));
+  EXPECT_GE(std::count_if(ev.begin(), ev.end(), [](const test::SseEvent& e) { return e.event == "content_block_delta"; }), 3);
+  EXPECT_EQ(ev[ev.size() - 3].event, "content_block_stop");
+  EXPECT_EQ(str(test::parse_obj(ev[ev.size() - 2].data)["delta"].as_object()["stop_reason"]), "tool_use");
   // tool_choice any: the model names the tool too.
   json::object o = test::parse_obj(post("/v1/messages", anthropic(std::string("x ") + kCall, R"("tool_choice":{"type":"any"},)")).body);
   EXPECT_EQ(str(o["stop_reason"]), "tool_use");
@@ -688,6 +827,19 @@ TEST_F(Llama3ToolTest, OtherSyntaxIsText) {
   ASSERT_EQ(o["content"].as_array().size(), 1u);
   EXPECT_EQ(str(o["content"].as_array()[0].as_object().at("text")),
             "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Paris\"}}\n</tool_call>");
+}
+
+TEST_F(Llama3ToolTest, ArgumentsStreamInPieces) {
+  const std::string calls = std::string("[[fake:syntax=llama3]]") + kTwoCalls;
+  HttpReply r = post("/v1/messages", anthropic_two(calls, "", /*stream=*/true));
+  EXPECT_EQ(anthropic_inputs(r.body), (std::vector<std::string>{"get_weather {}", R"(get_time {"tz":"CET"})"}));
+  size_t n_time_pieces = 0;
+  for (const test::SseEvent& e : test::parse_sse(r.body)) {
+    n_time_pieces += e.event == "content_block_delta" && e.data.find(R"("index":1)") != std::string::npos;
+  }
+  EXPECT_GE(n_time_pieces, 3u) << r.body;  // {"tz":"CET"} in pieces of the model's tokens
+  r = post("/v1/chat/completions", openai_two(calls, "", /*stream=*/true));
+  EXPECT_EQ(openai_streamed_calls(r.body), (std::vector<std::string>{"0:get_weather {}", R"(1:get_time {"tz":"CET"})"}));
 }
 
 TEST_F(Llama3ToolTest, ParallelCallsAndSingleCall) {

@@ -3,8 +3,11 @@
 // every failure (invalid JSON, unknown tool, a call cut short) kept as text.
 #include <gtest/gtest.h>
 
+#include <boost/json/parse.hpp>
 #include <random>
 
+#include "api/json_scan.h"
+#include "api/json_util.h"  // kMaxJsonDepth
 #include "api/tool_calls.h"
 
 namespace zl::api {
@@ -218,19 +221,29 @@ TEST(ToolCallParser, HermesUnclosedCallIsReleasedPastTheCap) {
   }
 }
 
-TEST(ToolCallParser, Llama3CallFollowedByProseIsTextAtOnce) {
+TEST(ToolCallParser, Llama3CallsAreFinalWhenTheyCloseAndProseAfterThemIsText) {
+  // The call is out when its object closes; what follows it is text at once
+  // (the separators after the call dropped), not the call turned into text.
   Parsed r = parse(ToolSyntax::kLlama3Json, {kLlamaCall, " because", " it is", " sunny."});
-  EXPECT_EQ(r.text_before_finish, kLlamaCall + " because it is sunny.");
-  EXPECT_EQ(r.parts, std::vector<std::string>{"T:" + kLlamaCall + " because it is sunny."});
-  // After a valid call and a separator.
-  r = parse(ToolSyntax::kLlama3Json, {kLlamaCall, "; ", "and", " more"});
-  EXPECT_EQ(r.text_before_finish, kLlamaCall + "; and more");
-  // An object that is not a valid call is text as soon as it closes.
+  EXPECT_EQ(r.text_before_finish, "because it is sunny.");
+  EXPECT_EQ(r.parts, (std::vector<std::string>{R"(C:get_weather {"location":"Paris"})", "T:because it is sunny."}));
+  expect_chunking_invariant(ToolSyntax::kLlama3Json, kLlamaCall + "; and more",
+                            {R"(C:get_weather {"location":"Paris"})", "T:and more"});
+  {
+    ToolCallParser p(ToolSyntax::kLlama3Json, kTools);
+    std::vector<AnswerPart> out;
+    p.push(kLlamaCall, &out);
+    EXPECT_EQ(describe(out), std::vector<std::string>{R"(C:get_weather {"location":"Paris"})"});
+  }
+  // An object that is not a valid call is text as soon as it closes, with all after it.
   r = parse(ToolSyntax::kLlama3Json, {R"({"name": "rm", "parameters": {}})", "\n", "Done"});
   EXPECT_EQ(r.text_before_finish, "{\"name\": \"rm\", \"parameters\": {}}\nDone");
+  // After a valid call: the call stays, the invalid one is text from its `{`.
+  expect_chunking_invariant(ToolSyntax::kLlama3Json, kLlamaCall + "; " + R"({"name": "rm", "parameters": {}}; )" + kLlamaCall,
+                            {R"(C:get_weather {"location":"Paris"})", R"(T:{"name": "rm", "parameters": {}}; )" + kLlamaCall});
   // Braces and quotes inside strings do not end the object.
   expect_chunking_invariant(ToolSyntax::kLlama3Json, R"({"name": "get_weather", "parameters": {"q": "}\"{ ;"}} x)",
-                            {R"(T:{"name": "get_weather", "parameters": {"q": "}\"{ ;"}} x)"});
+                            {R"(C:get_weather {"q":"}\"{ ;"})", "T:x"});
   expect_chunking_invariant(ToolSyntax::kLlama3Json, R"({"name": "get_weather", "parameters": {"q": "}\"{ ;"}} )",
                             {R"(C:get_weather {"q":"}\"{ ;"})"});
   // An object longer than the cap is text before it ends.
@@ -305,7 +318,7 @@ TEST(ToolCallParser, Llama3TextAnswersPassThrough) {
   expect_chunking_invariant(ToolSyntax::kLlama3Json, "\n\nSure: {\"name\": \"get_time\"}",
                             {"T:\n\nSure: {\"name\": \"get_time\"}"});
   // A call is only a call at the start of the answer, and only when complete and known.
-  for (const std::string& bad : {kLlamaCall + " and then text", std::string(R"({"name": "rm", "parameters": {}})"),
+  for (const std::string& bad : {std::string(R"({"name": "rm", "parameters": {}})"),
                                 std::string(R"({"name": "get_weather", "parameters": {"loc)"), std::string("{\"na"),
                                 std::string("<|python_ta")}) {
     expect_chunking_invariant(ToolSyntax::kLlama3Json, bad, {"T:" + bad});
@@ -458,6 +471,386 @@ TEST(ToolCallParser, FallbacksAreCountedByReason) {
               "too_large=1");
     EXPECT_EQ(fallbacks_of(ToolSyntax::kLlama3Json, R"({"name": "get_weather", "parameters": {"q": )", chunk), "incomplete=1");
   }
+}
+
+// ---- JsonScanner ----
+
+// Does the scanner take `text` as one whole JSON value? (Every byte fed, not failed, done.)
+bool scanner_accepts(std::string_view text) {
+  JsonScanner j;
+  for (char c : text) j.feed(c);
+  return j.done() && !j.failed();
+}
+
+bool boost_accepts(std::string_view text) {
+  boost::system::error_code ec;
+  boost::json::parse_options opts;
+  opts.max_depth = kMaxJsonDepth;
+  boost::json::parse(text, ec, boost::json::storage_ptr(), opts);
+  return !ec;
+}
+
+// The byte at which the scanner fails (npos: it does not).
+size_t fails_at(std::string_view text) {
+  JsonScanner j;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (j.feed(text[i]) == JsonScanner::Byte::kError) return i;
+  }
+  return std::string::npos;
+}
+
+const std::vector<std::string> kJsonCorpus = {
+    // Valid.
+    "{}", "[]", " { } ", "{\"a\":1}", "{\"a\": [1, 2.5, -3e+2, 0, -0.0, 1E5, 10e-1]}", "[true, false, null]",
+    "{\"a\": {\"b\": {\"c\": []}}, \"d\": \"\"}", R"({"esc": "\" \\ \/ \b \f \n \r \t \u00e9 \uD83D\uDE00"})",
+    "{\"utf8\": \"caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80 \xEF\xBF\xBF \xF4\x8F\xBF\xBF\"}", "{\"del\": \"\x7F\"}",
+    "[1e400, 123456789012345678901234567890, -1.5e-400]", "{\"a\":1,\"a\":2}", "[[[[[]]]]]",
+    // Invalid.
+    "{", "{\"a\"}", "{\"a\":}", "{\"a\":1,}", "[1,]", "[,1]", "{,}", "{\"a\" 1}", "{a:1}", "{'a':1}", "[01]", "[1.]",
+    "[.5]", "[-]", "[1e]", "[1e+]", "[+1]", "[0x1]", "[tru]", "[nul]", "[True]", "[NaN]", "[Infinity]",
+    "{\"a\":1}x", "{\"a\":1}{}", "[\"\\x\"]", "[\"\\u12\"]", "[\"\\u12G4\"]", R"(["\uD800"])", R"(["\uD800x"])",
+    R"(["\uD800\n"])", R"(["\uDC00"])", R"(["\uD800\uD800"])", "[\"a\x01\"]", "[\"a\nb\"]", "[\"\xC0\x80\"]",
+    "[\"\xC1\xBF\"]", "[\"\xE0\x80\x80\"]", "[\"\xED\xA0\x80\"]", "[\"\xF0\x80\x80\x80\"]", "[\"\xF4\x90\x80\x80\"]",
+    "[\"\xF5\x80\x80\x80\"]", "[\"\xFF\"]", "[\"\x80\"]", "[\"\xC3\"]", "[\"\xE2\x82\"]", "[\xC3\xA9]", "[1 2]",
+    "{\"a\":1 \"b\":2}", "[\"a\" \"b\"]", "]", "}", "[}", "{]",
+};
+
+TEST(JsonScanner, AgreesWithBoostJson) {
+  for (const std::string& doc : kJsonCorpus) {
+    EXPECT_EQ(scanner_accepts(doc), boost_accepts(doc)) << doc;
+  }
+  // Depth: kMaxJsonDepth containers are fine, one more is not, for both.
+  for (int depth : {kMaxJsonDepth - 1, kMaxJsonDepth, kMaxJsonDepth + 1}) {
+    const std::string doc = std::string(static_cast<size_t>(depth), '[') + std::string(static_cast<size_t>(depth), ']');
+    EXPECT_EQ(scanner_accepts(doc), boost_accepts(doc)) << depth;
+  }
+  EXPECT_TRUE(scanner_accepts(std::string(kMaxJsonDepth, '[') + std::string(kMaxJsonDepth, ']')));
+}
+
+TEST(JsonScanner, RandomMutationsAgreeWithBoostJson) {
+  // One byte replaced, inserted or removed in valid documents: the scanner's
+  // verdict is Boost's (top-level objects and arrays: a top-level number is
+  // never done for the scanner, which does not see the end of the input).
+  const std::string alphabet = "{}[]:,\"\\ 0123456789.eE+-tfnurlasxu\x01\x7F\xC3\xA9\xE2\x82\xAC\xED\xA0\x80\xF0\x9F\x98\x80";
+  std::mt19937 rng(42);
+  int n_compared = 0, n_valid = 0;
+  for (int iter = 0; iter < 50000; ++iter) {
+    std::string doc;
+    do {
+      doc = kJsonCorpus[rng() % 13];  // the valid ones
+    } while (doc.size() < 2);
+    const size_t at = rng() % doc.size();
+    const char c = alphabet[rng() % alphabet.size()];
+    switch (rng() % 3) {
+      case 0: doc[at] = c; break;
+      case 1: doc.insert(doc.begin() + static_cast<long>(at), c); break;
+      default: doc.erase(at, 1); break;
+    }
+    const size_t first = doc.find_first_not_of(" \n\t\r");
+    if (first == std::string::npos || (doc[first] != '{' && doc[first] != '[')) continue;
+    ++n_compared;
+    const bool valid = boost_accepts(doc);
+    n_valid += valid;
+    ASSERT_EQ(scanner_accepts(doc), valid) << doc;
+  }
+  EXPECT_GT(n_compared, 40000);
+  EXPECT_GT(n_valid, 1000);  // both kinds are exercised
+}
+
+TEST(JsonScanner, EveryPrefixOfValidJsonIsAcceptedAndFailureIsAtTheFirstBadByte) {
+  for (const std::string& doc : kJsonCorpus) {
+    if (!boost_accepts(doc)) continue;
+    EXPECT_EQ(fails_at(doc), std::string::npos) << doc;  // no prefix fails
+  }
+  EXPECT_EQ(fails_at(R"({"a": [1, 2,, 3]})"), 12u);
+  EXPECT_EQ(fails_at(R"({"a": 01})"), 7u);
+  EXPECT_EQ(fails_at(R"({"a": "x)" "\x01"), 8u);
+  EXPECT_EQ(fails_at(R"({"a": "\uD800x"})"), 13u);
+  EXPECT_EQ(fails_at("{\"a\": \"\xE0\x80\""), 8u);
+  EXPECT_EQ(fails_at(R"({"a": tx})"), 7u);
+  EXPECT_EQ(fails_at(R"({"a": 1} ,)"), 9u);
+  EXPECT_EQ(fails_at("[1e2147483647, 1e2147483648]"), 26u);  // Boost's exponent_overflow
+}
+
+TEST(JsonScanner, ByteKindsAndDepth) {
+  using B = JsonScanner::Byte;
+  const std::string doc = R"({"k": [1, "s"], "t": true})";
+  JsonScanner j;
+  std::string got;
+  std::string depths;
+  for (char c : doc) {
+    const B b = j.feed(c);
+    got += b == B::kSpace ? ' ' : b == B::kStructural ? c : b == B::kKey ? 'K' : b == B::kString ? 'S' : b == B::kScalar ? '#' : '!';
+    depths += static_cast<char>('0' + j.depth());
+  }
+  EXPECT_EQ(got, R"({KKK: [#, SSS], KKK: ####})");  // K key, S string, # scalar
+  EXPECT_EQ(depths, "11111122222221111111111110");
+  EXPECT_TRUE(j.done());
+}
+
+TEST(JsonScanner, Minify) {
+  EXPECT_EQ(minify_json(" { \"a b\" : [ 1 , 2.50 ] ,\n\t\"c\\\" d\": \" x \" } "), R"({"a b":[1,2.50],"c\" d":" x "})");
+  EXPECT_EQ(minify_json(R"({"k": "\\", "l": 1e400})"), R"({"k":"\\","l":1e400})");
+}
+
+// ---- Streamed arguments ----
+
+constexpr ToolParserOptions kStream{.stream_arguments = true};
+
+// A streamed answer, checked and described: "T:<text>", "C:<name> <args>"
+// (whole), "S:<name> <args>" (a streamed call: start, deltas joined, end),
+// "A:<reason>" (a streamed call that failed; "S:<name> <args so far>" before
+// it). Checks the order (deltas only inside a call, nothing after an abort)
+// and that the deltas join to the call's arguments_json. *n_deltas: the deltas.
+std::vector<std::string> describe_streamed(const std::vector<AnswerPart>& parts, int* n_deltas = nullptr) {
+  std::vector<std::string> d;
+  bool open = false, aborted = false;
+  std::string args;
+  for (const AnswerPart& p : parts) {
+    EXPECT_FALSE(aborted) << "a part after kToolCallAbort";
+    switch (p.kind) {
+      case AnswerPart::Kind::kText:
+        EXPECT_FALSE(open) << "text inside a call";
+        if (!d.empty() && d.back().starts_with("T:")) {
+          d.back() += p.text;
+        } else {
+          d.push_back("T:" + p.text);
+        }
+        break;
+      case AnswerPart::Kind::kToolCall:
+        EXPECT_FALSE(open);
+        d.push_back("C:" + p.call.name + " " + p.call.arguments_json);
+        break;
+      case AnswerPart::Kind::kToolCallStart:
+        EXPECT_FALSE(open);
+        open = true;
+        args.clear();
+        d.push_back("S:" + p.call.name + " ");
+        break;
+      case AnswerPart::Kind::kToolCallDelta:
+        EXPECT_TRUE(open);
+        EXPECT_FALSE(p.text.empty());
+        if (n_deltas) ++*n_deltas;
+        args += p.text;
+        d.back() += p.text;
+        break;
+      case AnswerPart::Kind::kToolCallEnd:
+        EXPECT_TRUE(open);
+        open = false;
+        EXPECT_EQ(args, p.call.arguments_json) << "the deltas join to the arguments";
+        EXPECT_EQ(d.back(), "S:" + p.call.name + " " + p.call.arguments_json);
+        break;
+      case AnswerPart::Kind::kToolCallAbort:
+        EXPECT_TRUE(open);
+        aborted = true;
+        d.push_back(std::string("A:") + std::string(tool_fallback_name(p.abort_reason)));
+        break;
+    }
+  }
+  EXPECT_TRUE(!open || aborted) << "a call left open";
+  return d;
+}
+
+std::vector<std::string> parse_streamed(ToolSyntax syntax, const std::vector<std::string>& chunks, std::string_view seed = {},
+                                        ToolParserOptions options = kStream, int* n_deltas = nullptr) {
+  ToolCallParser p(syntax, kTools, seed, options);
+  std::vector<AnswerPart> all;
+  for (const std::string& c : chunks) p.push(c, &all);
+  p.finish(&all);
+  std::vector<std::string> d = describe_streamed(all, n_deltas);
+  EXPECT_EQ(p.aborted(), !d.empty() && d.back().starts_with("A:"));
+  return d;
+}
+
+// Streamed and whole give the same answer, at every chunking: a streamed
+// call's "S:" is the whole parse's "C:".
+void expect_streams_like_whole(ToolSyntax syntax, const std::string& text, std::string_view seed = {}) {
+  std::vector<std::string> whole = parse(syntax, {text}, seed).parts;
+  auto same = [&](std::vector<std::string> streamed) {
+    for (std::string& p : streamed) {
+      if (p.starts_with("S:")) p[0] = 'C';
+    }
+    return streamed;
+  };
+  EXPECT_EQ(same(parse_streamed(syntax, {text}, seed)), whole) << "whole";
+  EXPECT_EQ(same(parse_streamed(syntax, chars(text), seed)), whole) << "char by char";
+  for (size_t cut = 0; cut <= text.size(); ++cut) {
+    EXPECT_EQ(same(parse_streamed(syntax, {text.substr(0, cut), text.substr(cut)}, seed)), whole) << "split at " << cut;
+  }
+  std::mt19937 rng(99);
+  for (int iter = 0; iter < 100; ++iter) {
+    std::vector<std::string> chunks;
+    for (size_t pos = 0; pos < text.size();) {
+      const size_t n = std::min<size_t>(text.size() - pos, 1 + rng() % 7);
+      chunks.push_back(text.substr(pos, n));
+      pos += n;
+    }
+    EXPECT_EQ(same(parse_streamed(syntax, chunks, seed)), whole) << "random chunking " << iter;
+  }
+}
+
+TEST(ToolCallParser, StreamedArgumentsHermes) {
+  // Fed byte by byte: the call opens at the arguments' `{` (the name is
+  // complete and known by then), every later byte of the arguments that is
+  // not whitespace goes out as it comes, and the call ends at the closing marker.
+  const std::string text = "Hi.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"location\": \"Par is\", \"n\": [1, 2]}}\n</tool_call>\nBye.";
+  ToolCallParser p(ToolSyntax::kHermes, kTools, {}, kStream);
+  std::vector<AnswerPart> all;
+  const size_t args_at = text.find("{\"location\"");
+  std::string sent;  // the deltas so far
+  for (size_t i = 0; i < text.size(); ++i) {
+    std::vector<AnswerPart> out;
+    p.push(text.substr(i, 1), &out);
+    for (const AnswerPart& a : out) {
+      if (a.kind == AnswerPart::Kind::kToolCallStart) {
+        EXPECT_EQ(i, args_at);
+      }
+      if (a.kind == AnswerPart::Kind::kToolCallDelta) sent += a.text;
+      if (a.kind == AnswerPart::Kind::kToolCallEnd) {
+        EXPECT_EQ(i, text.find("</tool_call>") + 11);
+      }
+    }
+    if (i >= args_at && i < text.find("}}\n")) {
+      // Everything of the arguments so far, minified, has gone out.
+      EXPECT_EQ(sent, minify_json(text.substr(args_at, i + 1 - args_at))) << i;
+    }
+    all.insert(all.end(), out.begin(), out.end());
+  }
+  p.finish(&all);
+  int n_deltas = 0;
+  EXPECT_EQ(describe_streamed(all, &n_deltas),
+            (std::vector<std::string>{"T:Hi.", R"(S:get_weather {"location":"Par is","n":[1,2]})", "T:Bye."}));
+  EXPECT_GT(n_deltas, 20);
+  EXPECT_EQ(p.n_calls(), 1);
+  // The same answer as without streaming, however it is chunked.
+  expect_streams_like_whole(ToolSyntax::kHermes, text);
+  expect_streams_like_whole(ToolSyntax::kHermes, "Let me check.\n" + kHermesCall + "\n" + kHermesCall);
+}
+
+TEST(ToolCallParser, StreamedArgumentsLlama3) {
+  int n_deltas = 0;
+  EXPECT_EQ(parse_streamed(ToolSyntax::kLlama3Json, chars(kLlamaCall + "; " + R"({"type": "function", "name": "get_time", "parameters": {"tz": "CET"}})"),
+                           {}, kStream, &n_deltas),
+            (std::vector<std::string>{R"(S:get_weather {"location":"Paris"})", R"(S:get_time {"tz":"CET"})"}));
+  EXPECT_GT(n_deltas, 10);
+  expect_streams_like_whole(ToolSyntax::kLlama3Json, "<|python_tag|>" + kLlamaCall + "; " + kLlamaCall + " and text");
+  expect_streams_like_whole(ToolSyntax::kLlama3Json, R"({"name": "get_weather", "parameters": {"q": "}\"{ ;"}} x)");
+}
+
+TEST(ToolCallParser, StreamedArgumentsWithASeed) {
+  // A forced call: the prompt wrote the name, the model writes the arguments.
+  const std::string seed = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\":";
+  EXPECT_EQ(parse_streamed(ToolSyntax::kHermes, chars(" {\"location\": \"Oslo\"}}\n</tool_call>"), seed),
+            std::vector<std::string>{R"(S:get_weather {"location":"Oslo"})"});
+  expect_streams_like_whole(ToolSyntax::kHermes, " {\"location\": \"Oslo\"}}\n</tool_call>", seed);
+  expect_streams_like_whole(ToolSyntax::kLlama3Json, R"( {"location": "Rome"}})", R"({"name": "get_weather", "parameters":)");
+  // tool_choice any: the model writes the name too.
+  expect_streams_like_whole(ToolSyntax::kHermes, "get_time\", \"arguments\": {\"tz\": \"UTC\"}}</tool_call>",
+                            "<tool_call>\n{\"name\": \"");
+}
+
+TEST(ToolCallParser, CallsThatCannotStreamComeWhole) {
+  // The arguments before the name, as a JSON string, or absent: the call
+  // comes whole when complete; an unknown name never opens a call.
+  for (const std::string& body : {std::string(R"({"arguments": {"tz": "UTC"}, "name": "get_time"})"),
+                                  std::string(R"({"name": "get_time", "arguments": "{\"tz\": \"UTC\"}"})"),
+                                  std::string(R"({"name": "get_time"})"),
+                                  std::string(R"({"name": "rm_rf", "arguments": {"path": "/"}})")}) {
+    SCOPED_TRACE(body);
+    const std::vector<std::string> streamed = parse_streamed(ToolSyntax::kHermes, chars("<tool_call>" + body + "</tool_call>"));
+    ASSERT_EQ(streamed.size(), 1u);
+    EXPECT_TRUE(streamed[0].starts_with("C:") || streamed[0].starts_with("T:")) << streamed[0];
+    expect_streams_like_whole(ToolSyntax::kHermes, "<tool_call>" + body + "</tool_call>");
+  }
+}
+
+TEST(ToolCallParser, ArgumentsAreTheModelsJsonMinified) {
+  // Numbers as written (Boost.JSON would write 2.15E1, 1E-1 and Infinity), escapes kept.
+  const std::string args = R"({"t": 21.5, "p": 0.1, "big": 1e400, "s": "a\u00e9\n", "n": [ 1 , {} ]})";
+  const std::string minified = R"({"t":21.5,"p":0.1,"big":1e400,"s":"a\u00e9\n","n":[1,{}]})";
+  EXPECT_EQ(parse_whole(ToolSyntax::kHermes, "<tool_call>{\"name\": \"get_time\", \"arguments\": " + args + "}</tool_call>").parts,
+            std::vector<std::string>{"C:get_time " + minified});
+  EXPECT_EQ(parse_streamed(ToolSyntax::kHermes, chars("<tool_call>{\"name\": \"get_time\", \"arguments\": " + args + "}</tool_call>")),
+            std::vector<std::string>{"S:get_time " + minified});
+  EXPECT_EQ(parse_whole(ToolSyntax::kLlama3Json, "{\"name\": \"get_time\", \"parameters\": " + args + "}").parts,
+            std::vector<std::string>{"C:get_time " + minified});
+  // A key written with escapes: Boost's reading decides, and its serialization is used.
+  EXPECT_EQ(parse_whole(ToolSyntax::kHermes, R"(<tool_call>{"name": "get_time", "\u0061rguments": {"a": 1.5}}</tool_call>)").parts,
+            std::vector<std::string>{R"(C:get_time {"a":1.5E0})"});
+}
+
+TEST(ToolCallParser, AStreamedCallThatFailsAborts) {
+  struct Case {
+    ToolSyntax syntax;
+    std::string text;
+    std::string streamed;  // the call as far as it went out
+    std::string reason;
+  };
+  const std::string big(ToolCallParser::kMaxCallBytes, 'a');
+  const std::vector<Case> cases = {
+      // The JSON breaks: aborted at the bad byte, not at the closing marker.
+      {ToolSyntax::kHermes, "Hi <tool_call>{\"name\": \"get_weather\", \"arguments\": {\"a\": 1,, \"b\": 2}}</tool_call> bye",
+       R"(S:get_weather {"a":1,)", "invalid_json"},
+      // The closing marker inside a string: the body ends there, unfinished.
+      {ToolSyntax::kHermes, "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"a\": \"x</tool_call> more",
+       R"(S:get_weather {"a":"x)", "invalid_json"},
+      // Something after the object before the closing marker.
+      {ToolSyntax::kHermes, "<tool_call>{\"name\": \"get_weather\", \"arguments\": {}} x</tool_call>", "S:get_weather {}",
+       "invalid_json"},
+      // The output ends inside it (max_tokens, a stop string).
+      {ToolSyntax::kHermes, "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"a\": [1, ", R"(S:get_weather {"a":[1,)",
+       "incomplete"},
+      // What was streamed is not the call: a later "arguments" member, or a second name.
+      {ToolSyntax::kHermes, "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"a\": 1}, \"arguments\": {}}</tool_call>",
+       R"(S:get_weather {"a":1})", "invalid_call"},
+      {ToolSyntax::kHermes, "<tool_call>{\"name\": \"get_weather\", \"arguments\": {}, \"name\": \"get_time\"}</tool_call>",
+       "S:get_weather {}", "invalid_call"},
+      {ToolSyntax::kLlama3Json, "{\"name\": \"get_weather\", \"parameters\": {\"a\": tru}}", R"(S:get_weather {"a":tru)",
+       "invalid_json"},
+      {ToolSyntax::kLlama3Json, "{\"name\": \"get_weather\", \"parameters\": {\"a\": 1", R"(S:get_weather {"a":1)", "incomplete"},
+      {ToolSyntax::kLlama3Json, kLlamaCall + "; {\"name\": \"get_time\", \"parameters\": {,", "S:get_time {",
+       "invalid_json"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    // Byte by byte: the call went out as far as the bad byte, then the abort.
+    std::vector<std::string> d = parse_streamed(c.syntax, chars(c.text));
+    ASSERT_GE(d.size(), 2u);
+    EXPECT_EQ(d.back(), "A:" + c.reason);
+    EXPECT_EQ(d[d.size() - 2], c.streamed);
+    // The same however it is chunked: whether a call opened, and how far it
+    // went, depend on the bytes before the failure only.
+    for (size_t n : {size_t{2}, size_t{3}, size_t{4}, size_t{16}, c.text.size()}) {
+      SCOPED_TRACE(n);
+      EXPECT_EQ(parse_streamed(c.syntax, chunks_of(c.text, n)), d);
+    }
+    // Without streaming the same output is text (and calls) as always: the
+    // abort is a streaming matter.
+    for (const std::string& p : parse(c.syntax, {c.text}).parts) EXPECT_FALSE(p.starts_with("A:"));
+  }
+  // Past the cap.
+  std::vector<std::string> d =
+      parse_streamed(ToolSyntax::kHermes, chunks_of("<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"q\": \"" + big, 1000));
+  EXPECT_EQ(d.back(), "A:too_large");
+  d = parse_streamed(ToolSyntax::kLlama3Json, chunks_of("{\"name\": \"get_weather\", \"parameters\": {\"q\": \"" + big, 1000));
+  EXPECT_EQ(d.back(), "A:too_large");
+  // The abort is counted as a fallback, with its reason; nothing after it.
+  ToolCallParser p(ToolSyntax::kHermes, kTools, {}, kStream);
+  std::vector<AnswerPart> out;
+  p.push("<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"a\": ]", &out);
+  p.push(" more text </tool_call> <tool_call>", &out);
+  p.finish(&out);
+  EXPECT_TRUE(p.aborted());
+  EXPECT_EQ(out.back().kind, AnswerPart::Kind::kToolCallAbort);
+  EXPECT_EQ(p.n_fallbacks()[static_cast<int>(ToolFallback::kInvalidJson)], 1);
+  EXPECT_EQ(p.n_calls(), 0);
+}
+
+TEST(ToolCallParser, StreamedSingleCall) {
+  const std::string second = "<tool_call>{\"name\": \"get_time\", \"arguments\": {}}</tool_call>";
+  EXPECT_EQ(parse_streamed(ToolSyntax::kHermes, chars("Hi " + kHermesCall + second + " bye"), {},
+                           ToolParserOptions{.single_call = true, .stream_arguments = true}),
+            (std::vector<std::string>{"T:Hi", R"(S:get_weather {"location":"Paris","unit":"c"})"}));
 }
 
 TEST(ToolCallParser, NoSyntaxPassesEverythingThrough) {

@@ -222,20 +222,29 @@ class MessagesFormatter final : public EventFormatter {
     http::append_sse_event(out, "content_block_delta", d);
   }
 
-  void stream_tool_call(const ToolCall& call, std::string& out) override {
+  // A tool_use block: start with `input: {}`, input_json_delta pieces, stop.
+  void stream_tool_call_start(std::string_view name, std::string& out) override {
     close_text_block(out);
-    const std::string index = std::to_string(n_blocks_++);
-    std::string d = "{\"type\":\"content_block_start\",\"index\":" + index +
+    tool_index_ = n_blocks_++;
+    std::string d = "{\"type\":\"content_block_start\",\"index\":" + std::to_string(tool_index_) +
                     ",\"content_block\":{\"type\":\"tool_use\",\"id\":\"" + random_id("toolu_") + "\",\"name\":";
-    append_json_string(d, call.name);
+    append_json_string(d, name);
     d += ",\"input\":{}}}";
     http::append_sse_event(out, "content_block_start", d);
-    // The arguments whole, in one delta: a call is only sent once it is complete and valid.
-    d = "{\"type\":\"content_block_delta\",\"index\":" + index + ",\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":";
-    append_json_string(d, call.arguments_json);
+  }
+
+  void stream_tool_call_delta(std::string_view arguments, std::string& out) override {
+    std::string d = "{\"type\":\"content_block_delta\",\"index\":" + std::to_string(tool_index_) +
+                    ",\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":";
+    append_json_string(d, arguments);
     d += "}}";
     http::append_sse_event(out, "content_block_delta", d);
-    http::append_sse_event(out, "content_block_stop", "{\"type\":\"content_block_stop\",\"index\":" + index + "}");
+  }
+
+  void stream_tool_call_end(std::string& out) override {
+    http::append_sse_event(out, "content_block_stop",
+                           "{\"type\":\"content_block_stop\",\"index\":" + std::to_string(tool_index_) + "}");
+    tool_index_ = -1;
   }
 
   void stream_finish(const Completion& c, std::string& out) override {
@@ -318,6 +327,7 @@ class MessagesFormatter final : public EventFormatter {
   bool lazy_blocks_;
   int n_blocks_ = 0;     // blocks opened so far: the next one's index
   int text_index_ = -1;  // the open text block, -1: none
+  int tool_index_ = -1;  // the open tool_use block, -1: none
 };
 
 }  // namespace

@@ -151,20 +151,25 @@ class Formatter final : public EventFormatter {
     chunk(out, delta, nullptr);
   }
 
-  // Two chunks, as OpenAI streams a call: the call's head with empty
-  // arguments, then the arguments (whole: a call is only sent once complete).
-  void stream_tool_call(const ToolCall& call, std::string& out) override {
-    const std::string index = std::to_string(n_calls_++);
-    std::string d = "{\"tool_calls\":[{\"index\":" + index + ",\"id\":\"" + random_id("call_") +
+  // As OpenAI streams a call: its head (index, id, type, name) with empty
+  // arguments, then chunks with pieces of the arguments.
+  void stream_tool_call_start(std::string_view name, std::string& out) override {
+    call_index_ = n_calls_++;
+    std::string d = "{\"tool_calls\":[{\"index\":" + std::to_string(call_index_) + ",\"id\":\"" + random_id("call_") +
                     "\",\"type\":\"function\",\"function\":{\"name\":";
-    append_json_string(d, call.name);
+    append_json_string(d, name);
     d += ",\"arguments\":\"\"}}]}";
     chunk(out, d, nullptr);
-    d = "{\"tool_calls\":[{\"index\":" + index + ",\"function\":{\"arguments\":";
-    append_json_string(d, call.arguments_json);
+  }
+
+  void stream_tool_call_delta(std::string_view arguments, std::string& out) override {
+    std::string d = "{\"tool_calls\":[{\"index\":" + std::to_string(call_index_) + ",\"function\":{\"arguments\":";
+    append_json_string(d, arguments);
     d += "}}]}";
     chunk(out, d, nullptr);
   }
+
+  void stream_tool_call_end(std::string&) override {}
 
   void stream_finish(const Completion& c, std::string& out) override {
     chunk(out, kind_ == Kind::kChat ? "{}" : "\"\"", &c);
@@ -273,6 +278,7 @@ class Formatter final : public EventFormatter {
   int64_t created_;
   bool streamed_object_ = false;
   int n_calls_ = 0;  // tool calls streamed so far: the next one's index
+  int call_index_ = 0;  // the call being streamed
 };
 
 }  // namespace
