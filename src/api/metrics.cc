@@ -99,7 +99,7 @@ std::string ApiMetrics::render(const EngineStats& e, const std::string& extra) c
            std::to_string(n_tool_calls_[a].load()) + "\n";
   }
   out += "# HELP zerolayer_tool_call_fallbacks_total Model outputs that started like a tool call but were not a valid "
-         "one and went out as text, by API and reason\n";
+         "one and went out as text (a call whose arguments were already streaming: an error event), by API and reason\n";
   out += "# TYPE zerolayer_tool_call_fallbacks_total counter\n";
   for (size_t a = 0; a < kNumApis; ++a) {
     for (size_t r = 0; r < kNumToolFallbacks; ++r) {

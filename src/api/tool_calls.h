@@ -181,7 +181,8 @@ class ToolCallParser {
   // Feeds the next text delta; appends what is now decided to `out`.
   void push(std::string_view delta, std::vector<AnswerPart>* out);
   // The output has ended: appends everything still held (as a call when it
-  // is a complete valid one, else as text). Call once, last.
+  // is a complete valid one, else as text; a streamed call that is not
+  // complete aborts). Call once, last.
   void finish(std::vector<AnswerPart>* out);
 
   int n_calls() const { return n_calls_; }

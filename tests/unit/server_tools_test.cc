@@ -592,11 +592,22 @@ TEST_F(ToolTest, AStreamedCallThatBreaksEndsTheStreamWithAnErrorEvent) {
   ASSERT_EQ(o["content"].as_array().size(), 1u);
   EXPECT_NE(str(o["content"].as_array()[0].at("text")).find("<tool_call>"), std::string::npos);
 
-  // The engine request is not left running, and both count as fallbacks (invalid_json).
+  // All three count as fallbacks (invalid_json).
   HttpReply m = test::fetch(api_->port(), "GET", "/metrics");
   EXPECT_NE(m.body.find("zerolayer_tool_call_fallbacks_total{api=\"anthropic\",reason=\"invalid_json\"} 2\n"), std::string::npos);
   EXPECT_NE(m.body.find("zerolayer_tool_call_fallbacks_total{api=\"openai\",reason=\"invalid_json\"} 1\n"), std::string::npos);
   EXPECT_NE(m.body.find("zerolayer_tool_calls_total{api=\"anthropic\"} 0\n"), std::string::npos);
+
+  // The generation is cancelled, not left running: here a model that would go on for ever.
+  const int64_t n_cancelled = api_->engine().n_cancelled();
+  std::string endless = anthropic(broken + " [[fake:long]]", "", /*stream=*/true);
+  endless.replace(endless.find("\"max_tokens\":200"), 16, "\"max_tokens\":1000000");
+  r = post("/v1/messages", endless);
+  EXPECT_EQ(test::parse_sse(r.body).back().event, "error");
+  for (int i = 0; i < 2000 && api_->engine().n_cancelled() == n_cancelled; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(api_->engine().n_cancelled(), n_cancelled + 1);
 }
 
 TEST_F(ToolTest, AStreamedCallCutByMaxTokensEndsWithAnErrorEvent) {
