@@ -52,7 +52,7 @@ class ThreadPool {
 
   // Warm-up for the next parallel_for: until it starts, an idle worker
   // `thread` prefetches [p, p + bytes) into its cache — the head of its
-  // first part of the next matrix while the caller does serial work (norms,
+  // own range of the next matrix while the caller does serial work (norms,
   // activation quantization), so that the memory bus does not sit idle. A
   // hint is dropped when the next parallel_for starts. Only advice.
   void prefetch_hint(int thread, const void* p, size_t bytes);
