@@ -142,18 +142,18 @@ void rows_repacked(const PackedMatrix& w, const Acts& a, float* y, int64_t r0, i
 // scale, and vpdpwssd forms the (sub-block scale or min) x (activation block
 // sum) term from the pair sums. Only the final float scaling is per token.
 
-// Prefetch the stream `kAhead` super-blocks ahead into L2, one line per
-// 64 bytes, and the next super-block into L1 (the kernels spend several
-// hundred cycles per super-block: the near fetch hides L2 latency).
 // Software prefetch of the stream `kAhead` super-blocks ahead into L2 and
 // kNearBytes ahead into L1, spread over the super-block's compute: part
 // `part` of `kParts` of the lines (a burst of dozens of prefetches at once
 // would wait for fill buffers and stall the pipeline). Measured with
 // kernel_bench: the L1 prefetch adds ~5% of the read bandwidth at one token,
-// the spreading ~8%.
+// the spreading ~8%. kAhead 6 (13.5 KB ahead for Q4_K, 19.5 KB for Q6_K)
+// instead of 2: in decode, where each thread streams one contiguous range,
+// Q4_K ~1.8% and Q6_K ~0.3% less time a token (runs of 2, 4, 5 and 6
+// alternated; 4 and 6 were the best, bench/README.md).
 template <int kBytes, int kParts>
 inline void prefetch_k(const uint8_t* w, int part) {
-  constexpr int kAhead = 2, kNearBytes = 2048, kLines = kBytes / 64, kPer = (kLines + kParts - 1) / kParts;
+  constexpr int kAhead = 6, kNearBytes = 2048, kLines = kBytes / 64, kPer = (kLines + kParts - 1) / kParts;
   for (int i = part * kPer; i < (part + 1) * kPer && i < kLines; ++i) {
     _mm_prefetch(reinterpret_cast<const char*>(w + kAhead * kBytes + 64 * i), _MM_HINT_T1);
     _mm_prefetch(reinterpret_cast<const char*>(w + kNearBytes + 64 * i), _MM_HINT_T0);
