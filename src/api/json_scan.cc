@@ -1,11 +1,10 @@
 #include "api/json_scan.h"
 
-#include "api/json_util.h"  // kMaxJsonDepth
+#include "api/json_util.h"  // kMaxJsonDepth, is_json_space
 
 namespace zl::api {
 namespace {
 
-bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
 int hex_value(char c) {
@@ -21,24 +20,24 @@ JsonScanner::Byte JsonScanner::feed(char c) {
   switch (state_) {
     case State::kValue:
     case State::kArrayFirst:
-      if (is_space(c)) return Byte::kSpace;
+      if (is_json_space(c)) return Byte::kSpace;
       if (c == ']' && state_ == State::kArrayFirst) return close_container(c);
       return start_value(c);
     case State::kObjectFirst:
     case State::kKey:
-      if (is_space(c)) return Byte::kSpace;
+      if (is_json_space(c)) return Byte::kSpace;
       if (c == '}' && state_ == State::kObjectFirst) return close_container(c);
       if (c != '"') return fail();
       state_ = State::kString;
       key_ = true;
       return Byte::kKey;
     case State::kColon:
-      if (is_space(c)) return Byte::kSpace;
+      if (is_json_space(c)) return Byte::kSpace;
       if (c != ':') return fail();
       state_ = State::kValue;
       return Byte::kStructural;
     case State::kAfterValue:
-      if (is_space(c)) return Byte::kSpace;
+      if (is_json_space(c)) return Byte::kSpace;
       if (c == ',') {
         state_ = stack_.back() == '{' ? State::kKey : State::kValue;
         return Byte::kStructural;
@@ -55,7 +54,7 @@ JsonScanner::Byte JsonScanner::feed(char c) {
       if (++literal_pos_ == literal_.size()) end_value();
       return Byte::kScalar;
     case State::kDone:
-      return is_space(c) ? Byte::kSpace : fail();
+      return is_json_space(c) ? Byte::kSpace : fail();
     case State::kError:
       return Byte::kError;
   }
@@ -237,7 +236,7 @@ std::string minify_json(std::string_view json) {
       }
     } else if (c == '"') {
       in_string = true;
-    } else if (is_space(c)) {
+    } else if (is_json_space(c)) {
       continue;
     }
     out += c;

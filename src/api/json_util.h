@@ -13,6 +13,9 @@ namespace zl::api {
 // Boost.JSON's own default is 32.
 inline constexpr int kMaxJsonDepth = 256;
 
+// JSON's insignificant whitespace (RFC 8259): space, tab, line feed, carriage return.
+inline bool is_json_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
 // Appends `s` as a quoted JSON string. Control characters, '"' and '\\' are
 // escaped; invalid UTF-8 bytes become U+FFFD so the output is always valid.
 void append_json_string(std::string& out, std::string_view s);

@@ -15,10 +15,8 @@ constexpr std::string_view kOpen = "<tool_call>";
 constexpr std::string_view kClose = "</tool_call>";
 constexpr std::string_view kPythonTag = "<|python_tag|>";
 
-bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
-
 std::string_view ltrim(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_json_space(s.front())) s.remove_prefix(1);
   return s;
 }
 
@@ -190,7 +188,7 @@ void ToolCallParser::run_hermes(std::vector<AnswerPart>* out) {
         // Hold a possible start of the marker and the whitespace before it.
         const size_t partial = partial_marker_suffix(buf_, kOpen);
         size_t keep = buf_.size() - partial;
-        while (keep > held_ws_ && is_space(buf_[keep - 1])) --keep;
+        while (keep > held_ws_ && is_json_space(buf_[keep - 1])) --keep;
         if (keep == held_ws_) keep = 0;
         emit_text(std::string_view(buf_).substr(0, keep), out);
         buf_.erase(0, keep);
@@ -198,7 +196,7 @@ void ToolCallParser::run_hermes(std::vector<AnswerPart>* out) {
         return;
       }
       size_t text_end = open;
-      while (text_end > held_ws_ && is_space(buf_[text_end - 1])) --text_end;
+      while (text_end > held_ws_ && is_json_space(buf_[text_end - 1])) --text_end;
       if (text_end == held_ws_) text_end = 0;
       emit_text(std::string_view(buf_).substr(0, text_end), out);
       call_prefix_ = buf_.substr(text_end, open + kOpen.size() - text_end);
@@ -212,7 +210,7 @@ void ToolCallParser::run_hermes(std::vector<AnswerPart>* out) {
     if (!body_started_) {
       // A call's body is a JSON object: a marker followed by anything else
       // is prose that mentions the tag, text at once.
-      while (scanned_ < buf_.size() && is_space(buf_[scanned_])) ++scanned_;
+      while (scanned_ < buf_.size() && is_json_space(buf_[scanned_])) ++scanned_;
       if (scanned_ == buf_.size()) return;
       if (buf_[scanned_] != '{') {
         count_fallback(ToolFallback::kInvalidJson);
@@ -281,7 +279,7 @@ void ToolCallParser::run_llama_start(std::vector<AnswerPart>* out) {
   // buf_[0, start_pos_) matched start_tok_ tokens of the live patterns
   // (bit i: kLlamaStarts[i]); only the token under way is looked at again.
   for (;;) {
-    while (start_pos_ < buf_.size() && is_space(buf_[start_pos_])) ++start_pos_;
+    while (start_pos_ < buf_.size() && is_json_space(buf_[start_pos_])) ++start_pos_;
     if (start_pos_ == buf_.size()) return;
     const std::string_view rest = std::string_view(buf_).substr(start_pos_);
     if (start_tok_ == 0) {
@@ -330,7 +328,7 @@ void ToolCallParser::run_llama_calls(std::vector<AnswerPart>* out) {
       // one; anything else ends the calls (text from here on, not a
       // fallback: prose after calls, unless nothing but <|python_tag|> came before).
       const char c = buf_[scan_pos_];
-      if (is_space(c) || c == ';') {
+      if (is_json_space(c) || c == ';') {
         ++scan_pos_;
         continue;
       }
@@ -369,7 +367,7 @@ void ToolCallParser::llama_give_up(std::vector<AnswerPart>* out) {
   mode_ = Mode::kText;
   std::string_view rest = buf_;
   if (n_llama_calls_ > 0) {
-    while (!rest.empty() && (is_space(rest.front()) || rest.front() == ';')) rest.remove_prefix(1);
+    while (!rest.empty() && (is_json_space(rest.front()) || rest.front() == ';')) rest.remove_prefix(1);
   }
   emit_text(rest, out);
   buf_.clear();
