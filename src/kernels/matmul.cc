@@ -270,7 +270,7 @@ void PackedMatrix::repack() {
     const int64_t nbk = n_in / kQkK;
     const int64_t n_groups = (n_out + kern::kGroupRows - 1) / kern::kGroupRows;
     const bool q6 = type == GgmlType::kQ6_K;
-    const int64_t gb = q6 ? kern::kGroupBlockQ6_K : kern::kGroupBlockQ4_K;
+    const int64_t gb = kern::group_block_bytes(type);
     quants_.reset(static_cast<uint8_t*>(aligned_bytes(static_cast<size_t>(n_groups * nbk * gb))));
     if (q6) {
       scales_.reset(static_cast<uint16_t*>(aligned_bytes(static_cast<size_t>(n_groups * nbk * kern::kGroupRows * 2))));
@@ -281,7 +281,7 @@ void PackedMatrix::repack() {
   const int64_t nb = n_in / kQk32;
   const int64_t n_groups = (n_out + kern::kGroupRows - 1) / kern::kGroupRows;
   const bool q4 = type == GgmlType::kQ4_0;
-  const int64_t gb = q4 ? kern::kGroupBlockQ4_0 : kern::kGroupBlockQ8_0;
+  const int64_t gb = kern::group_block_bytes(type);
   quants_.reset(static_cast<uint8_t*>(aligned_bytes(static_cast<size_t>(n_groups * nb * gb))));
   scales_.reset(static_cast<uint16_t*>(aligned_bytes(static_cast<size_t>(n_groups * nb * kern::kGroupRows * 2))));
   for (int64_t r = 0; r < n_out; ++r) {
@@ -312,7 +312,7 @@ void repack_k_quant(GgmlType type, const uint8_t* data, int64_t n_in, int64_t n_
   const int64_t nbk = n_in / kQkK;
   const size_t w_row = row_size(type, n_in);
   const bool q6 = type == GgmlType::kQ6_K;
-  const int64_t gb = q6 ? kGroupBlockQ6_K : kGroupBlockQ4_K;
+  const int64_t gb = group_block_bytes(type);
   // Lane `lane` (4 bytes) of vector v of super-block b of group g.
   auto lane_of = [&](int64_t g, int64_t b, int v, int64_t lane) { return stream + (g * nbk + b) * gb + 64 * v + 4 * lane; };
   for (int64_t r = 0; r < n_out; ++r) {
@@ -399,12 +399,8 @@ void prefetch_matmul(const PackedMatrix& w, int64_t n_tokens, ThreadPool* pool) 
     const uint8_t* p = nullptr;
     size_t bytes = 0;
     if (w.repacked()) {  // groups of kGroupRows rows, each one stream of blocks (matmul_internal.h)
-      const bool k = is_k_quant(w.type());
-      const int64_t gb = w.type() == GgmlType::kQ4_0   ? kern::kGroupBlockQ4_0
-                         : w.type() == GgmlType::kQ8_0 ? kern::kGroupBlockQ8_0
-                         : w.type() == GgmlType::kQ4_K ? kern::kGroupBlockQ4_K
-                                                       : kern::kGroupBlockQ6_K;
-      const size_t group_bytes = static_cast<size_t>(w.n_in() / (k ? kQkK : kQk32) * gb);
+      const int64_t block_values = is_k_quant(w.type()) ? kQkK : kQk32;
+      const size_t group_bytes = static_cast<size_t>(w.n_in() / block_values * kern::group_block_bytes(w.type()));
       p = w.quants() + static_cast<size_t>(r0 / kern::kGroupRows) * group_bytes;
       bytes = static_cast<size_t>((r1 - r0 + kern::kGroupRows - 1) / kern::kGroupRows) * group_bytes;
     } else {

@@ -42,6 +42,15 @@ inline constexpr int kGroupBlockQ4_K = 2304;
 inline constexpr int kGroupBlockQ6_K = 3328;
 inline constexpr int kTokenTileK = 8;  // tokens per K-quant micro-kernel call (3 x 8 accumulators)
 
+// Bytes of one block (32 values; a K-quant super-block: 256) of one group in
+// the repacked stream of `type` (Q4_0, Q8_0, Q4_K or Q6_K).
+inline constexpr int64_t group_block_bytes(GgmlType type) {
+  return type == GgmlType::kQ4_0   ? kGroupBlockQ4_0
+         : type == GgmlType::kQ8_0 ? kGroupBlockQ8_0
+         : type == GgmlType::kQ4_K ? kGroupBlockQ4_K
+                                   : kGroupBlockQ6_K;
+}
+
 // Activations quantized for one matmul, n_tokens rows.
 struct Acts {
   int64_t n_tokens = 0;
