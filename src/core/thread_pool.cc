@@ -68,6 +68,9 @@ constexpr uint64_t pack(int64_t begin, int64_t end) {
 constexpr int64_t range_begin(uint64_t r) { return static_cast<int64_t>(r >> 32); }
 constexpr int64_t range_end(uint64_t r) { return static_cast<int64_t>(r & 0xFFFFFFFFu); }
 
+// The first unit of thread t's starting range (thread n_threads: the end).
+int64_t first_unit(int64_t t, const Split& sp, int n_threads) { return t * sp.n_units / n_threads; }
+
 }  // namespace
 
 void ThreadPool::own_range(int64_t n, int64_t grain, int thread, int64_t* begin, int64_t* end) const {
@@ -78,8 +81,8 @@ void ThreadPool::own_range(int64_t n, int64_t grain, int thread, int64_t* begin,
     if (thread == 0) *end = n;
     return;
   }
-  *begin = std::min(n, thread * sp.n_units / n_threads_ * sp.unit);
-  *end = std::min(n, (thread + 1) * sp.n_units / n_threads_ * sp.unit);
+  *begin = std::min(n, first_unit(thread, sp, n_threads_) * sp.unit);
+  *end = std::min(n, first_unit(thread + 1, sp, n_threads_) * sp.unit);
 }
 
 void ThreadPool::prefetch_hint(int thread, const void* p, size_t bytes) {
@@ -192,16 +195,16 @@ void ThreadPool::worker_loop(int thread) {
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain) {
   if (n <= 0) return;
-  if (n_threads_ == 1 || split_of(n, grain).n_units == 1) {
+  const Split sp = split_of(n, grain);
+  if (n_threads_ == 1 || sp.n_units == 1) {
     fn(0, n);
     return;
   }
-  const Split sp = split_of(n, grain);
   n_ = n;
   unit_ = sp.unit;
-  n_units_ = sp.n_units;
   for (int t = 0; t < n_threads_; ++t) {
-    ranges_[t].packed.store(pack(t * n_units_ / n_threads_, (t + 1) * n_units_ / n_threads_), std::memory_order_relaxed);
+    ranges_[t].packed.store(pack(first_unit(t, sp, n_threads_), first_unit(t + 1, sp, n_threads_)),
+                            std::memory_order_relaxed);
   }
   fn_ = &fn;
   pending_.store(n_threads_ - 1, std::memory_order_relaxed);

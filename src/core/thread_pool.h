@@ -84,15 +84,15 @@ class ThreadPool {
   std::atomic<int> pending_{0};
   std::atomic<int> n_sleeping_{0};
   std::atomic<bool> stop_{false};
-  // The current job: [0, n_) in units of unit_ elements, thread t owning
-  // units [t * n_units_ / n_threads_, (t + 1) * n_units_ / n_threads_) at the
-  // start. Each range is packed as (begin, end) in one word: the owner claims
-  // chunks from the front, a thread that ran out steals the
-  // back half of another's remainder. Contiguous ranges keep each thread's
-  // weight stream sequential (no prefetcher restarts), stealing keeps the
-  // end balanced to a chunk.
+  // The current job: [0, n_) in units of unit_ elements (n_units of them),
+  // thread t owning units [t * n_units / n_threads_, (t + 1) * n_units /
+  // n_threads_) at the start. Each range is packed as (begin, end) in one
+  // word: the owner claims chunks from the front, a thread that ran out
+  // steals the back half of another's remainder. Contiguous ranges keep each
+  // thread's weight stream sequential (no prefetcher restarts), stealing
+  // keeps the end balanced to a chunk.
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
-  int64_t n_ = 0, unit_ = 1, n_units_ = 0;
+  int64_t n_ = 0, unit_ = 1;
   struct alignas(64) Range {
     std::atomic<uint64_t> packed{0};
   };

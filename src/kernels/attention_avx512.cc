@@ -98,10 +98,6 @@ void avx512_attention(const AttentionShape& s, const float* q, int64_t n_q, cons
   attention_rows(s, q, n_q, k_cache, v_cache, kv_type, block_table, n_kv_first, out, kv_h0, kv_h1);
 }
 
-}  // namespace zl::kern
-
-namespace zl::kern {
-
 void avx512_attention_range(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
                         KvType kv_type, const int32_t* block_table, int64_t n_kv, int64_t range, float* partial) {
   attention_range_impl(s, q, k_cache, v_cache, kv_type, block_table, n_kv, range, partial);
