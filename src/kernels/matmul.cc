@@ -51,7 +51,7 @@ KernelIsa pick_active_isa() {
 }
 
 bool repacks(GgmlType type, KernelIsa isa) {
-  return isa == KernelIsa::kAvx512 && (type == GgmlType::kQ4_0 || type == GgmlType::kQ8_0 ||
+  return (isa == KernelIsa::kAvx512 || isa == KernelIsa::kAvx2) && (type == GgmlType::kQ4_0 || type == GgmlType::kQ8_0 ||
                                        type == GgmlType::kQ4_K || type == GgmlType::kQ6_K);
 }
 
@@ -135,7 +135,9 @@ kern::Acts prepare_acts(const PackedMatrix& w, const float* x, int64_t n_tokens,
       ensure_size(s.d, n_tokens * nb);
       ensure_size(s.corr, n_tokens * nb);
       auto rows = [&](int64_t t0, int64_t t1) {
-        if (a.tiled) {
+        if (a.tiled && w.isa() == KernelIsa::kAvx2) {
+          kern::avx2_quantize_q8_0_tiled(x, n_in, n_tokens, t0, t1, corr_mul, s.qs.data(), s.d.data(), s.corr.data());
+        } else if (a.tiled) {
           kern::avx512_quantize_q8_0_tiled(x, n_in, n_tokens, t0, t1, corr_mul, s.qs.data(), s.d.data(), s.corr.data());
         } else {
           kern::avx2_quantize_q8_0(x + t0 * n_in, n_in, t1 - t0, corr_mul, s.qs.data() + t0 * n_in,
@@ -157,8 +159,12 @@ kern::Acts prepare_acts(const PackedMatrix& w, const float* x, int64_t n_tokens,
         ensure_size(s.d, n_tokens * nb);
         ensure_size(s.corr, n_tokens * nb * 8);
         auto rows = [&](int64_t t0, int64_t t1) {
-          kern::avx512_quantize_q8_k_tiled(w.type(), x, n_in, n_tokens, t0, t1, s.qs.data(), s.d.data(),
-                                           s.corr.data());
+          if (w.isa() == KernelIsa::kAvx2) {
+            kern::avx2_quantize_q8_k_tiled(w.type(), x, n_in, n_tokens, t0, t1, s.qs.data(), s.d.data(), s.corr.data());
+          } else {
+            kern::avx512_quantize_q8_k_tiled(w.type(), x, n_in, n_tokens, t0, t1, s.qs.data(), s.d.data(),
+                                             s.corr.data());
+          }
         };
         quantize_tokens(pool, n_tokens, rows);
         a.kqs = s.qs.data();
@@ -416,7 +422,8 @@ void matmul(const PackedMatrix& w, const float* x, int64_t n_tokens, float* y, T
   if (n_tokens <= 0 || w.n_out() == 0) return;
   if (w.isa() == KernelIsa::kScalar) return matmul_scalar(w, x, n_tokens, y, pool);
   const kern::Acts a = prepare_acts(w, x, n_tokens, pool);
-  const kern::RowsKernel kernel = w.repacked() ? kern::avx512_rows_kernel(w.type())
+  const kern::RowsKernel kernel = w.repacked() ? (w.isa() == KernelIsa::kAvx2 ? kern::avx2_repacked_rows_kernel(w.type())
+                                                                            : kern::avx512_rows_kernel(w.type()))
                                   : w.isa() == KernelIsa::kAvx512 && kern::avx512_float_rows_kernel(w.type())
                                       ? kern::avx512_float_rows_kernel(w.type())
                                       : kern::avx2_rows_kernel(w.type());

@@ -10,7 +10,7 @@
 
 namespace zl::kern {
 
-// Repacked Q4_0/Q8_0 (avx512): rows in groups of kGroupRows (the last group
+// Repacked Q4_0/Q8_0 (avx2 and avx512): rows in groups of kGroupRows (the last group
 // zero-padded). For group g and block b (32 values):
 //   scales[(g * nb + b) * 16 + r]       f16 scale of row 16g + r
 //   quants + (g * nb + b) * kGroupBlock  Q4_0: 4 x 64 bytes, vector j lane r
@@ -23,7 +23,7 @@ inline constexpr int kGroupBlockQ4_0 = 256;
 inline constexpr int kGroupBlockQ8_0 = 512;
 inline constexpr int kTokenTile = 12;  // tokens per micro-kernel call (registers: 2 x 12 accumulators)
 
-// Repacked Q4_K/Q6_K (avx512): rows in groups of kGroupRows, one stream per
+// Repacked Q4_K/Q6_K (avx2 and avx512): rows in groups of kGroupRows, one stream per
 // group, super-block after super-block (nbk = n_in / 256 per row). Every
 // 64-byte vector holds, in lane r (4 bytes), bytes of row 16g + r; all
 // values are unsigned (vpdpbusd's first operand).
@@ -97,6 +97,16 @@ using QuantizeQ8_0 = void (*)(const float* x, int64_t n_in, int64_t n_tokens, in
 RowsKernel avx2_rows_kernel(GgmlType type);
 void avx2_quantize_q8_0(const float* x, int64_t n_in, int64_t n_tokens, int32_t corr_mul, int8_t* qs, float* d,
                         int32_t* corr);
+
+// AVX2 kernels of the repacked Q4_0/Q8_0/Q4_K/Q6_K layouts
+// (matmul_avx2_repacked.cc), whole groups as the AVX-512 ones, and the
+// tiled activation quantizers (bit-exact with quantize_row, the layouts of
+// Acts like the AVX-512 twins below).
+RowsKernel avx2_repacked_rows_kernel(GgmlType type);
+void avx2_quantize_q8_0_tiled(const float* x, int64_t n_in, int64_t n_tokens, int64_t t0, int64_t t1,
+                              int32_t corr_mul, int8_t* qs, float* d, int32_t* corr);
+void avx2_quantize_q8_k_tiled(GgmlType type, const float* x, int64_t n_in, int64_t n_tokens, int64_t t0, int64_t t1,
+                              int8_t* qs, float* d, int32_t* pairs);
 
 // AVX-512 kernels (matmul_avx512.cc): repacked Q4_0/Q8_0/Q4_K/Q6_K; rows are
 // split in whole groups (r0, r1 multiples of kGroupRows, r1 may be n_out).

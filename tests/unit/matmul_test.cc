@@ -141,8 +141,9 @@ TEST(MatmulQuantize, Avx2Q8_0IsBitExact) {
 // quantize_row(kQ8_K) bit for bit (values, scale; the pair sums from bsums),
 // including the sign rule of d (the first value of largest magnitude) and
 // all-zero super-blocks.
-TEST(MatmulQuantize, Avx512TiledQ8_KIsBitExact) {
-  if (!isa_supported(KernelIsa::kAvx512)) GTEST_SKIP() << "no AVX-512 VNNI";
+using TiledQ8_K = void (*)(GgmlType, const float*, int64_t, int64_t, int64_t, int64_t, int8_t*, float*, int32_t*);
+
+void check_tiled_q8_k(TiledQ8_K quantize) {
   std::mt19937 rng(11);
   const int64_t n_in = 768, nbk = 3;
   for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K}) {
@@ -154,7 +155,7 @@ TEST(MatmulQuantize, Avx512TiledQ8_KIsBitExact) {
       std::vector<int8_t> qs(n_in * n_tokens);
       std::vector<float> d(nbk * n_tokens);
       std::vector<int32_t> pairs(8 * nbk * n_tokens);
-      kern::avx512_quantize_q8_k_tiled(type, x.data(), n_in, n_tokens, 0, n_tokens, qs.data(), d.data(), pairs.data());
+      quantize(type, x.data(), n_in, n_tokens, 0, n_tokens, qs.data(), d.data(), pairs.data());
       std::vector<BlockQ8_K> ref(nbk);
       for (int64_t i = 0; i < n_tokens; ++i) {
         quantize_row(GgmlType::kQ8_K, x.data() + i * n_in, ref.data(), n_in);
@@ -190,16 +191,27 @@ TEST(MatmulQuantize, Avx512TiledQ8_KIsBitExact) {
   }
 }
 
-TEST(MatmulQuantize, Avx512TiledQ8_0IsBitExact) {
+TEST(MatmulQuantize, Avx512TiledQ8_KIsBitExact) {
   if (!isa_supported(KernelIsa::kAvx512)) GTEST_SKIP() << "no AVX-512 VNNI";
-  // Wraps the tiled quantizer into the row layout check_quantizer expects.
-  check_quantizer([](const float* x, int64_t n_in, int64_t n_tokens, int32_t corr_mul, int8_t* qs, float* d,
-                     int32_t* corr) {
+  check_tiled_q8_k(kern::avx512_quantize_q8_k_tiled);
+}
+
+TEST(MatmulQuantize, Avx2TiledQ8_KIsBitExact) {
+  if (!isa_supported(KernelIsa::kAvx2)) GTEST_SKIP() << "no AVX2";
+  check_tiled_q8_k(kern::avx2_quantize_q8_k_tiled);
+}
+
+using TiledQ8_0 = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, int32_t, int8_t*, float*, int32_t*);
+
+// Wraps a tiled Q8_0 quantizer into the row layout check_quantizer expects.
+template <TiledQ8_0 kQuantize>
+void tiled_as_rows(const float* x, int64_t n_in, int64_t n_tokens, int32_t corr_mul, int8_t* qs, float* d,
+                   int32_t* corr) {
     const int64_t nb = n_in / 32, n_rows = (n_tokens + kern::kTokenTile - 1) / kern::kTokenTile * kern::kTokenTile;
     std::vector<int8_t> tq(n_rows * n_in);
     std::vector<float> td(n_rows * nb);
     std::vector<int32_t> tc(n_rows * nb);
-    kern::avx512_quantize_q8_0_tiled(x, n_in, n_tokens, 0, n_tokens, corr_mul, tq.data(), td.data(), tc.data());
+    kQuantize(x, n_in, n_tokens, 0, n_tokens, corr_mul, tq.data(), td.data(), tc.data());
     for (int64_t i = 0; i < n_tokens; ++i) {
       const int64_t t0 = i / kern::kTokenTile * kern::kTokenTile;
       const int64_t width = std::min<int64_t>(kern::kTokenTile, n_tokens - t0);
@@ -210,19 +222,30 @@ TEST(MatmulQuantize, Avx512TiledQ8_0IsBitExact) {
         corr[i * nb + b] = tc[o];
       }
     }
-  });
 }
 
-TEST(MatmulPack, RepacksTheIntegerFormatsForAvx512Only) {
+TEST(MatmulQuantize, Avx512TiledQ8_0IsBitExact) {
   if (!isa_supported(KernelIsa::kAvx512)) GTEST_SKIP() << "no AVX-512 VNNI";
+  check_quantizer(tiled_as_rows<kern::avx512_quantize_q8_0_tiled>);
+}
+
+TEST(MatmulQuantize, Avx2TiledQ8_0IsBitExact) {
+  if (!isa_supported(KernelIsa::kAvx2)) GTEST_SKIP() << "no AVX2";
+  check_quantizer(tiled_as_rows<kern::avx2_quantize_q8_0_tiled>);
+}
+
+TEST(MatmulPack, RepacksTheIntegerFormatsForTheSimdPaths) {
   std::vector<uint8_t> wf(row_size(GgmlType::kF16, 256) * 3);
-  EXPECT_FALSE(PackedMatrix(GgmlType::kF16, wf.data(), 256, 3, KernelIsa::kAvx512).repacked());
-  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
-    std::vector<uint8_t> w(row_size(type, 256) * 3);
-    PackedMatrix p(type, w.data(), 256, 3, KernelIsa::kAvx512);
-    EXPECT_TRUE(p.repacked()) << ggml_type_name(type);
-    EXPECT_EQ(p.n_bytes(), w.size());
-    EXPECT_FALSE(PackedMatrix(type, w.data(), 256, 3, KernelIsa::kAvx2).repacked());
+  for (KernelIsa isa : {KernelIsa::kAvx2, KernelIsa::kAvx512}) {
+    if (!isa_supported(isa)) continue;
+    EXPECT_FALSE(PackedMatrix(GgmlType::kF16, wf.data(), 256, 3, isa).repacked());
+    for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+      std::vector<uint8_t> w(row_size(type, 256) * 3);
+      PackedMatrix p(type, w.data(), 256, 3, isa);
+      EXPECT_TRUE(p.repacked()) << ggml_type_name(type) << " " << isa_name(isa);
+      EXPECT_EQ(p.n_bytes(), w.size());
+      EXPECT_FALSE(PackedMatrix(type, w.data(), 256, 3, KernelIsa::kScalar).repacked());
+    }
   }
 }
 
