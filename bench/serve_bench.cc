@@ -4,7 +4,7 @@
 //
 //   serve_bench [--model PATH] [--streams 1,8,64,256]
 //               [--max-tokens 256,256,128,64] [--ctx 512] [--parallel 64]
-//               [--threads 1] [--reps 5]
+//               [--threads 1] [--io-threads 1] [--reps 5]
 //
 // Per concurrency level c, `reps` times in alternation:
 //   engine  c requests submitted at once to an Engine (no HTTP), greedy,
@@ -102,8 +102,11 @@ void on_bytes(Stream& s, const char* p, size_t n, Clock::time_point now) {
     s.scan = at + kDelta.size();
   }
   if (s.buf.size() > kDelta.size()) s.scan = std::max(s.scan, s.buf.size() - kDelta.size());
-  if (s.buf.find("event: message_stop", s.buf.size() > 4096 ? s.buf.size() - 4096 : 0) != std::string::npos &&
-      s.buf.ends_with("0\r\n\r\n")) {
+  // The end: the last chunk, after message_stop (checked in that order: the
+  // client shares the machine with the server, so it looks at 5 bytes per
+  // read rather than scanning the tail of the buffer each time).
+  if (s.buf.ends_with("0\r\n\r\n") &&
+      s.buf.find("event: message_stop", s.buf.size() > 4096 ? s.buf.size() - 4096 : 0) != std::string::npos) {
     const size_t u = s.buf.rfind("\"output_tokens\":");
     if (u != std::string::npos) s.output_tokens = std::atoll(s.buf.c_str() + u + 16);
     s.done = true;
@@ -263,8 +266,9 @@ PhaseResult run_served(int port, LogStore& logs, int level, int rep, int max_tok
       const double front = ms(it->second.t_submit - s.t_send), back = ms(s.t_first_byte - t.t_first_token);
       out.overhead_ms.push_back(front + back);
       if (std::getenv("ZL_BENCH_DEBUG")) {
-        std::fprintf(stderr, "  %s send->read %.3f read->submit %.3f\n", s.request_id.c_str(),
-                     ms(it->second.t_start - s.t_send), ms(it->second.t_submit - it->second.t_start));
+        std::fprintf(stderr, "  %s send->read %.3f read->submit %.3f (send at %.6f s)\n", s.request_id.c_str(),
+                     ms(it->second.t_start - s.t_send), ms(it->second.t_submit - it->second.t_start),
+                     std::chrono::duration<double>(s.t_send.time_since_epoch()).count());
         std::fprintf(stderr, "  %s front %.3f engine %.3f back %.3f (queued %.3f prefill %.3f) first-token-at-io %.3f\n",
                      s.request_id.c_str(), front, ms(t.t_first_token - it->second.t_submit), back,
                      ms(t.t_scheduled - t.t_submit), ms(t.t_first_token - t.t_scheduled),
@@ -298,12 +302,12 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> a = {{"model", std::string(ZL_SHARED_DIR) + "/models/stories260K.gguf"},
                                           {"streams", "1,8,64,256"}, {"max-tokens", "256,256,128,64"},
                                           {"ctx", "512"}, {"parallel", "64"},
-                                          {"threads", "1"}, {"reps", "5"}};
+                                          {"threads", "1"}, {"io-threads", "1"}, {"reps", "5"}};
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
     if (!k.starts_with("--") || !a.count(k.substr(2))) {
       std::fprintf(stderr, "usage: serve_bench [--model PATH] [--streams 1,8,64,256] [--max-tokens 256,256,128,64 (per level)] "
-                           "[--ctx N] [--parallel N] [--threads N] [--reps N]\n");
+                           "[--ctx N] [--parallel N] [--threads N] [--io-threads N] [--reps N]\n");
       return 2;
     }
     a[k.substr(2)] = argv[i + 1];
@@ -330,7 +334,7 @@ int main(int argc, char** argv) {
   zl::api::ApiService service(api_cfg, served_backend->engine.get(), served_backend->codec.get());
   zl::http::Router router;
   service.register_routes(router);
-  zl::http::ServerConfig http_cfg{.port = 0};
+  zl::http::ServerConfig http_cfg{.port = 0, .n_io_threads = std::max(1, std::atoi(a["io-threads"].c_str()))};
   zl::http::HttpServer server(http_cfg, &router);
   if (!server.listen().ok()) return 1;
   server.start();

@@ -8,7 +8,6 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <cctype>
 #include <mutex>
@@ -191,6 +190,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void start() {
     asio::post(ioc_, [self = shared_from_this()] { self->read_next(); });
   }
+  // start() when already on the connection's I/O thread: no trip through
+  // the event loop's queue.
+  void start_here() { read_next(); }
   // Closes at once (client_gone for a pending answer). Only on the
   // connection's I/O thread, or once that thread has stopped (HttpServer::stop).
   void abort() { close(); }
@@ -217,14 +219,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void read_next();
   void start_read_some();
   void on_read_some(error_code ec, size_t n);
-  void read_header();
-  void on_header(error_code ec);
-  void on_body(error_code ec);
+  // Feeds the buffered bytes to the parser: dispatches a complete request,
+  // answers a malformed one, or reads on (the phase deadlines: headers from
+  // the first byte, the body from the end of the headers).
+  void parse();
   void dispatch();
   void flush();
   void on_written(error_code ec);
   void finish_exchange();
-  // A request is in progress from its first byte read (read_header) until
+  // A request is in progress from its first byte read (parse) until
   // its answer is written (finish_exchange) or the connection closes.
   void begin_request() {
     if (in_request_) return;
@@ -267,8 +270,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Clock::time_point wait_expiry_{};  // when the pending wait fires
   bool waiting_ = false;             // a timer wait is pending
   bool writing_ = false;
-  bool reading_ = false;        // an async_read_some is in flight (idle or background)
-  bool parsing_ = false;        // a Beast header/body read is in flight
+  bool reading_ = false;        // an async_read_some is in flight (idle, a request's bytes, or background)
+  bool header_seen_ = false;    // the current request's headers are complete (body deadline armed)
   bool busy_ = false;           // a request is being answered
   bool in_request_ = false;     // counted in Shared::n_in_progress
   bool answer_queued_ = false;  // the answer is complete in out_/writing_buf_
@@ -391,8 +394,9 @@ void Connection::read_next() {
   parser_.emplace();
   parser_->header_limit(sh_.cfg.max_header_bytes);
   parser_->body_limit(sh_.cfg.max_body_bytes);
+  header_seen_ = false;
   if (buf_.size() > 0) {
-    read_header();
+    parse();
     return;
   }
   if (sh_.draining.load()) {
@@ -429,54 +433,39 @@ void Connection::on_read_some(error_code ec, size_t n) {
     // stops here (a disconnect is then noticed at the next write).
     return;
   }
-  read_header();
+  parse();
 }
 
-void Connection::read_header() {
-  begin_request();
-  arm(sh_.cfg.header_timeout);
-  parsing_ = true;
-  bhttp::async_read_header(sock_, buf_, *parser_, [self = shared_from_this()](error_code ec, size_t) {
-    self->on_header(ec);
-  });
-}
-
-void Connection::on_header(error_code ec) {
-  parsing_ = false;
-  if (closed_) return;
-  if (ec == bhttp::error::body_limit) return answer_and_close(HttpError::kBodyTooLarge);
-  if (ec == bhttp::error::header_limit) return answer_and_close(HttpError::kHeadersTooLarge);
-  if (ec == bhttp::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
-      ec == asio::error::operation_aborted) {
-    close();
-    return;
+void Connection::parse() {
+  if (!in_request_) {
+    begin_request();
+    arm(sh_.cfg.header_timeout);  // from the request's first byte
   }
-  if (ec) return answer_and_close(HttpError::kBadRequest);
+  // The parser takes a complete header at once (it returns need_more
+  // until the whole header is buffered), then the body as it comes.
+  while (buf_.size() > 0 && !parser_->is_done()) {
+    error_code ec;
+    const size_t used = parser_->put(buf_.data(), ec);
+    buf_.consume(used);
+    if (ec == bhttp::error::need_more) break;
+    if (ec == bhttp::error::body_limit) return answer_and_close(HttpError::kBodyTooLarge);
+    if (ec == bhttp::error::header_limit) return answer_and_close(HttpError::kHeadersTooLarge);
+    if (ec) return answer_and_close(HttpError::kBadRequest);
+    if (used == 0) break;
+  }
   if (parser_->is_done()) {
     dispatch();
     return;
   }
-  const auto& h = parser_->get();
-  auto expect = h[bhttp::field::expect];
-  if (h.version() == 11 && beast::iequals(expect, "100-continue")) queue("HTTP/1.1 100 Continue\r\n\r\n");
-  arm(sh_.cfg.body_timeout);
-  parsing_ = true;
-  bhttp::async_read(sock_, buf_, *parser_, [self = shared_from_this()](error_code ec, size_t) {
-    self->on_body(ec);
-  });
-}
-
-void Connection::on_body(error_code ec) {
-  parsing_ = false;
-  if (closed_) return;
-  if (ec == bhttp::error::body_limit) return answer_and_close(HttpError::kBodyTooLarge);
-  if (ec == bhttp::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
-      ec == asio::error::operation_aborted) {
-    close();
-    return;
+  if (parser_->is_header_done() && !header_seen_) {
+    header_seen_ = true;
+    const auto& h = parser_->get();
+    if (h.version() == 11 && beast::iequals(h[bhttp::field::expect], "100-continue")) {
+      queue("HTTP/1.1 100 Continue\r\n\r\n");
+    }
+    arm(sh_.cfg.body_timeout);
   }
-  if (ec) return answer_and_close(HttpError::kBadRequest);
-  dispatch();
+  if (!reading_) start_read_some();
 }
 
 HttpRequest to_request(bhttp::request<bhttp::string_body>&& m) {
@@ -641,17 +630,45 @@ struct HttpServer::Impl {
   bool started = false;
   bool stopped = false;
 
-  void accept() {
+  asio::io_context& next() {
     asio::io_context& ctx = *contexts[next_context];
     next_context = (next_context + 1) % contexts.size();
+    return ctx;
+  }
+
+  // Runs on the listener's thread (context 0). Each completion also takes
+  // every connection already waiting in the backlog (non-blocking accepts
+  // until none is left), so a burst of connections is admitted in one go,
+  // and a connection of context 0 starts reading at once instead of after
+  // a trip through the event loop's queue.
+  void accept() {
+    asio::io_context& ctx = next();
     acceptor->async_accept(ctx, [this, &ctx](error_code ec, tcp::socket sock) {
       if (ec == asio::error::operation_aborted || !acceptor->is_open()) return;
-      if (!ec) {
-        if (auto conn = admit(std::move(sock), ctx)) conn->start();
+      if (!ec) start(admit(std::move(sock), ctx), ctx);
+      for (int i = 0; i < kMaxAcceptBurst && !ec && acceptor->is_open(); ++i) {
+        asio::io_context& c = *contexts[next_context];
+        tcp::socket s(c);
+        acceptor->accept(s, ec);  // non-blocking: would_block once the backlog is empty
+        if (ec) break;
+        next();
+        start(admit(std::move(s), c), c);
       }
       accept();
     });
   }
+
+  void start(const std::shared_ptr<Connection>& conn, asio::io_context& ctx) {
+    if (!conn) return;
+    if (&ctx == contexts[0].get()) {
+      conn->start_here();
+    } else {
+      conn->start();
+    }
+  }
+  // Connections taken per accept completion before the loop goes back to
+  // the event queue (other connections' work waits meanwhile).
+  static constexpr int kMaxAcceptBurst = 64;
 
   // A registered connection for `sock`; null (the socket closed) past
   // max_connections or once draining.
@@ -703,6 +720,7 @@ Status HttpServer::listen() {
   if (!ec) acc->set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) acc->bind(ep, ec);
   if (!ec) acc->listen(asio::socket_base::max_listen_connections, ec);
+  if (!ec) acc->non_blocking(true, ec);
   if (ec) return io_error("cannot listen on " + where + ": " + ec.message());
   impl_->port = acc->local_endpoint().port();
   impl_->acceptor = std::move(acc);

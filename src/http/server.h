@@ -2,7 +2,12 @@
 //
 // Design: n_io_threads event loops (one io_context each, one thread each);
 // each accepted connection lives on one loop for its whole life, so a
-// connection's state needs no locks. Per connection:
+// connection's state needs no locks. The listener (on loop 0) takes every
+// connection waiting in the backlog per wake-up; a request is parsed as its
+// bytes arrive (Beast's parser fed from the connection's buffer, no
+// composed read operations) and dispatched in the same handler, so a burst
+// of new connections is served one request after another rather than each
+// phase of every request in turn. Per connection:
 //   idle --first byte--> headers (deadline header_timeout from the first
 //   byte: a slow-loris that trickles bytes is cut at the deadline, not reset
 //   by each byte) --> body (deadline body_timeout) --> busy (the handler
