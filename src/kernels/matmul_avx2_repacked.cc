@@ -222,8 +222,8 @@ void group_q4_k(const GroupCall& c) {
     for (int r = 0; r < R; ++r) {
       for (int t = 0; t < T; ++t) isum[r][t] = _mm256_setzero_si256();
     }
-#pragma GCC unroll 1
-    for (int s = 0; s < 8; ++s) {  // sub-block s: vectors 8 (s / 2) + k, low (s even) or high nibbles
+    // Sub-block s: vectors 8 (s / 2) + k, low (s even) or high nibbles.
+    auto sub_block = [&](int s) __attribute__((always_inline)) {
       if (c.prefetch) prefetch_k<kGroupBlockQ4_K, 8>(w, s);
       const uint8_t* ws = w + 512 * (s >> 1) + 32 * c.h0;
       __m256i p[R][T];
@@ -250,6 +250,16 @@ void group_q4_k(const GroupCall& c) {
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) isum[r][t] = _mm256_add_epi32(isum[r][t], _mm256_madd_epi16(p[r][t], ks[r].sc[s]));
       }
+    };
+    // Unrolled (the nibble choice and prefetch part known) where the loop
+    // body is small: decode; a runtime loop for the wide prefill tiles,
+    // which measured faster so (the code stays in the uop cache).
+    if constexpr (R * T <= 2) {
+#pragma GCC unroll 8
+      for (int s = 0; s < 8; ++s) sub_block(s);
+    } else {
+#pragma GCC unroll 1
+      for (int s = 0; s < 8; ++s) sub_block(s);
     }
     const int64_t ab = b * c.stride;
 #pragma GCC unroll 2
@@ -277,7 +287,7 @@ void group_q4_k(const GroupCall& c) {
 
 template <int R, int T>
 void group_q6_k(const GroupCall& c) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), m3f = _mm256_set1_epi8(0x3F);
   __m256 acc[R][T];
   for (int r = 0; r < R; ++r) {
     for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
@@ -305,10 +315,9 @@ void group_q6_k(const GroupCall& c) {
 #pragma GCC unroll 1
     for (int h = 0; h < 2; ++h) {
       const uint8_t* wh = w + 64 * 24 * h + 32 * c.h0;
-#pragma GCC unroll 1
-      for (int g = 0; g < 4; ++g) {  // values 128h + 32g + l: ql nibble g >> 1 of part g & 1, qh bits 2g
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; ++g) {  // values 128h + 32g + l, l = 4k + byte
         if (c.prefetch) prefetch_k<kGroupBlockQ6_K, 8>(w, 4 * h + g);
-        const int sh = g < 2 ? 0 : 4, hsh = 2 * g;
 #pragma GCC unroll 4
         for (int kp = 0; kp < 4; ++kp) {  // k = 2kp, 2kp + 1: half of sub-block 8h + 2g + kp / 2
           __m256i p[R][T];
@@ -318,12 +327,15 @@ void group_q6_k(const GroupCall& c) {
             __m256i wv[R];
 #pragma GCC unroll 2
             for (int r = 0; r < R; ++r) {
-              const __m256i l = _mm256_load_si256(reinterpret_cast<const __m256i*>(wh + 64 * (3 * k + (g & 1)) + 32 * r));
-              const __m256i qh = _mm256_load_si256(reinterpret_cast<const __m256i*>(wh + 64 * (3 * k + 2) + 32 * r));
-              const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(l, sh), m4);
-              // qh bits 2g, 2g + 1 moved to bits 4, 5.
-              const __m256i hb = hsh <= 4 ? _mm256_slli_epi16(qh, 4 - hsh) : _mm256_srli_epi16(qh, hsh - 4);
-              wv[r] = _mm256_or_si256(_mm256_and_si256(hb, m30), lo);
+              // The avx2 layout (matmul_internal.h): A, B, C = vectors 3k, 3k + 1, 3k + 2.
+              const uint8_t* v = wh + 64 * 3 * k + 32 * r;
+              auto load = [&](int i) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(v + 64 * i)); };
+              if (g < 2) {
+                wv[r] = _mm256_and_si256(load(g), m3f);
+              } else {
+                const __m256i lo = g == 2 ? _mm256_and_si256(load(2), m4) : _mm256_and_si256(_mm256_srli_epi16(load(2), 4), m4);
+                wv[r] = _mm256_or_si256(lo, _mm256_and_si256(_mm256_srli_epi16(load(g - 2), 2), m30));
+              }
             }
 #pragma GCC unroll 4
             for (int t = 0; t < T; ++t) {

@@ -38,6 +38,12 @@ inline constexpr int kTokenTile = 12;  // tokens per micro-kernel call (register
 //     vectors 24h + 3k + {0, 1, 2} (h < 2, k < 8)  ql[64h + 4k ..],
 //         ql[64h + 32 + 4k ..], qh[32h + 4k ..]
 //     vectors 48 + i (i < 4)          scales[4i .. 4i + 3] (int8)
+//   For avx2, Q6_K's value bits are rearranged within the same three
+//   vectors 24h + 3k + {0, 1, 2} so that fewer operations rebuild the 6-bit
+//   values (with l = 4k + byte, g the 32-value group of the half):
+//     A: g 0's low nibble | its 2 high bits << 4 | g 2's high bits << 6
+//     B: g 1's low nibble | its 2 high bits << 4 | g 3's high bits << 6
+//     C: g 2's low nibble | g 3's low nibble << 4
 inline constexpr int kGroupBlockQ4_K = 2304;
 inline constexpr int kGroupBlockQ6_K = 3328;
 inline constexpr int kTokenTileK = 8;  // tokens per K-quant micro-kernel call (3 x 8 accumulators)
@@ -114,8 +120,8 @@ RowsKernel avx512_rows_kernel(GgmlType type);
 // Repacks n_out rows of a Q4_K/Q6_K matrix (GGUF layout) into the layout
 // above: `stream` gets n_groups * nbk * kGroupBlock bytes, `scales` (Q6_K
 // only) n_groups * nbk * 16 f16. Padding rows are zero.
-void repack_k_quant(GgmlType type, const uint8_t* data, int64_t n_in, int64_t n_out, uint8_t* stream,
-                    uint16_t* scales);
+void repack_k_quant(GgmlType type, KernelIsa isa, const uint8_t* data, int64_t n_in, int64_t n_out,
+                    uint8_t* stream, uint16_t* scales);
 // Quantizes tokens [t0, t1) of x (n_tokens rows of n_in) to Q8_K in the
 // tiled K layout of Acts (for `type` Q4_K or Q6_K's pair sums). Bit-exact
 // with quantize_row(kQ8_K).
