@@ -64,7 +64,6 @@ struct Scratch {
   std::vector<int8_t> qs;
   std::vector<float> d;
   std::vector<int32_t> corr;  // also the K-quant pair sums
-  std::vector<BlockQ8_K> qk;
   std::vector<float> f;
   std::vector<uint8_t> raw;  // scalar path: vec_dot_type rows
 };
@@ -125,26 +124,20 @@ kern::Acts prepare_acts(const PackedMatrix& w, const float* x, int64_t n_tokens,
   a.n_tokens = n_tokens;
   const int64_t n_in = a.n_in = w.n_in();
   switch (w.type()) {
+    // Integer formats: repacked on every SIMD ISA, activations tiled.
     case GgmlType::kQ4_0:
     case GgmlType::kQ8_0: {
       const int64_t nb = n_in / kQk32;
-      const int32_t corr_mul = !w.repacked() ? 0 : w.type() == GgmlType::kQ4_0 ? -8 : -128;
-      a.tiled = w.repacked();
-      // (The tiled layout's last tile is compact: n_tokens rows in both layouts.)
+      const int32_t corr_mul = w.type() == GgmlType::kQ4_0 ? -8 : -128;
+      // (The tiled layout's last tile is compact: n_tokens rows.)
       ensure_size(s.qs, n_tokens * n_in);
       ensure_size(s.d, n_tokens * nb);
       ensure_size(s.corr, n_tokens * nb);
-      auto rows = [&](int64_t t0, int64_t t1) {
-        if (a.tiled && w.isa() == KernelIsa::kAvx2) {
-          kern::avx2_quantize_q8_0_tiled(x, n_in, n_tokens, t0, t1, corr_mul, s.qs.data(), s.d.data(), s.corr.data());
-        } else if (a.tiled) {
-          kern::avx512_quantize_q8_0_tiled(x, n_in, n_tokens, t0, t1, corr_mul, s.qs.data(), s.d.data(), s.corr.data());
-        } else {
-          kern::avx2_quantize_q8_0(x + t0 * n_in, n_in, t1 - t0, corr_mul, s.qs.data() + t0 * n_in,
-                                   s.d.data() + t0 * nb, s.corr.data() + t0 * nb);
-        }
-      };
-      quantize_tokens(pool, n_tokens, rows);
+      const kern::TiledQ8_0 quantize =
+          w.isa() == KernelIsa::kAvx2 ? kern::avx2_quantize_q8_0_tiled : kern::avx512_quantize_q8_0_tiled;
+      quantize_tokens(pool, n_tokens, [&](int64_t t0, int64_t t1) {
+        quantize(x, n_in, n_tokens, t0, t1, corr_mul, s.qs.data(), s.d.data(), s.corr.data());
+      });
       a.qs = s.qs.data();
       a.d = s.d.data();
       a.corr = s.corr.data();
@@ -153,31 +146,17 @@ kern::Acts prepare_acts(const PackedMatrix& w, const float* x, int64_t n_tokens,
     case GgmlType::kQ4_K:
     case GgmlType::kQ6_K: {
       const int64_t nb = n_in / kQkK;
-      if (w.repacked()) {
-        a.tiled = true;
-        ensure_size(s.qs, n_tokens * n_in);
-        ensure_size(s.d, n_tokens * nb);
-        ensure_size(s.corr, n_tokens * nb * 8);
-        auto rows = [&](int64_t t0, int64_t t1) {
-          if (w.isa() == KernelIsa::kAvx2) {
-            kern::avx2_quantize_q8_k_tiled(w.type(), x, n_in, n_tokens, t0, t1, s.qs.data(), s.d.data(), s.corr.data());
-          } else {
-            kern::avx512_quantize_q8_k_tiled(w.type(), x, n_in, n_tokens, t0, t1, s.qs.data(), s.d.data(),
-                                             s.corr.data());
-          }
-        };
-        quantize_tokens(pool, n_tokens, rows);
-        a.kqs = s.qs.data();
-        a.kd = s.d.data();
-        a.kpairs = s.corr.data();
-        break;
-      }
-      ensure_size(s.qk, n_tokens * nb);
-      auto rows = [&](int64_t t0, int64_t t1) {
-        for (int64_t t = t0; t < t1; ++t) quantize_row(GgmlType::kQ8_K, x + t * n_in, s.qk.data() + t * nb, n_in);
-      };
-      quantize_tokens(pool, n_tokens, rows);
-      a.qk = s.qk.data();
+      ensure_size(s.qs, n_tokens * n_in);
+      ensure_size(s.d, n_tokens * nb);
+      ensure_size(s.corr, n_tokens * nb * 8);
+      const kern::TiledQ8_K quantize =
+          w.isa() == KernelIsa::kAvx2 ? kern::avx2_quantize_q8_k_tiled : kern::avx512_quantize_q8_k_tiled;
+      quantize_tokens(pool, n_tokens, [&](int64_t t0, int64_t t1) {
+        quantize(w.type(), x, n_in, n_tokens, t0, t1, s.qs.data(), s.d.data(), s.corr.data());
+      });
+      a.kqs = s.qs.data();
+      a.kd = s.d.data();
+      a.kpairs = s.corr.data();
       break;
     }
     case GgmlType::kF32: a.f = x; break;

@@ -7,10 +7,13 @@
 // Kernels per instruction set, chosen at run time from CPUID (override with
 // ZL_KERNELS=scalar|avx2|avx512 for tests and comparisons):
 //   scalar  quant.h's vec_dot per (row, token) — the reference.
-//   avx2    per-row dot products (maddubs/madd) for the integer formats;
-//           float formats in tiles of rows x tokens (F16C + FMA).
-//   avx512  Q4_0/Q8_0/Q4_K/Q6_K weights repacked at load into groups of 16
-//           rows interleaved by 4 bytes, multiplied with AVX-512 VNNI
+//   avx2    Q4_0/Q8_0/Q4_K/Q6_K weights repacked at load into groups of 16
+//           rows interleaved by 4 bytes (as for avx512), multiplied as two
+//           8-row halves with maddubs on unsigned nibbles (int16 sums of a
+//           block, one madd to int32): both halves x 1-2 tokens for decode,
+//           one half x up to 4 tokens for prefill; float formats in tiles of
+//           rows x tokens (F16C + FMA).
+//   avx512  the same repacked groups multiplied with AVX-512 VNNI
 //           (vpdpbusd) against broadcast activations: one weight load serves
 //           up to 12 tokens (Q4_0/Q8_0) or 8 (K-quants) — a GEMM
 //           micro-kernel; float formats (matmul_float.h) in the GGUF rows,
@@ -43,8 +46,8 @@ const char* isa_name(KernelIsa isa);
 
 // A weight matrix of n_out rows of n_in values, prepared once for one ISA.
 // Holds its own copy of the weights in huge-page memory (core/memory.h):
-// repacked (avx512 Q4_0/Q8_0/Q4_K/Q6_K: the same number of bytes) or the
-// GGUF rows as they are (other formats and avx2). Only the scalar ISA
+// repacked (avx2/avx512 Q4_0/Q8_0/Q4_K/Q6_K: the same number of bytes) or
+// the GGUF rows as they are (float formats). Only the scalar ISA
 // references `data` in place (which must then outlive it). Immutable after
 // construction; matmul may run on it from several threads.
 class PackedMatrix {
@@ -85,7 +88,7 @@ class PackedMatrix {
   // the ISA is not scalar and the matrix not repacked (the original rows
   // where repacked; null for a repacked stacked() matrix).
   const uint8_t* data() const { return data_; }
-  // Repacked layout (avx512 Q4_0/Q8_0), see matmul_internal.h.
+  // Repacked layout (integer formats on avx2/avx512), see matmul_internal.h.
   const uint8_t* quants() const { return quants_.get(); }
   const uint16_t* scales() const { return scales_.get(); }
 

@@ -1,8 +1,7 @@
-// AVX2 kernels (compiled with -mavx2 -mfma -mf16c; called only when CPUID
-// reports them). Integer formats: one weight row times one token at a time,
-// the row staying in L1 while it is multiplied with every token, following
-// ggml's AVX2 dot products (maddubs + madd, exact int32 sums per block).
-// Float formats: register tiles of several rows x tokens (see rows_float).
+// AVX2 kernels of the float formats (compiled with -mavx2 -mfma -mf16c;
+// called only when CPUID reports them): register tiles of several rows x
+// tokens (see rows_float); the Q8_0 activation quantizer, the int8 peak and
+// the bandwidth probe. The integer formats: matmul_avx2_repacked.cc.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -23,123 +22,6 @@ inline float hsum(__m256 v) {
 }
 
 inline float f16(uint16_t h) { return _cvtsh_ss(h); }
-
-// Sum over pairs of u8 * s8 into int32 lanes, via |w| * sign(a, w).
-inline __m256i dot_s8(__m256i w, __m256i a) {
-  const __m256i p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(a, w));
-  return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
-}
-
-float dot_q4_0(const BlockQ4_0* x, const int8_t* qa, const float* da, int64_t nb) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), eight = _mm256_set1_epi8(8);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const __m128i p = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].qs));
-    __m256i w = _mm256_inserti128_si256(_mm256_castsi128_si256(p), _mm_srli_epi16(p, 4), 1);
-    w = _mm256_sub_epi8(_mm256_and_si256(w, m4), eight);
-    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa + 32 * b));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_s8(w, a)), _mm256_set1_ps(f16(x[b].d) * da[b]), acc);
-  }
-  return hsum(acc);
-}
-
-float dot_q8_0(const BlockQ8_0* x, const int8_t* qa, const float* da, int64_t nb) {
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs));
-    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qa + 32 * b));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot_s8(w, a)), _mm256_set1_ps(f16(x[b].d) * da[b]), acc);
-  }
-  return hsum(acc);
-}
-
-// The 12 packed bytes of 6-bit (scale, min) pairs -> sc[8] in bytes 0-7 and
-// min[8] in bytes 8-15 of `out` (ggml's kmask shuffle, 4 word operations).
-inline void unpack_scales_k4(const uint8_t* packed, uint32_t out[4]) {
-  constexpr uint32_t kMask1 = 0x3f3f3f3f, kMask2 = 0x0f0f0f0f, kMask3 = 0x03030303;
-  std::memcpy(out, packed, 12);
-  out[3] = ((out[2] >> 4) & kMask2) | (((out[1] >> 6) & kMask3) << 4);
-  const uint32_t aux = out[1] & kMask1;
-  out[1] = (out[2] & kMask2) | (((out[0] >> 6) & kMask3) << 4);
-  out[2] = aux;
-  out[0] &= kMask1;
-}
-
-float dot_q4_k(const BlockQ4_K* x, const BlockQ8_K* y, int64_t nb) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
-  __m256 acc = _mm256_setzero_ps();
-  float acc_m = 0.0f;
-  for (int64_t i = 0; i < nb; ++i) {
-    uint32_t utmp[4];
-    unpack_scales_k4(x[i].scales, utmp);
-    // Built from registers (a vector load of utmp would stall on store forwarding).
-    const __m256i scales = _mm256_broadcastsi128_si256(
-        _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(utmp[1]), static_cast<int>(utmp[0]))));
-    const __m128i mins = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(utmp[3]), static_cast<int>(utmp[2])));
-    // Mins: sum over sub-blocks of min * (sum of its 32 activations).
-    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums));
-    const __m128i bsums32 = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
-    __m128i prod = _mm_madd_epi16(mins, bsums32);
-    prod = _mm_add_epi32(prod, _mm_shuffle_epi32(prod, 0x4E));
-    prod = _mm_add_epi32(prod, _mm_shuffle_epi32(prod, 0xB1));
-    acc_m += f16(x[i].dmin) * y[i].d * static_cast<float>(_mm_cvtsi128_si32(prod));
-    const uint8_t* q4 = x[i].qs;
-    const int8_t* q8 = y[i].qs;
-    __m256i sumi = _mm256_setzero_si256();
-    for (int j = 0; j < 4; ++j) {
-      const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q4 + 32 * j));
-      const __m256i lo = _mm256_and_si256(bits, m4);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bits, 4), m4);
-      const __m256i a_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * j));
-      const __m256i a_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 64 * j + 32));
-      // Scale of sub-block k in every int16 lane: shuffle bytes 2k, 2k+1.
-      const __m256i s_lo = _mm256_shuffle_epi8(scales, _mm256_set1_epi16(static_cast<short>(0x0100 + 0x0202 * (2 * j))));
-      const __m256i s_hi = _mm256_shuffle_epi8(scales, _mm256_set1_epi16(static_cast<short>(0x0100 + 0x0202 * (2 * j + 1))));
-      const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a_lo), s_lo);
-      const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a_hi), s_hi);
-      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
-    }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sumi), acc);
-  }
-  return hsum(acc) - acc_m;
-}
-
-// q in [0, 63] is stored; the value is q - 32. The -32 * sum(a) part is
-// folded in once per super-block from Q8_K's bsums (16-value sums).
-float dot_q6_k(const BlockQ6_K* x, const BlockQ8_K* y, int64_t nb) {
-  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t i = 0; i < nb; ++i) {
-    const uint8_t* ql = x[i].ql;
-    const uint8_t* qh = x[i].qh;
-    const int8_t* q8 = y[i].qs;
-    const int8_t* sc = x[i].scales;
-    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
-    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y[i].bsums));
-    __m256i sumi = _mm256_slli_epi32(_mm256_madd_epi16(sc16, bsums), 5);  // 32 * sum(scale * bsum)
-    sumi = _mm256_sub_epi32(_mm256_setzero_si256(), sumi);
-    for (int h = 0; h < 2; ++h, ql += 64, qh += 32, q8 += 128, sc += 8) {
-      const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
-      const __m256i l2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
-      const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh));
-      __m256i q[4];
-      q[0] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4));
-      q[1] = _mm256_or_si256(_mm256_and_si256(l2, m4),
-                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4));
-      q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4));
-      q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l2, 4), m4),
-                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4));
-      for (int g = 0; g < 4; ++g) {
-        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q8 + 32 * g));
-        const __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[2 * g + 1]), _mm_set1_epi16(sc[2 * g]));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(s, _mm256_maddubs_epi16(q[g], a)));
-      }
-    }
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(f16(x[i].d) * y[i].d), _mm256_cvtepi32_ps(sumi), acc);
-  }
-  return hsum(acc);
-}
 
 // ---------------------------------------------------------------------------
 // Float weights (F32/F16/BF16) against float activations (already rounded
@@ -270,31 +152,6 @@ void rows_float(const PackedMatrix& m, const Acts& a, float* y, int64_t r0, int6
   }
 }
 
-template <GgmlType kType>
-void rows(const PackedMatrix& w, const Acts& a, float* y, int64_t r0, int64_t r1) {
-  const int64_t n_in = w.n_in(), n_out = w.n_out();
-  const size_t w_row = row_size(kType, n_in);
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* wr = w.data() + r * w_row;
-    for (int64_t t = 0; t < a.n_tokens; ++t) {
-      float v = 0.0f;
-      if constexpr (kType == GgmlType::kQ4_0 || kType == GgmlType::kQ8_0) {
-        const int64_t nb = n_in / 32;
-        const int8_t* qa = a.qs + t * n_in;
-        const float* da = a.d + t * nb;
-        v = kType == GgmlType::kQ4_0 ? dot_q4_0(reinterpret_cast<const BlockQ4_0*>(wr), qa, da, nb)
-                                     : dot_q8_0(reinterpret_cast<const BlockQ8_0*>(wr), qa, da, nb);
-      } else if constexpr (kType == GgmlType::kQ4_K || kType == GgmlType::kQ6_K) {
-        const int64_t nb = n_in / kQkK;
-        const BlockQ8_K* qk = a.qk + t * nb;
-        v = kType == GgmlType::kQ4_K ? dot_q4_k(reinterpret_cast<const BlockQ4_K*>(wr), qk, nb)
-                                     : dot_q6_k(reinterpret_cast<const BlockQ6_K*>(wr), qk, nb);
-      }
-      y[t * n_out + r] = v;
-    }
-  }
-}
-
 // roundf (ties away from zero), exactly (see the avx512 twin).
 inline __m256 round_away(__m256 v) {
   const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
@@ -311,10 +168,6 @@ int64_t avx2_float_row_grain(int64_t n_tokens) { return float_shape(n_tokens).ro
 
 RowsKernel avx2_rows_kernel(GgmlType type) {
   switch (type) {
-    case GgmlType::kQ4_0: return rows<GgmlType::kQ4_0>;
-    case GgmlType::kQ8_0: return rows<GgmlType::kQ8_0>;
-    case GgmlType::kQ4_K: return rows<GgmlType::kQ4_K>;
-    case GgmlType::kQ6_K: return rows<GgmlType::kQ6_K>;
     case GgmlType::kF32: return rows_float<F32Row>;
     case GgmlType::kF16: return rows_float<F16Row>;
     case GgmlType::kBF16: return rows_float<BF16Row>;

@@ -62,24 +62,22 @@ struct Acts {
   int64_t n_tokens = 0;
   int64_t n_in = 0;
   // Q8_0 (Q4_0/Q8_0 weights): values, the f16-rounded scales as floats, and a
-  // per-block integer correction added to the integer sum before scaling
-  // (-8 * sum(qs) for repacked Q4_0, -128 * sum(qs) for repacked Q8_0, else 0).
-  const int8_t* qs = nullptr;     // [n_tokens][n_in]
-  const float* d = nullptr;       // [n_tokens][n_in / 32]
-  const int32_t* corr = nullptr;  // [n_tokens][n_in / 32]
-  // avx512 repacked path: tokens in tiles of kTokenTile (the last one
-  // narrower), block-interleaved: with t0 = i / kTokenTile * kTokenTile and
-  // w = min(kTokenTile, n_tokens - t0) the tile's width, token i, block b at
+  // per-block integer correction for the unsigned weight encoding, added to
+  // the integer sum before scaling (-8 * sum(qs) for Q4_0, -128 * sum(qs)
+  // for Q8_0). Tokens in tiles of kTokenTile (the last one narrower),
+  // block-interleaved: with t0 = i / kTokenTile * kTokenTile and w =
+  // min(kTokenTile, n_tokens - t0) the tile's width, token i, block b at
   // index t0 * nb + b * w + (i - t0) (qs in units of 32 bytes). A lone token
   // is thus contiguous (decode reads its activations from L1).
-  bool tiled = false;
-  // Q8_K (Q4_K/Q6_K weights).
-  const BlockQ8_K* qk = nullptr;  // [n_tokens][n_in / 256]
-  // avx512 repacked K-quants (tiled set): the Q8_K activations tiled like
-  // the Q8_0 ones above with kTokenTileK and super-blocks for blocks: index
-  // t0 * nbk + b * w + (i - t0) holds 256 values at kqs + 256 * index, the
-  // scale at kd[index] and 8 int32 at kpairs + 8 * index, each two int16
-  // block sums (low, high half) for vpdpwssd against the weights' scales:
+  const int8_t* qs = nullptr;     // n_tokens * n_in
+  const float* d = nullptr;       // n_tokens * n_in / 32
+  const int32_t* corr = nullptr;  // n_tokens * n_in / 32
+  // Q8_K (Q4_K/Q6_K weights), tiled like the Q8_0 ones above with
+  // kTokenTileK and super-blocks for blocks: index t0 * nbk + b * w + (i -
+  // t0) holds 256 values at kqs + 256 * index, the scale at kd[index] and 8
+  // int32 at kpairs + 8 * index, each two int16 block sums (low, high half)
+  // for a pairwise multiply-add (vpdpwssd, vpmaddwd) against the weights'
+  // scales:
   //   Q4_K: sums of 32 values s32[k]: (s32[0], s32[2]), (s32[1], s32[3]),
   //         (s32[4], s32[6]), (s32[5], s32[7]); the other 4 unused.
   //   Q6_K: Q8_K bsums (16 values) bs: (bs[4i], bs[4i + 2]), (bs[4i + 1],
@@ -98,16 +96,28 @@ using RowsKernel = void (*)(const PackedMatrix& w, const Acts& a, float* y, int6
 // corr_mul * sum of block b's values. Bit-exact with quantize_row(kQ8_0).
 using QuantizeQ8_0 = void (*)(const float* x, int64_t n_in, int64_t n_tokens, int32_t corr_mul, int8_t* qs,
                               float* d, int32_t* corr);
+// Quantizes tokens [t0, t1) of x (n_tokens rows of n_in) to Q8_0 in the
+// tiled layout of Acts (qs/d/corr point at token 0 of the whole buffer).
+// Bit-exact with quantize_row(kQ8_0).
+using TiledQ8_0 = void (*)(const float* x, int64_t n_in, int64_t n_tokens, int64_t t0, int64_t t1, int32_t corr_mul,
+                           int8_t* qs, float* d, int32_t* corr);
+// Quantizes tokens [t0, t1) of x to Q8_K in the tiled K layout of Acts,
+// with `type` (Q4_K or Q6_K)'s pair sums. Bit-exact with quantize_row(kQ8_K).
+using TiledQ8_K = void (*)(GgmlType type, const float* x, int64_t n_in, int64_t n_tokens, int64_t t0, int64_t t1,
+                           int8_t* qs, float* d, int32_t* pairs);
 
-// AVX2 kernels (matmul_avx2.cc). Row kernels for every supported type.
+// Repacks n_out rows of a Q4_K/Q6_K matrix (GGUF layout) into the layout
+// above for `isa`: `stream` gets n_groups * nbk * kGroupBlock bytes, `scales`
+// (Q6_K only) n_groups * nbk * 16 f16. Padding rows are zero.
+void repack_k_quant(GgmlType type, KernelIsa isa, const uint8_t* data, int64_t n_in, int64_t n_out,
+                    uint8_t* stream, uint16_t* scales);
+
+// AVX2 kernels. matmul_avx2.cc: the float formats, and the Q8_0 quantizer
+// of whole rows; matmul_avx2_repacked.cc: the repacked integer formats
+// (rows split in whole groups as for avx512) and the tiled quantizers.
 RowsKernel avx2_rows_kernel(GgmlType type);
 void avx2_quantize_q8_0(const float* x, int64_t n_in, int64_t n_tokens, int32_t corr_mul, int8_t* qs, float* d,
                         int32_t* corr);
-
-// AVX2 kernels of the repacked Q4_0/Q8_0/Q4_K/Q6_K layouts
-// (matmul_avx2_repacked.cc), whole groups as the AVX-512 ones, and the
-// tiled activation quantizers (bit-exact with quantize_row, the layouts of
-// Acts like the AVX-512 twins below).
 RowsKernel avx2_repacked_rows_kernel(GgmlType type);
 void avx2_quantize_q8_0_tiled(const float* x, int64_t n_in, int64_t n_tokens, int64_t t0, int64_t t1,
                               int32_t corr_mul, int8_t* qs, float* d, int32_t* corr);
@@ -117,18 +127,8 @@ void avx2_quantize_q8_k_tiled(GgmlType type, const float* x, int64_t n_in, int64
 // AVX-512 kernels (matmul_avx512.cc): repacked Q4_0/Q8_0/Q4_K/Q6_K; rows are
 // split in whole groups (r0, r1 multiples of kGroupRows, r1 may be n_out).
 RowsKernel avx512_rows_kernel(GgmlType type);
-// Repacks n_out rows of a Q4_K/Q6_K matrix (GGUF layout) into the layout
-// above: `stream` gets n_groups * nbk * kGroupBlock bytes, `scales` (Q6_K
-// only) n_groups * nbk * 16 f16. Padding rows are zero.
-void repack_k_quant(GgmlType type, KernelIsa isa, const uint8_t* data, int64_t n_in, int64_t n_out,
-                    uint8_t* stream, uint16_t* scales);
-// Quantizes tokens [t0, t1) of x (n_tokens rows of n_in) to Q8_K in the
-// tiled K layout of Acts (for `type` Q4_K or Q6_K's pair sums). Bit-exact
-// with quantize_row(kQ8_K).
 void avx512_quantize_q8_k_tiled(GgmlType type, const float* x, int64_t n_in, int64_t n_tokens, int64_t t0,
                                 int64_t t1, int8_t* qs, float* d, int32_t* pairs);
-// Quantizes tokens [t0, t1) of x (n_tokens rows of n_in) into the tiled
-// layout of Acts (qs/d/corr point at token 0 of the whole buffer).
 void avx512_quantize_q8_0_tiled(const float* x, int64_t n_in, int64_t n_tokens, int64_t t0, int64_t t1,
                                 int32_t corr_mul, int8_t* qs, float* d, int32_t* corr);
 

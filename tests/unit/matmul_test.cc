@@ -141,9 +141,7 @@ TEST(MatmulQuantize, Avx2Q8_0IsBitExact) {
 // quantize_row(kQ8_K) bit for bit (values, scale; the pair sums from bsums),
 // including the sign rule of d (the first value of largest magnitude) and
 // all-zero super-blocks.
-using TiledQ8_K = void (*)(GgmlType, const float*, int64_t, int64_t, int64_t, int64_t, int8_t*, float*, int32_t*);
-
-void check_tiled_q8_k(TiledQ8_K quantize) {
+void check_tiled_q8_k(kern::TiledQ8_K quantize) {
   std::mt19937 rng(11);
   const int64_t n_in = 768, nbk = 3;
   for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K}) {
@@ -201,10 +199,8 @@ TEST(MatmulQuantize, Avx2TiledQ8_KIsBitExact) {
   check_tiled_q8_k(kern::avx2_quantize_q8_k_tiled);
 }
 
-using TiledQ8_0 = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, int32_t, int8_t*, float*, int32_t*);
-
 // Wraps a tiled Q8_0 quantizer into the row layout check_quantizer expects.
-template <TiledQ8_0 kQuantize>
+template <kern::TiledQ8_0 kQuantize>
 void tiled_as_rows(const float* x, int64_t n_in, int64_t n_tokens, int32_t corr_mul, int8_t* qs, float* d,
                    int32_t* corr) {
     const int64_t nb = n_in / 32, n_rows = (n_tokens + kern::kTokenTile - 1) / kern::kTokenTile * kern::kTokenTile;
