@@ -93,21 +93,38 @@ void GenerationSession::on_engine_notify() {
   });
 }
 
-bool GenerationSession::begin_stream_once() {
+void GenerationSession::prepare_start() {
+  if (!options_.stream || stream_started_ || start_prepared_) return;
+  start_prepared_ = true;
+  // Committed before the engine's first event (keep-alive): the prompt's
+  // count as prepare_request() measured it; the final usage is the engine's.
+  const Usage usage = engine_usage_ ? usage_ : Usage{.n_prompt_tokens = options_.n_prompt_tokens};
+  formatter_->stream_start(usage, start_bytes_);
+}
+
+bool GenerationSession::begin_stream_once(std::string_view more) {
   if (stream_started_) return false;
+  prepare_start();  // (streams only: nothing else commits a stream)
   stream_started_ = true;
   http::HttpResponse head;
   head.status = 200;
   head.content_type = "text/event-stream";
   head.headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
-  // Committed before the engine's first event (keep-alive): the prompt's
-  // count as prepare_request() measured it; the final usage is the engine's.
-  const Usage usage = engine_usage_ ? usage_ : Usage{.n_prompt_tokens = options_.n_prompt_tokens};
-  formatter_->stream_start(usage, head.body);
-  const bool has_body = !head.body.empty();
+  const bool has_body = !start_bytes_.empty();
+  head.body = std::move(start_bytes_);
+  head.body.append(more);
   t_last_write_ = Clock::now();
   responder_->begin_stream(std::move(head));
   return has_body;
+}
+
+void GenerationSession::send_out(std::string& out) {
+  if (start_prepared_ && !stream_started_) {
+    begin_stream_once(out);
+  } else {
+    write(out);
+  }
+  out.clear();
 }
 
 void GenerationSession::write(std::string_view bytes) {
@@ -179,9 +196,14 @@ void GenerationSession::pump() {
     engine_usage_ = true;
     if (e.kind == EventKind::kText) {
       if (t_first_ms_ < 0) t_first_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t_start_).count();
-      if (options_.stream) begin_stream_once();
+      // The stream starts with the first text: its head, its start and what
+      // this pump writes go out together (one socket write for the first token).
+      prepare_start();
       take_text(e.text, out);
-      if (call_abort_) return abort_call(out);
+      if (call_abort_) {
+        send_out(out);
+        return abort_call(out);
+      }
       if (tool_parser_ && tool_parser_->done()) {
         // A single call (parallel tool use disabled) is complete: the answer
         // ends with it, as if the model had ended its turn there. The rest
@@ -198,7 +220,7 @@ void GenerationSession::pump() {
     if (e.kind == EventKind::kError || e.finish == FinishReason::kError) {
       timings_ = e.timings;
       finish_reason_ = FinishReason::kError;
-      write(out);
+      send_out(out);
       fail(from_status(e.error.ok() ? internal_error("generation failed") : e.error));
       return;
     }
@@ -209,16 +231,19 @@ void GenerationSession::pump() {
       // never text, so a model that wrote nothing gives nothing here).
       std::vector<AnswerPart> rest;
       tool_parser_->finish(&rest);
-      if (options_.stream && !rest.empty()) begin_stream_once();
+      if (!rest.empty()) prepare_start();
       for (AnswerPart& part : rest) deliver(std::move(part), out);
-      if (call_abort_) return abort_call(out);
+      if (call_abort_) {
+        send_out(out);
+        return abort_call(out);
+      }
     }
     break;
   }
   if (shaper_) {
     for (const std::string& piece : shaper_->take_ready(Clock::now())) stream_piece(piece, out);
   }
-  write(out);
+  send_out(out);
   if (shaper_ && shaper_->has_pending()) {
     schedule_shaper();
     return;

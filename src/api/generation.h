@@ -160,9 +160,15 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   void pump();              // I/O thread
   // True (and a wake-up on drain armed) while the socket is not keeping up.
   bool socket_backed_up();
-  // Commits the stream (200, headers, the formatter's stream start) unless
-  // done already; true when it did and the stream start had a body.
-  bool begin_stream_once();
+  // The formatter's stream start, into start_bytes_, once (streams only):
+  // the stream is to begin, and its text is formatted after it.
+  void prepare_start();
+  // Commits the stream (200, headers, the formatter's stream start, then
+  // `more`) unless done already; true when it did and the stream start had a body.
+  bool begin_stream_once(std::string_view more = {});
+  // Writes `out` and clears it; a stream prepared (prepare_start) but not
+  // committed yet is committed with `out` after its start: one socket write.
+  void send_out(std::string& out);
   // Text from the engine, through the tool-call parser when there is one.
   void take_text(std::string_view text, std::string& out);
   void deliver(AnswerPart part, std::string& out);
@@ -203,6 +209,8 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   Clock::time_point t_last_write_ = t_start_;  // keep-alive: the silence clock
   double t_first_ms_ = -1;
   bool stream_started_ = false;
+  bool start_prepared_ = false;  // start_bytes_ holds the formatter's stream start
+  std::string start_bytes_;
   bool engine_usage_ = false;  // usage_ holds the engine's figures (an event arrived)
   bool timer_pending_ = false;
   bool ping_pending_ = false;

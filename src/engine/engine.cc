@@ -94,14 +94,20 @@ void Engine::stop() {
 
 std::shared_ptr<RequestChannel> Engine::submit(Request request) {
   auto channel = std::make_shared<RequestChannel>(request.id);
+  bool queued = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!stop_) {
       inbox_.emplace_back(std::move(request), channel);
       ++stats_.n_waiting;
-      cv_.notify_all();
-      return channel;
+      queued = true;
     }
+  }
+  if (queued) {
+    // After the unlock: the woken engine thread does not then block on mu_
+    // still held here (a second sleep and wake-up per submit).
+    cv_.notify_all();
+    return channel;
   }
   Event e{.kind = EventKind::kError, .finish = FinishReason::kError};
   e.error = Status(ErrorKind::kResourceExhausted, "overloaded: the engine is shutting down");

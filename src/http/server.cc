@@ -151,6 +151,8 @@ class Exchange final : public Responder, public std::enable_shared_from_this<Exc
   void end_keep_alive() { keep_alive_ = false; }
 
  private:
+  // `bytes` as the body's next part: a chunk (HTTP/1.1) or as is (HTTP/1.0).
+  void append_body(std::string& out, std::string_view bytes) const;
   void release() {
     on_gone_ = nullptr;
     on_drained_ = nullptr;
@@ -300,13 +302,25 @@ void Exchange::begin_stream(HttpResponse head) {
   started_ = true;
   // HTTP/1.0 has no chunked coding: the body ends when the connection closes.
   if (version_ == 10) keep_alive_ = false;
-  std::string body = std::move(head.body);
-  conn->queue(serialize_head(head, id_, head_only_ ? 0 : -1, keep_alive_, version_));
-  if (head_only_) {
-    finish();
+  // The head and the first body bytes go out in one socket write.
+  std::string bytes = serialize_head(head, id_, head_only_ ? 0 : -1, keep_alive_, version_);
+  if (!head_only_) append_body(bytes, head.body);
+  conn->queue(bytes);
+  if (head_only_) finish();
+}
+
+void Exchange::append_body(std::string& out, std::string_view bytes) const {
+  if (bytes.empty()) return;
+  if (version_ == 10) {
+    out.append(bytes);
     return;
   }
-  if (!body.empty()) write(body);
+  char size_line[24];
+  int n = std::snprintf(size_line, sizeof size_line, "%zx\r\n", bytes.size());
+  out.reserve(out.size() + bytes.size() + n + 2);
+  out.append(size_line, n);
+  out.append(bytes);
+  out += "\r\n";
 }
 
 void Exchange::write(std::string_view bytes) {
@@ -317,13 +331,8 @@ void Exchange::write(std::string_view bytes) {
     conn->queue(bytes);
     return;
   }
-  char size_line[24];
-  int n = std::snprintf(size_line, sizeof size_line, "%zx\r\n", bytes.size());
   std::string chunk;
-  chunk.reserve(bytes.size() + n + 2);
-  chunk.append(size_line, n);
-  chunk.append(bytes);
-  chunk += "\r\n";
+  append_body(chunk, bytes);
   conn->queue(chunk);
 }
 
