@@ -168,17 +168,11 @@ inline void prefetch_k(const uint8_t* w, int part) {
   }
 }
 
-// vpshufb masks: in every 32-bit lane, the int16 pair (byte q, byte q) of
-// that lane, zero-extended (pair_mask_u) or in the high bytes, for an
-// arithmetic shift to sign-extend (pair_mask_s).
+// vpshufb mask: in every 32-bit lane, the int16 pair (byte q, byte q) of
+// that lane, zero-extended.
 inline __m256i pair_mask_u(int q) {
   const uint32_t v = 0x80008000u | (static_cast<uint32_t>(q) << 16) | static_cast<uint32_t>(q);
   const __m256i lane = _mm256_setr_epi32(0, 0x00040004, 0x00080008, 0x000C000C, 0, 0x00040004, 0x00080008, 0x000C000C);
-  return _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(v)), lane);
-}
-inline __m256i pair_mask_s(int q) {
-  const uint32_t v = 0x00800080u | (static_cast<uint32_t>(q) << 24) | (static_cast<uint32_t>(q) << 8);
-  const __m256i lane = _mm256_setr_epi32(0, 0x04000400, 0x08000800, 0x0C000C00, 0, 0x04000400, 0x08000800, 0x0C000C00);
   return _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(v)), lane);
 }
 
@@ -310,10 +304,19 @@ void group_q6_k(const GroupCall& c) {
       const int o = 32 * (c.h0 + r);
       for (int i = 0; i < 4; ++i) {  // scales[4i .. 4i + 3] (int8) of every row
         const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(w + 3072 + 64 * i + o));
-        for (int q = 0; q < 4; ++q) ks[r].sc[4 * i + q] = _mm256_srai_epi16(_mm256_shuffle_epi8(v, pair_mask_s(q)), 8);
-        // (sc[4i], sc[4i + 2]) and (sc[4i + 1], sc[4i + 3]) for the -32 correction.
-        ks[r].corr[2 * i] = _mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8);
-        ks[r].corr[2 * i + 1] = _mm256_srai_epi16(v, 8);
+        // (sc[4i], sc[4i + 2]) and (sc[4i + 1], sc[4i + 3]) for the -32
+        // correction; each word doubled gives the scale pairs.
+        const __m256i even = _mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8), odd = _mm256_srai_epi16(v, 8);
+        ks[r].corr[2 * i] = even;
+        ks[r].corr[2 * i + 1] = odd;
+        const __m256i word0 = _mm256_setr_epi32(0x01000100, 0x05040504, 0x09080908, 0x0D0C0D0C, 0x01000100,
+                                                0x05040504, 0x09080908, 0x0D0C0D0C);
+        const __m256i word1 = _mm256_setr_epi32(0x03020302, 0x07060706, 0x0B0A0B0A, 0x0F0E0F0E, 0x03020302,
+                                                0x07060706, 0x0B0A0B0A, 0x0F0E0F0E);
+        ks[r].sc[4 * i] = _mm256_shuffle_epi8(even, word0);
+        ks[r].sc[4 * i + 1] = _mm256_shuffle_epi8(odd, word0);
+        ks[r].sc[4 * i + 2] = _mm256_shuffle_epi8(even, word1);
+        ks[r].sc[4 * i + 3] = _mm256_shuffle_epi8(odd, word1);
       }
     }
     __m256i isum[R][T];
