@@ -19,8 +19,10 @@
 // EngineApi::submit() to the token being sampled: inbox, queue, prefill):
 //   (submit - send) + (first byte - engine t_first_token)
 // with the times taken from the server's request log records (same process,
-// same steady clock). The split of the overhead p50 goes to stderr;
-// ZL_BENCH_DEBUG=1 prints every request's split. Everything runs in this process: the
+// same steady clock). The split of the overhead p50 goes to stderr, with
+// where the front goes (the client's send burst, the wait for the server's
+// first read, the server's gap between consecutive request reads) and the
+// client thread's CPU time; ZL_BENCH_DEBUG=1 prints every request's split. Everything runs in this process: the
 // server is built exactly as `zerolayer serve` builds it (cli::make_backend,
 // api::ApiService, http::HttpServer).
 #include <arpa/inet.h>
@@ -29,6 +31,7 @@
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -190,7 +193,28 @@ struct PhaseResult {
   std::vector<double> ttft_ms, gap_ms, overhead_ms;
   std::vector<double> front_ms, back_ms;  // send -> EngineApi::submit(); engine t_first_token -> first byte
   std::vector<double> api_ms;             // request read -> submit (JSON parse, template, tokenize, submit)
+  // Where the front goes (one sample per rep): the client's send burst
+  // (first to last send), the first send to the server's first request
+  // read, the median gap between consecutive request reads on the server
+  // (its serial cost per request), the median gap between consecutive
+  // first bytes at the client, and the client thread's CPU time.
+  std::vector<double> send_span_ms, first_read_ms, read_gap_us, first_byte_gap_us, client_cpu_ms;
 };
+
+double thread_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+// The median gap between consecutive times (sorted first), in microseconds.
+double median_gap_us(std::vector<Clock::time_point> t) {
+  if (t.size() < 2) return 0;
+  std::sort(t.begin(), t.end());
+  std::vector<double> gaps;
+  for (size_t i = 1; i < t.size(); ++i) gaps.push_back(1000.0 * ms(t[i] - t[i - 1]));
+  return percentile(gaps, 0.5);
+}
 
 PhaseResult run_engine(zl::EngineApi& engine, const zl::api::PromptCodec& codec, int level, int rep, int max_tokens) {
   std::vector<std::shared_ptr<zl::RequestChannel>> channels;
@@ -248,14 +272,19 @@ PhaseResult run_served(int port, LogStore& logs, int level, int rep, int max_tok
                          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
   }
   const auto t0 = Clock::now();
+  const double cpu0 = thread_cpu_ms();
   if (!run_streams(port, streams)) std::fprintf(stderr, "serve_bench: some streams failed at %d\n", level);
   PhaseResult out;
+  out.client_cpu_ms.push_back(thread_cpu_ms() - cpu0);
+  std::vector<Clock::time_point> sends, reads, first_bytes;
   Clock::time_point t_end = t0;
   std::lock_guard<std::mutex> lock(logs.mu);
   for (const Stream& s : streams) {
     out.n_tokens += s.output_tokens;
     if (!s.deltas.empty()) t_end = std::max(t_end, s.deltas.back());
     out.ttft_ms.push_back(ms(s.t_first_byte - s.t_send));
+    sends.push_back(s.t_send);
+    first_bytes.push_back(s.t_first_byte);
     for (size_t k = 1; k < s.deltas.size(); ++k) out.gap_ms.push_back(ms(s.deltas[k] - s.deltas[k - 1]));
     auto it = logs.by_id.find(s.request_id);
     if (it != logs.by_id.end()) {
@@ -277,7 +306,15 @@ PhaseResult run_served(int port, LogStore& logs, int level, int rep, int max_tok
       out.front_ms.push_back(front);
       out.back_ms.push_back(back);
       out.api_ms.push_back(ms(it->second.t_submit - it->second.t_start));
+      reads.push_back(it->second.t_start);
     }
+  }
+  if (!sends.empty() && !reads.empty()) {
+    const auto [first_send, last_send] = std::minmax_element(sends.begin(), sends.end());
+    out.send_span_ms.push_back(ms(*last_send - *first_send));
+    out.first_read_ms.push_back(ms(*std::min_element(reads.begin(), reads.end()) - *first_send));
+    out.read_gap_us.push_back(median_gap_us(reads));
+    out.first_byte_gap_us.push_back(median_gap_us(first_bytes));
   }
   out.wall_ms = ms(t_end - t0);
   out.tok_s = static_cast<double>(out.n_tokens) * 1000.0 / out.wall_ms;
@@ -362,7 +399,12 @@ int main(int argc, char** argv) {
       for (auto [to, from] : {std::pair{&best_served.ttft_ms, &s.ttft_ms}, {&best_served.gap_ms, &s.gap_ms},
                               {&best_served.overhead_ms, &s.overhead_ms}, {&best_served.front_ms, &s.front_ms},
                               {&best_served.back_ms, &s.back_ms},
-                              {&best_served.api_ms, &s.api_ms}}) {
+                              {&best_served.api_ms, &s.api_ms},
+                              {&best_served.send_span_ms, &s.send_span_ms},
+                              {&best_served.first_read_ms, &s.first_read_ms},
+                              {&best_served.read_gap_us, &s.read_gap_us},
+                              {&best_served.first_byte_gap_us, &s.first_byte_gap_us},
+                              {&best_served.client_cpu_ms, &s.client_cpu_ms}}) {
         to->insert(to->end(), from->begin(), from->end());
       }
     }
@@ -379,6 +421,11 @@ int main(int argc, char** argv) {
                  " + back (token -> client) p50 %.3f ms\n",
                  level, percentile(best_served.front_ms, 0.5), percentile(best_served.api_ms, 0.5),
                  percentile(best_served.back_ms, 0.5));
+    std::fprintf(stderr, "  %d streams: (medians over reps) the client sends over %.3f ms; the server reads the first request %.3f ms "
+                 "after the first send, then one every %.1f us; first bytes reach the client every %.1f us; client thread CPU %.1f ms a phase\n",
+                 level, percentile(best_served.send_span_ms, 0.5), percentile(best_served.first_read_ms, 0.5),
+                 percentile(best_served.read_gap_us, 0.5), percentile(best_served.first_byte_gap_us, 0.5),
+                 percentile(best_served.client_cpu_ms, 0.5));
   }
   server.stop();
   return 0;

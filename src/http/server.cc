@@ -255,6 +255,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void disarm() { deadline_ = Clock::time_point::max(); }
   void wait_until(Clock::time_point t);
 
+  // A connection's reads start small (a request is usually a few hundred
+  // bytes: the buffer of a burst of new connections stays small) and double
+  // while they fill up.
+  static constexpr size_t kMinReadSize = 4 << 10;
+  static constexpr size_t kMaxReadSize = 64 << 10;
+
   tcp::socket sock_;
   asio::io_context& ioc_;
   asio::steady_timer timer_;
@@ -272,6 +278,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Clock::time_point wait_expiry_{};  // when the pending wait fires
   bool waiting_ = false;             // a timer wait is pending
   bool writing_ = false;
+  size_t read_size_ = kMinReadSize;
   bool reading_ = false;        // an async_read_some is in flight (idle, a request's bytes, or background)
   bool header_seen_ = false;    // the current request's headers are complete (body deadline armed)
   bool busy_ = false;           // a request is being answered
@@ -418,7 +425,7 @@ void Connection::read_next() {
 
 void Connection::start_read_some() {
   reading_ = true;
-  sock_.async_read_some(buf_.prepare(16 << 10), [self = shared_from_this()](error_code ec, size_t n) {
+  sock_.async_read_some(buf_.prepare(read_size_), [self = shared_from_this()](error_code ec, size_t n) {
     self->on_read_some(ec, n);
   });
 }
@@ -431,6 +438,9 @@ void Connection::on_read_some(error_code ec, size_t n) {
     close();
     return;
   }
+  // A read that filled its space: the client has more to say (a large body),
+  // read in bigger pieces.
+  if (n == read_size_) read_size_ = std::min(read_size_ * 2, kMaxReadSize);
   if (lingering_) {
     buf_.consume(buf_.size());
     start_read_some();
