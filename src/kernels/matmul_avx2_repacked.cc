@@ -227,7 +227,10 @@ void group_q4_k(const GroupCall& c) {
     // Sub-block s: vectors 8 (s / 2) + k, low (s even) or high nibbles.
     auto sub_block = [&](int s) __attribute__((always_inline)) {
       if (c.prefetch) prefetch_k<kGroupBlockQ4_K, 8>(w, s);
+      // (The address hidden from GCC, which would otherwise keep the vectors of
+      // an even sub-block in registers for the odd one, spilling them.)
       const uint8_t* ws = w + 512 * (s >> 1) + 32 * c.h0;
+      __asm__("" : "+r"(ws));
       __m256i p[R][T];
       for (int r = 0; r < R; ++r) {
         for (int t = 0; t < T; ++t) p[r][t] = _mm256_setzero_si256();
@@ -250,7 +253,9 @@ void group_q4_k(const GroupCall& c) {
 #pragma GCC unroll 2
       for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) isum[r][t] = _mm256_add_epi32(isum[r][t], _mm256_madd_epi16(p[r][t], ks[r].sc[s]));
+        for (int t = 0; t < T; ++t) {
+          isum[r][t] = chained(_mm256_add_epi32(isum[r][t], _mm256_madd_epi16(p[r][t], ks[r].sc[s])));
+        }
       }
     };
     // Unrolled (the nibble choice and prefetch part known) where the loop
@@ -339,7 +344,10 @@ void group_q6_k(const GroupCall& c) {
 #pragma GCC unroll 2
             for (int r = 0; r < R; ++r) {
               // The avx2 layout (matmul_internal.h): A, B, C = vectors 3k, 3k + 1, 3k + 2.
+              // (The address hidden from GCC: it would otherwise keep A and B
+              // from groups 0 and 1 for groups 2 and 3, spilling them.)
               const uint8_t* v = wh + 64 * 3 * k + 32 * r;
+              __asm__("" : "+r"(v));
               auto load = [&](int i) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(v + 64 * i)); };
               if (g < 2) {
                 wv[r] = _mm256_and_si256(load(g), m3f);
@@ -362,7 +370,9 @@ void group_q6_k(const GroupCall& c) {
 #pragma GCC unroll 2
           for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4
-            for (int t = 0; t < T; ++t) isum[r][t] = _mm256_add_epi32(isum[r][t], _mm256_madd_epi16(p[r][t], ks[r].sc[sb]));
+            for (int t = 0; t < T; ++t) {
+              isum[r][t] = chained(_mm256_add_epi32(isum[r][t], _mm256_madd_epi16(p[r][t], ks[r].sc[sb])));
+            }
           }
         }
       }
