@@ -260,7 +260,7 @@ void PackedMatrix::repack() {
     if (q6) {
       scales_.reset(static_cast<uint16_t*>(aligned_bytes(static_cast<size_t>(n_groups * nbk * kern::kGroupRows * 2))));
     }
-    kern::repack_k_quant(type, isa_, data, n_in, n_out, quants_.get(), scales_.get());
+    kern::repack_k_quant(type, data, n_in, n_out, quants_.get(), scales_.get());
     return;
   }
   const int64_t nb = n_in / kQk32;
@@ -292,8 +292,8 @@ void PackedMatrix::repack() {
 
 namespace kern {
 
-void repack_k_quant(GgmlType type, KernelIsa isa, const uint8_t* data, int64_t n_in, int64_t n_out,
-                    uint8_t* stream, uint16_t* scales) {
+void repack_k_quant(GgmlType type, const uint8_t* data, int64_t n_in, int64_t n_out, uint8_t* stream,
+                    uint16_t* scales) {
   const int64_t nbk = n_in / kQkK;
   const size_t w_row = row_size(type, n_in);
   const bool q6 = type == GgmlType::kQ6_K;
@@ -307,21 +307,15 @@ void repack_k_quant(GgmlType type, KernelIsa isa, const uint8_t* data, int64_t n
         const auto& blk = reinterpret_cast<const BlockQ6_K*>(data + r * w_row)[b];
         for (int h = 0; h < 2; ++h) {
           for (int k = 0; k < 8; ++k) {
-            if (isa == KernelIsa::kAvx2) {  // the bits rearranged (matmul_internal.h)
-              for (int i = 0; i < 4; ++i) {
-                const int l = 4 * k + i;
-                const uint8_t ql0 = blk.ql[64 * h + l], ql1 = blk.ql[64 * h + 32 + l], qh = blk.qh[32 * h + l];
-                lane_of(g, b, 24 * h + 3 * k, lane)[i] =
-                    static_cast<uint8_t>((ql0 & 0x0F) | (qh & 0x03) << 4 | ((qh >> 4) & 0x03) << 6);
-                lane_of(g, b, 24 * h + 3 * k + 1, lane)[i] =
-                    static_cast<uint8_t>((ql1 & 0x0F) | ((qh >> 2) & 0x03) << 4 | ((qh >> 6) & 0x03) << 6);
-                lane_of(g, b, 24 * h + 3 * k + 2, lane)[i] = static_cast<uint8_t>((ql0 >> 4) | (ql1 & 0xF0));
-              }
-              continue;
+            for (int i = 0; i < 4; ++i) {  // the bits rearranged (matmul_internal.h)
+              const int l = 4 * k + i;
+              const uint8_t ql0 = blk.ql[64 * h + l], ql1 = blk.ql[64 * h + 32 + l], qh = blk.qh[32 * h + l];
+              lane_of(g, b, 24 * h + 3 * k, lane)[i] =
+                  static_cast<uint8_t>((ql0 & 0x0F) | (qh & 0x03) << 4 | ((qh >> 4) & 0x03) << 6);
+              lane_of(g, b, 24 * h + 3 * k + 1, lane)[i] =
+                  static_cast<uint8_t>((ql1 & 0x0F) | ((qh >> 2) & 0x03) << 4 | ((qh >> 6) & 0x03) << 6);
+              lane_of(g, b, 24 * h + 3 * k + 2, lane)[i] = static_cast<uint8_t>((ql0 >> 4) | (ql1 & 0xF0));
             }
-            std::memcpy(lane_of(g, b, 24 * h + 3 * k, lane), blk.ql + 64 * h + 4 * k, 4);
-            std::memcpy(lane_of(g, b, 24 * h + 3 * k + 1, lane), blk.ql + 64 * h + 32 + 4 * k, 4);
-            std::memcpy(lane_of(g, b, 24 * h + 3 * k + 2, lane), blk.qh + 32 * h + 4 * k, 4);
           }
         }
         for (int i = 0; i < 4; ++i) std::memcpy(lane_of(g, b, 48 + i, lane), blk.scales + 4 * i, 4);

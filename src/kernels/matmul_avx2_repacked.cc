@@ -343,7 +343,7 @@ void group_q6_k(const GroupCall& c) {
             __m256i wv[R];
 #pragma GCC unroll 2
             for (int r = 0; r < R; ++r) {
-              // The avx2 layout (matmul_internal.h): A, B, C = vectors 3k, 3k + 1, 3k + 2.
+              // Vectors A, B, C = 3k, 3k + 1, 3k + 2 (matmul_internal.h).
               // (The address hidden from GCC: it would otherwise keep A and B
               // from groups 0 and 1 for groups 2 and 3, spilling them.)
               const uint8_t* v = wh + 64 * 3 * k + 32 * r;

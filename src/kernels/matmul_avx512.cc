@@ -243,7 +243,7 @@ void group_q6_k(const uint8_t* w, const uint16_t* scales, int64_t nbk, const Act
   constexpr int kSplit = NT <= 2 ? 2 : 1;
   __m512 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
-  const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+  const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30), m3f = _mm512_set1_epi8(0x3F);
   const int8_t* qa = a.kqs + t0 * nbk * 256;
   const float* da = a.kd + t0 * nbk;
   const int32_t* pa = a.kpairs + t0 * nbk * 8;
@@ -256,7 +256,7 @@ void group_q6_k(const uint8_t* w, const uint16_t* scales, int64_t nbk, const Act
       const uint8_t* wh = w + 64 * 24 * h;
       const __m512i sv[2] = {_mm512_load_si512(w + 3072 + 128 * h), _mm512_load_si512(w + 3072 + 128 * h + 64)};
 #pragma GCC unroll 4
-      for (int g = 0; g < 4; ++g) {  // values 128h + 32g + l: ql nibble g >> 1 of part g & 1, qh bits 2g
+      for (int g = 0; g < 4; ++g) {  // values 128h + 32g + l, l = 4k + byte
         prefetch_k<kGroupBlockQ6_K, 8>(w, 4 * h + g);
 #pragma GCC unroll 2
         for (int kk = 0; kk < 2; ++kk) {
@@ -266,15 +266,18 @@ void group_q6_k(const uint8_t* w, const uint16_t* scales, int64_t nbk, const Act
           for (int t = 0; t < NT * kSplit; ++t) p[t] = _mm512_setzero_si512();
 #pragma GCC unroll 4
           for (int k = 4 * kk; k < 4 * kk + 4; ++k) {
-            const __m512i l = _mm512_load_si512(wh + 64 * (3 * k + (g & 1)));
-            const __m512i qh = _mm512_load_si512(wh + 64 * (3 * k + 2));
-            const __m512i lo = g < 2 ? _mm512_and_si512(l, m4) : _mm512_and_si512(_mm512_srli_epi16(l, 4), m4);
-            // qh bits 2g, 2g + 1 moved to bits 4, 5.
-            const __m512i hb = g == 0 ? _mm512_slli_epi16(qh, 4)
-                               : g == 1 ? _mm512_slli_epi16(qh, 2)
-                               : g == 2 ? qh
-                                        : _mm512_srli_epi16(qh, 2);
-            const __m512i wv = _mm512_ternarylogic_epi32(hb, m30, lo, 0xEA);  // (hb & m30) | lo
+            // Vectors A, B, C = 3k, 3k + 1, 3k + 2 (matmul_internal.h): groups 0
+            // and 1 are A and B masked; 2 and 3 take C's nibbles and the high
+            // bits in A's and B's top two.
+            const uint8_t* v = wh + 64 * 3 * k;
+            auto load = [&](int i) { return _mm512_load_si512(v + 64 * i); };
+            __m512i wv;
+            if (g < 2) {
+              wv = _mm512_and_si512(load(g), m3f);
+            } else {
+              const __m512i lo = g == 2 ? _mm512_and_si512(load(2), m4) : _mm512_and_si512(_mm512_srli_epi16(load(2), 4), m4);
+              wv = _mm512_ternarylogic_epi32(_mm512_srli_epi16(load(g - 2), 2), m30, lo, 0xEA);  // (hb & m30) | lo
+            }
 #pragma GCC unroll 8
             for (int t = 0; t < NT; ++t) {
               const int c = kSplit == 2 && (k & 1) ? NT + t : t;

@@ -35,15 +35,14 @@ inline constexpr int kTokenTile = 12;  // tokens per micro-kernel call (register
 //     bytes 2240 + 2r, 2272 + 2r      d, dmin of row r (f16)
 //   Q6_K, kGroupBlockQ6_K bytes per super-block, plus the f16 scale d of
 //   row 16g + r at scales()[(g * nbk + b) * 16 + r]:
-//     vectors 24h + 3k + {0, 1, 2} (h < 2, k < 8)  ql[64h + 4k ..],
-//         ql[64h + 32 + 4k ..], qh[32h + 4k ..]
+//     vectors 24h + 3k + {0, 1, 2} (h < 2, k < 8)  A, B, C: byte i of a lane
+//         holds bits of the 4 values 128h + 32j + 4k + i (j < 4; ql and qh
+//         of GGUF's block rearranged so that few operations rebuild the
+//         6-bit values):
+//           A: value j=0's low nibble | its 2 high bits << 4 | j=2's high bits << 6
+//           B: value j=1's low nibble | its 2 high bits << 4 | j=3's high bits << 6
+//           C: value j=2's low nibble | j=3's low nibble << 4
 //     vectors 48 + i (i < 4)          scales[4i .. 4i + 3] (int8)
-//   For avx2, Q6_K's value bits are rearranged within the same three
-//   vectors 24h + 3k + {0, 1, 2} so that fewer operations rebuild the 6-bit
-//   values (with l = 4k + byte, g the 32-value group of the half):
-//     A: g 0's low nibble | its 2 high bits << 4 | g 2's high bits << 6
-//     B: g 1's low nibble | its 2 high bits << 4 | g 3's high bits << 6
-//     C: g 2's low nibble | g 3's low nibble << 4
 inline constexpr int kGroupBlockQ4_K = 2304;
 inline constexpr int kGroupBlockQ6_K = 3328;
 inline constexpr int kTokenTileK = 8;  // tokens per K-quant micro-kernel call (3 x 8 accumulators)
@@ -107,10 +106,10 @@ using TiledQ8_K = void (*)(GgmlType type, const float* x, int64_t n_in, int64_t 
                            int8_t* qs, float* d, int32_t* pairs);
 
 // Repacks n_out rows of a Q4_K/Q6_K matrix (GGUF layout) into the layout
-// above for `isa`: `stream` gets n_groups * nbk * kGroupBlock bytes, `scales`
+// above: `stream` gets n_groups * nbk * kGroupBlock bytes, `scales`
 // (Q6_K only) n_groups * nbk * 16 f16. Padding rows are zero.
-void repack_k_quant(GgmlType type, KernelIsa isa, const uint8_t* data, int64_t n_in, int64_t n_out,
-                    uint8_t* stream, uint16_t* scales);
+void repack_k_quant(GgmlType type, const uint8_t* data, int64_t n_in, int64_t n_out, uint8_t* stream,
+                    uint16_t* scales);
 
 // AVX2 kernels. matmul_avx2.cc: the float formats, and the Q8_0 quantizer
 // of whole rows; matmul_avx2_repacked.cc: the repacked integer formats
