@@ -51,7 +51,7 @@ KernelIsa pick_active_isa() {
 }
 
 bool repacks(GgmlType type, KernelIsa isa) {
-  return (isa == KernelIsa::kAvx512 || isa == KernelIsa::kAvx2) && (type == GgmlType::kQ4_0 || type == GgmlType::kQ8_0 ||
+  return isa != KernelIsa::kScalar && (type == GgmlType::kQ4_0 || type == GgmlType::kQ8_0 ||
                                        type == GgmlType::kQ4_K || type == GgmlType::kQ6_K);
 }
 
