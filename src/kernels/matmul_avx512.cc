@@ -390,7 +390,6 @@ void avx512_quantize_q8_k_tiled(GgmlType type, const float* x, int64_t n_in, int
   const __m512 magic = _mm512_set1_ps(12582912.f);
   const __m512i mant = _mm512_set1_epi32(0x007fffff), bias = _mm512_set1_epi32(0x00400000),
                 q_max = _mm512_set1_epi32(127);
-  const bool q6 = type == GgmlType::kQ6_K;
   for (int64_t i = t0; i < t1; ++i) {
     const int64_t tile0 = i / kTokenTileK * kTokenTileK;
     const int64_t width = std::min<int64_t>(kTokenTileK, n_tokens - tile0);
@@ -430,23 +429,7 @@ void avx512_quantize_q8_k_tiled(GgmlType type, const float* x, int64_t n_in, int
         bs[k] = _mm512_reduce_add_epi32(v);
       }
       d[o] = 1 / iscale;
-      auto pack = [](int32_t lo, int32_t hi) {
-        return static_cast<int32_t>((static_cast<uint32_t>(lo) & 0xFFFFu) | (static_cast<uint32_t>(hi) << 16));
-      };
-      if (q6) {
-        for (int k = 0; k < 4; ++k) {
-          pr[2 * k] = pack(bs[4 * k], bs[4 * k + 2]);
-          pr[2 * k + 1] = pack(bs[4 * k + 1], bs[4 * k + 3]);
-        }
-      } else {
-        int32_t s32[8];
-        for (int k = 0; k < 8; ++k) s32[k] = bs[2 * k] + bs[2 * k + 1];
-        pr[0] = pack(s32[0], s32[2]);
-        pr[1] = pack(s32[1], s32[3]);
-        pr[2] = pack(s32[4], s32[6]);
-        pr[3] = pack(s32[5], s32[7]);
-        for (int k = 4; k < 8; ++k) pr[k] = 0;
-      }
+      q8_k_pair_sums(type, bs, pr);
     }
   }
 }

@@ -88,6 +88,28 @@ struct Acts {
   const float* f = nullptr;       // [n_tokens][n_in]
 };
 
+// The 8 pair sums of Acts::kpairs for `type` (Q4_K or Q6_K) from a Q8_K
+// super-block's 16-value sums bs[16].
+inline void q8_k_pair_sums(GgmlType type, const int32_t bs[16], int32_t pairs[8]) {
+  auto pack = [](int32_t lo, int32_t hi) {
+    return static_cast<int32_t>((static_cast<uint32_t>(lo) & 0xFFFFu) | (static_cast<uint32_t>(hi) << 16));
+  };
+  if (type == GgmlType::kQ6_K) {
+    for (int k = 0; k < 4; ++k) {
+      pairs[2 * k] = pack(bs[4 * k], bs[4 * k + 2]);
+      pairs[2 * k + 1] = pack(bs[4 * k + 1], bs[4 * k + 3]);
+    }
+    return;
+  }
+  int32_t s32[8];
+  for (int k = 0; k < 8; ++k) s32[k] = bs[2 * k] + bs[2 * k + 1];
+  pairs[0] = pack(s32[0], s32[2]);
+  pairs[1] = pack(s32[1], s32[3]);
+  pairs[2] = pack(s32[4], s32[6]);
+  pairs[3] = pack(s32[5], s32[7]);
+  for (int k = 4; k < 8; ++k) pairs[k] = 0;
+}
+
 // Writes y[t * n_out + r] for rows [r0, r1) and all tokens.
 using RowsKernel = void (*)(const PackedMatrix& w, const Acts& a, float* y, int64_t r0, int64_t r1);
 
