@@ -133,10 +133,9 @@ kern::Acts prepare_acts(const PackedMatrix& w, const float* x, int64_t n_tokens,
       ensure_size(s.qs, n_tokens * n_in);
       ensure_size(s.d, n_tokens * nb);
       ensure_size(s.corr, n_tokens * nb);
-      const kern::TiledQ8_0 quantize =
-          w.isa() == KernelIsa::kAvx2 ? kern::avx2_quantize_q8_0_tiled : kern::avx512_quantize_q8_0_tiled;
+      const kern::RowQ8_0 row = w.isa() == KernelIsa::kAvx2 ? kern::avx2_quantize_q8_0 : kern::avx512_quantize_q8_0;
       quantize_tokens(pool, n_tokens, [&](int64_t t0, int64_t t1) {
-        quantize(x, n_in, n_tokens, t0, t1, corr_mul, s.qs.data(), s.d.data(), s.corr.data());
+        kern::quantize_q8_0_tiled(row, x, n_in, n_tokens, t0, t1, corr_mul, s.qs.data(), s.d.data(), s.corr.data());
       });
       a.qs = s.qs.data();
       a.d = s.d.data();
@@ -149,10 +148,9 @@ kern::Acts prepare_acts(const PackedMatrix& w, const float* x, int64_t n_tokens,
       ensure_size(s.qs, n_tokens * n_in);
       ensure_size(s.d, n_tokens * nb);
       ensure_size(s.corr, n_tokens * nb * 8);
-      const kern::TiledQ8_K quantize =
-          w.isa() == KernelIsa::kAvx2 ? kern::avx2_quantize_q8_k_tiled : kern::avx512_quantize_q8_k_tiled;
+      const kern::RowQ8_K row = w.isa() == KernelIsa::kAvx2 ? kern::avx2_quantize_q8_k : kern::avx512_quantize_q8_k;
       quantize_tokens(pool, n_tokens, [&](int64_t t0, int64_t t1) {
-        quantize(w.type(), x, n_in, n_tokens, t0, t1, s.qs.data(), s.d.data(), s.corr.data());
+        kern::quantize_q8_k_tiled(row, w.type(), x, n_in, n_tokens, t0, t1, s.qs.data(), s.d.data(), s.corr.data());
       });
       a.kqs = s.qs.data();
       a.kd = s.d.data();
@@ -329,6 +327,38 @@ void repack_k_quant(GgmlType type, const uint8_t* data, int64_t n_in, int64_t n_
         std::memcpy(dm + 32 + 2 * lane, &blk.dmin, 2);
       }
     }
+  }
+}
+
+namespace {
+
+// Token i's first slot (block 0) in the tiled layout of Acts and the
+// distance between its blocks: the width of its tile.
+void tiled_row(int64_t i, int64_t nb, int64_t n_tokens, int64_t tile, int64_t* first, int64_t* stride) {
+  const int64_t t0 = i / tile * tile;
+  *stride = std::min(tile, n_tokens - t0);
+  *first = t0 * nb + (i - t0);
+}
+
+}  // namespace
+
+void quantize_q8_0_tiled(RowQ8_0 row, const float* x, int64_t n_in, int64_t n_tokens, int64_t t0, int64_t t1,
+                         int32_t corr_mul, int8_t* qs, float* d, int32_t* corr) {
+  const int64_t nb = n_in / kQk32;
+  for (int64_t i = t0; i < t1; ++i) {
+    int64_t first = 0, stride = 0;
+    tiled_row(i, nb, n_tokens, kTokenTile, &first, &stride);
+    row(x + i * n_in, nb, stride, corr_mul, qs + kQk32 * first, d + first, corr + first);
+  }
+}
+
+void quantize_q8_k_tiled(RowQ8_K row, GgmlType type, const float* x, int64_t n_in, int64_t n_tokens, int64_t t0,
+                         int64_t t1, int8_t* qs, float* d, int32_t* pairs) {
+  const int64_t nbk = n_in / kQkK;
+  for (int64_t i = t0; i < t1; ++i) {
+    int64_t first = 0, stride = 0;
+    tiled_row(i, nbk, n_tokens, kTokenTileK, &first, &stride);
+    row(type, x + i * n_in, nbk, stride, qs + kQkK * first, d + first, pairs + 8 * first);
   }
 }
 

@@ -1,6 +1,6 @@
 // AVX2 kernels of the float formats (compiled with -mavx2 -mfma -mf16c;
 // called only when CPUID reports them): register tiles of several rows x
-// tokens (see rows_float); the Q8_0 activation quantizer, the int8 peak and
+// tokens (see rows_float); the Q8_0 activation row quantizer, the int8 peak and
 // the bandwidth probe. The integer formats: matmul_avx2_repacked.cc.
 #include <immintrin.h>
 
@@ -175,11 +175,11 @@ RowsKernel avx2_rows_kernel(GgmlType type) {
   }
 }
 
-void avx2_quantize_q8_0(const float* x, int64_t n_in, int64_t n_tokens, int32_t corr_mul, int8_t* qs, float* d,
+void avx2_quantize_q8_0(const float* x, int64_t nb, int64_t stride, int32_t corr_mul, int8_t* qs, float* d,
                         int32_t* corr) {
-  const int64_t nb_total = n_in / 32 * n_tokens;
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-  for (int64_t b = 0; b < nb_total; ++b) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const int64_t o = b * stride;
     __m256 v[4];
     __m256 m = _mm256_setzero_ps();
     for (int k = 0; k < 4; ++k) {
@@ -192,7 +192,7 @@ void avx2_quantize_q8_0(const float* x, int64_t n_in, int64_t n_tokens, int32_t 
     const float amax = _mm_cvtss_f32(m4);
     const float dd = amax / 127;
     const float id = dd != 0.0f ? 1.0f / dd : 0.0f;
-    d[b] = _cvtsh_ss(_cvtss_sh(dd, _MM_FROUND_TO_NEAREST_INT));
+    d[o] = _cvtsh_ss(_cvtss_sh(dd, _MM_FROUND_TO_NEAREST_INT));
     const __m256 vid = _mm256_set1_ps(id);
     __m256i q[4];
     for (int k = 0; k < 4; ++k) q[k] = _mm256_cvttps_epi32(round_away(_mm256_mul_ps(v[k], vid)));
@@ -201,12 +201,12 @@ void avx2_quantize_q8_0(const float* x, int64_t n_in, int64_t n_tokens, int32_t 
     const __m256i p23 = _mm256_packs_epi32(q[2], q[3]);
     __m256i p = _mm256_packs_epi16(p01, p23);
     p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + 32 * b), p);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + 32 * o), p);
     __m256i s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
     __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
-    corr[b] = corr_mul * _mm_cvtsi128_si32(s4);
+    corr[o] = corr_mul * _mm_cvtsi128_si32(s4);
   }
 }
 

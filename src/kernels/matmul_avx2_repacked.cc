@@ -508,72 +508,54 @@ RowsKernel avx2_repacked_rows_kernel(GgmlType type) {
   }
 }
 
-void avx2_quantize_q8_0_tiled(const float* x, int64_t n_in, int64_t n_tokens, int64_t t0, int64_t t1,
-                              int32_t corr_mul, int8_t* qs, float* d, int32_t* corr) {
-  const int64_t nb = n_in / 32;
-  for (int64_t i = t0; i < t1; ++i) {
-    const int64_t tile0 = i / kTokenTile * kTokenTile;
-    const int64_t width = std::min<int64_t>(kTokenTile, n_tokens - tile0);
-    for (int64_t blk = 0; blk < nb; ++blk) {
-      const int64_t o = tile0 * nb + blk * width + (i - tile0);
-      avx2_quantize_q8_0(x + i * n_in + 32 * blk, 32, 1, corr_mul, qs + 32 * o, d + o, corr + o);
-    }
-  }
-}
-
-void avx2_quantize_q8_k_tiled(GgmlType type, const float* x, int64_t n_in, int64_t n_tokens, int64_t t0, int64_t t1,
-                              int8_t* qs, float* d, int32_t* pairs) {
-  const int64_t nbk = n_in / 256;
+void avx2_quantize_q8_k(GgmlType type, const float* x, int64_t nbk, int64_t stride, int8_t* qs, float* d,
+                        int32_t* pairs) {
   const __m256 magic = _mm256_set1_ps(12582912.f), abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   const __m256i mant = _mm256_set1_epi32(0x007fffff), bias = _mm256_set1_epi32(0x00400000),
                 q_max = _mm256_set1_epi32(127);
-  for (int64_t i = t0; i < t1; ++i) {
-    const int64_t tile0 = i / kTokenTileK * kTokenTileK;
-    const int64_t width = std::min<int64_t>(kTokenTileK, n_tokens - tile0);
-    for (int64_t blk = 0; blk < nbk; ++blk) {
-      const float* xb = x + i * n_in + 256 * blk;
-      const int64_t o = tile0 * nbk + blk * width + (i - tile0);
-      int8_t* q = qs + 256 * o;
-      int32_t* pr = pairs + 8 * o;
-      // amax, and the first value of that magnitude (its sign sets d's).
-      __m256 m = _mm256_setzero_ps();
-      for (int k = 0; k < 32; ++k) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(xb + 8 * k), abs_mask));
-      __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-      m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-      m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-      const float amax = _mm_cvtss_f32(m4);
-      if (amax == 0.0f) {
-        std::memset(q, 0, 256);
-        d[o] = 0.0f;
-        std::memset(pr, 0, 32);
-        continue;
-      }
-      float max = 0.0f;
-      for (int k = 0; k < 32; ++k) {
-        const int hit = _mm256_movemask_ps(
-            _mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(xb + 8 * k), abs_mask), _mm256_set1_ps(amax), _CMP_EQ_OQ));
-        if (hit) {
-          max = xb[8 * k + __builtin_ctz(hit)];
-          break;
-        }
-      }
-      const float iscale = -127.f / max;
-      const __m256 vs = _mm256_set1_ps(iscale);
-      int32_t bs[16];
-      for (int k = 0; k < 8; ++k) {  // 32 values
-        __m256i v[4];
-        for (int e = 0; e < 4; ++e) {
-          // ggml's nearest_int: the rounded integer in the low mantissa bits.
-          const __m256 f = _mm256_add_ps(_mm256_mul_ps(vs, _mm256_loadu_ps(xb + 32 * k + 8 * e)), magic);
-          v[e] = _mm256_min_epi32(_mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(f), mant), bias), q_max);
-        }
-        store_int8(q + 32 * k, v);
-        bs[2 * k] = hsum_epi32(_mm256_add_epi32(v[0], v[1]));
-        bs[2 * k + 1] = hsum_epi32(_mm256_add_epi32(v[2], v[3]));
-      }
-      d[o] = 1 / iscale;
-      q8_k_pair_sums(type, bs, pr);
+  for (int64_t blk = 0; blk < nbk; ++blk) {
+    const float* xb = x + 256 * blk;
+    const int64_t o = blk * stride;
+    int8_t* q = qs + 256 * o;
+    int32_t* pr = pairs + 8 * o;
+    // amax, and the first value of that magnitude (its sign sets d's).
+    __m256 m = _mm256_setzero_ps();
+    for (int k = 0; k < 32; ++k) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(xb + 8 * k), abs_mask));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float amax = _mm_cvtss_f32(m4);
+    if (amax == 0.0f) {
+      std::memset(q, 0, 256);
+      d[o] = 0.0f;
+      std::memset(pr, 0, 32);
+      continue;
     }
+    float max = 0.0f;
+    for (int k = 0; k < 32; ++k) {
+      const int hit = _mm256_movemask_ps(
+          _mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(xb + 8 * k), abs_mask), _mm256_set1_ps(amax), _CMP_EQ_OQ));
+      if (hit) {
+        max = xb[8 * k + __builtin_ctz(hit)];
+        break;
+      }
+    }
+    const float iscale = -127.f / max;
+    const __m256 vs = _mm256_set1_ps(iscale);
+    int32_t bs[16];
+    for (int k = 0; k < 8; ++k) {  // 32 values
+      __m256i v[4];
+      for (int e = 0; e < 4; ++e) {
+        // ggml's nearest_int: the rounded integer in the low mantissa bits.
+        const __m256 f = _mm256_add_ps(_mm256_mul_ps(vs, _mm256_loadu_ps(xb + 32 * k + 8 * e)), magic);
+        v[e] = _mm256_min_epi32(_mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(f), mant), bias), q_max);
+      }
+      store_int8(q + 32 * k, v);
+      bs[2 * k] = hsum_epi32(_mm256_add_epi32(v[0], v[1]));
+      bs[2 * k + 1] = hsum_epi32(_mm256_add_epi32(v[2], v[3]));
+    }
+    d[o] = 1 / iscale;
+    q8_k_pair_sums(type, bs, pr);
   }
 }
 

@@ -358,79 +358,68 @@ RowsKernel avx512_rows_kernel(GgmlType type) {
   }
 }
 
-void avx512_quantize_q8_0_tiled(const float* x, int64_t n_in, int64_t n_tokens, int64_t t0, int64_t t1,
-                                int32_t corr_mul, int8_t* qs, float* d, int32_t* corr) {
-  const int64_t nb = n_in / 32;
-  for (int64_t i = t0; i < t1; ++i) {
-    const int64_t tile0 = i / kTokenTile * kTokenTile;
-    const int64_t width = std::min<int64_t>(kTokenTile, n_tokens - tile0);
-    const int64_t tile_base = tile0 * nb + (i - tile0);
-    for (int64_t blk = 0; blk < nb; ++blk) {
-      const float* xb = x + i * n_in + 32 * blk;
-      const int64_t o = tile_base + blk * width;
-      const __m512 x0 = _mm512_loadu_ps(xb);
-      const __m512 x1 = _mm512_loadu_ps(xb + 16);
-      const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
-      const float dd = amax / 127;
-      const float id = dd != 0.0f ? 1.0f / dd : 0.0f;
-      d[o] = _cvtsh_ss(_cvtss_sh(dd, _MM_FROUND_TO_NEAREST_INT));
-      const __m512 vid = _mm512_set1_ps(id);
-      const __m512i q0 = _mm512_cvttps_epi32(round_away(_mm512_mul_ps(x0, vid)));
-      const __m512i q1 = _mm512_cvttps_epi32(round_away(_mm512_mul_ps(x1, vid)));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 32 * o), _mm512_cvtepi32_epi8(q0));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 32 * o + 16), _mm512_cvtepi32_epi8(q1));
-      corr[o] = corr_mul * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
-    }
+void avx512_quantize_q8_0(const float* x, int64_t nb, int64_t stride, int32_t corr_mul, int8_t* qs, float* d,
+                          int32_t* corr) {
+  for (int64_t blk = 0; blk < nb; ++blk) {
+    const float* xb = x + 32 * blk;
+    const int64_t o = blk * stride;
+    const __m512 x0 = _mm512_loadu_ps(xb);
+    const __m512 x1 = _mm512_loadu_ps(xb + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
+    const float dd = amax / 127;
+    const float id = dd != 0.0f ? 1.0f / dd : 0.0f;
+    d[o] = _cvtsh_ss(_cvtss_sh(dd, _MM_FROUND_TO_NEAREST_INT));
+    const __m512 vid = _mm512_set1_ps(id);
+    const __m512i q0 = _mm512_cvttps_epi32(round_away(_mm512_mul_ps(x0, vid)));
+    const __m512i q1 = _mm512_cvttps_epi32(round_away(_mm512_mul_ps(x1, vid)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 32 * o), _mm512_cvtepi32_epi8(q0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 32 * o + 16), _mm512_cvtepi32_epi8(q1));
+    corr[o] = corr_mul * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
   }
 }
 
-void avx512_quantize_q8_k_tiled(GgmlType type, const float* x, int64_t n_in, int64_t n_tokens, int64_t t0,
-                                int64_t t1, int8_t* qs, float* d, int32_t* pairs) {
-  const int64_t nbk = n_in / 256;
+void avx512_quantize_q8_k(GgmlType type, const float* x, int64_t nbk, int64_t stride, int8_t* qs, float* d,
+                          int32_t* pairs) {
   const __m512 magic = _mm512_set1_ps(12582912.f);
   const __m512i mant = _mm512_set1_epi32(0x007fffff), bias = _mm512_set1_epi32(0x00400000),
                 q_max = _mm512_set1_epi32(127);
-  for (int64_t i = t0; i < t1; ++i) {
-    const int64_t tile0 = i / kTokenTileK * kTokenTileK;
-    const int64_t width = std::min<int64_t>(kTokenTileK, n_tokens - tile0);
-    for (int64_t blk = 0; blk < nbk; ++blk) {
-      const float* xb = x + i * n_in + 256 * blk;
-      const int64_t o = tile0 * nbk + blk * width + (i - tile0);
-      int8_t* q = qs + 256 * o;
-      int32_t* pr = pairs + 8 * o;
-      // amax, and the first value of that magnitude (its sign sets d's).
-      __m512 m = _mm512_setzero_ps();
-      for (int k = 0; k < 16; ++k) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(xb + 16 * k)));
-      const float amax = _mm512_reduce_max_ps(m);
-      if (amax == 0.0f) {
-        std::memset(q, 0, 256);
-        d[o] = 0.0f;
-        std::memset(pr, 0, 32);
-        continue;
-      }
-      float max = 0.0f;
-      for (int k = 0; k < 16; ++k) {
-        const __mmask16 hit =
-            _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(xb + 16 * k)), _mm512_set1_ps(amax), _CMP_EQ_OQ);
-        if (hit) {
-          max = xb[16 * k + __builtin_ctz(hit)];
-          break;
-        }
-      }
-      const float iscale = -127.f / max;
-      const __m512 vs = _mm512_set1_ps(iscale);
-      int32_t bs[16];
-      for (int k = 0; k < 16; ++k) {
-        // ggml's nearest_int: the rounded integer in the low mantissa bits.
-        const __m512 f = _mm512_add_ps(_mm512_mul_ps(vs, _mm512_loadu_ps(xb + 16 * k)), magic);
-        __m512i v = _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(f), mant), bias);
-        v = _mm512_min_epi32(v, q_max);
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16 * k), _mm512_cvtepi32_epi8(v));
-        bs[k] = _mm512_reduce_add_epi32(v);
-      }
-      d[o] = 1 / iscale;
-      q8_k_pair_sums(type, bs, pr);
+  for (int64_t blk = 0; blk < nbk; ++blk) {
+    const float* xb = x + 256 * blk;
+    const int64_t o = blk * stride;
+    int8_t* q = qs + 256 * o;
+    int32_t* pr = pairs + 8 * o;
+    // amax, and the first value of that magnitude (its sign sets d's).
+    __m512 m = _mm512_setzero_ps();
+    for (int k = 0; k < 16; ++k) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(xb + 16 * k)));
+    const float amax = _mm512_reduce_max_ps(m);
+    if (amax == 0.0f) {
+      std::memset(q, 0, 256);
+      d[o] = 0.0f;
+      std::memset(pr, 0, 32);
+      continue;
     }
+    float max = 0.0f;
+    for (int k = 0; k < 16; ++k) {
+      const __mmask16 hit =
+          _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(xb + 16 * k)), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+      if (hit) {
+        max = xb[16 * k + __builtin_ctz(hit)];
+        break;
+      }
+    }
+    const float iscale = -127.f / max;
+    const __m512 vs = _mm512_set1_ps(iscale);
+    int32_t bs[16];
+    for (int k = 0; k < 16; ++k) {
+      // ggml's nearest_int: the rounded integer in the low mantissa bits.
+      const __m512 f = _mm512_add_ps(_mm512_mul_ps(vs, _mm512_loadu_ps(xb + 16 * k)), magic);
+      __m512i v = _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(f), mant), bias);
+      v = _mm512_min_epi32(v, q_max);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16 * k), _mm512_cvtepi32_epi8(v));
+      bs[k] = _mm512_reduce_add_epi32(v);
+    }
+    d[o] = 1 / iscale;
+    q8_k_pair_sums(type, bs, pr);
   }
 }
 

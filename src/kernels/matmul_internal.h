@@ -113,19 +113,24 @@ inline void q8_k_pair_sums(GgmlType type, const int32_t bs[16], int32_t pairs[8]
 // Writes y[t * n_out + r] for rows [r0, r1) and all tokens.
 using RowsKernel = void (*)(const PackedMatrix& w, const Acts& a, float* y, int64_t r0, int64_t r1);
 
-// Quantizes n_tokens rows of x to Q8_0 into qs/d and sets corr[b] =
-// corr_mul * sum of block b's values. Bit-exact with quantize_row(kQ8_0).
-using QuantizeQ8_0 = void (*)(const float* x, int64_t n_in, int64_t n_tokens, int32_t corr_mul, int8_t* qs,
-                              float* d, int32_t* corr);
-// Quantizes tokens [t0, t1) of x (n_tokens rows of n_in) to Q8_0 in the
-// tiled layout of Acts (qs/d/corr point at token 0 of the whole buffer).
-// Bit-exact with quantize_row(kQ8_0).
-using TiledQ8_0 = void (*)(const float* x, int64_t n_in, int64_t n_tokens, int64_t t0, int64_t t1, int32_t corr_mul,
-                           int8_t* qs, float* d, int32_t* corr);
-// Quantizes tokens [t0, t1) of x to Q8_K in the tiled K layout of Acts,
-// with `type` (Q4_K or Q6_K)'s pair sums. Bit-exact with quantize_row(kQ8_K).
-using TiledQ8_K = void (*)(GgmlType type, const float* x, int64_t n_in, int64_t n_tokens, int64_t t0, int64_t t1,
-                           int8_t* qs, float* d, int32_t* pairs);
+// Per-ISA activation quantizers of one token's row of nb blocks (Q8_0: 32
+// values; Q8_K: 256) into block slots `stride` apart: block b's values at
+// qs + 32 * b * stride (Q8_K: 256 *), its scale at d[b * stride] and its
+// correction corr_mul * sum(values) (Q8_K: `type`'s 8 pair sums, see Acts)
+// at corr[b * stride] (pairs + 8 * b * stride). Bit-exact with
+// quantize_row(kQ8_0 / kQ8_K).
+using RowQ8_0 = void (*)(const float* x, int64_t nb, int64_t stride, int32_t corr_mul, int8_t* qs, float* d,
+                         int32_t* corr);
+using RowQ8_K = void (*)(GgmlType type, const float* x, int64_t nbk, int64_t stride, int8_t* qs, float* d,
+                         int32_t* pairs);
+
+// Quantize tokens [t0, t1) of x (n_tokens rows of n_in) into the tiled layout
+// of Acts (qs/d/corr or pairs point at token 0 of the whole buffer), one
+// `row` call per token (matmul.cc).
+void quantize_q8_0_tiled(RowQ8_0 row, const float* x, int64_t n_in, int64_t n_tokens, int64_t t0, int64_t t1,
+                         int32_t corr_mul, int8_t* qs, float* d, int32_t* corr);
+void quantize_q8_k_tiled(RowQ8_K row, GgmlType type, const float* x, int64_t n_in, int64_t n_tokens, int64_t t0,
+                         int64_t t1, int8_t* qs, float* d, int32_t* pairs);
 
 // Repacks n_out rows of a Q4_K/Q6_K matrix (GGUF layout) into the layout
 // above: `stream` gets n_groups * nbk * kGroupBlock bytes, `scales`
@@ -133,25 +138,23 @@ using TiledQ8_K = void (*)(GgmlType type, const float* x, int64_t n_in, int64_t 
 void repack_k_quant(GgmlType type, const uint8_t* data, int64_t n_in, int64_t n_out, uint8_t* stream,
                     uint16_t* scales);
 
-// AVX2 kernels. matmul_avx2.cc: the float formats, and the Q8_0 quantizer
-// of whole rows; matmul_avx2_repacked.cc: the repacked integer formats
-// (rows split in whole groups as for avx512) and the tiled quantizers.
+// AVX2 kernels. matmul_avx2.cc: the float formats and the Q8_0 row
+// quantizer; matmul_avx2_repacked.cc: the repacked integer formats (rows
+// split in whole groups as for avx512) and the Q8_K row quantizer.
 RowsKernel avx2_rows_kernel(GgmlType type);
-void avx2_quantize_q8_0(const float* x, int64_t n_in, int64_t n_tokens, int32_t corr_mul, int8_t* qs, float* d,
-                        int32_t* corr);
 RowsKernel avx2_repacked_rows_kernel(GgmlType type);
-void avx2_quantize_q8_0_tiled(const float* x, int64_t n_in, int64_t n_tokens, int64_t t0, int64_t t1,
-                              int32_t corr_mul, int8_t* qs, float* d, int32_t* corr);
-void avx2_quantize_q8_k_tiled(GgmlType type, const float* x, int64_t n_in, int64_t n_tokens, int64_t t0, int64_t t1,
-                              int8_t* qs, float* d, int32_t* pairs);
+void avx2_quantize_q8_0(const float* x, int64_t nb, int64_t stride, int32_t corr_mul, int8_t* qs, float* d,
+                        int32_t* corr);
+void avx2_quantize_q8_k(GgmlType type, const float* x, int64_t nbk, int64_t stride, int8_t* qs, float* d,
+                        int32_t* pairs);
 
 // AVX-512 kernels (matmul_avx512.cc): repacked Q4_0/Q8_0/Q4_K/Q6_K; rows are
 // split in whole groups (r0, r1 multiples of kGroupRows, r1 may be n_out).
 RowsKernel avx512_rows_kernel(GgmlType type);
-void avx512_quantize_q8_k_tiled(GgmlType type, const float* x, int64_t n_in, int64_t n_tokens, int64_t t0,
-                                int64_t t1, int8_t* qs, float* d, int32_t* pairs);
-void avx512_quantize_q8_0_tiled(const float* x, int64_t n_in, int64_t n_tokens, int64_t t0, int64_t t1,
-                                int32_t corr_mul, int8_t* qs, float* d, int32_t* corr);
+void avx512_quantize_q8_0(const float* x, int64_t nb, int64_t stride, int32_t corr_mul, int8_t* qs, float* d,
+                          int32_t* corr);
+void avx512_quantize_q8_k(GgmlType type, const float* x, int64_t nbk, int64_t stride, int8_t* qs, float* d,
+                          int32_t* pairs);
 
 // Int8 peak microbenchmarks (kernels/peak.h): `rounds` iterations of a
 // register-only loop of independent multiply-adds; returns a checksum.

@@ -105,7 +105,12 @@ INSTANTIATE_TEST_SUITE_P(Isa, MatmulIsaTest,
 
 // The SIMD Q8_0 quantizers must equal quantize_row bit for bit, ties of
 // roundf (x.5, away from zero) included.
-void check_quantizer(kern::QuantizeQ8_0 quantize) {
+// n_tokens rows of x quantized to Q8_0 blocks in row order, corr[b] =
+// corr_mul * sum of block b's values.
+using QuantizeQ8_0 = void (*)(const float* x, int64_t n_in, int64_t n_tokens, int32_t corr_mul, int8_t* qs,
+                              float* d, int32_t* corr);
+
+void check_quantizer(QuantizeQ8_0 quantize) {
   std::mt19937 rng(7);
   for (int64_t n_tokens : {1, 3, 2 * kern::kTokenTile + 5}) {
     const int64_t n_in = 96;
@@ -134,14 +139,15 @@ void check_quantizer(kern::QuantizeQ8_0 quantize) {
 
 TEST(MatmulQuantize, Avx2Q8_0IsBitExact) {
   if (!isa_supported(KernelIsa::kAvx2)) GTEST_SKIP() << "no AVX2";
-  check_quantizer(kern::avx2_quantize_q8_0);
+  check_quantizer([](const float* x, int64_t n_in, int64_t n_tokens, int32_t corr_mul, int8_t* qs, float* d,
+                     int32_t* corr) { kern::avx2_quantize_q8_0(x, n_in / 32 * n_tokens, 1, corr_mul, qs, d, corr); });
 }
 
 // The tiled Q8_K quantizer of the repacked K-quant kernels equals
 // quantize_row(kQ8_K) bit for bit (values, scale; the pair sums from bsums),
 // including the sign rule of d (the first value of largest magnitude) and
 // all-zero super-blocks.
-void check_tiled_q8_k(kern::TiledQ8_K quantize) {
+void check_tiled_q8_k(kern::RowQ8_K row) {
   std::mt19937 rng(11);
   const int64_t n_in = 768, nbk = 3;
   for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K}) {
@@ -153,7 +159,7 @@ void check_tiled_q8_k(kern::TiledQ8_K quantize) {
       std::vector<int8_t> qs(n_in * n_tokens);
       std::vector<float> d(nbk * n_tokens);
       std::vector<int32_t> pairs(8 * nbk * n_tokens);
-      quantize(type, x.data(), n_in, n_tokens, 0, n_tokens, qs.data(), d.data(), pairs.data());
+      kern::quantize_q8_k_tiled(row, type, x.data(), n_in, n_tokens, 0, n_tokens, qs.data(), d.data(), pairs.data());
       std::vector<BlockQ8_K> ref(nbk);
       for (int64_t i = 0; i < n_tokens; ++i) {
         quantize_row(GgmlType::kQ8_K, x.data() + i * n_in, ref.data(), n_in);
@@ -191,23 +197,23 @@ void check_tiled_q8_k(kern::TiledQ8_K quantize) {
 
 TEST(MatmulQuantize, Avx512TiledQ8_KIsBitExact) {
   if (!isa_supported(KernelIsa::kAvx512)) GTEST_SKIP() << "no AVX-512 VNNI";
-  check_tiled_q8_k(kern::avx512_quantize_q8_k_tiled);
+  check_tiled_q8_k(kern::avx512_quantize_q8_k);
 }
 
 TEST(MatmulQuantize, Avx2TiledQ8_KIsBitExact) {
   if (!isa_supported(KernelIsa::kAvx2)) GTEST_SKIP() << "no AVX2";
-  check_tiled_q8_k(kern::avx2_quantize_q8_k_tiled);
+  check_tiled_q8_k(kern::avx2_quantize_q8_k);
 }
 
 // Wraps a tiled Q8_0 quantizer into the row layout check_quantizer expects.
-template <kern::TiledQ8_0 kQuantize>
+template <kern::RowQ8_0 kRow>
 void tiled_as_rows(const float* x, int64_t n_in, int64_t n_tokens, int32_t corr_mul, int8_t* qs, float* d,
                    int32_t* corr) {
     const int64_t nb = n_in / 32, n_rows = (n_tokens + kern::kTokenTile - 1) / kern::kTokenTile * kern::kTokenTile;
     std::vector<int8_t> tq(n_rows * n_in);
     std::vector<float> td(n_rows * nb);
     std::vector<int32_t> tc(n_rows * nb);
-    kQuantize(x, n_in, n_tokens, 0, n_tokens, corr_mul, tq.data(), td.data(), tc.data());
+    kern::quantize_q8_0_tiled(kRow, x, n_in, n_tokens, 0, n_tokens, corr_mul, tq.data(), td.data(), tc.data());
     for (int64_t i = 0; i < n_tokens; ++i) {
       const int64_t t0 = i / kern::kTokenTile * kern::kTokenTile;
       const int64_t width = std::min<int64_t>(kern::kTokenTile, n_tokens - t0);
@@ -222,12 +228,12 @@ void tiled_as_rows(const float* x, int64_t n_in, int64_t n_tokens, int32_t corr_
 
 TEST(MatmulQuantize, Avx512TiledQ8_0IsBitExact) {
   if (!isa_supported(KernelIsa::kAvx512)) GTEST_SKIP() << "no AVX-512 VNNI";
-  check_quantizer(tiled_as_rows<kern::avx512_quantize_q8_0_tiled>);
+  check_quantizer(tiled_as_rows<kern::avx512_quantize_q8_0>);
 }
 
 TEST(MatmulQuantize, Avx2TiledQ8_0IsBitExact) {
   if (!isa_supported(KernelIsa::kAvx2)) GTEST_SKIP() << "no AVX2";
-  check_quantizer(tiled_as_rows<kern::avx2_quantize_q8_0_tiled>);
+  check_quantizer(tiled_as_rows<kern::avx2_quantize_q8_0>);
 }
 
 TEST(MatmulPack, RepacksTheIntegerFormatsForTheSimdPaths) {
