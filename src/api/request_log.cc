@@ -1,12 +1,11 @@
 #include "api/request_log.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
 
 #include "api/json_util.h"
+#include "core/log.h"
 
 namespace zl::api {
 namespace {
@@ -93,12 +92,11 @@ std::string format_request_log_human(const RequestLog& r) {
 }
 
 RequestLogSink stderr_request_log() {
-  const bool tty = isatty(STDERR_FILENO) == 1;
-  return [tty](const RequestLog& r) {
-    std::string line = tty ? format_request_log_human(r) : format_request_log_json(r);
-    line += '\n';
-    // One write(2): lines from concurrent I/O threads do not interleave.
-    [[maybe_unused]] ssize_t ignored = ::write(STDERR_FILENO, line.data(), line.size());
+  return [](const RequestLog& r) {
+    // The process-wide log format and writer (core/log.h): one write(2) a
+    // line, so lines from concurrent I/O threads do not interleave.
+    const bool human = log::format() == log::Format::kText;
+    log::write_line(human ? format_request_log_human(r) : format_request_log_json(r));
   };
 }
 

@@ -40,8 +40,9 @@ std::string format_request_log_human(const RequestLog& r);
 
 using RequestLogSink = std::function<void(const RequestLog&)>;
 
-// A sink that writes one line per record to stderr (JSON, or human-readable
-// when stderr is a terminal). Thread-safe: one write(2) per line.
+// A sink that writes one line per record through the log writer (JSON, or
+// human-readable in the text log format: log::format()). Thread-safe: one
+// write(2) per line.
 RequestLogSink stderr_request_log();
 
 }  // namespace zl::api

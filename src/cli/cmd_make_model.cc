@@ -5,6 +5,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "core/log.h"
 #include "core/progress.h"
 #include "core/thread_pool.h"
 #include "model/make_model.h"
@@ -74,7 +75,7 @@ int cmd_make_model(int argc, char** argv, int first) {
   progress.finish();
   if (!st.ok()) return report_error("make-model", st);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::fprintf(stderr, "wrote %s in %.1f s\n", opts.out_path.c_str(), s);
+  log::info("model written", {{"path", opts.out_path}, {"t_write_s", s}});
   return kExitOk;
 }
 

@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "api/json_util.h"  // append_json_string
 #include "cli/model_loading.h"
+#include "core/log.h"
 #include "core/thread_pool.h"
 #include "engine/engine.h"
 #include "tokenizer/tokenizer.h"
@@ -215,10 +216,10 @@ int cmd_generate(int argc, char** argv, int first) {
   const Timings& t = last.timings;
   const double tg_ms = std::chrono::duration<double, std::milli>(t.t_last_token - t.t_first_token).count();
   const int64_t n_out = last.usage.n_generated_tokens;
-  std::fprintf(stderr, "load %.0f ms | prompt %" PRId64 " tokens, first token after %.1f ms | %" PRId64
-               " tokens, %.1f t/s | finish: %s\n",
-               loaded->t_load_ms, n_prompt, t.t_prefill_ms(), n_out, n_out > 1 ? (n_out - 1) * 1000.0 / tg_ms : 0.0,
-               std::string(finish_reason_name(last.finish)).c_str());
+  log::info("generated", {{"t_load_ms", loaded->t_load_ms}, {"n_prompt_tokens", n_prompt},
+                          {"t_prefill_ms", t.t_prefill_ms()}, {"n_generated_tokens", n_out},
+                          {"tokens_per_s", n_out > 1 ? (n_out - 1) * 1000.0 / tg_ms : 0.0},
+                          {"finish", finish_reason_name(last.finish)}});
   return kExitOk;
 }
 

@@ -20,6 +20,7 @@
 #include "cli/commands.h"
 #include "cli/serve_config.h"
 #include "cli/serve_engine.h"
+#include "core/log.h"
 #include "http/server.h"
 
 namespace zl::cli {
@@ -105,29 +106,26 @@ void drain(http::HttpServer& server, int sig, int64_t timeout_s, const sigset_t&
   server.begin_drain();
   const int64_t n_in_progress = server.requests_in_progress();
   if (n_in_progress == 0) {
-    std::fprintf(stderr, "zerolayer: %s received, no request in progress, stopping\n", signal_name(sig));
+    log::info("stop signal received, no request in progress, stopping", {{"signal", signal_name(sig)}});
     return;
   }
-  std::fprintf(stderr,
-               "zerolayer: %s received, draining %lld requests in progress (up to %lld s; send %s again to stop at "
-               "once)\n",
-               signal_name(sig), static_cast<long long>(n_in_progress), static_cast<long long>(timeout_s),
-               signal_name(sig));
+  log::info("stop signal received, draining the requests in progress (the signal again stops at once)",
+            {{"signal", signal_name(sig)}, {"n_in_progress", n_in_progress}, {"drain_timeout_s", timeout_s}});
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
   const timespec poll_interval{.tv_sec = 0, .tv_nsec = 20'000'000};
   while (server.requests_in_progress() > 0) {
     if (std::chrono::steady_clock::now() >= deadline) {
-      std::fprintf(stderr, "zerolayer: drain timeout (%lld s) passed with %lld requests in progress, stopping\n",
-                   static_cast<long long>(timeout_s), static_cast<long long>(server.requests_in_progress()));
+      log::warn("drain timeout passed, stopping",
+                {{"drain_timeout_s", timeout_s}, {"n_in_progress", server.requests_in_progress()}});
       return;
     }
     const int again = sigtimedwait(&signals, nullptr, &poll_interval);
     if (again > 0) {
-      std::fprintf(stderr, "zerolayer: %s received during the drain, stopping at once\n", signal_name(again));
+      log::info("stop signal received during the drain, stopping at once", {{"signal", signal_name(again)}});
       return;
     }
   }
-  std::fprintf(stderr, "zerolayer: requests drained, stopping\n");
+  log::info("requests drained, stopping");
 }
 
 }  // namespace
@@ -200,7 +198,7 @@ int cmd_serve(int argc, char** argv, int first) {
   if (cfg.drain_timeout_s > 0) {
     drain(server, sig, cfg.drain_timeout_s, stop_signals);
   } else {
-    std::fprintf(stderr, "zerolayer: %s received, stopping\n", signal_name(sig));
+    log::info("stop signal received, stopping", {{"signal", signal_name(sig)}});
   }
   // Order: no more I/O, then the engine (its thread may still notify channels),
   // then the server's connections (destroyed with it).

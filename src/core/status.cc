@@ -1,7 +1,8 @@
 #include "core/status.h"
 
-#include <cstdio>
 #include <cstdlib>
+
+#include "core/log.h"
 
 namespace zl {
 
@@ -37,8 +38,7 @@ CheckFailure::CheckFailure(const char* file, int line, const char* cond) {
 }
 
 CheckFailure::~CheckFailure() {
-  std::fprintf(stderr, "%s\n", os_.str().c_str());
-  std::fflush(stderr);
+  log::write(log::Level::kFatal, os_.str());
   std::abort();
 }
 

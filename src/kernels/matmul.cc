@@ -2,13 +2,13 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "core/check.h"
+#include "core/log.h"
 #include "core/memory.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/matmul_float.h"
@@ -39,12 +39,11 @@ KernelIsa pick_active_isa() {
   } else if (v == "avx512") {
     want = KernelIsa::kAvx512;
   } else {
-    std::fprintf(stderr, "zerolayer: ignoring ZL_KERNELS=%s (want scalar, avx2 or avx512)\n", env);
+    log::warn("ignoring ZL_KERNELS (want scalar, avx2 or avx512)", {{"ZL_KERNELS", v}});
     return best;
   }
   if (!isa_supported(want)) {
-    std::fprintf(stderr, "zerolayer: ZL_KERNELS=%s is not supported by this CPU, using %s\n", env,
-                 isa_name(best));
+    log::warn("ZL_KERNELS is not supported by this CPU", {{"ZL_KERNELS", v}, {"using", isa_name(best)}});
     return best;
   }
   return want;
