@@ -85,10 +85,13 @@ Engine::~Engine() { stop(); }
 void Engine::stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stop_ && !thread_.joinable()) return;
     stop_ = true;
   }
   cv_.notify_all();
+  // thread_ is read and joined under join_mu_ only: concurrent stop() calls
+  // (a signal-handling thread and the destructor) neither race on it nor
+  // join twice; the second waits for the first's join to end.
+  std::lock_guard<std::mutex> lock(join_mu_);
   if (thread_.joinable()) thread_.join();
 }
 

@@ -60,7 +60,9 @@ class Engine final : public EngineApi {
   std::shared_ptr<RequestChannel> submit(Request request) override;
   EngineStats stats() const override;
   const EngineConfig& config() const { return config_; }
-  // Cancels everything still queued or running and joins the engine thread. Idempotent.
+  // Cancels everything still queued or running and joins the engine thread.
+  // Idempotent; thread-safe, concurrent calls included (not from the engine
+  // thread itself, e.g. a channel notifier).
   void stop();
 
  private:
@@ -100,6 +102,7 @@ class Engine final : public EngineApi {
   std::vector<std::pair<Request, std::shared_ptr<RequestChannel>>> inbox_;
   bool stop_ = false;
   EngineStats stats_;
+  std::mutex join_mu_;  // guards thread_ after construction (stop())
   std::thread thread_;
 };
 
