@@ -41,8 +41,9 @@ class StreamShaper {
   // The coalescing window that the rule above gives.
   std::chrono::milliseconds window() const { return window_; }
 
-  void push(std::string_view text) { pending_.append(text); }
-  bool has_pending() const { return !pending_.empty(); }
+  // Amortized O(text.size()).
+  void push(std::string_view text);
+  bool has_pending() const { return head_ < pending_.size(); }
 
   // The text events due at `now` (each within max_buffer_size). With a
   // window, at most one per call and none before the window has passed.
@@ -54,11 +55,18 @@ class StreamShaper {
   std::optional<Clock::time_point> next_due() const;
 
  private:
-  std::string cut_one();  // the next event from pending_ (a UTF-8-safe prefix)
+  // The next event from the pending text (a UTF-8-safe prefix). O(its
+  // length): the text taken is skipped (head_), not erased from the front,
+  // so cutting a long text into max_buffer_size pieces is linear, not
+  // quadratic, however small the pieces.
+  std::string cut_one();
 
   StreamShape shape_;
   std::chrono::milliseconds window_{0};
+  // The pending text is pending_[head_, size). push() drops the taken part
+  // once it is at least half the buffer (amortized linear).
   std::string pending_;
+  size_t head_ = 0;
   std::optional<Clock::time_point> last_emit_;
 };
 
