@@ -120,8 +120,15 @@ class RequestChannel {
   std::vector<Event> drain();
   // Waits until an event is pending or `timeout` passes; then drains.
   std::vector<Event> wait_and_drain(std::chrono::milliseconds timeout);
-  // Called (from the engine thread, outside the lock) after each push: an
-  // I/O thread posts a wake-up to its event loop here. Set before submit().
+  // fn is called after each push, on the pushing thread (the engine's, or
+  // the submitting thread for an error at submit()), outside the lock; a
+  // consumer on an I/O thread posts a wake-up to its event loop there.
+  // Set it after submit() (which makes the channel), from any thread: events
+  // pushed before it is set notify nobody, so the consumer drains once after
+  // setting it. A push already under way may still call the previous fn.
+  // fn's captures are destroyed on whichever thread drops the channel last
+  // (often the engine's): capture nothing whose destructor belongs to
+  // another thread (api/generation.cc captures an http::Waker).
   void set_notifier(std::function<void()> fn);
   size_t pending() const;
   bool finished() const;  // a kFinish or kError event has been pushed

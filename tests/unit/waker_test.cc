@@ -1,0 +1,128 @@
+// http::Waker: the engine thread's wake-up line into an I/O thread. Its job
+// runs only where the Responder runs posted work (never on the notifying
+// thread), notifications fold while one is pending, and after disconnect()
+// nothing more is posted or run.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "http/waker.h"
+
+namespace zl::http {
+namespace {
+
+// A Responder whose post() queues work for the test's own thread to run.
+class QueueResponder final : public Responder {
+ public:
+  const std::string& request_id() const override { return id_; }
+  void send(HttpResponse) override {}
+  void begin_stream(HttpResponse) override {}
+  void write(std::string_view) override {}
+  void end_stream() override {}
+  size_t buffered_bytes() const override { return 0; }
+  bool client_gone() const override { return false; }
+  bool done() const override { return false; }
+  void on_client_gone(std::function<void()>) override {}
+  void on_drained(std::function<void()>) override {}
+  void hold(std::shared_ptr<void>) override {}
+  void post(std::function<void()> fn) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(fn));
+    ++n_posted_;
+  }
+  void post_after(std::chrono::milliseconds, std::function<void()> fn) override { post(std::move(fn)); }
+
+  // Runs what is queued, on the calling thread; how many ran.
+  int run_queued() {
+    std::deque<std::function<void()>> q;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      q.swap(queue_);
+    }
+    for (auto& fn : q) fn();
+    return static_cast<int>(q.size());
+  }
+  int n_posted() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return n_posted_;
+  }
+
+ private:
+  std::string id_ = "req_test";
+  std::mutex mu_;
+  std::deque<std::function<void()>> queue_;
+  int n_posted_ = 0;
+};
+
+TEST(Waker, NotificationsFoldAndTheJobRunsOnThePostingThread) {
+  QueueResponder responder;
+  auto waker = std::make_shared<Waker>();
+  std::atomic<int> n_runs{0};
+  std::thread::id ran_on;
+  waker->connect(&responder, [&] {
+    ++n_runs;
+    ran_on = std::this_thread::get_id();
+  });
+  // Four "engine" threads notify many times before the I/O side runs anything.
+  std::vector<std::thread> engines;
+  for (int t = 0; t < 4; ++t) {
+    engines.emplace_back([w = waker] {
+      for (int i = 0; i < 1000; ++i) w->notify();
+    });
+  }
+  for (auto& t : engines) t.join();
+  EXPECT_EQ(responder.n_posted(), 1);  // folded into one pending wake-up
+  EXPECT_EQ(n_runs.load(), 0);         // nothing ran on a notifying thread
+  EXPECT_EQ(responder.run_queued(), 1);
+  EXPECT_EQ(n_runs.load(), 1);
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+  // Once it has run, the next notification posts again.
+  waker->notify();
+  EXPECT_EQ(responder.n_posted(), 2);
+  responder.run_queued();
+  EXPECT_EQ(n_runs.load(), 2);
+}
+
+TEST(Waker, AfterDisconnectNothingIsPostedOrRun) {
+  QueueResponder responder;
+  auto waker = std::make_shared<Waker>();
+  int n_runs = 0;
+  waker->connect(&responder, [&] { ++n_runs; });
+  waker->notify();           // posted, not run yet
+  waker->disconnect();       // the owner goes
+  responder.run_queued();    // the stale wake-up runs nothing
+  EXPECT_EQ(n_runs, 0);
+  std::thread engine([w = waker] { w->notify(); });
+  engine.join();
+  EXPECT_EQ(responder.n_posted(), 1);
+}
+
+TEST(Waker, TheNotifierOwnsOnlyTheWaker) {
+  // What the engine thread holds (a notifier closure with the waker) keeps
+  // neither the job's captures nor the owner alive once it has disconnected.
+  QueueResponder responder;
+  auto owner = std::make_shared<int>(42);
+  std::weak_ptr<int> weak_owner = owner;
+  auto waker = std::make_shared<Waker>();
+  waker->connect(&responder, [weak = weak_owner] { (void)weak.lock(); });
+  std::function<void()> notifier = [w = waker] { w->notify(); };
+  waker->disconnect();
+  waker.reset();
+  owner.reset();
+  EXPECT_TRUE(weak_owner.expired());
+  std::thread engine([&] {
+    notifier();
+    notifier = nullptr;  // the engine thread drops the last reference: destroys only the waker
+  });
+  engine.join();
+  EXPECT_EQ(responder.n_posted(), 0);
+}
+
+}  // namespace
+}  // namespace zl::http
