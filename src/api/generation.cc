@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/log.h"
+
 namespace zl::api {
 
 ApiError context_length_error(int64_t n_prompt, int64_t n_ctx) {
@@ -58,7 +60,27 @@ GenerationSession::GenerationSession(SessionOptions options, std::unique_ptr<Eve
 }
 
 GenerationSession::~GenerationSession() {
+  // Before responder_ goes: the engine thread's notifications stop here.
+  if (waker_) waker_->disconnect();
   if (channel_ && !finished_) channel_->cancel();
+}
+
+template <typename Fn>
+void GenerationSession::guarded(Fn&& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    fail_internal(e.what());  // what throws here reaches the HTTP layer's boundary
+  }
+}
+
+void GenerationSession::fail_internal(std::string_view what) {
+  log::error("generation failed on an exception", {{"request_id", responder_->request_id()}, {"what", what}});
+  if (channel_) channel_->cancel();
+  // (finished_ may be set already: finish() sets it before formatting the answer.)
+  if (responder_->done()) return;
+  finish_reason_ = FinishReason::kError;
+  fail(ApiError{.type = ErrorType::kApi, .message = "internal server error", .reason = "internal_server_error"});
 }
 
 void GenerationSession::start(EngineApi& engine, Request request, SessionOptions options,
@@ -73,24 +95,17 @@ void GenerationSession::start(EngineApi& engine, Request request, SessionOptions
       s->done(499);  // nginx's "client closed request", for metrics and logs only
     }
   });
+  s->waker_ = std::make_shared<http::Waker>();
+  s->waker_->connect(responder.get(), [weak] {
+    if (auto s = weak.lock()) s->guarded([&] { s->pump(); });
+  });
   s->t_submit_ = Clock::now();
   s->channel_ = engine.submit(std::move(request));
-  s->channel_->set_notifier([weak] {
-    if (auto s = weak.lock()) s->on_engine_notify();
-  });
+  // The engine thread holds only the waker: it never owns the session.
+  s->channel_->set_notifier([waker = s->waker_] { waker->notify(); });
   // Events pushed before the notifier was set are picked up here.
-  s->on_engine_notify();
+  s->waker_->notify();
   if (s->options_.stream && s->options_.ping_interval.count() > 0) s->arm_ping(s->options_.ping_interval);
-}
-
-void GenerationSession::on_engine_notify() {
-  if (wake_pending_.exchange(true)) return;  // a pump is already queued
-  responder_->post([weak = weak_from_this()] {
-    if (auto s = weak.lock()) {
-      s->wake_pending_.store(false);
-      s->pump();
-    }
-  });
 }
 
 void GenerationSession::prepare_start() {
@@ -140,7 +155,7 @@ void GenerationSession::arm_ping(Clock::duration delay) {
   responder_->post_after(ms, [weak = weak_from_this()] {
     if (auto s = weak.lock()) {
       s->ping_pending_ = false;
-      s->on_ping_timer();
+      s->guarded([&] { s->on_ping_timer(); });
     }
   });
 }
@@ -175,7 +190,7 @@ bool GenerationSession::socket_backed_up() {
   if (!drain_hook_set_) {
     drain_hook_set_ = true;
     responder_->on_drained([weak = weak_from_this()] {
-      if (auto s = weak.lock()) s->pump();
+      if (auto s = weak.lock()) s->guarded([&] { s->pump(); });
     });
   }
   return true;
@@ -367,7 +382,7 @@ void GenerationSession::schedule_shaper() {
   responder_->post_after(std::max(delay, std::chrono::milliseconds(0)), [weak = weak_from_this()] {
     if (auto s = weak.lock()) {
       s->timer_pending_ = false;
-      s->pump();
+      s->guarded([&] { s->pump(); });
     }
   });
 }

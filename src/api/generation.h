@@ -35,6 +35,13 @@
 //     and clients do not cut a connection that is only waiting. Real writes
 //     reset the silence clock; nothing is pinged while the socket is backed
 //     up. One pending timer per streaming session, none otherwise.
+//     Threads: the engine thread only notifies, through an http::Waker that
+//     owns nothing of the session (so it never runs the session's or the
+//     responder's destructor); everything else runs on the I/O thread.
+//     Exceptions: a pump, timer or drain callback that throws ends the
+//     answer with api_error / internal_server_error (a 500, or an SSE error
+//     event after the 200), logged with the request id, and cancels the
+//     engine request; the connection lives on.
 #pragma once
 
 #include <chrono>
@@ -51,6 +58,7 @@
 #include "engine/request.h"
 #include "http/message.h"
 #include "http/stream_shaper.h"
+#include "http/waker.h"
 
 namespace zl::api {
 
@@ -156,8 +164,12 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
 
  private:
   using Clock = std::chrono::steady_clock;
-  void on_engine_notify();  // engine thread
   void pump();              // I/O thread
+  // Runs a posted pump or timer callback behind the session's exception
+  // boundary (fail_internal).
+  template <typename Fn>
+  void guarded(Fn&& fn);
+  void fail_internal(std::string_view what);
   // True (and a wake-up on drain armed) while the socket is not keeping up.
   bool socket_backed_up();
   // The formatter's stream start, into start_bytes_, once (streams only):
@@ -191,7 +203,7 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   std::unique_ptr<EventFormatter> formatter_;
   std::shared_ptr<http::Responder> responder_;
   std::shared_ptr<RequestChannel> channel_;
-  std::atomic<bool> wake_pending_{false};
+  std::shared_ptr<http::Waker> waker_;  // the channel's notifier posts pumps through it
   std::optional<http::StreamShaper> shaper_;
   std::optional<Event> final_event_;  // kFinish held back while the shaper drains
   std::optional<ToolCallParser> tool_parser_;

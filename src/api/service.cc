@@ -7,6 +7,7 @@
 #include "api/generation.h"
 #include "api/json_util.h"
 #include "api/openai/chat_completions.h"
+#include "http/sse.h"
 
 namespace zl::api {
 namespace {
@@ -54,6 +55,18 @@ void ApiService::register_routes(http::Router& router) {
     const ApiError e = from_http_error(error, req);
     record(req, "other", http_status(e.type), e.reason);
     return api_of(req) == Api::kOpenAI ? openai_error_response(e) : anthropic_error_response(e, req.request_id);
+  });
+  // A handler that threw after its stream's 200: the API's SSE error frame.
+  router.set_stream_error_formatter([this](http::HttpError error, const HttpRequest& req) {
+    const ApiError e = from_http_error(error, req);
+    record(req, "other", 200, e.reason);  // the status that went out
+    std::string out;
+    if (api_of(req) == Api::kOpenAI) {
+      http::append_sse_data(out, openai_error_json(e));
+    } else {
+      http::append_sse_event(out, "error", anthropic_error_json(e, req.request_id));
+    }
+    return out;
   });
   router.add("HEAD", "/", [this](HttpRequest& q, R res) {
     record(q, "/", 200);

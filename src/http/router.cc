@@ -92,4 +92,10 @@ HttpResponse Router::error_response(HttpError error, const HttpRequest& request)
   return r;
 }
 
+std::string Router::stream_error_event(HttpError error, const HttpRequest& request) const {
+  if (stream_error_formatter_) return stream_error_formatter_(error, request);
+  const int status = error == HttpError::kInternal ? 500 : 400;
+  return "event: error\ndata: {\"error\":{\"status\":" + std::to_string(status) + "}}\n\n";
+}
+
 }  // namespace zl::http

@@ -3,7 +3,8 @@
 // HttpRequest::path_params in order. The query string is never matched.
 // Unknown paths are 404, known paths with another method 405; both answers
 // come from the error formatter that the API layer installs, so that every
-// error body is the API's envelope. HEAD falls back to the GET route.
+// error body is the API's envelope (and a handler that throws after its
+// stream began gets the API's SSE error frame, from the stream error formatter). HEAD falls back to the GET route.
 //
 // Built once before the server starts; then read-only (thread-safe).
 #pragma once
@@ -18,17 +19,24 @@ namespace zl::http {
 
 // Makes the answer for an error the HTTP layer detected.
 using ErrorFormatter = std::function<HttpResponse(HttpError error, const HttpRequest& request)>;
+// Makes the bytes that report an error inside a streamed (SSE) answer whose
+// 200 and head have gone out: whole SSE frames, blank line included.
+using StreamErrorFormatter = std::function<std::string(HttpError error, const HttpRequest& request)>;
 
 class Router {
  public:
   void add(std::string method, std::string pattern, Handler handler);
   void set_error_formatter(ErrorFormatter f) { error_formatter_ = std::move(f); }
+  void set_stream_error_formatter(StreamErrorFormatter f) { stream_error_formatter_ = std::move(f); }
 
   // Runs the handler for `request`, or answers 404/405.
   void dispatch(HttpRequest& request, const std::shared_ptr<Responder>& responder) const;
 
   // The answer for an HTTP-level error (a plain JSON body without a formatter).
   HttpResponse error_response(HttpError error, const HttpRequest& request) const;
+  // The SSE error frame for an error after a stream's head (an `error` event
+  // with a plain JSON body without a formatter).
+  std::string stream_error_event(HttpError error, const HttpRequest& request) const;
 
  private:
   struct Route {
@@ -40,6 +48,7 @@ class Router {
 
   std::vector<Route> routes_;
   ErrorFormatter error_formatter_;
+  StreamErrorFormatter stream_error_formatter_;
 };
 
 }  // namespace zl::http

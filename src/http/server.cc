@@ -10,11 +10,14 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <cctype>
+#include <cstring>
 #include <mutex>
 #include <optional>
 #include <random>
 #include <thread>
 #include <unordered_map>
+
+#include "core/log.h"
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -113,11 +116,20 @@ struct Shared {
 };
 
 // One request's answer (see Responder). Lives on its connection's thread.
+//
+// The exception boundary: every piece of handler code the server runs for
+// this request -- the handler itself (dispatch), what it post()s or
+// post_after()s, its on_drained and on_client_gone callbacks -- runs through
+// guarded(). An exception there is logged with the request id and becomes
+// the answer: a 500 in the API's envelope when nothing has been sent, or the
+// API's SSE error frame and the stream's end after a 200. The connection
+// (keep-alive) and every other request on the loop go on.
 class Exchange final : public Responder, public std::enable_shared_from_this<Exchange> {
  public:
-  Exchange(std::weak_ptr<Connection> conn, asio::io_context& ioc, std::string id, bool head_only, int version,
+  Exchange(std::weak_ptr<Connection> conn, asio::io_context& ioc, const Router* router, const HttpRequest& req,
            bool keep_alive)
-      : conn_(std::move(conn)), ioc_(ioc), id_(std::move(id)), head_only_(head_only), version_(version),
+      : conn_(std::move(conn)), ioc_(ioc), router_(router), id_(req.request_id), method_(req.method),
+        path_(req.path), head_only_(req.method == "HEAD"), version_(req.version),
         keep_alive_(keep_alive) {}
 
   const std::string& request_id() const override { return id_; }
@@ -136,17 +148,31 @@ class Exchange final : public Responder, public std::enable_shared_from_this<Exc
   void post(std::function<void()> fn) override;
   void post_after(std::chrono::milliseconds delay, std::function<void()> fn) override;
 
+  // Runs `fn` (handler code, named `where` in the log) behind the boundary above.
+  template <typename Fn>
+  void guarded(std::string_view where, Fn&& fn) {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      fail_internal(where, e.what());
+    } catch (...) {
+      fail_internal(where, "an exception of unknown type");
+    }
+  }
+
   // Connection side.
   void mark_gone() {
     if (gone_ || ended_) return;
     gone_ = true;
-    if (auto fn = std::move(on_gone_)) fn();
+    if (auto fn = std::move(on_gone_)) guarded("on_client_gone", fn);
     release();
   }
   void drained() {
-    if (on_drained_ && !done()) on_drained_();
+    if (!on_drained_ || done()) return;
+    // A copy: the callback may end the answer, which clears on_drained_.
+    auto fn = on_drained_;
+    guarded("on_drained", fn);
   }
-  bool streaming() const { return started_ && !ended_; }
   // Drain: an answer not begun yet carries Connection: close.
   void end_keep_alive() { keep_alive_ = false; }
 
@@ -159,10 +185,16 @@ class Exchange final : public Responder, public std::enable_shared_from_this<Exc
     held_.clear();  // may destroy the handler's state (which may hold us: we are kept by the caller)
   }
   void finish();
+  // The boundary's answer for an exception `what` thrown in `where`.
+  void fail_internal(std::string_view where, std::string_view what);
 
   std::weak_ptr<Connection> conn_;
   asio::io_context& ioc_;
+  const Router* router_;
   std::string id_;
+  // The request line, for the error answer's envelope (the API is chosen by path).
+  std::string method_;
+  std::string path_;
   bool head_only_;
   int version_;
   bool keep_alive_;
@@ -260,12 +292,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // while they fill up.
   static constexpr size_t kMinReadSize = 4 << 10;
   static constexpr size_t kMaxReadSize = 64 << 10;
+  // Unparsed bytes kept while a request is busy: a few pipelined requests,
+  // or the start of a large one. Reading pauses past this (plus one read).
+  static constexpr size_t kMaxPipelinedBytes = 256 << 10;
 
   tcp::socket sock_;
   asio::io_context& ioc_;
   asio::steady_timer timer_;
   Shared& sh_;
   beast::flat_buffer buf_;
+  // A read while busy lands here and is appended to buf_ when it completes:
+  // buf_ may be parsed (and consumed, which moves its storage) before the
+  // read completes, once the answer ends.
+  std::string side_buf_;
+  bool side_read_ = false;  // the read in flight is into side_buf_
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   std::shared_ptr<Exchange> ex_;
   // Keeps the connection alive while an answer is pending even when no
@@ -366,7 +406,7 @@ size_t Exchange::buffered_bytes() const {
 void Exchange::post(std::function<void()> fn) {
   asio::post(ioc_, [w = weak_from_this(), fn = std::move(fn)] {
     auto self = w.lock();
-    if (self && !self->done()) fn();
+    if (self && !self->done()) self->guarded("post", fn);
   });
 }
 
@@ -374,8 +414,35 @@ void Exchange::post_after(std::chrono::milliseconds delay, std::function<void()>
   auto timer = std::make_shared<asio::steady_timer>(ioc_, delay);
   timer->async_wait([timer, w = weak_from_this(), fn = std::move(fn)](error_code ec) {
     auto self = w.lock();
-    if (!ec && self && !self->done()) fn();
+    if (!ec && self && !self->done()) self->guarded("post_after", fn);
   });
+}
+
+void Exchange::fail_internal(std::string_view where, std::string_view what) {
+  const bool answered = done();
+  log::error("request handler threw", {{"request_id", id_}, {"where", where}, {"what", what}, {"path", path_},
+                                       {"answer", answered ? "none (already complete)" : started_ ? "sse error" : "500"}});
+  if (answered) return;
+  auto self = shared_from_this();  // the answer's end may drop every other reference
+  HttpRequest req;
+  req.method = method_;
+  req.target = path_;
+  req.path = path_;
+  req.request_id = id_;
+  req.version = version_;
+  try {
+    if (started_) {
+      write(router_->stream_error_event(HttpError::kInternal, req));
+      end_stream();
+    } else {
+      send(router_->error_response(HttpError::kInternal, req));
+    }
+  } catch (const std::exception& e) {
+    // Even the error answer failed: cut the connection (the client sees an
+    // incomplete answer, never a hang).
+    log::error("error answer failed, closing the connection", {{"request_id", id_}, {"what", e.what()}});
+    if (auto conn = conn_.lock()) conn->abort();
+  }
 }
 
 // ---- Connection ----
@@ -425,9 +492,14 @@ void Connection::read_next() {
 
 void Connection::start_read_some() {
   reading_ = true;
-  sock_.async_read_some(buf_.prepare(read_size_), [self = shared_from_this()](error_code ec, size_t n) {
-    self->on_read_some(ec, n);
-  });
+  side_read_ = busy_;
+  auto on_read = [self = shared_from_this()](error_code ec, size_t n) { self->on_read_some(ec, n); };
+  if (side_read_) {
+    side_buf_.resize(read_size_);
+    sock_.async_read_some(asio::buffer(side_buf_), std::move(on_read));
+  } else {
+    sock_.async_read_some(buf_.prepare(read_size_), std::move(on_read));
+  }
 }
 
 void Connection::on_read_some(error_code ec, size_t n) {
@@ -446,10 +518,16 @@ void Connection::on_read_some(error_code ec, size_t n) {
     start_read_some();
     return;
   }
+  if (side_read_) {
+    auto room = buf_.prepare(n);
+    std::memcpy(room.data(), side_buf_.data(), n);
+  }
   buf_.commit(n);
+  side_read_ = false;
   if (busy_) {
-    // Pipelined bytes: keep them, unparsed, for after this answer. Reading
-    // stops here (a disconnect is then noticed at the next write).
+    // Pipelined bytes: kept, unparsed, for after this answer. Reading goes
+    // on (EOF or a reset while busy is the client leaving) up to the bound.
+    if (buf_.size() < kMaxPipelinedBytes) start_read_some();
     return;
   }
   parse();
@@ -517,22 +595,11 @@ void Connection::dispatch() {
   req.request_id = new_request_id();
   req.t_received = t_received;
   sh_.n_requests.fetch_add(1);
-  ex_ = std::make_shared<Exchange>(weak_from_this(), ioc_, req.request_id, req.method == "HEAD", req.version,
-                                   keep_alive_);
+  ex_ = std::make_shared<Exchange>(weak_from_this(), ioc_, sh_.router, req, keep_alive_);
   // Watch the socket while answering: EOF means the client has gone.
-  if (buf_.size() == 0 && !reading_) start_read_some();
+  if (!reading_ && buf_.size() < kMaxPipelinedBytes) start_read_some();
   auto ex = ex_;
-  try {
-    sh_.router->dispatch(req, ex);
-  } catch (const std::exception&) {
-    if (!ex->done()) {
-      if (ex->streaming()) {
-        ex->end_stream();
-      } else {
-        ex->send(sh_.router->error_response(HttpError::kInternal, req));
-      }
-    }
-  }
+  ex->guarded("handler", [&] { sh_.router->dispatch(req, ex); });
 }
 
 void Connection::flush() {
@@ -637,6 +704,27 @@ void Connection::close() {
 }  // namespace
 
 // ---- HttpServer ----
+
+namespace {
+
+// An I/O thread's loop. Handler code runs behind Exchange::guarded(); an
+// exception that still escapes a completion handler (the server's own code,
+// e.g. std::bad_alloc) is logged and the loop runs on: Asio lets run() be
+// called again after a handler threw, with the other handlers still queued.
+void run_loop(asio::io_context& ctx) {
+  for (;;) {
+    try {
+      ctx.run();
+      return;  // stopped
+    } catch (const std::exception& e) {
+      log::error("exception escaped an I/O handler, the loop goes on", {{"what", e.what()}});
+    } catch (...) {
+      log::error("exception of unknown type escaped an I/O handler, the loop goes on");
+    }
+  }
+}
+
+}  // namespace
 
 struct HttpServer::Impl {
   Shared shared;
@@ -754,7 +842,7 @@ void HttpServer::start() {
   impl_->started = true;
   impl_->accept();
   for (auto& ctx : impl_->contexts) {
-    impl_->threads.emplace_back([c = ctx.get()] { c->run(); });
+    impl_->threads.emplace_back([c = ctx.get()] { run_loop(*c); });
   }
 }
 

@@ -14,9 +14,17 @@
 //   answers through a Responder) --> idle again (keep-alive) or close.
 // While busy the server keeps one read pending: EOF/reset means the client
 // has gone, which fires Responder::on_client_gone (the API layer cancels the
-// engine request there); bytes of a pipelined request are kept unparsed
-// until the current answer is complete (reading pauses meanwhile). Writes are queued and never block the loop; each
-// socket write must finish within write_timeout.
+// engine request there, and the engine drops the sequence at its next
+// step). Bytes of pipelined requests that arrive meanwhile are buffered,
+// unparsed, until the current answer is complete, and reading goes on so a
+// client that pipelines and then leaves is still noticed; past 256 KiB
+// buffered, reading pauses (TCP backpressure) until the answer is complete.
+// Writes are queued and never block the loop; each socket write must finish
+// within write_timeout.
+// Handler code (the handler, what it posts, its timers and callbacks) runs
+// behind an exception boundary: what it throws is logged with the request id
+// and answered as a 500, or as an SSE error frame after a stream's 200, in
+// the envelope of the router's error formatters; the connection goes on.
 // Bodies past max_body_bytes are refused from the Content-Length alone (413)
 // and the connection closes after a short lingering drain, so the client
 // reads the answer instead of a reset.
