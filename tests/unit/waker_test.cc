@@ -1,7 +1,9 @@
 // http::Waker: the engine thread's wake-up line into an I/O thread. Its job
 // runs only where the Responder runs posted work (never on the notifying
 // thread), notifications fold while one is pending, and after disconnect()
-// nothing more is posted or run.
+// nothing more is posted or run. And the GenerationSession that uses it:
+// the engine thread, in the middle of a notification, holds no reference
+// to the session, so the session's destructor runs on the I/O side.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -12,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/generation.h"
 #include "http/waker.h"
 
 namespace zl::http {
@@ -122,6 +125,111 @@ TEST(Waker, TheNotifierOwnsOnlyTheWaker) {
   });
   engine.join();
   EXPECT_EQ(responder.n_posted(), 0);
+}
+
+// An engine that only hands out channels; the test pushes from its own thread.
+class ChannelEngine final : public EngineApi {
+ public:
+  std::shared_ptr<RequestChannel> submit(Request request) override {
+    channel = std::make_shared<RequestChannel>(request.id);
+    return channel;
+  }
+  EngineStats stats() const override { return {}; }
+  std::shared_ptr<RequestChannel> channel;
+};
+
+// A formatter that records the thread it is destroyed on (with its session).
+class RecordingFormatter final : public api::EventFormatter {
+ public:
+  explicit RecordingFormatter(std::thread::id* destroyed_on) : destroyed_on_(destroyed_on) {}
+  ~RecordingFormatter() override { *destroyed_on_ = std::this_thread::get_id(); }
+  void stream_start(const Usage&, std::string&) override {}
+  void stream_text(std::string_view, std::string&) override {}
+  void stream_tool_call_start(std::string_view, std::string&) override {}
+  void stream_tool_call_delta(std::string_view, std::string&) override {}
+  void stream_tool_call_end(std::string&) override {}
+  void stream_finish(const api::Completion&, std::string&) override {}
+  void stream_error(const api::ApiError&, std::string&) override {}
+  void stream_ping(std::string&) override {}
+  HttpResponse complete(const std::vector<api::AnswerPart>&, const api::Completion&) override { return {}; }
+  HttpResponse error(const api::ApiError&) override { return {}; }
+
+ private:
+  std::thread::id* destroyed_on_;
+};
+
+// Holds the session (hold()) like an exchange; a post() from another thread
+// can be made to wait until the session is unreferenced (with a deadline).
+class HoldingResponder final : public Responder {
+ public:
+  const std::string& request_id() const override { return id_; }
+  void send(HttpResponse) override {}
+  void begin_stream(HttpResponse) override {}
+  void write(std::string_view) override {}
+  void end_stream() override {}
+  size_t buffered_bytes() const override { return 0; }
+  bool client_gone() const override { return false; }
+  bool done() const override { return false; }
+  void on_client_gone(std::function<void()>) override {}
+  void on_drained(std::function<void()>) override {}
+  void hold(std::shared_ptr<void> state) override {
+    held = state;
+    watched = state;
+  }
+  void post(std::function<void()> fn) override {
+    if (std::this_thread::get_id() != io_thread) {
+      entered_post.store(true);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (!watched.expired() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+      saw_expired.store(watched.expired());
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(fn));
+  }
+  void post_after(std::chrono::milliseconds, std::function<void()> fn) override { post(std::move(fn)); }
+  void run_queued() {
+    std::deque<std::function<void()>> q;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      q.swap(queue_);
+    }
+    for (auto& fn : q) fn();
+  }
+
+  std::thread::id io_thread = std::this_thread::get_id();
+  std::shared_ptr<void> held;
+  std::weak_ptr<void> watched;
+  std::atomic<bool> entered_post{false};
+  std::atomic<bool> saw_expired{false};
+
+ private:
+  std::string id_ = "req_session";
+  std::mutex mu_;
+  std::deque<std::function<void()>> queue_;
+};
+
+TEST(Waker, TheEngineThreadNeverOwnsTheSession) {
+  ChannelEngine engine;
+  auto responder = std::make_shared<HoldingResponder>();
+  std::thread::id destroyed_on;
+  api::GenerationSession::start(engine, Request{.id = "r", .prompt_ids = {1, 2}}, api::SessionOptions{},
+                                std::make_unique<RecordingFormatter>(&destroyed_on), responder);
+  ASSERT_TRUE(engine.channel);
+  responder->run_queued();  // start()'s own wake-up
+  // The engine thread pushes an event; its notification is held inside
+  // post() until the session has no owner left.
+  std::thread engine_thread([&] { engine.channel->push(Event{.kind = EventKind::kText, .text = "x"}); });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!responder->entered_post.load() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  ASSERT_TRUE(responder->entered_post.load());
+  // The I/O side lets go of the session (an answer's end): it is destroyed
+  // here and now, though the engine thread is inside its notification.
+  responder->held.reset();
+  engine_thread.join();
+  EXPECT_TRUE(responder->saw_expired.load());
+  EXPECT_EQ(destroyed_on, std::this_thread::get_id());
+  responder->run_queued();  // the stale wake-up runs nothing
+  engine.channel->push(Event{.kind = EventKind::kFinish});  // nor does a later notification
 }
 
 }  // namespace
