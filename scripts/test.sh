@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs the default test suite (unit + e2e), then the
-# hostile-input tests (GGUF parsing, model loading) and the matmul kernels again under
-# AddressSanitizer + UndefinedBehaviorSanitizer. This is what CI runs.
+# Sets up, builds and runs the default test suite (unit + e2e), then the soak
+# test (tests/soak, about 2 minutes), then the hostile-input tests (GGUF
+# parsing, model loading) and the matmul kernels again under AddressSanitizer
+# + UndefinedBehaviorSanitizer. This is what CI runs.
 # Tests that need ../shared (models, golden data, vocabularies) say SKIPPED when it is absent.
 #   --no-sanitize   skip the sanitizer pass
 set -euo pipefail
@@ -17,7 +18,10 @@ done
 jobs=$(nproc 2>/dev/null || echo 2)
 bash scripts/setup.sh
 bash scripts/build.sh
-(cd build && ctest --output-on-failure -j"$jobs" "${ctest_args[@]}")
+(cd build && ctest --output-on-failure -j"$jobs" -LE soak "${ctest_args[@]}")
+# The soak test on its own (it loads every core): ZL_SOAK_SECONDS (default 100).
+echo "== soak test (tests/soak)"
+(cd build && ctest --output-on-failure -L soak)
 if [ "$sanitize" = 1 ]; then
   echo "== sanitizer pass (ASan + UBSan): hostile-input tests and the SIMD kernels"
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DZL_SANITIZE=ON >/dev/null

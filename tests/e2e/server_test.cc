@@ -12,6 +12,7 @@
 #include "fake/fake_engine.h"  // kStory
 #include "support/http_client.h"
 #include "support/json_object.h"
+#include "support/wait.h"
 
 namespace zl::test {
 namespace {
@@ -374,19 +375,15 @@ TEST(ServerTest, ClientDisconnectCancelsTheRequest) {
       ASSERT_TRUE(c.send_raw(http_request("POST", "/v1/messages", msg_body(extra, "[[fake:long]]"))));
       if (stream) {
         ASSERT_TRUE(c.read_until([](const std::string& b) { return b.find("content_block_delta") != std::string::npos; }));
-      } else {
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
-      EXPECT_GE(metric("engine_requests_running"), 1);
+      EXPECT_TRUE(wait_until([] { return metric("engine_requests_running") >= 1; }, kDefaultWait,
+                             std::chrono::milliseconds(10)))
+          << "the request never ran";
       c.abort_now();
     }
-    int64_t running = -1;
-    for (int i = 0; i < 100; ++i) {
-      running = metric("engine_requests_running");
-      if (running == 0) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    EXPECT_EQ(running, 0) << (stream ? "stream" : "non-stream") << " kept generating after the client left";
+    EXPECT_TRUE(wait_until([] { return metric("engine_requests_running") == 0; }, kDefaultWait,
+                           std::chrono::milliseconds(10)))
+        << (stream ? "stream" : "non-stream") << " kept generating after the client left";
   }
 }
 

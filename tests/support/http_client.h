@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -186,6 +187,21 @@ class RawClient {
       buf_.append(tmp, static_cast<size_t>(n));
     }
     return true;
+  }
+  // One recv of at most max_bytes appended to the buffer, waiting up to
+  // timeout_ms for bytes (a slow reader: small reads keep the TCP window
+  // small). Returns the bytes read; 0 on EOF (eof() is then true) or timeout.
+  size_t read_some(size_t max_bytes, int timeout_ms) {
+    pollfd p{fd_, POLLIN, 0};
+    if (fd_ < 0 || poll(&p, 1, timeout_ms) <= 0) return 0;
+    char tmp[16384];
+    ssize_t n = recv(fd_, tmp, std::min(max_bytes, sizeof tmp), 0);
+    if (n <= 0) {
+      eof_ = true;
+      return 0;
+    }
+    buf_.append(tmp, static_cast<size_t>(n));
+    return static_cast<size_t>(n);
   }
   bool eof() const { return eof_; }
   std::string& buffer() { return buf_; }

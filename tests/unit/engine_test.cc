@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "model/model.h"
 #include "support/process.h"
+#include "support/wait.h"
 #include "tokenizer/tokenizer.h"
 
 namespace zl {
@@ -43,11 +44,13 @@ struct Outcome {
   Event last;
 };
 
-// Collects a channel's events until the last one.
-Outcome collect(RequestChannel& ch) {
+// Collects a channel's events until the last one. A last event that does not
+// come within `timeout` is a test failure (o.last.finish stays kNone).
+Outcome collect(RequestChannel& ch, std::chrono::milliseconds timeout = test::kDefaultWait) {
   Outcome o;
-  for (;;) {
-    for (Event& e : ch.wait_and_drain(1000ms)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    for (Event& e : ch.wait_and_drain(100ms)) {
       o.ids.insert(o.ids.end(), e.token_ids.begin(), e.token_ids.end());
       o.text += e.text;
       if (e.kind != EventKind::kText) {
@@ -56,6 +59,9 @@ Outcome collect(RequestChannel& ch) {
       }
     }
   }
+  ADD_FAILURE() << "request " << ch.request_id() << ": no last event within " << timeout.count() << " ms ("
+                << o.ids.size() << " ids so far)";
+  return o;
 }
 
 Request greedy(std::vector<int32_t> prompt, int max_tokens, std::string tenant = "t") {
@@ -73,8 +79,19 @@ std::vector<int32_t> random_prompt(std::mt19937& rng, int n, int n_vocab) {
   return p;
 }
 
-void wait_idle(const Engine& e) {
-  for (int i = 0; i < 500 && (e.stats().n_running > 0 || e.stats().n_waiting > 0); ++i) std::this_thread::sleep_for(2ms);
+// True once nothing runs or waits (false at the deadline).
+bool wait_idle(const Engine& e) {
+  return test::wait_until([&] {
+    const EngineStats s = e.stats();
+    return s.n_running == 0 && s.n_waiting == 0;
+  });
+}
+
+// Waits until the engine has taken `n` more steps (requests submitted
+// around it join the batch at different steps).
+void wait_steps(const Engine& e, int64_t n) {
+  const int64_t target = e.stats().n_steps + n;
+  EXPECT_TRUE(test::wait_until([&] { return e.stats().n_steps >= target; })) << "the engine stopped stepping";
 }
 
 class EngineOnModel : public ::testing::TestWithParam<std::string> {};
@@ -101,7 +118,7 @@ TEST_P(EngineOnModel, ConcurrentRequestsProduceWhatEachProducesAlone) {
   std::vector<std::shared_ptr<RequestChannel>> channels;
   for (size_t i = 0; i < prompts.size(); ++i) {
     channels.push_back((*engine)->submit(greedy(prompts[i], 24)));
-    if (i % 3 == 2) std::this_thread::sleep_for(3ms);
+    if (i % 3 == 2) wait_steps(**engine, 2);
   }
   for (size_t i = 0; i < prompts.size(); ++i) {
     Outcome o = collect(*channels[i]);
@@ -111,7 +128,7 @@ TEST_P(EngineOnModel, ConcurrentRequestsProduceWhatEachProducesAlone) {
     EXPECT_EQ(o.last.usage.n_generated_tokens, 24);
     EXPECT_EQ(o.last.usage.n_prompt_tokens, static_cast<int64_t>(prompts[i].size()));
   }
-  wait_idle(**engine);
+  EXPECT_TRUE(wait_idle(**engine));
   EXPECT_EQ((*engine)->stats().n_kv_blocks_used, 0);
 }
 
@@ -170,7 +187,7 @@ TEST(Engine, PreemptionUnderMemoryPressureKeepsResultsExact) {
     EXPECT_EQ(o.ids, alone[i].ids) << "prompt " << i;
     EXPECT_EQ(o.text, alone[i].text) << "prompt " << i;
   }
-  wait_idle(**engine);
+  EXPECT_TRUE(wait_idle(**engine));
   EXPECT_EQ((*engine)->stats().n_kv_blocks_used, 0);
   EXPECT_GT((*engine)->stats().n_preemptions, 0);
 }
@@ -183,13 +200,14 @@ TEST(Engine, CancelReturnsEveryBlock) {
   std::mt19937 rng(5);
   std::vector<std::shared_ptr<RequestChannel>> channels;
   for (int i = 0; i < 6; ++i) channels.push_back((*engine)->submit(greedy(random_prompt(rng, 50 + i, 512), 400)));
-  std::this_thread::sleep_for(20ms);
+  // Cancel while they run: once the batch has generated tokens.
+  ASSERT_TRUE(test::wait_until([&] { return (*engine)->stats().n_generated_tokens_total > 0; }));
   for (auto& ch : channels) ch->cancel();
   for (auto& ch : channels) {
     Outcome o = collect(*ch);
     EXPECT_EQ(o.last.finish, FinishReason::kCancelled);
   }
-  wait_idle(**engine);
+  EXPECT_TRUE(wait_idle(**engine));
   const EngineStats s = (*engine)->stats();
   EXPECT_EQ(s.n_kv_blocks_used, 0);
   EXPECT_EQ(s.n_running, 0);
@@ -209,21 +227,24 @@ TEST(Engine, BackpressurePausesWithoutSpinningAndResumesExactly) {
   std::mt19937 rng(11);
   const std::vector<int32_t> prompt = random_prompt(rng, 20, 512);
   Outcome alone = collect(*(*engine)->submit(greedy(prompt, 100)));
-  wait_idle(**engine);
+  ASSERT_TRUE(wait_idle(**engine));
   const int64_t generated0 = (*engine)->stats().n_generated_tokens_total;
   EXPECT_EQ(generated0, 100);
 
   auto ch = (*engine)->submit(greedy(prompt, 100));
-  int64_t last = -1, now = 0;
-  for (int i = 0; i < 200 && now != last; ++i) {
-    std::this_thread::sleep_for(20ms);
-    last = now;
-    now = (*engine)->stats().n_generated_tokens_total - generated0;
-  }
+  // The engine checks before each step: once more than max_pending_events
+  // wait undrained, the sequence takes no further step.
+  ASSERT_TRUE(test::wait_until([&] { return ch->pending() > cfg.max_pending_events; })) << "never paused";
+  auto generated = [&] { return (*engine)->stats().n_generated_tokens_total - generated0; };
+  // The published stats catch up with the step that pushed the last event.
+  ASSERT_TRUE(test::wait_until([&] { return generated() >= static_cast<int64_t>(ch->pending()); }));
+  const int64_t now = generated();
   EXPECT_LE(now, 8) << "not paused near max_pending_events";
   EXPECT_EQ(ch->pending(), static_cast<size_t>(now));
   EXPECT_EQ((*engine)->stats().n_running, 1);
   const int64_t steps0 = (*engine)->stats().n_steps;
+  // The window over which spinning is measured (no event to wait for: the
+  // claim is that nothing happens).
   std::this_thread::sleep_for(200ms);
   EXPECT_LT((*engine)->stats().n_steps - steps0, 200) << "the engine loop spins while the sequence is paused";
   EXPECT_EQ((*engine)->stats().n_generated_tokens_total - generated0, now);

@@ -19,6 +19,7 @@
 #include "support/fake_api_server.h"
 #include "support/http_client.h"  // fetch, parse_sse
 #include "support/json_object.h"  // parse_obj
+#include "support/wait.h"
 
 namespace zl::api {
 namespace {
@@ -492,10 +493,8 @@ TEST_F(ToolTest, DisableParallelToolUseStopsAfterTheFirstCall) {
   // The tokens up to the one that completed the call: not the whole script's.
   EXPECT_EQ(o["usage"].as_object()["output_tokens"].as_int64(), tokens_through(kFirstHermesCall));
   // The rest of the generation was cancelled.
-  for (int i = 0; i < 2000 && api_->engine().n_cancelled() == n_cancelled; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  EXPECT_GT(api_->engine().n_cancelled(), n_cancelled);
+  EXPECT_TRUE(test::wait_until([&] { return api_->engine().n_cancelled() > n_cancelled; }))
+      << "the rest of the generation was not cancelled";
 
   // Streaming: the same blocks, nothing after the call, the same usage.
   HttpReply r = post("/v1/messages", anthropic_two(kTwoCalls, single, /*stream=*/true));
@@ -604,9 +603,8 @@ TEST_F(ToolTest, AStreamedCallThatBreaksEndsTheStreamWithAnErrorEvent) {
   endless.replace(endless.find("\"max_tokens\":200"), 16, "\"max_tokens\":1000000");
   r = post("/v1/messages", endless);
   EXPECT_EQ(test::parse_sse(r.body).back().event, "error");
-  for (int i = 0; i < 2000 && api_->engine().n_cancelled() == n_cancelled; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  EXPECT_TRUE(test::wait_until([&] { return api_->engine().n_cancelled() > n_cancelled; }))
+      << "the generation was left running";
   EXPECT_EQ(api_->engine().n_cancelled(), n_cancelled + 1);
 }
 
