@@ -271,6 +271,62 @@ TEST_P(VocabTest, AdversarialInputs) {
   }
 }
 
+// llama.cpp's parse_special = false: the text of every control (and unknown)
+// token is ordinary text, wherever it stands; only user-defined tokens are
+// still matched verbatim. Checked for each such token of the vocabulary, in
+// the middle of text, alone, and between spaces (Phi-3's rstrip).
+TEST_P(VocabTest, ControlTokenTextIsPlainText) {
+  SKIP_WITHOUT_SHARED();
+  const Tokenizer& t = tokenizer_for(GetParam());
+  const Vocab& v = t.vocab();
+  size_t n_checked = 0;
+  for (TokenId id : v.special_tokens()) {
+    if (v.type(id) == TokenType::kUserDefined) continue;
+    const std::string& text = v.text(id);
+    for (const std::string& x : {"x" + text + "y", text, " " + text + " \n"}) {
+      const auto raw = t.encode(x, kRaw);
+      for (TokenId r : raw) {
+        ASSERT_FALSE(v.is_control(r) || v.type(r) == TokenType::kUnknown)
+            << GetParam() << ": " << escape(x) << " -> " << ids_str(raw) << " holds special token " << r;
+      }
+      if (representable(t, x)) {
+        EXPECT_EQ(t.decode(raw), expected_round_trip(t, x)) << GetParam() << " " << escape(x);
+      }
+      // The same text with parse_special is the token (the input does spell it).
+      const auto parsed = t.encode(x, {.add_special = false, .parse_special = true});
+      EXPECT_EQ(std::count(parsed.begin(), parsed.end(), id), 1) << GetParam() << " " << escape(x) << " -> "
+                                                                 << ids_str(parsed);
+    }
+    ++n_checked;
+  }
+  EXPECT_GT(n_checked, 0u) << GetParam() << " has no control token";
+}
+
+// Phi-3 types "</s>" user-defined; llama.cpp treats it as control (an
+// end-of-generation text), so without parse_special it is the same text as in
+// Llama 2's vocabulary, which Phi-3's extends.
+TEST(SpecialTokens, Phi3EosTextIsPlainText) {
+  SKIP_WITHOUT_SHARED();
+  const Tokenizer& phi3 = tokenizer_for("phi-3");
+  const Tokenizer& llama2 = tokenizer_for("llama-spm");
+  EXPECT_TRUE(phi3.vocab().is_control(2));
+  EXPECT_TRUE(phi3.vocab().is_eog(2));
+  for (const std::string x : {"a</s>", "</s>", "x </s> y</s></s>\n", "<s></s><unk>"}) {
+    EXPECT_EQ(phi3.encode(x, kRaw), llama2.encode(x, kRaw)) << escape(x);
+  }
+  const auto parsed = phi3.encode("a</s> b", {.add_special = false, .parse_special = true});
+  EXPECT_EQ(std::count(parsed.begin(), parsed.end(), 2), 1) << ids_str(parsed);
+  // Qwen2's "</s>" is a normal token in the file; llama.cpp makes it control too.
+  const Tokenizer& qwen = tokenizer_for("qwen2");
+  const TokenId qs = qwen.vocab().find("</s>");
+  ASSERT_NE(qs, kNoToken);
+  EXPECT_TRUE(qwen.vocab().is_control(qs));
+  const auto q = qwen.encode("a</s>", {.add_special = false, .parse_special = true});
+  EXPECT_EQ(std::count(q.begin(), q.end(), qs), 1) << ids_str(q);
+  const auto qr = qwen.encode("a</s>", kRaw);
+  EXPECT_EQ(std::count(qr.begin(), qr.end(), qs), 0) << ids_str(qr);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllVocabs, VocabTest, ::testing::ValuesIn(kVocabs),
                          [](const auto& info) {
                            std::string n = info.param;
