@@ -11,6 +11,7 @@
 #include <random>
 #include <sstream>
 
+#include "core/utf8.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
@@ -42,7 +43,7 @@ std::string escape(std::string_view s) {
     else if (c < 0x20 || c == 0x7F) { std::snprintf(buf, sizeof(buf), "\\x%02X", c); out += buf; }
     else out += static_cast<char>(c);
   }
-  if (!unicode::is_valid_utf8(s)) out += " (invalid UTF-8)";
+  if (!utf8::is_valid(s)) out += " (invalid UTF-8)";
   return out + "\"";
 }
 
@@ -162,11 +163,11 @@ void check_incremental(const Tokenizer& t, const std::vector<TokenId>& ids, cons
   std::string all;
   for (TokenId id : ids) {
     const std::string delta = detok.push(id);
-    ASSERT_TRUE(unicode::is_valid_utf8(delta)) << what << ": delta " << escape(delta) << " after id " << id;
+    ASSERT_TRUE(utf8::is_valid(delta)) << what << ": delta " << escape(delta) << " after id " << id;
     all += delta;
   }
   const std::string tail = detok.flush();
-  ASSERT_TRUE(unicode::is_valid_utf8(tail));
+  ASSERT_TRUE(utf8::is_valid(tail));
   all += tail;
   EXPECT_EQ(all, t.decode(ids)) << what;
 }
@@ -198,7 +199,7 @@ std::string random_unicode(std::mt19937& rng, size_t max_len) {
     const auto [lo, hi] = kRanges[range_d(rng)];
     uint32_t cp = std::uniform_int_distribution<uint32_t>(lo, hi)(rng);
     if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0xFFFD;
-    unicode::append_utf8(cp, &s);
+    utf8::append(cp, &s);
   }
   return s;
 }
@@ -231,8 +232,8 @@ TEST_P(VocabTest, RandomBytesFollowReplacementPolicy) {
     const auto ids = t.encode(x, kRaw);
     for (TokenId id : ids) ASSERT_TRUE(t.vocab().is_valid(id));
     check_incremental(t, ids, "bytes " + escape(x));
-    if (!representable(t, unicode::sanitize_utf8(x))) continue;
-    ASSERT_EQ(t.decode(ids), expected_round_trip(t, unicode::sanitize_utf8(x))) << "input " << escape(x);
+    if (!representable(t, utf8::sanitize(x))) continue;
+    ASSERT_EQ(t.decode(ids), expected_round_trip(t, utf8::sanitize(x))) << "input " << escape(x);
   }
 }
 
@@ -265,8 +266,8 @@ TEST_P(VocabTest, AdversarialInputs) {
     const auto ids = t.encode(x, kRaw);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EXPECT_LT(secs, 5.0) << name << " took " << secs << " s: not linear?";
-    if (representable(t, unicode::sanitize_utf8(x))) {
-      EXPECT_EQ(t.decode(ids), expected_round_trip(t, unicode::sanitize_utf8(x))) << name;
+    if (representable(t, utf8::sanitize(x))) {
+      EXPECT_EQ(t.decode(ids), expected_round_trip(t, utf8::sanitize(x))) << name;
     }
   }
 }
@@ -504,31 +505,6 @@ TEST(PreTokenizer, SafeSplitPointsKeepWords) {
       }
     }
   }
-}
-
-TEST(Unicode, ReplacementPolicy) {
-  const std::string r = "\xEF\xBF\xBD";
-  EXPECT_EQ(unicode::sanitize_utf8("a\x80" "b"), "a" + r + "b");                 // stray continuation
-  EXPECT_EQ(unicode::sanitize_utf8("\xE2\x82"), r + r);                       // truncated
-  EXPECT_EQ(unicode::sanitize_utf8("\xE2\x82" "A"), r + r + "A");
-  EXPECT_EQ(unicode::sanitize_utf8("\xC0\x80"), r + r);                       // overlong NUL
-  EXPECT_EQ(unicode::sanitize_utf8("\xED\xA0\x80"), r + r + r);               // surrogate
-  EXPECT_EQ(unicode::sanitize_utf8("\xF4\x90\x80\x80"), r + r + r + r);        // > U+10FFFF
-  EXPECT_EQ(unicode::sanitize_utf8("\xFF"), r);
-  EXPECT_EQ(unicode::sanitize_utf8(std::string("a\0b", 3)), std::string("a\0b", 3));  // NUL is fine
-  EXPECT_EQ(unicode::sanitize_utf8("\xF0\x9F\x98\x81"), "\xF0\x9F\x98\x81");
-  EXPECT_TRUE(unicode::is_valid_utf8("\xEF\xBB\xBF\xE2\x80\x8D"));
-  EXPECT_FALSE(unicode::is_valid_utf8("\xE0\x9F\x80"));
-}
-
-TEST(Unicode, IncompleteSuffix) {
-  EXPECT_EQ(unicode::incomplete_suffix_length("a\xE2\x82"), 2u);
-  EXPECT_EQ(unicode::incomplete_suffix_length("\xF0\x9F\x98"), 3u);
-  EXPECT_EQ(unicode::incomplete_suffix_length("\xF0"), 1u);
-  EXPECT_EQ(unicode::incomplete_suffix_length("\xE0\x80"), 0u);  // can never complete
-  EXPECT_EQ(unicode::incomplete_suffix_length("\xC3\xA9"), 0u);
-  EXPECT_EQ(unicode::incomplete_suffix_length("\x80"), 0u);
-  EXPECT_EQ(unicode::incomplete_suffix_length(""), 0u);
 }
 
 TEST(Unicode, Flags) {
