@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/unicode.h"
+#include "core/utf8.h"
 
 namespace {
 
@@ -80,7 +80,7 @@ std::string cjk(size_t n_bytes) {
   std::uniform_int_distribution<int> d(0, 99);
   std::string s;
   while (s.size() + 8 < n_bytes) {
-    zl::unicode::append_utf8(han(rng), &s);
+    zl::utf8::append(han(rng), &s);
     const int r = d(rng);
     if (r < 6) s += "，";
     else if (r < 9) s += "。";

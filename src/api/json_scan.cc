@@ -1,6 +1,7 @@
 #include "api/json_scan.h"
 
 #include "api/json_util.h"  // kMaxJsonDepth, is_json_space
+#include "core/utf8.h"
 
 namespace zl::api {
 namespace {
@@ -149,19 +150,11 @@ JsonScanner::Byte JsonScanner::string_byte(unsigned char c) {
   if (c < 0x80) return kind;
   // The lead byte of a multi-byte character: how many follow, and the range
   // of the first one (which rules out overlong forms, surrogates and > U+10FFFF).
-  if (c >= 0xC2 && c <= 0xDF) {
-    utf8_left_ = 1;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    utf8_left_ = 2;
-    if (c == 0xE0) utf8_lo_ = 0xA0;
-    if (c == 0xED) utf8_hi_ = 0x9F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    utf8_left_ = 3;
-    if (c == 0xF0) utf8_lo_ = 0x90;
-    if (c == 0xF4) utf8_hi_ = 0x8F;
-  } else {
-    return fail();
-  }
+  const utf8::Lead lead = utf8::lead(c);
+  if (lead.len < 2) return fail();
+  utf8_left_ = static_cast<uint8_t>(lead.len - 1);
+  utf8_lo_ = lead.lo;
+  utf8_hi_ = lead.hi;
   return kind;
 }
 

@@ -3,12 +3,11 @@
 #include <algorithm>
 #include <deque>
 
+#include "core/utf8.h"
+
 namespace zl {
-namespace {
 
-bool is_continuation(char c) { return (static_cast<uint8_t>(c) & 0xC0) == 0x80; }
-
-}  // namespace
+using utf8::is_continuation;
 
 StopMatcher::StopMatcher(std::vector<std::string> stop_strings) : stops_(std::move(stop_strings)) {
   nodes_.emplace_back();

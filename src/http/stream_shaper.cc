@@ -4,19 +4,6 @@
 
 namespace zl::http {
 
-size_t utf8_safe_prefix(std::string_view s, size_t max) {
-  if (s.size() <= max) return s.size();
-  size_t n = max;
-  // Back up over continuation bytes (10xxxxxx) to the start of a character.
-  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-  if (n == 0) {
-    // One character longer than max (max < 4): take the whole character.
-    n = 1;
-    while (n < s.size() && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) ++n;
-  }
-  return n;
-}
-
 StreamShaper::StreamShaper(StreamShape shape) : shape_(shape) {
   const int64_t rtt_part = std::min<int64_t>(shape.network_rtt_ms / 4, 100);
   window_ = std::chrono::milliseconds(std::max<int64_t>(shape.min_delay_ms, rtt_part));

@@ -24,6 +24,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/utf8.h"
+
 namespace zl::http {
 
 struct StreamShape {
@@ -71,7 +73,7 @@ class StreamShaper {
 };
 
 // Length of the longest prefix of `s` of at most `max` bytes that does not
-// split a UTF-8 character (at least one whole character when max >= 4).
-size_t utf8_safe_prefix(std::string_view s, size_t max);
+// split a UTF-8 character (the first whole character when it is longer).
+inline size_t utf8_safe_prefix(std::string_view s, size_t max) { return utf8::safe_prefix_length(s, max); }
 
 }  // namespace zl::http

@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "tokenizer/unicode.h"
+#include "core/utf8.h"
 
 namespace zl::byte_level {
 namespace {
@@ -17,7 +17,7 @@ struct Tables {
     int n = 0;
     for (int b = 0; b < 256; ++b) {
       const uint32_t cp = maps_to_itself(b) ? static_cast<uint32_t>(b) : 256u + n++;
-      encoded[b] = unicode::to_utf8(cp);
+      encoded[b] = utf8::encode(cp);
       decoded[cp] = static_cast<int16_t>(b);
     }
   }

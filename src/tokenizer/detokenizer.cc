@@ -1,6 +1,6 @@
 #include "tokenizer/detokenizer.h"
 
-#include "tokenizer/unicode.h"
+#include "core/utf8.h"
 
 namespace zl {
 
@@ -13,11 +13,11 @@ std::string Utf8Holdback::push(std::string_view bytes) {
     buf.append(bytes);
   }
   held_.clear();
-  const size_t keep = unicode::incomplete_suffix_length(buf);
+  const size_t keep = utf8::incomplete_suffix_length(buf);
   held_.assign(buf, buf.size() - keep, keep);
   buf.resize(buf.size() - keep);
-  if (unicode::is_valid_utf8(buf)) return buf;
-  return unicode::sanitize_utf8(buf);
+  if (utf8::is_valid(buf)) return buf;
+  return utf8::sanitize(buf);
 }
 
 std::string Utf8Holdback::flush() {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "core/utf8.h"
 #include "tokenizer/unicode.h"
 
 namespace zl {
@@ -418,7 +419,7 @@ void pre_tokenize(PreTokenizerKind kind, std::string_view text, std::vector<Text
   while (pos < text.size()) {
     s->offsets.push_back(static_cast<uint32_t>(pos));
     const uint32_t cp = static_cast<uint8_t>(text[pos]) < 0x80 ? static_cast<uint8_t>(text[pos++])
-                                                               : unicode::decode_one(text, &pos);
+                                                               : utf8::decode_one(text, &pos);
     s->cps.push_back(cp);
     s->flags.push_back(unicode::flags(cp));
   }

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <unordered_map>
 
+#include "core/utf8.h"
 #include "model/gguf.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/unicode.h"
@@ -65,7 +66,7 @@ void split_chars(std::string_view text, std::vector<Symbol>* syms) {
   syms->clear();
   size_t pos = 0;
   while (pos < text.size()) {
-    size_t len = unicode::valid_sequence_length(text, pos);
+    size_t len = utf8::valid_sequence_length(text, pos);
     if (len == 0) len = 1;
     const auto i = static_cast<int32_t>(syms->size());
     syms->push_back({static_cast<uint32_t>(pos), static_cast<uint32_t>(len), i - 1,
@@ -192,10 +193,10 @@ std::vector<TokenId> Tokenizer::encode(std::span<const TextSegment> segments, bo
   std::string text;
   std::vector<std::pair<size_t, bool>> seg_ends;  // (end offset, parse_special)
   for (const TextSegment& seg : segments) {
-    if (unicode::is_valid_utf8(seg.text)) {
+    if (utf8::is_valid(seg.text)) {
       text.append(seg.text);
     } else {
-      text += unicode::sanitize_utf8(seg.text);
+      text += utf8::sanitize(seg.text);
     }
     seg_ends.emplace_back(text.size(), seg.parse_special);
   }
@@ -537,7 +538,7 @@ void Tokenizer::append_piece(TokenId id, bool render_special, std::string* out) 
   }
   for (size_t i = 0; i < text.size();) {
     const size_t start = i;
-    const uint32_t cp = unicode::decode_one(text, &i);
+    const uint32_t cp = utf8::decode_one(text, &i);
     const int b = byte_level::decode_code_point(cp);
     if (b >= 0) {
       out->push_back(static_cast<char>(b));
@@ -569,8 +570,8 @@ std::string Tokenizer::decode_bytes(std::span<const TokenId> ids, const DecodeOp
 
 std::string Tokenizer::decode(std::span<const TokenId> ids, const DecodeOptions& opts) const {
   std::string bytes = decode_bytes(ids, opts);
-  if (unicode::is_valid_utf8(bytes)) return bytes;
-  return unicode::sanitize_utf8(bytes);
+  if (utf8::is_valid(bytes)) return bytes;
+  return utf8::sanitize(bytes);
 }
 
 }  // namespace zl

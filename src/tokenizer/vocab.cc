@@ -99,7 +99,8 @@ Result<Vocab> Vocab::from_gguf(const GgufFile& file) {
   RETURN_IF_ERROR(v.load_tokens(file));
   v.build_tables();
   if (v.kind_ == VocabKind::kBpe) RETURN_IF_ERROR(v.load_merges(file));
-  RETURN_IF_ERROR(v.load_special_ids(file));
+  RETURN_IF_ERROR(v.load_special_ids(file));  // may retype control-looking tokens
+  v.collect_special_tokens();
   v.load_flags(file);
   return v;
 }
@@ -152,7 +153,10 @@ void Vocab::build_tables() {
     }
     byte_tokens_[b] = id;
   }
+}
 
+void Vocab::collect_special_tokens() {
+  special_.clear();
   for (TokenId id = 0; id < n_tokens(); ++id) {
     const TokenType t = tokens_[id].type;
     if ((t == TokenType::kControl || t == TokenType::kUserDefined || t == TokenType::kUnknown) &&
@@ -228,29 +232,47 @@ Status Vocab::load_special_ids(const GgufFile& file) {
     if (present) *k.id = id;
   }
 
-  // End-of-turn and end-of-generation tokens by their well-known texts.
+  // End-of-turn and end-of-generation tokens by their well-known texts, as
+  // llama.cpp finds them (llama_vocab::impl::load): every token with one of
+  // the end-of-generation texts ends a generation, and is a control token
+  // whatever type the file gives it. Converters type a few of them
+  // user-defined (Phi-3's "</s>"); llama.cpp then overrides the type
+  // ("control-looking token ... its type will be overridden"), so that raw
+  // text spelling them (parse_special = false) is never matched as the token.
+  // Not mirrored: llama.cpp's per-model exceptions for vocabularies whose
+  // architectures we do not load (gpt-oss's "<|end|>", Gemma 4's "</s>"), and
+  // its promotion of FIM tokens (no vocabulary we test types one user-defined).
   static constexpr std::string_view kEotTexts[] = {
+      // Preference order for eot() when the file names none.
       "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>", "<｜end▁of▁sentence｜>",
+      "<|end_of_text|>", "_<EOT>", "[EOT]", "<end_of_utterance>",
   };
+  static constexpr std::string_view kMoreEogTexts[] = {
+      "<|eom_id|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "</s>", "[EOS]", "<eos>", "<turn|>",
+      "<|tool_response>", "[e~[",
+  };
+  auto promote = [&](std::string_view text) {
+    const TokenId id = find(text);
+    if (id != kNoToken) tokens_[id].type = TokenType::kControl;
+    return id;
+  };
+  for (std::string_view t : kEotTexts) {
+    if (TokenId id = promote(t); id != kNoToken) eog_.push_back(id);
+  }
+  for (std::string_view t : kMoreEogTexts) {
+    if (TokenId id = promote(t); id != kNoToken) eog_.push_back(id);
+  }
   if (eot_ == kNoToken) {
     for (std::string_view t : kEotTexts) {
-      const TokenId id = find(t);
-      if (id != kNoToken && tokens_[id].type == TokenType::kControl) {
+      if (const TokenId id = find(t); id != kNoToken) {
         eot_ = id;
         break;
       }
     }
   }
-  if (eom_ == kNoToken) {
-    const TokenId id = find("<|eom_id|>");
-    if (id != kNoToken && tokens_[id].type == TokenType::kControl) eom_ = id;
-  }
+  if (eom_ == kNoToken) eom_ = find("<|eom_id|>");
   for (TokenId id : {eos_, eot_, eom_}) {
     if (id != kNoToken) eog_.push_back(id);
-  }
-  for (std::string_view t : kEotTexts) {
-    const TokenId id = find(t);
-    if (id != kNoToken && tokens_[id].type == TokenType::kControl) eog_.push_back(id);
   }
   std::sort(eog_.begin(), eog_.end());
   eog_.erase(std::unique(eog_.begin(), eog_.end()), eog_.end());

@@ -106,7 +106,9 @@ class Vocab {
   int byte_value(TokenId id) const;
 
   // Tokens that may be matched verbatim in the input before tokenization:
-  // control, user-defined and unknown tokens with non-empty text.
+  // control, user-defined and unknown tokens with non-empty text. A token
+  // with a well-known end-of-generation text ("</s>", "<|im_end|>", ...) is
+  // a control token whatever its type in the file (as in llama.cpp).
   const std::vector<TokenId>& special_tokens() const { return special_; }
 
   // BPE merges. The fast path looks a pair up by token ids; `merged` is the id
@@ -127,6 +129,7 @@ class Vocab {
   Status load_special_ids(const GgufFile& file);
   void load_flags(const GgufFile& file);
   void build_tables();
+  void collect_special_tokens();
 
   VocabKind kind_ = VocabKind::kSpm;
   std::string model_;

@@ -14,9 +14,9 @@
 #include <memory>
 #include <string>
 
+#include "core/utf8.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/unicode.h"
 
 namespace {
 
@@ -55,19 +55,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   const zl::DecodeOptions opts{.render_special = true};
   const std::string decoded = t.decode(ids, opts);
-  if (!zl::unicode::is_valid_utf8(decoded)) std::abort();
+  if (!zl::utf8::is_valid(decoded)) std::abort();
   zl::IncrementalDetokenizer detok(t, opts);
   std::string streamed;
   for (zl::TokenId id : ids) {
     const std::string delta = detok.push(id);
-    if (!zl::unicode::is_valid_utf8(delta)) std::abort();
+    if (!zl::utf8::is_valid(delta)) std::abort();
     streamed += delta;
   }
   streamed += detok.flush();
   if (streamed != decoded) std::abort();
 
   // Round trip, where the vocabulary makes it possible.
-  std::string expected = zl::unicode::sanitize_utf8(text);
+  std::string expected = zl::utf8::sanitize(text);
   for (char c : expected) {
     if (t.vocab().byte_token(static_cast<uint8_t>(c)) == zl::kNoToken) return 0;
   }

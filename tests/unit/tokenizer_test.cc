@@ -11,6 +11,7 @@
 #include <random>
 #include <sstream>
 
+#include "core/utf8.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
@@ -42,7 +43,7 @@ std::string escape(std::string_view s) {
     else if (c < 0x20 || c == 0x7F) { std::snprintf(buf, sizeof(buf), "\\x%02X", c); out += buf; }
     else out += static_cast<char>(c);
   }
-  if (!unicode::is_valid_utf8(s)) out += " (invalid UTF-8)";
+  if (!utf8::is_valid(s)) out += " (invalid UTF-8)";
   return out + "\"";
 }
 
@@ -162,11 +163,11 @@ void check_incremental(const Tokenizer& t, const std::vector<TokenId>& ids, cons
   std::string all;
   for (TokenId id : ids) {
     const std::string delta = detok.push(id);
-    ASSERT_TRUE(unicode::is_valid_utf8(delta)) << what << ": delta " << escape(delta) << " after id " << id;
+    ASSERT_TRUE(utf8::is_valid(delta)) << what << ": delta " << escape(delta) << " after id " << id;
     all += delta;
   }
   const std::string tail = detok.flush();
-  ASSERT_TRUE(unicode::is_valid_utf8(tail));
+  ASSERT_TRUE(utf8::is_valid(tail));
   all += tail;
   EXPECT_EQ(all, t.decode(ids)) << what;
 }
@@ -198,7 +199,7 @@ std::string random_unicode(std::mt19937& rng, size_t max_len) {
     const auto [lo, hi] = kRanges[range_d(rng)];
     uint32_t cp = std::uniform_int_distribution<uint32_t>(lo, hi)(rng);
     if (cp >= 0xD800 && cp <= 0xDFFF) cp = 0xFFFD;
-    unicode::append_utf8(cp, &s);
+    utf8::append(cp, &s);
   }
   return s;
 }
@@ -231,8 +232,8 @@ TEST_P(VocabTest, RandomBytesFollowReplacementPolicy) {
     const auto ids = t.encode(x, kRaw);
     for (TokenId id : ids) ASSERT_TRUE(t.vocab().is_valid(id));
     check_incremental(t, ids, "bytes " + escape(x));
-    if (!representable(t, unicode::sanitize_utf8(x))) continue;
-    ASSERT_EQ(t.decode(ids), expected_round_trip(t, unicode::sanitize_utf8(x))) << "input " << escape(x);
+    if (!representable(t, utf8::sanitize(x))) continue;
+    ASSERT_EQ(t.decode(ids), expected_round_trip(t, utf8::sanitize(x))) << "input " << escape(x);
   }
 }
 
@@ -265,10 +266,66 @@ TEST_P(VocabTest, AdversarialInputs) {
     const auto ids = t.encode(x, kRaw);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EXPECT_LT(secs, 5.0) << name << " took " << secs << " s: not linear?";
-    if (representable(t, unicode::sanitize_utf8(x))) {
-      EXPECT_EQ(t.decode(ids), expected_round_trip(t, unicode::sanitize_utf8(x))) << name;
+    if (representable(t, utf8::sanitize(x))) {
+      EXPECT_EQ(t.decode(ids), expected_round_trip(t, utf8::sanitize(x))) << name;
     }
   }
+}
+
+// llama.cpp's parse_special = false: the text of every control (and unknown)
+// token is ordinary text, wherever it stands; only user-defined tokens are
+// still matched verbatim. Checked for each such token of the vocabulary, in
+// the middle of text, alone, and between spaces (Phi-3's rstrip).
+TEST_P(VocabTest, ControlTokenTextIsPlainText) {
+  SKIP_WITHOUT_SHARED();
+  const Tokenizer& t = tokenizer_for(GetParam());
+  const Vocab& v = t.vocab();
+  size_t n_checked = 0;
+  for (TokenId id : v.special_tokens()) {
+    if (v.type(id) == TokenType::kUserDefined) continue;
+    const std::string& text = v.text(id);
+    for (const std::string& x : {"x" + text + "y", text, " " + text + " \n"}) {
+      const auto raw = t.encode(x, kRaw);
+      for (TokenId r : raw) {
+        ASSERT_FALSE(v.is_control(r) || v.type(r) == TokenType::kUnknown)
+            << GetParam() << ": " << escape(x) << " -> " << ids_str(raw) << " holds special token " << r;
+      }
+      if (representable(t, x)) {
+        EXPECT_EQ(t.decode(raw), expected_round_trip(t, x)) << GetParam() << " " << escape(x);
+      }
+      // The same text with parse_special is the token (the input does spell it).
+      const auto parsed = t.encode(x, {.add_special = false, .parse_special = true});
+      EXPECT_EQ(std::count(parsed.begin(), parsed.end(), id), 1) << GetParam() << " " << escape(x) << " -> "
+                                                                 << ids_str(parsed);
+    }
+    ++n_checked;
+  }
+  EXPECT_GT(n_checked, 0u) << GetParam() << " has no control token";
+}
+
+// Phi-3 types "</s>" user-defined; llama.cpp treats it as control (an
+// end-of-generation text), so without parse_special it is the same text as in
+// Llama 2's vocabulary, which Phi-3's extends.
+TEST(SpecialTokens, Phi3EosTextIsPlainText) {
+  SKIP_WITHOUT_SHARED();
+  const Tokenizer& phi3 = tokenizer_for("phi-3");
+  const Tokenizer& llama2 = tokenizer_for("llama-spm");
+  EXPECT_TRUE(phi3.vocab().is_control(2));
+  EXPECT_TRUE(phi3.vocab().is_eog(2));
+  for (const std::string x : {"a</s>", "</s>", "x </s> y</s></s>\n", "<s></s><unk>"}) {
+    EXPECT_EQ(phi3.encode(x, kRaw), llama2.encode(x, kRaw)) << escape(x);
+  }
+  const auto parsed = phi3.encode("a</s> b", {.add_special = false, .parse_special = true});
+  EXPECT_EQ(std::count(parsed.begin(), parsed.end(), 2), 1) << ids_str(parsed);
+  // Qwen2's "</s>" is a normal token in the file; llama.cpp makes it control too.
+  const Tokenizer& qwen = tokenizer_for("qwen2");
+  const TokenId qs = qwen.vocab().find("</s>");
+  ASSERT_NE(qs, kNoToken);
+  EXPECT_TRUE(qwen.vocab().is_control(qs));
+  const auto q = qwen.encode("a</s>", {.add_special = false, .parse_special = true});
+  EXPECT_EQ(std::count(q.begin(), q.end(), qs), 1) << ids_str(q);
+  const auto qr = qwen.encode("a</s>", kRaw);
+  EXPECT_EQ(std::count(qr.begin(), qr.end(), qs), 0) << ids_str(qr);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllVocabs, VocabTest, ::testing::ValuesIn(kVocabs),
@@ -448,31 +505,6 @@ TEST(PreTokenizer, SafeSplitPointsKeepWords) {
       }
     }
   }
-}
-
-TEST(Unicode, ReplacementPolicy) {
-  const std::string r = "\xEF\xBF\xBD";
-  EXPECT_EQ(unicode::sanitize_utf8("a\x80" "b"), "a" + r + "b");                 // stray continuation
-  EXPECT_EQ(unicode::sanitize_utf8("\xE2\x82"), r + r);                       // truncated
-  EXPECT_EQ(unicode::sanitize_utf8("\xE2\x82" "A"), r + r + "A");
-  EXPECT_EQ(unicode::sanitize_utf8("\xC0\x80"), r + r);                       // overlong NUL
-  EXPECT_EQ(unicode::sanitize_utf8("\xED\xA0\x80"), r + r + r);               // surrogate
-  EXPECT_EQ(unicode::sanitize_utf8("\xF4\x90\x80\x80"), r + r + r + r);        // > U+10FFFF
-  EXPECT_EQ(unicode::sanitize_utf8("\xFF"), r);
-  EXPECT_EQ(unicode::sanitize_utf8(std::string("a\0b", 3)), std::string("a\0b", 3));  // NUL is fine
-  EXPECT_EQ(unicode::sanitize_utf8("\xF0\x9F\x98\x81"), "\xF0\x9F\x98\x81");
-  EXPECT_TRUE(unicode::is_valid_utf8("\xEF\xBB\xBF\xE2\x80\x8D"));
-  EXPECT_FALSE(unicode::is_valid_utf8("\xE0\x9F\x80"));
-}
-
-TEST(Unicode, IncompleteSuffix) {
-  EXPECT_EQ(unicode::incomplete_suffix_length("a\xE2\x82"), 2u);
-  EXPECT_EQ(unicode::incomplete_suffix_length("\xF0\x9F\x98"), 3u);
-  EXPECT_EQ(unicode::incomplete_suffix_length("\xF0"), 1u);
-  EXPECT_EQ(unicode::incomplete_suffix_length("\xE0\x80"), 0u);  // can never complete
-  EXPECT_EQ(unicode::incomplete_suffix_length("\xC3\xA9"), 0u);
-  EXPECT_EQ(unicode::incomplete_suffix_length("\x80"), 0u);
-  EXPECT_EQ(unicode::incomplete_suffix_length(""), 0u);
 }
 
 TEST(Unicode, Flags) {
