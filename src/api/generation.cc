@@ -5,13 +5,11 @@
 namespace zl::api {
 
 ApiError context_length_error(int64_t n_prompt, int64_t n_ctx) {
-  ApiError e;
-  e.type = ErrorType::kInvalidRequest;
-  e.reason = "context_length_exceeded";
-  e.message = "prompt is too long: " + std::to_string(n_prompt) + " tokens > " + std::to_string(n_ctx - 1) +
-              " maximum (context window " + std::to_string(n_ctx) + " tokens)";
-  e.numbers = {{"n_prompt_tokens", n_prompt}, {"n_ctx", n_ctx}, {"max_tokens_fit", 0}};
-  return e;
+  return ApiError{.reason = ErrorReason::kContextLengthExceeded,
+                  .message = "prompt is too long: " + std::to_string(n_prompt) + " tokens > " +
+                             std::to_string(n_ctx - 1) + " maximum (context window " + std::to_string(n_ctx) +
+                             " tokens)",
+                  .numbers = {.n_prompt_tokens = n_prompt, .n_ctx = n_ctx, .max_tokens_fit = 0}};
 }
 
 ApiResult<Prepared> prepare_request(const ChatRequest& chat, const PromptCodec& codec, int64_t n_ctx,
@@ -19,7 +17,9 @@ ApiResult<Prepared> prepare_request(const ChatRequest& chat, const PromptCodec& 
   Result<std::vector<int32_t>> ids = chat.raw_prompt ? codec.encode_text(chat.prompt) : codec.encode_chat(chat);
   if (!ids.ok()) {
     ApiError e = from_status(ids.status());
-    if (e.type == ErrorType::kInvalidRequest) e.reason = "invalid_prompt";
+    if (ids.status().reason() == ErrorReason::kUnspecified && e.type() == ErrorType::kInvalidRequest) {
+      e.reason = ErrorReason::kInvalidPrompt;
+    }
     return e;
   }
   Prepared p;
@@ -339,8 +339,7 @@ void GenerationSession::abort_call(std::string& out) {
   write(out);
   channel_->cancel();
   finish_reason_ = FinishReason::kError;
-  fail(ApiError{.type = ErrorType::kApi, .message = aborted_call_message(call_name_, *call_abort_),
-                .reason = "invalid_tool_call"});
+  fail(ApiError{.reason = ErrorReason::kInvalidToolCall, .message = aborted_call_message(call_name_, *call_abort_)});
 }
 
 void GenerationSession::deliver_text(std::string_view text, std::string& out) {
@@ -377,8 +376,7 @@ void GenerationSession::finish(const Event& e) {
   finish_reason_ = e.finish;
   if (e.finish == FinishReason::kCancelled) {
     // Cancelled while the client is still here: the engine dropped it (shutdown).
-    fail(ApiError{.type = ErrorType::kOverloaded, .message = "the request was cancelled by the server",
-                  .reason = "cancelled"});
+    fail(ApiError{.reason = ErrorReason::kCancelled, .message = "the request was cancelled by the server"});
     return;
   }
   Completion c{.finish = e.finish,
@@ -401,7 +399,7 @@ void GenerationSession::finish(const Event& e) {
 
 void GenerationSession::fail(const ApiError& e) {
   finished_ = true;
-  error_reason_ = e.reason.empty() ? std::string(anthropic_type_name(e.type)) : e.reason;
+  error_reason_ = e.reason;
   if (options_.stream && stream_started_) {
     std::string out;
     formatter_->stream_error(e, out);
@@ -410,7 +408,7 @@ void GenerationSession::fail(const ApiError& e) {
     done(200);
   } else {
     responder_->send(formatter_->error(e));
-    done(http_status(e.type));
+    done(http_status(e));
   }
 }
 
@@ -430,7 +428,7 @@ void GenerationSession::done(int status) {
                   // collected answer only when it was sent.
                   .n_tool_calls = options_.stream || status == 200 ? n_tool_calls_ : 0};
   if (tool_parser_) r.n_tool_fallbacks = tool_parser_->n_fallbacks();
-  if (status == 499 && r.error_reason.empty()) r.error_reason = "client_gone";
+  if (status == 499 && !r.error_reason) r.error_reason = ErrorReason::kClientGone;
   fn(r);
 }
 

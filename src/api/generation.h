@@ -116,7 +116,9 @@ struct SessionResult {
   Timings timings;               // the engine's, from its last event
   std::chrono::steady_clock::time_point t_submit{};  // engine.submit() was called
   FinishReason finish = FinishReason::kNone;
-  std::string error_reason;      // error.detail.reason of an error answer
+  // The reason of an error answer (also after a 200: an SSE error event),
+  // kClientGone for 499; none for a complete answer.
+  std::optional<ErrorReason> error_reason;
   int n_tool_calls = 0;          // tool calls that reached the client
   std::array<int, kNumToolFallbacks> n_tool_fallbacks{};  // ToolCallParser::n_fallbacks
 };
@@ -203,7 +205,7 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   Usage usage_;
   Timings timings_;
   FinishReason finish_reason_ = FinishReason::kNone;
-  std::string error_reason_;
+  std::optional<ErrorReason> error_reason_;
   Clock::time_point t_start_ = Clock::now();
   Clock::time_point t_submit_{};
   Clock::time_point t_last_write_ = t_start_;  // keep-alive: the silence clock

@@ -52,7 +52,8 @@ void ApiService::register_routes(http::Router& router) {
   using R = std::shared_ptr<http::Responder>;
   router.set_error_formatter([this](http::HttpError error, const HttpRequest& req) {
     const ApiError e = from_http_error(error, req);
-    record(req, "other", http_status(e.type), e.reason);
+    record(req, "other", http_status(e), error_reason_name(e.reason));
+    metrics_.on_error(api_of(req), e.reason);
     return api_of(req) == Api::kOpenAI ? openai_error_response(e) : anthropic_error_response(e, req.request_id);
   });
   router.add("HEAD", "/", [this](HttpRequest& q, R res) {
@@ -87,24 +88,25 @@ bool ApiService::authorize(const http::HttpRequest& req, http::Responder& res, c
       if (key_equals(key, k)) return true;
     }
   }
-  ApiError e{.type = ErrorType::kAuthentication,
-             .message = key.empty() ? "missing API key: send x-api-key or Authorization: Bearer" : "invalid API key",
-             .reason = key.empty() ? "missing_api_key" : "invalid_api_key"};
+  ApiError e{.reason = key.empty() ? ErrorReason::kMissingApiKey : ErrorReason::kInvalidApiKey,
+             .message = key.empty() ? "missing API key: send x-api-key or Authorization: Bearer" : "invalid API key"};
   send_error(req, res, route, e);
   return false;
 }
 
 void ApiService::send_error(const http::HttpRequest& req, http::Responder& res, const std::string& route,
                             const ApiError& e) {
-  record(req, route, http_status(e.type), e.reason.empty() ? std::string(anthropic_type_name(e.type)) : e.reason);
+  record(req, route, http_status(e), error_reason_name(e.reason));
+  metrics_.on_error(api_of(req), e.reason);
   res.send(api_of(req) == Api::kOpenAI ? openai_error_response(e) : anthropic_error_response(e, req.request_id));
 }
 
-void ApiService::record(const http::HttpRequest& req, const std::string& route, int status, std::string error_reason) {
+void ApiService::record(const http::HttpRequest& req, const std::string& route, int status,
+                        std::string_view error_reason) {
   metrics_.on_request(route, status);
   if (!config_.request_log) return;
   RequestLog log{.request_id = req.request_id, .method = req.method, .route = route, .status = status,
-                 .error_reason = std::move(error_reason), .t_start = received_at(req)};
+                 .error_reason = std::string(error_reason), .t_start = received_at(req)};
   config_.request_log(log);
 }
 
@@ -139,10 +141,12 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
     metrics_.on_request(route, r.status);
     metrics_.on_generation(r.usage, r.t_first_ms, r.t_total_ms);
     metrics_.on_tool_calls(api, r.n_tool_calls, r.n_tool_fallbacks);
+    if (r.error_reason) metrics_.on_error(api, *r.error_reason);
     if (!config_.request_log) return;
     config_.request_log(RequestLog{.request_id = id, .method = method, .route = route, .status = r.status,
                                    .generation = true, .stream = stream, .usage = r.usage, .finish = r.finish,
-                                   .error_reason = r.error_reason, .t_start = t_start,
+                                   .error_reason = r.error_reason ? std::string(error_reason_name(*r.error_reason)) : "",
+                                   .t_start = t_start,
                                    .t_first_token_ms = r.t_first_ms, .t_total_ms = r.t_total_ms,
                                    .t_submit = r.t_submit, .engine = r.timings});
   };
@@ -216,10 +220,9 @@ void ApiService::handle_model(http::HttpRequest& req, std::shared_ptr<http::Resp
   const std::string route = "/v1/models/{id}";
   if (!authorize(req, *res, route)) return;
   if (req.path_params.empty() || req.path_params[0] != config_.model_alias) {
-    ApiError e{.type = ErrorType::kNotFound,
+    ApiError e{.reason = ErrorReason::kModelNotFound,
                .message = "model '" + (req.path_params.empty() ? std::string() : req.path_params[0]) +
-                          "' not found; this server serves '" + config_.model_alias + "'",
-               .reason = "model_not_found"};
+                          "' not found; this server serves '" + config_.model_alias + "'"};
     return send_error(req, *res, route, e);
   }
   send_json(req, *res, route, model_json());

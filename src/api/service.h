@@ -61,7 +61,8 @@ class ApiService {
   void send_error(const http::HttpRequest& req, http::Responder& res, const std::string& route, const ApiError& e);
   void send_json(const http::HttpRequest& req, http::Responder& res, const std::string& route, std::string body);
   // Metrics and the request log of an answer without generation.
-  void record(const http::HttpRequest& req, const std::string& route, int status, std::string error_reason = "");
+  // `error_reason`: the request log's error_reason (a reason's table name; "stalled" for /ready).
+  void record(const http::HttpRequest& req, const std::string& route, int status, std::string_view error_reason = {});
 
   void handle_messages(http::HttpRequest& req, std::shared_ptr<http::Responder> res);
   void handle_count_tokens(http::HttpRequest& req, std::shared_ptr<http::Responder> res);
