@@ -12,8 +12,15 @@ ApiError context_length_error(int64_t n_prompt, int64_t n_ctx) {
                   .numbers = {.n_prompt_tokens = n_prompt, .n_ctx = n_ctx, .max_tokens_fit = 0}};
 }
 
+std::string tenant_of(std::string_view key_id, std::string_view user) {
+  std::string t(key_id);
+  t += '/';
+  t += user;
+  return t;
+}
+
 ApiResult<Prepared> prepare_request(const ChatRequest& chat, const PromptCodec& codec, int64_t n_ctx,
-                                    std::string request_id) {
+                                    std::string request_id, std::string_view key_id) {
   Result<std::vector<int32_t>> ids = chat.raw_prompt ? codec.encode_text(chat.prompt) : codec.encode_chat(chat);
   if (!ids.ok()) {
     ApiError e = from_status(ids.status());
@@ -31,7 +38,7 @@ ApiResult<Prepared> prepare_request(const ChatRequest& chat, const PromptCodec& 
 
   Request& r = p.request;
   r.id = std::move(request_id);
-  r.tenant = chat.user;
+  r.tenant = tenant_of(key_id, chat.user);
   r.prompt_ids = std::move(ids).value();
   r.sampling = chat.sampling;
   r.stop.stop_strings = chat.stop;

@@ -63,8 +63,15 @@ struct Prepared {
 };
 
 // Builds the engine request for `chat`. `n_ctx` <= 0 disables the window check.
+// `key_id`: the identity of the authenticated API key ("" on a server
+// without keys); with chat.user it makes Request::tenant (tenant_of).
 ApiResult<Prepared> prepare_request(const ChatRequest& chat, const PromptCodec& codec, int64_t n_ctx,
-                                    std::string request_id);
+                                    std::string request_id, std::string_view key_id = {});
+
+// The prefix-cache tenant of a request: the API key first, then the client's
+// user id (metadata.user_id / user) within the key. Two keys never share a
+// tenant whatever user ids their clients send (key ids contain no '/').
+std::string tenant_of(std::string_view key_id, std::string_view user);
 
 // The error for a prompt of n_prompt tokens that does not fit n_ctx.
 ApiError context_length_error(int64_t n_prompt, int64_t n_ctx);

@@ -1,5 +1,6 @@
 #include "api/service.h"
 
+#include <cstdio>
 #include <ctime>
 
 #include "api/anthropic/messages.h"
@@ -25,6 +26,23 @@ bool key_equals(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
+// "key:" + 16 hex digits of a 64-bit hash of the key (FNV-1a, then the
+// splitmix64 finalizer): names the key in the prefix-cache salt without
+// holding the key itself. Not a secret-keeping digest (a guessable key can
+// be found from it): it stays inside the process and is never logged.
+std::string key_identity(std::string_view key) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : key) h = (h ^ c) * 0x100000001b3ULL;
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ULL;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebULL;
+  h ^= h >> 31;
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "key:%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
 std::string rfc3339(int64_t unix_time) {
   std::time_t t = static_cast<std::time_t>(unix_time);
   std::tm tm{};
@@ -39,6 +57,7 @@ std::string rfc3339(int64_t unix_time) {
 ApiService::ApiService(ApiConfig config, EngineApi* engine, const PromptCodec* codec)
     : config_(std::move(config)), engine_(engine), codec_(codec) {
   if (config_.model_created_unix == 0) config_.model_created_unix = std::time(nullptr);
+  for (const std::string& k : config_.api_keys) key_ids_.push_back(key_identity(k));
 }
 
 ApiService::Api ApiService::api_of(const http::HttpRequest& req) {
@@ -76,22 +95,26 @@ void ApiService::register_routes(http::Router& router) {
   router.add("GET", "/v1/models/{id}", [this](HttpRequest& q, R res) { handle_model(q, std::move(res)); });
 }
 
-bool ApiService::authorize(const http::HttpRequest& req, http::Responder& res, const std::string& route) {
-  if (config_.api_keys.empty()) return true;
+std::optional<std::string> ApiService::authorize(const http::HttpRequest& req, http::Responder& res,
+                                                 const std::string& route) {
+  if (config_.api_keys.empty()) return std::string();
   std::string_view key = req.header("x-api-key");
   if (key.empty()) {
     std::string_view auth = req.header("authorization");
     if (auth.size() > 7 && (auth.substr(0, 7) == "Bearer " || auth.substr(0, 7) == "bearer ")) key = auth.substr(7);
   }
   if (!key.empty()) {
-    for (const std::string& k : config_.api_keys) {
-      if (key_equals(key, k)) return true;
+    // Every key is compared (no early exit): the time does not say which matched.
+    std::optional<size_t> match;
+    for (size_t i = 0; i < config_.api_keys.size(); ++i) {
+      if (key_equals(key, config_.api_keys[i])) match = i;
     }
+    if (match) return key_ids_[*match];
   }
   ApiError e{.reason = key.empty() ? ErrorReason::kMissingApiKey : ErrorReason::kInvalidApiKey,
              .message = key.empty() ? "missing API key: send x-api-key or Authorization: Bearer" : "invalid API key"};
   send_error(req, res, route, e);
-  return false;
+  return std::nullopt;
 }
 
 void ApiService::send_error(const http::HttpRequest& req, http::Responder& res, const std::string& route,
@@ -117,9 +140,10 @@ void ApiService::send_json(const http::HttpRequest& req, http::Responder& res, c
 }
 
 void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Responder> res,
-                          const std::string& route, ChatRequest chat, const FormatterFactory& make_formatter) {
+                          const std::string& route, const std::string& key_id, ChatRequest chat,
+                          const FormatterFactory& make_formatter) {
   const EngineStats stats = engine_->stats();
-  ApiResult<Prepared> prepared = prepare_request(chat, *codec_, stats.n_ctx, req.request_id);
+  ApiResult<Prepared> prepared = prepare_request(chat, *codec_, stats.n_ctx, req.request_id, key_id);
   if (!prepared.ok()) {
     send_error(req, *res, route, prepared.error());
     return;
@@ -156,11 +180,12 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
 
 void ApiService::handle_messages(http::HttpRequest& req, std::shared_ptr<http::Responder> res) {
   const std::string route = "/v1/messages";
-  if (!authorize(req, *res, route)) return;
+  const std::optional<std::string> key_id = authorize(req, *res, route);
+  if (!key_id) return;
   ApiResult<ChatRequest> chat = anthropic::parse_messages_request(req.body);
   if (!chat.ok()) return send_error(req, *res, route, chat.error());
   const std::string model = chat.value().model;
-  generate(req, std::move(res), route, std::move(chat.value()), [&](const Prepared& p) {
+  generate(req, std::move(res), route, *key_id, std::move(chat.value()), [&](const Prepared& p) {
     return anthropic::make_formatter(model, req.request_id, /*lazy_blocks=*/p.tools.active());
   });
 }
@@ -177,13 +202,14 @@ void ApiService::handle_count_tokens(http::HttpRequest& req, std::shared_ptr<htt
 
 void ApiService::handle_openai(http::HttpRequest& req, std::shared_ptr<http::Responder> res, bool chat_api) {
   const std::string route = chat_api ? "/v1/chat/completions" : "/v1/completions";
-  if (!authorize(req, *res, route)) return;
+  const std::optional<std::string> key_id = authorize(req, *res, route);
+  if (!key_id) return;
   ApiResult<ChatRequest> chat = chat_api ? openai::parse_chat_request(req.body) : openai::parse_completion_request(req.body);
   if (!chat.ok()) return send_error(req, *res, route, chat.error());
   const openai::Kind kind = chat_api ? openai::Kind::kChat : openai::Kind::kCompletion;
   const std::string model = chat.value().model;
   const bool include_usage = chat.value().include_usage;
-  generate(req, std::move(res), route, std::move(chat.value()),
+  generate(req, std::move(res), route, *key_id, std::move(chat.value()),
            [&](const Prepared&) { return openai::make_formatter(kind, model, include_usage); });
 }
 

@@ -427,6 +427,18 @@ TEST(Prepare, ContextCheckAndClamp) {
   EXPECT_EQ(e.error().numbers.max_tokens_fit, 0);
 }
 
+TEST(Prepare, TenantIsTheKeyThenTheUser) {
+  fake::FakeCodec codec;
+  ChatRequest chat;
+  chat.messages = {{.role = "user", .content = "hi"}};
+  chat.user = "u-1";
+  EXPECT_EQ(prepare_request(chat, codec, 0, "r", "key:00ff").value().request.tenant, tenant_of("key:00ff", "u-1"));
+  EXPECT_NE(tenant_of("key:00ff", "u-1"), tenant_of("key:00fe", "u-1"));
+  EXPECT_NE(tenant_of("key:00ff", ""), tenant_of("key:00ff", "u-1"));
+  // A client's user id cannot name another key's tenant on a keyless server.
+  EXPECT_NE(tenant_of("", "key:00ff/"), tenant_of("key:00ff", ""));
+}
+
 TEST(Codec, ChatMappingOntoTemplates) {
   ChatRequest chat;
   chat.messages = {{.role = "system", .content = "a"}, {.role = "system", .content = "b"}, {.role = "user", .content = "u"},
