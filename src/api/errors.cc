@@ -1,8 +1,77 @@
 #include "api/errors.h"
 
+#include <array>
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
+#include <boost/json/value.hpp>
+
 #include "api/json_util.h"
 
 namespace zl::api {
+namespace json = boost::json;
+namespace {
+
+struct ReasonRow {
+  ErrorReason reason;
+  ErrorType type;
+  std::string_view name;  // wire name and metric label
+};
+
+using R = ErrorReason;
+using T = ErrorType;
+// THE table: every reason, in enum order (checked below).
+constexpr std::array<ReasonRow, kNumErrorReasons> kReasons = {{
+    {R::kUnspecified, T::kApi, "unspecified"},
+    {R::kInvalidRequest, T::kInvalidRequest, "invalid_request"},
+    {R::kInvalidJson, T::kInvalidRequest, "invalid_json"},
+    {R::kMissingField, T::kInvalidRequest, "missing_field"},
+    {R::kInvalidType, T::kInvalidRequest, "invalid_type"},
+    {R::kInvalidValue, T::kInvalidRequest, "invalid_value"},
+    {R::kOutOfRange, T::kInvalidRequest, "out_of_range"},
+    {R::kUnsupportedValue, T::kInvalidRequest, "unsupported_value"},
+    {R::kUnsupportedContent, T::kInvalidRequest, "unsupported_content"},
+    {R::kInvalidRole, T::kInvalidRequest, "invalid_role"},
+    {R::kEmptyMessages, T::kInvalidRequest, "empty_messages"},
+    {R::kInvalidPrompt, T::kInvalidRequest, "invalid_prompt"},
+    {R::kBadHttpRequest, T::kInvalidRequest, "bad_http_request"},
+    {R::kContextLengthExceeded, T::kInvalidRequest, "context_length_exceeded"},
+    {R::kSafetyViolation, T::kInvalidRequest, "safety_violation"},
+    {R::kMissingApiKey, T::kAuthentication, "missing_api_key"},
+    {R::kInvalidApiKey, T::kAuthentication, "invalid_api_key"},
+    {R::kNotFound, T::kNotFound, "not_found"},
+    {R::kRouteNotFound, T::kNotFound, "route_not_found"},
+    {R::kModelNotFound, T::kNotFound, "model_not_found"},
+    {R::kMethodNotAllowed, T::kMethodNotAllowed, "method_not_allowed"},
+    {R::kRequestTooLarge, T::kRequestTooLarge, "request_too_large"},
+    {R::kHeadersTooLarge, T::kRequestTooLarge, "headers_too_large"},
+    {R::kRateLimitExceeded, T::kRateLimit, "rate_limit_exceeded"},
+    {R::kInternalServerError, T::kApi, "internal_server_error"},
+    {R::kInvalidToolCall, T::kApi, "invalid_tool_call"},
+    {R::kOverloaded, T::kOverloaded, "overloaded"},
+    {R::kKvCacheOverflow, T::kOverloaded, "kv_cache_overflow"},
+    {R::kEngineShuttingDown, T::kOverloaded, "engine_shutting_down"},
+    {R::kCancelled, T::kOverloaded, "cancelled"},
+    {R::kClientGone, T::kInvalidRequest, "client_gone"},  // never sent: logged as 499
+}};
+
+constexpr bool table_in_enum_order() {
+  for (size_t i = 0; i < kReasons.size(); ++i) {
+    if (static_cast<size_t>(kReasons[i].reason) != i || kReasons[i].name.empty()) return false;
+  }
+  return true;
+}
+static_assert(table_in_enum_order(), "kReasons must list every ErrorReason once, in enum order");
+
+const ReasonRow& row(ErrorReason reason) {
+  const size_t i = static_cast<size_t>(reason);
+  return i < kReasons.size() ? kReasons[i] : kReasons[static_cast<size_t>(R::kInternalServerError)];
+}
+
+}  // namespace
+
+ErrorType error_type(ErrorReason reason) { return row(reason).type; }
+std::string_view error_reason_name(ErrorReason reason) { return row(reason).name; }
+ErrorType ApiError::type() const { return error_type(reason); }
 
 int http_status(ErrorType type) {
   switch (type) {
@@ -49,135 +118,107 @@ std::string_view openai_type_name(ErrorType type) {
   return "server_error";
 }
 
-ApiError invalid_request(std::string param, std::string message, std::string reason) {
-  return ApiError{.type = ErrorType::kInvalidRequest,
-                  .message = std::move(message),
-                  .reason = std::move(reason),
-                  .param = std::move(param)};
+ApiError invalid_request(std::string param, std::string message, ErrorReason reason) {
+  return ApiError{.reason = reason, .message = std::move(message), .param = std::move(param)};
 }
 
-ApiError from_status(const Status& status) {
-  ApiError e;
-  e.message = status.message();
-  switch (status.kind()) {
+namespace {
+ErrorReason reason_of_kind(ErrorKind kind) {
+  switch (kind) {
     case ErrorKind::kInvalidArgument:
     case ErrorKind::kUnsupported:
-      e.type = ErrorType::kInvalidRequest;
-      e.reason = "invalid_request";
-      break;
-    case ErrorKind::kOutOfRange:
-      e.type = ErrorType::kInvalidRequest;
-      e.reason = "context_length_exceeded";
-      break;
-    case ErrorKind::kNotFound:
-      e.type = ErrorType::kNotFound;
-      e.reason = "not_found";
-      break;
-    case ErrorKind::kResourceExhausted:
-      e.type = ErrorType::kOverloaded;
-      e.reason = "kv_cache_overflow";
-      break;
-    default:
-      e.type = ErrorType::kApi;
-      e.reason = "internal_server_error";
-      break;
+    case ErrorKind::kOutOfRange: return ErrorReason::kInvalidRequest;
+    case ErrorKind::kNotFound: return ErrorReason::kNotFound;
+    case ErrorKind::kResourceExhausted: return ErrorReason::kOverloaded;
+    default: return ErrorReason::kInternalServerError;
   }
+}
+}  // namespace
+
+ApiError from_status(const Status& status) {
+  ApiError e{.reason = status.reason(), .message = status.message()};
+  if (e.reason == ErrorReason::kUnspecified) e.reason = reason_of_kind(status.kind());
+  if (const ErrorDetail* d = status.detail()) e.numbers = d->numbers;
   return e;
 }
 
 ApiError from_http_error(http::HttpError error, const http::HttpRequest& request) {
   switch (error) {
     case http::HttpError::kBadRequest:
-      return invalid_request("", "malformed HTTP request", "bad_http_request");
+      return invalid_request("", "malformed HTTP request", ErrorReason::kBadHttpRequest);
     case http::HttpError::kNotFound:
-      return ApiError{.type = ErrorType::kNotFound,
-                      .message = "no route for " + request.method + " " + request.path,
-                      .reason = "route_not_found"};
+      return ApiError{.reason = ErrorReason::kRouteNotFound,
+                      .message = "no route for " + request.method + " " + request.path};
     case http::HttpError::kMethodNotAllowed:
-      return ApiError{.type = ErrorType::kMethodNotAllowed,
-                      .message = "method " + request.method + " is not allowed on " + request.path,
-                      .reason = "method_not_allowed"};
+      return ApiError{.reason = ErrorReason::kMethodNotAllowed,
+                      .message = "method " + request.method + " is not allowed on " + request.path};
     case http::HttpError::kBodyTooLarge:
-      return ApiError{.type = ErrorType::kRequestTooLarge,
-                      .message = "request body is larger than the server accepts",
-                      .reason = "request_too_large"};
+      return ApiError{.reason = ErrorReason::kRequestTooLarge,
+                      .message = "request body is larger than the server accepts"};
     case http::HttpError::kHeadersTooLarge:
-      return ApiError{.type = ErrorType::kRequestTooLarge,
-                      .message = "request headers are larger than the server accepts",
-                      .reason = "headers_too_large"};
+      return ApiError{.reason = ErrorReason::kHeadersTooLarge,
+                      .message = "request headers are larger than the server accepts"};
     case http::HttpError::kInternal:
-      return ApiError{.type = ErrorType::kApi, .message = "internal server error", .reason = "internal_server_error"};
+      break;
   }
-  return ApiError{.type = ErrorType::kApi, .message = "internal server error", .reason = "internal_server_error"};
+  return ApiError{.reason = ErrorReason::kInternalServerError, .message = "internal server error"};
 }
 
+namespace {
+
+// The numbers that are set, in a fixed order, into `o`.
+void put_numbers(json::object& o, const ErrorNumbers& n) {
+  if (n.n_prompt_tokens) o["n_prompt_tokens"] = *n.n_prompt_tokens;
+  if (n.n_ctx) o["n_ctx"] = *n.n_ctx;
+  if (n.max_tokens_fit) o["max_tokens_fit"] = *n.max_tokens_fit;
+  if (n.retry_after_ms) o["retry_after_ms"] = *n.retry_after_ms;
+}
+
+// A JSON string value of `s`, invalid UTF-8 replaced (Boost.JSON writes bytes as given).
+json::value text(std::string_view s) { return json::value(to_valid_utf8(s)); }
+
+}  // namespace
+
 std::string anthropic_error_json(const ApiError& e, std::string_view request_id) {
-  std::string out = "{\"type\":\"error\",\"error\":{\"type\":";
-  append_json_string(out, anthropic_type_name(e.type));
-  out += ",\"message\":";
-  append_json_string(out, e.message);
-  out += ",\"detail\":{\"reason\":";
-  append_json_string(out, e.reason.empty() ? "error" : e.reason);
-  if (!e.param.empty()) {
-    out += ",\"param\":";
-    append_json_string(out, e.param);
-  }
-  for (const auto& [k, v] : e.numbers) {
-    out += ',';
-    append_json_string(out, k);
-    out += ':';
-    append_json_int(out, v);
-  }
-  out += "}}";
-  if (!request_id.empty()) {
-    out += ",\"request_id\":";
-    append_json_string(out, request_id);
-  }
-  out += '}';
-  return out;
+  json::object detail;
+  detail["reason"] = error_reason_name(e.reason);
+  if (!e.param.empty()) detail["param"] = text(e.param);
+  put_numbers(detail, e.numbers);
+  json::object error;
+  error["type"] = anthropic_type_name(e.type());
+  error["message"] = text(e.message);
+  error["detail"] = std::move(detail);
+  json::object out;
+  out["type"] = "error";
+  out["error"] = std::move(error);
+  if (!request_id.empty()) out["request_id"] = text(request_id);
+  return json::serialize(out);
 }
 
 std::string openai_error_json(const ApiError& e) {
-  std::string out = "{\"error\":{\"message\":";
-  append_json_string(out, e.message);
-  out += ",\"type\":";
-  append_json_string(out, openai_type_name(e.type));
-  out += ",\"param\":";
-  if (e.param.empty()) {
-    out += "null";
-  } else {
-    append_json_string(out, e.param);
-  }
-  out += ",\"code\":";
-  if (e.reason.empty()) {
-    out += "null";
-  } else {
-    append_json_string(out, e.reason);
-  }
-  for (const auto& [k, v] : e.numbers) {
-    out += ',';
-    append_json_string(out, k);
-    out += ':';
-    append_json_int(out, v);
-  }
-  out += "}}";
-  return out;
+  json::object error;
+  error["message"] = text(e.message);
+  error["type"] = openai_type_name(e.type());
+  error["param"] = e.param.empty() ? json::value(nullptr) : text(e.param);
+  error["code"] = error_reason_name(e.reason);
+  put_numbers(error, e.numbers);
+  json::object out;
+  out["error"] = std::move(error);
+  return json::serialize(out);
 }
 
 namespace {
 http::HttpResponse error_response(const ApiError& e, std::string body) {
   http::HttpResponse r;
-  r.status = http_status(e.type);
+  const ErrorType type = e.type();
+  r.status = http_status(type);
   r.body = std::move(body);
-  if (e.type == ErrorType::kOverloaded || e.type == ErrorType::kRateLimit) {
-    int64_t retry_ms = 1000;
-    for (const auto& [k, v] : e.numbers) {
-      if (k == "retry_after_ms") retry_ms = v;
-    }
+  if (type == ErrorType::kOverloaded || type == ErrorType::kRateLimit) {
+    const int64_t retry_ms = e.numbers.retry_after_ms.value_or(1000);
     r.headers.emplace_back("retry-after", std::to_string((retry_ms + 999) / 1000));
     r.headers.emplace_back("retry-after-ms", std::to_string(retry_ms));
   }
-  if (e.type == ErrorType::kMethodNotAllowed) r.headers.emplace_back("Allow", "GET, POST, HEAD");
+  if (type == ErrorType::kMethodNotAllowed) r.headers.emplace_back("Allow", "GET, POST, HEAD");
   return r;
 }
 }  // namespace

@@ -7,21 +7,28 @@
 namespace zl::api {
 
 ApiError context_length_error(int64_t n_prompt, int64_t n_ctx) {
-  ApiError e;
-  e.type = ErrorType::kInvalidRequest;
-  e.reason = "context_length_exceeded";
-  e.message = "prompt is too long: " + std::to_string(n_prompt) + " tokens > " + std::to_string(n_ctx - 1) +
-              " maximum (context window " + std::to_string(n_ctx) + " tokens)";
-  e.numbers = {{"n_prompt_tokens", n_prompt}, {"n_ctx", n_ctx}, {"max_tokens_fit", 0}};
-  return e;
+  return ApiError{.reason = ErrorReason::kContextLengthExceeded,
+                  .message = "prompt is too long: " + std::to_string(n_prompt) + " tokens > " +
+                             std::to_string(n_ctx - 1) + " maximum (context window " + std::to_string(n_ctx) +
+                             " tokens)",
+                  .numbers = {.n_prompt_tokens = n_prompt, .n_ctx = n_ctx, .max_tokens_fit = 0}};
+}
+
+std::string tenant_of(std::string_view key_id, std::string_view user) {
+  std::string t(key_id);
+  t += '/';
+  t += user;
+  return t;
 }
 
 ApiResult<Prepared> prepare_request(const ChatRequest& chat, const PromptCodec& codec, int64_t n_ctx,
-                                    std::string request_id) {
+                                    std::string request_id, std::string_view key_id) {
   Result<std::vector<int32_t>> ids = chat.raw_prompt ? codec.encode_text(chat.prompt) : codec.encode_chat(chat);
   if (!ids.ok()) {
     ApiError e = from_status(ids.status());
-    if (e.type == ErrorType::kInvalidRequest) e.reason = "invalid_prompt";
+    if (ids.status().reason() == ErrorReason::kUnspecified && e.type() == ErrorType::kInvalidRequest) {
+      e.reason = ErrorReason::kInvalidPrompt;
+    }
     return e;
   }
   Prepared p;
@@ -33,7 +40,7 @@ ApiResult<Prepared> prepare_request(const ChatRequest& chat, const PromptCodec& 
 
   Request& r = p.request;
   r.id = std::move(request_id);
-  r.tenant = chat.user;
+  r.tenant = tenant_of(key_id, chat.user);
   r.prompt_ids = std::move(ids).value();
   r.sampling = chat.sampling;
   r.stop.stop_strings = chat.stop;
@@ -354,8 +361,7 @@ void GenerationSession::abort_call(std::string& out) {
   write(out);
   channel_->cancel();
   finish_reason_ = FinishReason::kError;
-  fail(ApiError{.type = ErrorType::kApi, .message = aborted_call_message(call_name_, *call_abort_),
-                .reason = "invalid_tool_call"});
+  fail(ApiError{.reason = ErrorReason::kInvalidToolCall, .message = aborted_call_message(call_name_, *call_abort_)});
 }
 
 void GenerationSession::deliver_text(std::string_view text, std::string& out) {
@@ -392,8 +398,7 @@ void GenerationSession::finish(const Event& e) {
   finish_reason_ = e.finish;
   if (e.finish == FinishReason::kCancelled) {
     // Cancelled while the client is still here: the engine dropped it (shutdown).
-    fail(ApiError{.type = ErrorType::kOverloaded, .message = "the request was cancelled by the server",
-                  .reason = "cancelled"});
+    fail(ApiError{.reason = ErrorReason::kCancelled, .message = "the request was cancelled by the server"});
     return;
   }
   Completion c{.finish = e.finish,
@@ -416,7 +421,7 @@ void GenerationSession::finish(const Event& e) {
 
 void GenerationSession::fail(const ApiError& e) {
   finished_ = true;
-  error_reason_ = e.reason.empty() ? std::string(anthropic_type_name(e.type)) : e.reason;
+  error_reason_ = e.reason;
   if (options_.stream && stream_started_) {
     std::string out;
     formatter_->stream_error(e, out);
@@ -425,7 +430,7 @@ void GenerationSession::fail(const ApiError& e) {
     done(200);
   } else {
     responder_->send(formatter_->error(e));
-    done(http_status(e.type));
+    done(http_status(e));
   }
 }
 
@@ -445,7 +450,7 @@ void GenerationSession::done(int status) {
                   // collected answer only when it was sent.
                   .n_tool_calls = options_.stream || status == 200 ? n_tool_calls_ : 0};
   if (tool_parser_) r.n_tool_fallbacks = tool_parser_->n_fallbacks();
-  if (status == 499 && r.error_reason.empty()) r.error_reason = "client_gone";
+  if (status == 499 && !r.error_reason) r.error_reason = ErrorReason::kClientGone;
   fn(r);
 }
 

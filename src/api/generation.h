@@ -71,8 +71,15 @@ struct Prepared {
 };
 
 // Builds the engine request for `chat`. `n_ctx` <= 0 disables the window check.
+// `key_id`: the identity of the authenticated API key ("" on a server
+// without keys); with chat.user it makes Request::tenant (tenant_of).
 ApiResult<Prepared> prepare_request(const ChatRequest& chat, const PromptCodec& codec, int64_t n_ctx,
-                                    std::string request_id);
+                                    std::string request_id, std::string_view key_id = {});
+
+// The prefix-cache tenant of a request: the API key first, then the client's
+// user id (metadata.user_id / user) within the key. Two keys never share a
+// tenant whatever user ids their clients send (key ids contain no '/').
+std::string tenant_of(std::string_view key_id, std::string_view user);
 
 // The error for a prompt of n_prompt tokens that does not fit n_ctx.
 ApiError context_length_error(int64_t n_prompt, int64_t n_ctx);
@@ -124,7 +131,9 @@ struct SessionResult {
   Timings timings;               // the engine's, from its last event
   std::chrono::steady_clock::time_point t_submit{};  // engine.submit() was called
   FinishReason finish = FinishReason::kNone;
-  std::string error_reason;      // error.detail.reason of an error answer
+  // The reason of an error answer (also after a 200: an SSE error event),
+  // kClientGone for 499; none for a complete answer.
+  std::optional<ErrorReason> error_reason;
   int n_tool_calls = 0;          // tool calls that reached the client
   std::array<int, kNumToolFallbacks> n_tool_fallbacks{};  // ToolCallParser::n_fallbacks
 };
@@ -215,7 +224,7 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   Usage usage_;
   Timings timings_;
   FinishReason finish_reason_ = FinishReason::kNone;
-  std::string error_reason_;
+  std::optional<ErrorReason> error_reason_;
   Clock::time_point t_start_ = Clock::now();
   Clock::time_point t_submit_{};
   Clock::time_point t_last_write_ = t_start_;  // keep-alive: the silence clock

@@ -10,7 +10,7 @@
 namespace zl::api {
 namespace json = boost::json;
 
-void throw_field_error(const std::string& param, const std::string& message, const std::string& reason) {
+void throw_field_error(const std::string& param, const std::string& message, ErrorReason reason) {
   throw FieldError{invalid_request(param, param.empty() ? message : param + ": " + message, reason)};
 }
 
@@ -19,8 +19,8 @@ ApiResult<json::value> parse_json_body(std::string_view body) {
   json::parse_options opts;
   opts.max_depth = kMaxJsonDepth;
   json::value v = json::parse(body, ec, json::storage_ptr(), opts);
-  if (ec) return invalid_request("", "request body is not valid JSON: " + ec.message(), "invalid_json");
-  if (!v.is_object()) return invalid_request("", "request body must be a JSON object", "invalid_json");
+  if (ec) return invalid_request("", "request body is not valid JSON: " + ec.message(), ErrorReason::kInvalidJson);
+  if (!v.is_object()) return invalid_request("", "request body must be a JSON object", ErrorReason::kInvalidJson);
   return v;
 }
 
@@ -30,14 +30,14 @@ void check_tool_choice(const ChatRequest& chat, const std::string& param) {
   for (const ToolDef& t : chat.tools) {
     if (t.name == name) return;
   }
-  throw_field_error(param, "names no tool in tools: '" + name + "'", "invalid_value");
+  throw_field_error(param, "names no tool in tools: '" + name + "'", ErrorReason::kInvalidValue);
 }
 
 void check_tool_name(const std::string& name, const std::string& param) {
   const bool ok = !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
   });
-  if (!ok) throw_field_error(param, "must match ^[a-zA-Z0-9_-]{1,64}$", "invalid_value");
+  if (!ok) throw_field_error(param, "must match ^[a-zA-Z0-9_-]{1,64}$", ErrorReason::kInvalidValue);
 }
 
 const json::value* find_field(const json::object& o, std::string_view key) {
@@ -47,17 +47,17 @@ const json::value* find_field(const json::object& o, std::string_view key) {
 
 const json::value& require_field(const json::object& o, std::string_view key, const std::string& param) {
   const json::value* v = find_field(o, key);
-  if (!v) throw_field_error(param, "field required", "missing_field");
+  if (!v) throw_field_error(param, "field required", ErrorReason::kMissingField);
   return *v;
 }
 
 std::string json_string(const json::value& v, const std::string& param) {
-  if (!v.is_string()) throw_field_error(param, "expected a string", "invalid_type");
+  if (!v.is_string()) throw_field_error(param, "expected a string", ErrorReason::kInvalidType);
   return std::string(v.get_string());
 }
 
 bool json_bool(const json::value& v, const std::string& param) {
-  if (!v.is_bool()) throw_field_error(param, "expected a boolean", "invalid_type");
+  if (!v.is_bool()) throw_field_error(param, "expected a boolean", ErrorReason::kInvalidType);
   return v.get_bool();
 }
 
@@ -69,18 +69,18 @@ int64_t json_int(const json::value& v, const std::string& param, int64_t min, in
     x = v.get_uint64() > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(v.get_uint64());
   } else if (v.is_double()) {
     const double d = v.get_double();
-    if (!std::isfinite(d) || d != std::floor(d)) throw_field_error(param, "expected an integer", "invalid_type");
+    if (!std::isfinite(d) || d != std::floor(d)) throw_field_error(param, "expected an integer", ErrorReason::kInvalidType);
     if (d < static_cast<double>(min) || d > static_cast<double>(max)) {
       throw_field_error(param, "must be between " + std::to_string(min) + " and " + std::to_string(max),
-                        "out_of_range");
+                        ErrorReason::kOutOfRange);
     }
     x = static_cast<int64_t>(d);
   } else {
-    throw_field_error(param, "expected an integer", "invalid_type");
+    throw_field_error(param, "expected an integer", ErrorReason::kInvalidType);
   }
   if (x < min || x > max) {
     throw_field_error(param, "must be between " + std::to_string(min) + " and " + std::to_string(max),
-                      "out_of_range");
+                      ErrorReason::kOutOfRange);
   }
   return x;
 }
@@ -94,23 +94,23 @@ double json_number(const json::value& v, const std::string& param, double min, d
   } else if (v.is_uint64()) {
     d = static_cast<double>(v.get_uint64());
   } else {
-    throw_field_error(param, "expected a number", "invalid_type");
+    throw_field_error(param, "expected a number", ErrorReason::kInvalidType);
   }
   if (!std::isfinite(d) || d < min || d > max) {
     char buf[96];
     std::snprintf(buf, sizeof buf, "must be a number between %g and %g", min, max);
-    throw_field_error(param, buf, "out_of_range");
+    throw_field_error(param, buf, ErrorReason::kOutOfRange);
   }
   return d;
 }
 
 const json::array& json_array(const json::value& v, const std::string& param) {
-  if (!v.is_array()) throw_field_error(param, "expected an array", "invalid_type");
+  if (!v.is_array()) throw_field_error(param, "expected an array", ErrorReason::kInvalidType);
   return v.get_array();
 }
 
 const json::object& json_object(const json::value& v, const std::string& param) {
-  if (!v.is_object()) throw_field_error(param, "expected an object", "invalid_type");
+  if (!v.is_object()) throw_field_error(param, "expected an object", ErrorReason::kInvalidType);
   return v.get_object();
 }
 

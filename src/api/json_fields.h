@@ -23,7 +23,7 @@ struct FieldError {
 };
 
 [[noreturn]] void throw_field_error(const std::string& param, const std::string& message,
-                                    const std::string& reason = "invalid_request");
+                                    ErrorReason reason = ErrorReason::kInvalidRequest);
 
 // Parses a request body that must be a JSON object (400 invalid_json otherwise).
 ApiResult<boost::json::value> parse_json_body(std::string_view body);

@@ -19,6 +19,9 @@ inline bool is_json_space(char c) { return c == ' ' || c == '\n' || c == '\t' ||
 // Appends `s` as a quoted JSON string. Control characters, '"' and '\\' are
 // escaped; invalid UTF-8 bytes become U+FFFD so the output is always valid.
 void append_json_string(std::string& out, std::string_view s);
+// `s` with each invalid UTF-8 byte replaced by U+FFFD (for strings handed to
+// Boost.JSON, which serializes bytes as given).
+std::string to_valid_utf8(std::string_view s);
 inline void append_json_int(std::string& out, int64_t v) { out += std::to_string(v); }
 
 // A random id: `prefix` + 24 base62 characters ("msg_…", "chatcmpl-…").

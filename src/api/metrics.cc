@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "api/errors.h"  // error_reason_name
+
 namespace zl::api {
 namespace {
 
@@ -74,6 +76,11 @@ void ApiMetrics::on_tool_calls(ApiKind api, int n_calls, const std::array<int, k
   for (size_t r = 0; r < n_fallbacks.size(); ++r) n_tool_fallbacks_[a][r].fetch_add(n_fallbacks[r]);
 }
 
+void ApiMetrics::on_error(ApiKind api, ErrorReason reason) {
+  const size_t r = static_cast<size_t>(reason);
+  if (r < kNumErrorReasons) n_errors_[static_cast<size_t>(api)][r].fetch_add(1, std::memory_order_relaxed);
+}
+
 std::string ApiMetrics::render(const EngineStats& e, const std::string& extra) const {
   std::string out;
   out.reserve(4096);
@@ -106,6 +113,18 @@ std::string ApiMetrics::render(const EngineStats& e, const std::string& extra) c
       out += "zerolayer_tool_call_fallbacks_total{api=\"" + std::string(api_kind_name(static_cast<ApiKind>(a))) +
              "\",reason=\"" + std::string(tool_fallback_name(static_cast<ToolFallback>(r))) + "\"} " +
              std::to_string(n_tool_fallbacks_[a][r].load()) + "\n";
+    }
+  }
+  const std::string rejected(kRejectedMetric);
+  out += "# HELP " + rejected + " Error answers (HTTP errors, SSE error events after a 200, clients gone: "
+         "client_gone), by API and reason\n";
+  out += "# TYPE " + rejected + " counter\n";
+  for (size_t a = 0; a < kNumApis; ++a) {
+    // Every reason but kUnspecified (from_status always names one).
+    for (size_t r = 1; r < kNumErrorReasons; ++r) {
+      out += rejected + "{api=\"" + std::string(api_kind_name(static_cast<ApiKind>(a))) + "\",reason=\"" +
+             std::string(error_reason_name(static_cast<ErrorReason>(r))) + "\"} " +
+             std::to_string(n_errors_[a][r].load(std::memory_order_relaxed)) + "\n";
     }
   }
   ttft_.render(out, "zerolayer_time_to_first_token_seconds", "Time from request to first generated token");

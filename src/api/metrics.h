@@ -12,9 +12,14 @@
 #include <utility>
 
 #include "api/tool_calls.h"
+#include "core/error_reason.h"
 #include "engine/request.h"
 
 namespace zl::api {
+
+// The counter of error answers, {api, reason}. (A later issue renames the
+// families to engine_*: the name lives here only.)
+inline constexpr std::string_view kRejectedMetric = "zerolayer_requests_rejected_total";
 
 // The wire API of a request: the `api` label ("anthropic", "openai").
 enum class ApiKind { kAnthropic, kOpenAI };
@@ -41,6 +46,9 @@ class ApiMetrics {
   // One answer's tool calls (those that reached the client) and the outputs
   // that started like a call but went out as text (ToolCallParser::n_fallbacks).
   void on_tool_calls(ApiKind api, int n_calls, const std::array<int, kNumToolFallbacks>& n_fallbacks);
+  // One error answer (an HTTP error, or an SSE error event after a 200, or
+  // a client that left: kClientGone), by API and reason.
+  void on_error(ApiKind api, ErrorReason reason);
   // All metrics, with the engine's state and `extra` (more exposition text) appended.
   std::string render(const EngineStats& engine, const std::string& extra) const;
 
@@ -52,6 +60,7 @@ class ApiMetrics {
   static constexpr int kNumApis = 2;
   std::array<std::atomic<int64_t>, kNumApis> n_tool_calls_{};
   std::array<std::array<std::atomic<int64_t>, kNumToolFallbacks>, kNumApis> n_tool_fallbacks_{};
+  std::array<std::array<std::atomic<int64_t>, kNumErrorReasons>, kNumApis> n_errors_{};
   Histogram ttft_;
   Histogram e2e_;
 };

@@ -1,5 +1,6 @@
 #include "api/service.h"
 
+#include <cstdio>
 #include <ctime>
 
 #include "api/anthropic/messages.h"
@@ -26,6 +27,23 @@ bool key_equals(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
+// "key:" + 16 hex digits of a 64-bit hash of the key (FNV-1a, then the
+// splitmix64 finalizer): names the key in the prefix-cache salt without
+// holding the key itself. Not a secret-keeping digest (a guessable key can
+// be found from it): it stays inside the process and is never logged.
+std::string key_identity(std::string_view key) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : key) h = (h ^ c) * 0x100000001b3ULL;
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ULL;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebULL;
+  h ^= h >> 31;
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "key:%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
 std::string rfc3339(int64_t unix_time) {
   std::time_t t = static_cast<std::time_t>(unix_time);
   std::tm tm{};
@@ -40,6 +58,7 @@ std::string rfc3339(int64_t unix_time) {
 ApiService::ApiService(ApiConfig config, EngineApi* engine, const PromptCodec* codec)
     : config_(std::move(config)), engine_(engine), codec_(codec) {
   if (config_.model_created_unix == 0) config_.model_created_unix = std::time(nullptr);
+  for (const std::string& k : config_.api_keys) key_ids_.push_back(key_identity(k));
 }
 
 ApiService::Api ApiService::api_of(const http::HttpRequest& req) {
@@ -53,7 +72,8 @@ void ApiService::register_routes(http::Router& router) {
   using R = std::shared_ptr<http::Responder>;
   router.set_error_formatter([this](http::HttpError error, const HttpRequest& req) {
     const ApiError e = from_http_error(error, req);
-    record(req, "other", http_status(e.type), e.reason);
+    record(req, "other", http_status(e), error_reason_name(e.reason));
+    metrics_.on_error(api_of(req), e.reason);
     return api_of(req) == Api::kOpenAI ? openai_error_response(e) : anthropic_error_response(e, req.request_id);
   });
   // A handler that threw after its stream's 200: the API's SSE error frame.
@@ -88,36 +108,41 @@ void ApiService::register_routes(http::Router& router) {
   router.add("GET", "/v1/models/{id}", [this](HttpRequest& q, R res) { handle_model(q, std::move(res)); });
 }
 
-bool ApiService::authorize(const http::HttpRequest& req, http::Responder& res, const std::string& route) {
-  if (config_.api_keys.empty()) return true;
+std::optional<std::string> ApiService::authorize(const http::HttpRequest& req, http::Responder& res,
+                                                 const std::string& route) {
+  if (config_.api_keys.empty()) return std::string();
   std::string_view key = req.header("x-api-key");
   if (key.empty()) {
     std::string_view auth = req.header("authorization");
     if (auth.size() > 7 && (auth.substr(0, 7) == "Bearer " || auth.substr(0, 7) == "bearer ")) key = auth.substr(7);
   }
   if (!key.empty()) {
-    for (const std::string& k : config_.api_keys) {
-      if (key_equals(key, k)) return true;
+    // Every key is compared (no early exit): the time does not say which matched.
+    std::optional<size_t> match;
+    for (size_t i = 0; i < config_.api_keys.size(); ++i) {
+      if (key_equals(key, config_.api_keys[i])) match = i;
     }
+    if (match) return key_ids_[*match];
   }
-  ApiError e{.type = ErrorType::kAuthentication,
-             .message = key.empty() ? "missing API key: send x-api-key or Authorization: Bearer" : "invalid API key",
-             .reason = key.empty() ? "missing_api_key" : "invalid_api_key"};
+  ApiError e{.reason = key.empty() ? ErrorReason::kMissingApiKey : ErrorReason::kInvalidApiKey,
+             .message = key.empty() ? "missing API key: send x-api-key or Authorization: Bearer" : "invalid API key"};
   send_error(req, res, route, e);
-  return false;
+  return std::nullopt;
 }
 
 void ApiService::send_error(const http::HttpRequest& req, http::Responder& res, const std::string& route,
                             const ApiError& e) {
-  record(req, route, http_status(e.type), e.reason.empty() ? std::string(anthropic_type_name(e.type)) : e.reason);
+  record(req, route, http_status(e), error_reason_name(e.reason));
+  metrics_.on_error(api_of(req), e.reason);
   res.send(api_of(req) == Api::kOpenAI ? openai_error_response(e) : anthropic_error_response(e, req.request_id));
 }
 
-void ApiService::record(const http::HttpRequest& req, const std::string& route, int status, std::string error_reason) {
+void ApiService::record(const http::HttpRequest& req, const std::string& route, int status,
+                        std::string_view error_reason) {
   metrics_.on_request(route, status);
   if (!config_.request_log) return;
   RequestLog log{.request_id = req.request_id, .method = req.method, .route = route, .status = status,
-                 .error_reason = std::move(error_reason), .t_start = received_at(req)};
+                 .error_reason = std::string(error_reason), .t_start = received_at(req)};
   config_.request_log(log);
 }
 
@@ -128,9 +153,10 @@ void ApiService::send_json(const http::HttpRequest& req, http::Responder& res, c
 }
 
 void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Responder> res,
-                          const std::string& route, ChatRequest chat, const FormatterFactory& make_formatter) {
+                          const std::string& route, const std::string& key_id, ChatRequest chat,
+                          const FormatterFactory& make_formatter) {
   const EngineStats stats = engine_->stats();
-  ApiResult<Prepared> prepared = prepare_request(chat, *codec_, stats.n_ctx, req.request_id);
+  ApiResult<Prepared> prepared = prepare_request(chat, *codec_, stats.n_ctx, req.request_id, key_id);
   if (!prepared.ok()) {
     send_error(req, *res, route, prepared.error());
     return;
@@ -152,10 +178,12 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
     metrics_.on_request(route, r.status);
     metrics_.on_generation(r.usage, r.t_first_ms, r.t_total_ms);
     metrics_.on_tool_calls(api, r.n_tool_calls, r.n_tool_fallbacks);
+    if (r.error_reason) metrics_.on_error(api, *r.error_reason);
     if (!config_.request_log) return;
     config_.request_log(RequestLog{.request_id = id, .method = method, .route = route, .status = r.status,
                                    .generation = true, .stream = stream, .usage = r.usage, .finish = r.finish,
-                                   .error_reason = r.error_reason, .t_start = t_start,
+                                   .error_reason = r.error_reason ? std::string(error_reason_name(*r.error_reason)) : "",
+                                   .t_start = t_start,
                                    .t_first_token_ms = r.t_first_ms, .t_total_ms = r.t_total_ms,
                                    .t_submit = r.t_submit, .engine = r.timings});
   };
@@ -165,11 +193,12 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
 
 void ApiService::handle_messages(http::HttpRequest& req, std::shared_ptr<http::Responder> res) {
   const std::string route = "/v1/messages";
-  if (!authorize(req, *res, route)) return;
+  const std::optional<std::string> key_id = authorize(req, *res, route);
+  if (!key_id) return;
   ApiResult<ChatRequest> chat = anthropic::parse_messages_request(req.body);
   if (!chat.ok()) return send_error(req, *res, route, chat.error());
   const std::string model = chat.value().model;
-  generate(req, std::move(res), route, std::move(chat.value()), [&](const Prepared& p) {
+  generate(req, std::move(res), route, *key_id, std::move(chat.value()), [&](const Prepared& p) {
     return anthropic::make_formatter(model, req.request_id, /*lazy_blocks=*/p.tools.active());
   });
 }
@@ -186,13 +215,14 @@ void ApiService::handle_count_tokens(http::HttpRequest& req, std::shared_ptr<htt
 
 void ApiService::handle_openai(http::HttpRequest& req, std::shared_ptr<http::Responder> res, bool chat_api) {
   const std::string route = chat_api ? "/v1/chat/completions" : "/v1/completions";
-  if (!authorize(req, *res, route)) return;
+  const std::optional<std::string> key_id = authorize(req, *res, route);
+  if (!key_id) return;
   ApiResult<ChatRequest> chat = chat_api ? openai::parse_chat_request(req.body) : openai::parse_completion_request(req.body);
   if (!chat.ok()) return send_error(req, *res, route, chat.error());
   const openai::Kind kind = chat_api ? openai::Kind::kChat : openai::Kind::kCompletion;
   const std::string model = chat.value().model;
   const bool include_usage = chat.value().include_usage;
-  generate(req, std::move(res), route, std::move(chat.value()),
+  generate(req, std::move(res), route, *key_id, std::move(chat.value()),
            [&](const Prepared&) { return openai::make_formatter(kind, model, include_usage); });
 }
 
@@ -229,10 +259,9 @@ void ApiService::handle_model(http::HttpRequest& req, std::shared_ptr<http::Resp
   const std::string route = "/v1/models/{id}";
   if (!authorize(req, *res, route)) return;
   if (req.path_params.empty() || req.path_params[0] != config_.model_alias) {
-    ApiError e{.type = ErrorType::kNotFound,
+    ApiError e{.reason = ErrorReason::kModelNotFound,
                .message = "model '" + (req.path_params.empty() ? std::string() : req.path_params[0]) +
-                          "' not found; this server serves '" + config_.model_alias + "'",
-               .reason = "model_not_found"};
+                          "' not found; this server serves '" + config_.model_alias + "'"};
     return send_error(req, *res, route, e);
   }
   send_json(req, *res, route, model_json());

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,12 +57,14 @@ class ApiService {
  private:
   using Api = ApiKind;
   static Api api_of(const http::HttpRequest& req);
-  // Answers 401 and returns false when the request carries no valid key.
-  bool authorize(const http::HttpRequest& req, http::Responder& res, const std::string& route);
+  // The identity of the request's API key (its prefix-cache tenant; "" when
+  // the server has no keys), or nullopt after answering 401.
+  std::optional<std::string> authorize(const http::HttpRequest& req, http::Responder& res, const std::string& route);
   void send_error(const http::HttpRequest& req, http::Responder& res, const std::string& route, const ApiError& e);
   void send_json(const http::HttpRequest& req, http::Responder& res, const std::string& route, std::string body);
   // Metrics and the request log of an answer without generation.
-  void record(const http::HttpRequest& req, const std::string& route, int status, std::string error_reason = "");
+  // `error_reason`: the request log's error_reason (a reason's table name; "stalled" for /ready).
+  void record(const http::HttpRequest& req, const std::string& route, int status, std::string_view error_reason = {});
 
   void handle_messages(http::HttpRequest& req, std::shared_ptr<http::Responder> res);
   void handle_count_tokens(http::HttpRequest& req, std::shared_ptr<http::Responder> res);
@@ -74,11 +77,13 @@ class ApiService {
   // Submits a parsed chat and answers through `res`, in the wire format
   // that make_formatter gives for the prepared request.
   using FormatterFactory = std::function<std::unique_ptr<EventFormatter>(const Prepared&)>;
+  // `key_id`: what authorize() returned.
   void generate(const http::HttpRequest& req, std::shared_ptr<http::Responder> res, const std::string& route,
-                ChatRequest chat, const FormatterFactory& make_formatter);
+                const std::string& key_id, ChatRequest chat, const FormatterFactory& make_formatter);
   std::string model_json() const;
 
   ApiConfig config_;
+  std::vector<std::string> key_ids_;  // identity of config_.api_keys[i] (never the key itself)
   EngineApi* engine_;
   const PromptCodec* codec_;
   ApiMetrics metrics_;

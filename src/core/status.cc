@@ -21,6 +21,10 @@ std::string_view error_kind_name(ErrorKind kind) {
   return "unknown";
 }
 
+Status::Status(ErrorKind kind, std::string message, ErrorDetail detail) : kind_(kind), message_(std::move(message)) {
+  if (!detail.empty()) detail_ = std::make_shared<const ErrorDetail>(std::move(detail));
+}
+
 std::string Status::to_string() const {
   if (ok()) return "ok";
   return std::string(error_kind_name(kind_)) + ": " + message_;
@@ -28,7 +32,9 @@ std::string Status::to_string() const {
 
 Status Status::with_context(std::string_view context) const {
   if (ok()) return *this;
-  return Status(kind_, std::string(context) + ": " + message_);
+  Status s(kind_, std::string(context) + ": " + message_);
+  s.detail_ = detail_;
+  return s;
 }
 
 namespace detail {

@@ -4,9 +4,14 @@
 // Status carrying a typed ErrorKind and a message that names the problem.
 // Broken invariants use CHECK (core/check.h) instead. The kind's name is also
 // its metric label and maps to an HTTP status in exactly one place (the API
-// layer).
+// layer). A Status may also carry an ErrorDetail (core/error_reason.h): the
+// typed fine-grained reason and the numbers a client needs, for the API's
+// error table. The detail is shared and immutable: an OK Status or one
+// without detail holds a null pointer; copying one with detail is a
+// reference-count increment.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,6 +19,7 @@
 #include <variant>
 
 #include "core/check.h"
+#include "core/error_reason.h"
 
 namespace zl {
 
@@ -36,30 +42,39 @@ class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(ErrorKind kind, std::string message) : kind_(kind), message_(std::move(message)) {}
+  // With a typed reason and numbers (an empty detail allocates nothing).
+  Status(ErrorKind kind, std::string message, ErrorDetail detail);
 
   static Status ok_status() { return {}; }
 
   bool ok() const { return kind_ == ErrorKind::kOk; }
   ErrorKind kind() const { return kind_; }
   const std::string& message() const { return message_; }
+  // The typed reason; kUnspecified when none was given.
+  ErrorReason reason() const { return detail_ ? detail_->reason : ErrorReason::kUnspecified; }
+  // The detail, or null when none was given.
+  const ErrorDetail* detail() const { return detail_.get(); }
   // "corrupt_file: tensor 'x' data lies past the end of the file"
   std::string to_string() const;
 
-  // Returns a copy with `context + ": "` prepended to the message.
+  // Returns a copy with `context + ": "` prepended to the message (the detail kept).
   Status with_context(std::string_view context) const;
 
  private:
   ErrorKind kind_ = ErrorKind::kOk;
   std::string message_;
+  std::shared_ptr<const ErrorDetail> detail_;
 };
 
-inline Status invalid_argument(std::string msg) { return {ErrorKind::kInvalidArgument, std::move(msg)}; }
-inline Status not_found(std::string msg) { return {ErrorKind::kNotFound, std::move(msg)}; }
+// Each optionally with a detail: out_of_range("…", {.reason = ErrorReason::kContextLengthExceeded,
+// .numbers = {.n_prompt_tokens = n, .n_ctx = c}}).
+inline Status invalid_argument(std::string msg, ErrorDetail d = {}) { return {ErrorKind::kInvalidArgument, std::move(msg), std::move(d)}; }
+inline Status not_found(std::string msg, ErrorDetail d = {}) { return {ErrorKind::kNotFound, std::move(msg), std::move(d)}; }
 inline Status io_error(std::string msg) { return {ErrorKind::kIo, std::move(msg)}; }
 inline Status corrupt_file(std::string msg) { return {ErrorKind::kCorruptFile, std::move(msg)}; }
-inline Status unsupported(std::string msg) { return {ErrorKind::kUnsupported, std::move(msg)}; }
-inline Status out_of_range(std::string msg) { return {ErrorKind::kOutOfRange, std::move(msg)}; }
-inline Status resource_exhausted(std::string msg) { return {ErrorKind::kResourceExhausted, std::move(msg)}; }
+inline Status unsupported(std::string msg, ErrorDetail d = {}) { return {ErrorKind::kUnsupported, std::move(msg), std::move(d)}; }
+inline Status out_of_range(std::string msg, ErrorDetail d = {}) { return {ErrorKind::kOutOfRange, std::move(msg), std::move(d)}; }
+inline Status resource_exhausted(std::string msg, ErrorDetail d = {}) { return {ErrorKind::kResourceExhausted, std::move(msg), std::move(d)}; }
 inline Status internal_error(std::string msg) { return {ErrorKind::kInternal, std::move(msg)}; }
 
 // A value or an error. Access to value() on an error is a CHECK failure.

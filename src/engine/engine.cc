@@ -14,6 +14,11 @@ namespace {
 // only while something is paused.
 constexpr std::chrono::milliseconds kPausedPoll{2};
 
+// A request submitted to, or still running in, an engine that is stopping.
+Status shutting_down_error() {
+  return resource_exhausted("the engine is shutting down", {.reason = ErrorReason::kEngineShuttingDown});
+}
+
 }  // namespace
 
 struct Engine::Live {
@@ -113,7 +118,7 @@ std::shared_ptr<RequestChannel> Engine::submit(Request request) {
     return channel;
   }
   Event e{.kind = EventKind::kError, .finish = FinishReason::kError};
-  e.error = Status(ErrorKind::kResourceExhausted, "overloaded: the engine is shutting down");
+  e.error = shutting_down_error();
   channel->push(std::move(e));
   return channel;
 }
@@ -144,7 +149,7 @@ void Engine::loop() {
   for (const auto& [id, live] : live_) ids.push_back(id);
   for (SeqId id : ids) {
     Live& live = *live_.at(id);
-    finish(live, FinishReason::kError, Status(ErrorKind::kResourceExhausted, "overloaded: the engine is shutting down"));
+    finish(live, FinishReason::kError, shutting_down_error());
   }
   publish_stats();
 }
@@ -171,8 +176,10 @@ void Engine::admit(Request request, std::shared_ptr<RequestChannel> channel) {
     if (id < 0 || id >= model_.config.n_vocab) return fail(invalid_argument("prompt token id " + std::to_string(id) + " is outside the vocabulary"));
   }
   if (n_prompt >= config_.n_ctx) {
-    return fail(out_of_range("context_length_exceeded: the prompt has " + std::to_string(n_prompt) +
-                             " tokens; the context window is " + std::to_string(config_.n_ctx)));
+    return fail(out_of_range("the prompt has " + std::to_string(n_prompt) + " tokens; the context window is " +
+                                 std::to_string(config_.n_ctx),
+                             {.reason = ErrorReason::kContextLengthExceeded,
+                              .numbers = {.n_prompt_tokens = n_prompt, .n_ctx = config_.n_ctx, .max_tokens_fit = 0}}));
   }
   if (request.stop.max_tokens < 1) return fail(invalid_argument("max_tokens must be at least 1"));
   const int64_t max_total = std::min<int64_t>(config_.n_ctx, n_prompt + request.stop.max_tokens);

@@ -46,7 +46,7 @@ struct StopParams {
 
 struct Request {
   std::string id;                  // request id (also the log/trace id)
-  std::string tenant;              // API key identity: salts the prefix cache, keys quotas
+  std::string tenant;              // API key identity, then user id (api::tenant_of): salts the prefix cache
   std::vector<int32_t> prompt_ids; // the full prompt, BOS included when the model wants it
   SamplingParams sampling;
   StopParams stop;

@@ -22,9 +22,12 @@ Result<SeqId> Scheduler::submit(SequenceSpec spec) {
   }
   const int32_t n_need = pool_.n_blocks_for(spec.max_total_tokens);
   if (n_need > pool_.n_blocks()) {
-    return resource_exhausted("kv_cache_overflow: " + std::to_string(spec.max_total_tokens) +
-                              " tokens need " + std::to_string(n_need) + " KV blocks, the cache has " +
-                              std::to_string(pool_.n_blocks()));
+    const int64_t capacity = int64_t{pool_.n_blocks()} * pool_.block_size();
+    return resource_exhausted(std::to_string(spec.max_total_tokens) + " tokens need " + std::to_string(n_need) +
+                                  " KV blocks, the cache has " + std::to_string(pool_.n_blocks()),
+                              {.reason = ErrorReason::kKvCacheOverflow,
+                               .numbers = {.n_prompt_tokens = n_prompt,
+                                           .max_tokens_fit = std::max<int64_t>(0, capacity - n_prompt)}});
   }
   auto seq = std::make_unique<Sequence>();
   seq->id = next_id_++;

@@ -272,6 +272,31 @@ TEST(ServerRealTest, UsageInputTokensEqualsCountTokens) {
   EXPECT_EQ(again.input_tokens + again.cached_tokens, n);
 }
 
+// The prefix cache is salted by the API key first, then by the user id
+// within the key: a prompt cached for one key gives no cached tokens (no
+// timing difference) to another key, with or without user ids.
+TEST(ServerRealTest, PrefixCacheIsNotSharedAcrossApiKeys) {
+  REQUIRE_MODEL();
+  const int port = server("keys", {"--api-key", "key-A", "--api-key", "key-B"}).port();
+  const std::string prompt = "Lily and Ben went to the park. They saw a big dog with a red ball. The dog ran to them.";
+  auto call = [&](const std::string& key, const std::string& user) {
+    const std::string meta = user.empty() ? "" : R"("metadata":{"user_id":")" + user + R"("},)";
+    HttpReply r = fetch(port, "POST", "/v1/messages", msg_body(prompt, meta + R"("max_tokens":2)"),
+                        {"x-api-key: " + key}, 60000);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return num(at(parse_obj(r.body), {"usage", "cache_read_input_tokens"}));
+  };
+  EXPECT_EQ(call("key-A", ""), 0);
+  EXPECT_GT(call("key-A", ""), 0) << "the same key reuses its own prefix";
+  EXPECT_EQ(call("key-B", ""), 0) << "another key must not hit key-A's blocks";
+  EXPECT_GT(call("key-B", ""), 0);
+  // Within a key, the user id separates too.
+  EXPECT_EQ(call("key-A", "u1"), 0);
+  EXPECT_GT(call("key-A", "u1"), 0);
+  EXPECT_EQ(call("key-B", "u1"), 0) << "the same user id under another key is another tenant";
+  EXPECT_EQ(call("key-A", "u2"), 0);
+}
+
 TEST(ServerRealTest, StopSequencesStopWithTheString) {
   REQUIRE_MODEL();
   Answer base = anthropic_call(main_port(), msg_body("Once upon a time", R"("max_tokens":48)"));

@@ -276,14 +276,43 @@ TEST(Engine, FinishReasonsAndErrors) {
   o = collect(*(*engine)->submit(greedy(std::vector<int32_t>(64, 5), 4)));
   EXPECT_EQ(o.last.kind, EventKind::kError);
   EXPECT_EQ(o.last.error.kind(), ErrorKind::kOutOfRange);
+  ASSERT_NE(o.last.error.detail(), nullptr);
+  EXPECT_EQ(o.last.error.reason(), ErrorReason::kContextLengthExceeded);
+  EXPECT_EQ(o.last.error.detail()->numbers.n_prompt_tokens, 64);
+  EXPECT_EQ(o.last.error.detail()->numbers.n_ctx, 64);
+  EXPECT_EQ(o.last.error.detail()->numbers.max_tokens_fit, 0);
+  EXPECT_FALSE(o.last.error.detail()->numbers.retry_after_ms.has_value());
   o = collect(*(*engine)->submit(greedy({1, 512}, 4)));
   EXPECT_EQ(o.last.error.kind(), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(o.last.error.reason(), ErrorReason::kUnspecified);
   // A stop token id ends the generation with its id reported.
   Request s = greedy(prompt, 64);
   s.stop.stop_token_ids = {286};  // "▁was", the 3rd greedy token
   o = collect(*(*engine)->submit(s));
   EXPECT_EQ(o.last.finish, FinishReason::kEndOfSequence);
   EXPECT_EQ(o.ids, (std::vector<int32_t>{432, 383, 286}));
+}
+
+// Stopping: what is still running and what is submitted afterwards end with
+// the typed shutdown reason, not a KV-cache or context reason.
+TEST(Engine, ShutdownGivesTheShutdownReason) {
+  Loaded l = load_shared("stories260K");
+  if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/stories260K.gguf not found";
+  EngineConfig cfg{.n_ctx = 512, .max_seqs = 2, .n_kv_tokens = 1024, .block_size = 16, .n_threads = 1,
+                   .max_pending_events = 2};
+  auto engine = Engine::create(*l.model, *l.tokenizer, cfg);
+  ASSERT_TRUE(engine.ok());
+  // Never drained past its first event: paused by backpressure, so still
+  // running when stop() comes.
+  auto running = (*engine)->submit(greedy(l.tokenizer->encode("Once upon a time"), 400));
+  ASSERT_FALSE(running->wait_and_drain(5000ms).empty());
+  (*engine)->stop();
+  for (auto& ch : {running, (*engine)->submit(greedy({1, 5, 6}, 4))}) {
+    Outcome o = collect(*ch);
+    EXPECT_EQ(o.last.kind, EventKind::kError);
+    EXPECT_EQ(o.last.error.kind(), ErrorKind::kResourceExhausted);
+    EXPECT_EQ(o.last.error.reason(), ErrorReason::kEngineShuttingDown);
+  }
 }
 
 TEST(Engine, SameSeedSameTokensWhateverElseRuns) {

@@ -172,7 +172,10 @@ TEST(Scheduler, SubmitRejectsWhatCouldNeverRun) {
   EXPECT_EQ(short_max.status().kind(), ErrorKind::kInvalidArgument);
   auto too_big = f.sched.submit({.tenant = "t", .prompt = tokens(5, 0), .max_total_tokens = 17});
   EXPECT_EQ(too_big.status().kind(), ErrorKind::kResourceExhausted);
-  EXPECT_NE(too_big.status().message().find("kv_cache_overflow"), std::string::npos);
+  EXPECT_EQ(too_big.status().reason(), ErrorReason::kKvCacheOverflow);
+  ASSERT_NE(too_big.status().detail(), nullptr);
+  EXPECT_EQ(too_big.status().detail()->numbers.n_prompt_tokens, 5);
+  EXPECT_EQ(too_big.status().detail()->numbers.max_tokens_fit, 16 - 5);  // 4 blocks of 4 tokens
   EXPECT_TRUE(f.sched.submit({.tenant = "t", .prompt = tokens(5, 0), .max_total_tokens = 16}).ok());
 }
 

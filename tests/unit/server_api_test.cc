@@ -9,7 +9,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <set>
 #include <thread>
 
 #include "api/anthropic/messages.h"
@@ -148,14 +150,14 @@ TEST(AnthropicParse, ErrorsNameTheField) {
   };
   for (const Case& c : cases) {
     ApiError e = parse_err(c.body);
-    EXPECT_EQ(e.type, ErrorType::kInvalidRequest) << c.body;
+    EXPECT_EQ(e.type(), ErrorType::kInvalidRequest) << c.body;
     EXPECT_EQ(e.param, c.param) << c.body;
-    EXPECT_EQ(e.reason, c.reason) << c.body;
+    EXPECT_EQ(error_reason_name(e.reason), c.reason) << c.body;
     EXPECT_EQ(e.message.rfind(c.param, 0), 0u) << e.message;
   }
-  EXPECT_EQ(parse_err("{").reason, "invalid_json");
-  EXPECT_EQ(parse_err("\"str\"").reason, "invalid_json");
-  EXPECT_EQ(parse_err("").reason, "invalid_json");
+  EXPECT_EQ(parse_err("{").reason, ErrorReason::kInvalidJson);
+  EXPECT_EQ(parse_err("\"str\"").reason, ErrorReason::kInvalidJson);
+  EXPECT_EQ(parse_err("").reason, ErrorReason::kInvalidJson);
 }
 
 TEST(AnthropicParse, CountTokensNeedsNoMaxTokens) {
@@ -232,14 +234,92 @@ TEST(Errors, EnvelopesAndStatuses) {
   for (auto [t, s] : statuses) EXPECT_EQ(http_status(t), s);
   EXPECT_EQ(anthropic_type_name(ErrorType::kOverloaded), "overloaded_error");
   EXPECT_EQ(anthropic_type_name(ErrorType::kRequestTooLarge), "request_too_large");
-  http::HttpResponse r = anthropic_error_response(ApiError{.type = ErrorType::kOverloaded, .message = "busy"}, "req_2");
+  http::HttpResponse r = anthropic_error_response(ApiError{.reason = ErrorReason::kOverloaded, .message = "busy"}, "req_2");
   EXPECT_EQ(r.status, 529);
   EXPECT_EQ(r.content_type, "application/json");
   bool has_retry = false;
   for (auto& [k, v] : r.headers) has_retry |= k == "retry-after";
   EXPECT_TRUE(has_retry);
-  EXPECT_EQ(from_status(resource_exhausted("kv")).type, ErrorType::kOverloaded);
-  EXPECT_EQ(from_status(internal_error("x")).type, ErrorType::kApi);
+  EXPECT_EQ(from_status(resource_exhausted("kv")).type(), ErrorType::kOverloaded);
+  EXPECT_EQ(from_status(internal_error("x")).type(), ErrorType::kApi);
+}
+
+// The table: every reason has a distinct name, a type and its HTTP status.
+TEST(Errors, EveryReasonHasOneRowOfTheTable) {
+  std::set<std::string_view> names;
+  for (int i = 0; i < kNumErrorReasons; ++i) {
+    const auto r = static_cast<ErrorReason>(i);
+    EXPECT_FALSE(error_reason_name(r).empty()) << i;
+    EXPECT_TRUE(names.insert(error_reason_name(r)).second) << "duplicate name " << error_reason_name(r);
+  }
+  struct Row {
+    ErrorReason reason;
+    const char* name;
+    int status;
+    const char* anthropic_type;
+    const char* openai_type;
+  };
+  const Row rows[] = {
+      {ErrorReason::kInvalidRequest, "invalid_request", 400, "invalid_request_error", "invalid_request_error"},
+      {ErrorReason::kContextLengthExceeded, "context_length_exceeded", 400, "invalid_request_error", "invalid_request_error"},
+      {ErrorReason::kSafetyViolation, "safety_violation", 400, "invalid_request_error", "invalid_request_error"},
+      {ErrorReason::kInvalidApiKey, "invalid_api_key", 401, "authentication_error", "authentication_error"},
+      {ErrorReason::kNotFound, "not_found", 404, "not_found_error", "not_found_error"},
+      {ErrorReason::kModelNotFound, "model_not_found", 404, "not_found_error", "not_found_error"},
+      {ErrorReason::kMethodNotAllowed, "method_not_allowed", 405, "invalid_request_error", "invalid_request_error"},
+      {ErrorReason::kRequestTooLarge, "request_too_large", 413, "request_too_large", "invalid_request_error"},
+      {ErrorReason::kRateLimitExceeded, "rate_limit_exceeded", 429, "rate_limit_error", "rate_limit_error"},
+      {ErrorReason::kInternalServerError, "internal_server_error", 500, "api_error", "server_error"},
+      {ErrorReason::kInvalidToolCall, "invalid_tool_call", 500, "api_error", "server_error"},
+      {ErrorReason::kOverloaded, "overloaded", 529, "overloaded_error", "overloaded_error"},
+      {ErrorReason::kKvCacheOverflow, "kv_cache_overflow", 529, "overloaded_error", "overloaded_error"},
+      {ErrorReason::kEngineShuttingDown, "engine_shutting_down", 529, "overloaded_error", "overloaded_error"},
+  };
+  for (const Row& row : rows) {
+    const ApiError e{.reason = row.reason, .message = "m"};
+    EXPECT_EQ(error_reason_name(row.reason), row.name);
+    EXPECT_EQ(http_status(e), row.status) << row.name;
+    json::object a = json::parse(anthropic_error_json(e, "req_1")).as_object();
+    EXPECT_EQ(a.at("error").at("type").as_string(), row.anthropic_type) << row.name;
+    EXPECT_EQ(a.at("error").at("detail").at("reason").as_string(), row.name);
+    json::object o = json::parse(openai_error_json(e)).as_object();
+    EXPECT_EQ(o.at("error").at("type").as_string(), row.openai_type) << row.name;
+    EXPECT_EQ(o.at("error").at("code").as_string(), row.name);
+    EXPECT_EQ(anthropic_error_response(e, "r").status, row.status);
+  }
+}
+
+// Numbers travel from a Status's detail into both envelopes; retry_after_ms
+// also into the headers.
+TEST(Errors, NumbersFromTheEngineReachTheEnvelopes) {
+  const Status s = out_of_range("the prompt has 300 tokens", {.reason = ErrorReason::kContextLengthExceeded,
+                                                              .numbers = {.n_prompt_tokens = 300, .n_ctx = 256, .max_tokens_fit = 0}});
+  const ApiError e = from_status(s.with_context("admission"));
+  EXPECT_EQ(e.reason, ErrorReason::kContextLengthExceeded);
+  EXPECT_EQ(http_status(e), 400);
+  EXPECT_EQ(openai_error_json(e),
+            R"({"error":{"message":"admission: the prompt has 300 tokens","type":"invalid_request_error","param":null,)"
+            R"("code":"context_length_exceeded","n_prompt_tokens":300,"n_ctx":256,"max_tokens_fit":0}})");
+  const ApiError busy{.reason = ErrorReason::kRateLimitExceeded, .message = "slow down", .numbers = {.retry_after_ms = 2500}};
+  EXPECT_EQ(anthropic_error_json(busy, ""),
+            R"({"type":"error","error":{"type":"rate_limit_error","message":"slow down","detail":{"reason":"rate_limit_exceeded","retry_after_ms":2500}}})");
+  http::HttpResponse r = openai_error_response(busy);
+  EXPECT_EQ(r.status, 429);
+  std::map<std::string, std::string> h(r.headers.begin(), r.headers.end());
+  EXPECT_EQ(h["retry-after"], "3");
+  EXPECT_EQ(h["retry-after-ms"], "2500");
+  // Without a detail the kind decides, never a context or KV reason.
+  EXPECT_EQ(from_status(resource_exhausted("x")).reason, ErrorReason::kOverloaded);
+  EXPECT_EQ(from_status(out_of_range("x")).reason, ErrorReason::kInvalidRequest);
+  EXPECT_EQ(from_status(not_found("x")).reason, ErrorReason::kNotFound);
+  EXPECT_EQ(from_status(io_error("x")).reason, ErrorReason::kInternalServerError);
+  EXPECT_EQ(from_status(resource_exhausted("bye", {.reason = ErrorReason::kEngineShuttingDown})).reason,
+            ErrorReason::kEngineShuttingDown);
+  // Strings are escaped and made valid UTF-8.
+  const ApiError odd{.reason = ErrorReason::kInvalidRole, .message = "bad \"\xff\x01", .param = "messages[0].role"};
+  EXPECT_EQ(openai_error_json(odd),
+            "{\"error\":{\"message\":\"bad \\\"\xEF\xBF\xBD\\u0001\",\"type\":\"invalid_request_error\","
+            "\"param\":\"messages[0].role\",\"code\":\"invalid_role\"}}");
 }
 
 TEST(Formatting, AnthropicStreamGolden) {
@@ -271,7 +351,7 @@ TEST(Formatting, AnthropicStreamGolden) {
             R"(data: {"type":"message_stop"})"
             "\n\n");
   std::string err;
-  f->stream_error(ApiError{.type = ErrorType::kOverloaded, .message = "Overloaded", .reason = "overloaded"}, err);
+  f->stream_error(ApiError{.reason = ErrorReason::kOverloaded, .message = "Overloaded"}, err);
   EXPECT_EQ(err,
             "event: error\n"
             R"(data: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded","detail":{"reason":"overloaded"}},"request_id":"req_1"})"
@@ -341,8 +421,22 @@ TEST(Prepare, ContextCheckAndClamp) {
   EXPECT_FALSE(prepare_request(chat, codec, n_prompt + 10, "r").value().max_tokens_clamped);
   auto e = prepare_request(chat, codec, n_prompt, "r");
   ASSERT_FALSE(e.ok());
-  EXPECT_EQ(e.error().reason, "context_length_exceeded");
-  EXPECT_EQ(e.error().numbers[0], (std::pair<std::string, int64_t>{"n_prompt_tokens", n_prompt}));
+  EXPECT_EQ(e.error().reason, ErrorReason::kContextLengthExceeded);
+  EXPECT_EQ(e.error().numbers.n_prompt_tokens, n_prompt);
+  EXPECT_EQ(e.error().numbers.n_ctx, n_prompt);
+  EXPECT_EQ(e.error().numbers.max_tokens_fit, 0);
+}
+
+TEST(Prepare, TenantIsTheKeyThenTheUser) {
+  fake::FakeCodec codec;
+  ChatRequest chat;
+  chat.messages = {{.role = "user", .content = "hi"}};
+  chat.user = "u-1";
+  EXPECT_EQ(prepare_request(chat, codec, 0, "r", "key:00ff").value().request.tenant, tenant_of("key:00ff", "u-1"));
+  EXPECT_NE(tenant_of("key:00ff", "u-1"), tenant_of("key:00fe", "u-1"));
+  EXPECT_NE(tenant_of("key:00ff", ""), tenant_of("key:00ff", "u-1"));
+  // A client's user id cannot name another key's tenant on a keyless server.
+  EXPECT_NE(tenant_of("", "key:00ff/"), tenant_of("key:00ff", ""));
 }
 
 TEST(Codec, ChatMappingOntoTemplates) {
@@ -1104,6 +1198,40 @@ TEST_F(PingTest, EngineErrorAfterAnEarlyStartIsAnSseErrorEvent) {
   std::vector<test::SseEvent> oev = test::parse_sse(o.body);
   ASSERT_FALSE(oev.empty());
   EXPECT_TRUE(test::parse_obj(oev.back().data)["error"].is_object()) << o.body;
+  // Both error events after the 200 count, by API and reason.
+  HttpReply m = test::fetch(port(), "GET", "/metrics", "", {}, kWaitMs);
+  EXPECT_NE(m.body.find(R"(zerolayer_requests_rejected_total{api="anthropic",reason="kv_cache_overflow"} 1)" "\n"),
+            std::string::npos);
+  EXPECT_NE(m.body.find(R"(zerolayer_requests_rejected_total{api="openai",reason="kv_cache_overflow"} 1)" "\n"),
+            std::string::npos);
+}
+
+// Every error answer counts once under its reason: parser, router, auth-free
+// context check and engine errors, in both APIs.
+TEST_F(PingTest, ErrorAnswersAreCountedByReason) {
+  start(std::chrono::milliseconds(0));
+  auto metric = [&](const std::string& api, const std::string& reason) -> int64_t {
+    HttpReply m = test::fetch(port(), "GET", "/metrics", "", {}, kWaitMs);
+    const std::string key = R"(zerolayer_requests_rejected_total{api=")" + api + R"(",reason=")" + reason + "\"} ";
+    const size_t at = m.body.find(key);
+    return at == std::string::npos ? -1 : std::stoll(m.body.substr(at + key.size()));
+  };
+  EXPECT_EQ(metric("anthropic", "invalid_json"), 0);
+  EXPECT_EQ(metric("openai", "client_gone"), 0);
+  EXPECT_EQ(test::fetch(port(), "POST", "/v1/messages", "{", {}, kWaitMs).status, 400);
+  EXPECT_EQ(test::fetch(port(), "POST", "/v1/messages", "{", {}, kWaitMs).status, 400);
+  EXPECT_EQ(test::fetch(port(), "POST", "/v1/chat/completions", "[]", {}, kWaitMs).status, 400);
+  EXPECT_EQ(test::fetch(port(), "GET", "/v1/nothing", "", {}, kWaitMs).status, 404);
+  const std::string too_long = anthropic_body(std::string(5000, 'x'), 5, /*stream=*/false);
+  EXPECT_EQ(test::fetch(port(), "POST", "/v1/messages", too_long, {}, kWaitMs).status, 400);
+  EXPECT_EQ(test::fetch(port(), "POST", "/v1/messages", anthropic_body("[[fake:overload]]", 5, false), {}, kWaitMs).status,
+            529);
+  EXPECT_EQ(metric("anthropic", "invalid_json"), 2);
+  EXPECT_EQ(metric("openai", "invalid_json"), 1);
+  EXPECT_EQ(metric("anthropic", "route_not_found"), 1);
+  EXPECT_EQ(metric("anthropic", "context_length_exceeded"), 1);
+  EXPECT_EQ(metric("anthropic", "kv_cache_overflow"), 1);
+  EXPECT_EQ(metric("openai", "kv_cache_overflow"), 0);
 }
 
 TEST_F(PingTest, ClientGoneWhilePingingCancelsTheEngineRequest) {

@@ -24,7 +24,7 @@ std::string text_of(const json::value& content, const std::string& param) {
       if (!out.empty()) out += '\n';
       out += json_string(require_field(b, "text", bp + ".text"), bp + ".text");
     } else if (type == "image" || type == "document") {
-      throw_field_error(bp + ".type", "'" + type + "' content is not supported by this model", "unsupported_content");
+      throw_field_error(bp + ".type", "'" + type + "' content is not supported by this model", ErrorReason::kUnsupportedContent);
     }
     // Other block types (thinking, search results, …) carry nothing for the prompt.
   }
@@ -37,7 +37,7 @@ void parse_message(const json::value& v, const std::string& param, std::vector<C
   const auto& m = json_object(v, param);
   const std::string role = json_string(require_field(m, "role", param + ".role"), param + ".role");
   if (role != "user" && role != "assistant" && role != "system") {
-    throw_field_error(param + ".role", "must be 'user', 'assistant' or 'system', not '" + role + "'", "invalid_role");
+    throw_field_error(param + ".role", "must be 'user', 'assistant' or 'system', not '" + role + "'", ErrorReason::kInvalidRole);
   }
   const json::value& content = require_field(m, "content", param + ".content");
   ChatMessage msg{.role = role};
@@ -69,7 +69,7 @@ void parse_message(const json::value& v, const std::string& param, std::vector<C
       }
       out->push_back(std::move(tool));
     } else if (type == "image" || type == "document") {
-      throw_field_error(bp + ".type", "'" + type + "' content is not supported by this model", "unsupported_content");
+      throw_field_error(bp + ".type", "'" + type + "' content is not supported by this model", ErrorReason::kUnsupportedContent);
     }
     // thinking, redacted_thinking, search_result, server tool blocks: nothing for the prompt.
   }
@@ -100,7 +100,7 @@ void parse_conversation(const json::object& o, ChatRequest* r) {
     r->messages.push_back(ChatMessage{.role = "system", .content = std::move(sys)});
   }
   const auto& msgs = json_array(require_field(o, "messages", "messages"), "messages");
-  if (msgs.empty()) throw_field_error("messages", "must contain at least one message", "empty_messages");
+  if (msgs.empty()) throw_field_error("messages", "must contain at least one message", ErrorReason::kEmptyMessages);
   for (size_t i = 0; i < msgs.size(); ++i) parse_message(msgs[i], index_param("messages", i), &r->messages);
   // An assistant turn at the end is a prefill: the answer continues it.
   const json::object& last = msgs.back().get_object();
@@ -132,7 +132,7 @@ void parse_conversation(const json::object& o, ChatRequest* r) {
     } else if (type == "auto" || type == "any" || type == "none") {
       r->tool_choice = type;
     } else {
-      throw_field_error("tool_choice.type", "must be 'auto', 'any', 'tool' or 'none'", "invalid_value");
+      throw_field_error("tool_choice.type", "must be 'auto', 'any', 'tool' or 'none'", ErrorReason::kInvalidValue);
     }
     if (const auto* d = find_field(c, "disable_parallel_tool_use")) {
       r->parallel_tool_calls = !json_bool(*d, "tool_choice.disable_parallel_tool_use");
@@ -149,14 +149,14 @@ void parse_generation_fields(const json::object& o, ChatRequest* r) {
   }
   if (const auto* f = find_field(o, "top_p")) {
     r->sampling.top_p = static_cast<float>(json_number(*f, "top_p", 0.0, 1.0));
-    if (r->sampling.top_p <= 0) throw_field_error("top_p", "must be greater than 0", "out_of_range");
+    if (r->sampling.top_p <= 0) throw_field_error("top_p", "must be greater than 0", ErrorReason::kOutOfRange);
   }
   if (const auto* f = find_field(o, "top_k")) r->sampling.top_k = static_cast<int32_t>(json_int(*f, "top_k", 0, 1 << 30));
   if (const auto* f = find_field(o, "stop_sequences")) {
     const auto& arr = json_array(*f, "stop_sequences");
     for (size_t i = 0; i < arr.size(); ++i) {
       std::string s = json_string(arr[i], index_param("stop_sequences", i));
-      if (s.empty()) throw_field_error(index_param("stop_sequences", i), "must not be empty", "invalid_value");
+      if (s.empty()) throw_field_error(index_param("stop_sequences", i), "must not be empty", ErrorReason::kInvalidValue);
       r->stop.push_back(std::move(s));
     }
   }
@@ -166,7 +166,7 @@ void parse_generation_fields(const json::object& o, ChatRequest* r) {
   }
   if (const auto* f = find_field(o, "stream")) r->stream = json_bool(*f, "stream");
   if (const auto* f = find_field(o, "stream_options")) {
-    if (!r->stream) throw_field_error("stream_options", "only allowed with stream: true", "invalid_value");
+    if (!r->stream) throw_field_error("stream_options", "only allowed with stream: true", ErrorReason::kInvalidValue);
     r->shape = parse_stream_options(*f, nullptr);
   }
 }

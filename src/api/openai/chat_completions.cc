@@ -25,7 +25,7 @@ std::string content_text(const json::value* content, const std::string& param) {
       if (!out.empty()) out += '\n';
       out += json_string(require_field(p, "text", pp + ".text"), pp + ".text");
     } else if (type == "image_url" || type == "input_audio" || type == "file") {
-      throw_field_error(pp + ".type", "'" + type + "' content is not supported by this model", "unsupported_content");
+      throw_field_error(pp + ".type", "'" + type + "' content is not supported by this model", ErrorReason::kUnsupportedContent);
     }
   }
   return out;
@@ -37,7 +37,7 @@ ChatMessage parse_message(const json::value& v, const std::string& param) {
   msg.role = json_string(require_field(m, "role", param + ".role"), param + ".role");
   if (msg.role == "developer") msg.role = "system";
   if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" && msg.role != "tool") {
-    throw_field_error(param + ".role", "must be 'system', 'developer', 'user', 'assistant' or 'tool'", "invalid_role");
+    throw_field_error(param + ".role", "must be 'system', 'developer', 'user', 'assistant' or 'tool'", ErrorReason::kInvalidRole);
   }
   msg.content = content_text(find_field(m, "content"), param + ".content");
   if (msg.role == "tool") {
@@ -68,13 +68,13 @@ void parse_common(const json::object& o, ChatRequest* r) {
     r->max_tokens = json_int(*f, "max_tokens", 1, INT32_MAX);
   }
   if (const auto* f = find_field(o, "n"); f && json_int(*f, "n", 1, 128) != 1) {
-    throw_field_error("n", "only n = 1 is supported", "unsupported_value");
+    throw_field_error("n", "only n = 1 is supported", ErrorReason::kUnsupportedValue);
   }
   SamplingParams& s = r->sampling;
   if (const auto* f = find_field(o, "temperature")) s.temperature = static_cast<float>(json_number(*f, "temperature", 0, 2));
   if (const auto* f = find_field(o, "top_p")) {
     s.top_p = static_cast<float>(json_number(*f, "top_p", 0, 1));
-    if (s.top_p <= 0) throw_field_error("top_p", "must be greater than 0", "out_of_range");
+    if (s.top_p <= 0) throw_field_error("top_p", "must be greater than 0", ErrorReason::kOutOfRange);
   }
   if (const auto* f = find_field(o, "top_k")) s.top_k = static_cast<int32_t>(json_int(*f, "top_k", 0, 1 << 30));
   if (const auto* f = find_field(o, "min_p")) s.min_p = static_cast<float>(json_number(*f, "min_p", 0, 1));
@@ -94,7 +94,7 @@ void parse_common(const json::object& o, ChatRequest* r) {
       char* end = nullptr;
       const std::string key(k);
       const long id = std::strtol(key.c_str(), &end, 10);
-      if (key.empty() || *end != '\0' || id < 0 || id > INT32_MAX) throw_field_error(p, "keys must be token ids", "invalid_value");
+      if (key.empty() || *end != '\0' || id < 0 || id > INT32_MAX) throw_field_error(p, "keys must be token ids", ErrorReason::kInvalidValue);
       s.logit_bias[static_cast<int32_t>(id)] = static_cast<float>(json_number(v, p, -100, 100));
     }
   }
@@ -106,13 +106,13 @@ void parse_common(const json::object& o, ChatRequest* r) {
       for (size_t i = 0; i < arr.size(); ++i) r->stop.push_back(json_string(arr[i], index_param("stop", i)));
     }
     for (size_t i = 0; i < r->stop.size(); ++i) {
-      if (r->stop[i].empty()) throw_field_error(index_param("stop", i), "must not be empty", "invalid_value");
+      if (r->stop[i].empty()) throw_field_error(index_param("stop", i), "must not be empty", ErrorReason::kInvalidValue);
     }
   }
   if (const auto* f = find_field(o, "user")) r->user = json_string(*f, "user");
   if (const auto* f = find_field(o, "stream")) r->stream = json_bool(*f, "stream");
   if (const auto* f = find_field(o, "stream_options")) {
-    if (!r->stream) throw_field_error("stream_options", "only allowed with stream: true", "invalid_value");
+    if (!r->stream) throw_field_error("stream_options", "only allowed with stream: true", ErrorReason::kInvalidValue);
     r->shape = parse_stream_options(*f, &r->include_usage);
   }
 }
@@ -287,7 +287,7 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
   return parse_object_with<ChatRequest>(body, [](const json::object& o, ChatRequest* r) {
     parse_common(o, r);
     const auto& msgs = json_array(require_field(o, "messages", "messages"), "messages");
-    if (msgs.empty()) throw_field_error("messages", "must contain at least one message", "empty_messages");
+    if (msgs.empty()) throw_field_error("messages", "must contain at least one message", ErrorReason::kEmptyMessages);
     for (size_t i = 0; i < msgs.size(); ++i) r->messages.push_back(parse_message(msgs[i], index_param("messages", i)));
     r->continue_final_message = r->messages.back().role == "assistant";
     if (const auto* t = find_field(o, "tools")) {
@@ -296,7 +296,7 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
         const std::string tp = index_param("tools", i);
         const auto& tool = json_object(arr[i], tp);
         if (json_string(require_field(tool, "type", tp + ".type"), tp + ".type") != "function") {
-          throw_field_error(tp + ".type", "must be 'function'", "invalid_value");
+          throw_field_error(tp + ".type", "must be 'function'", ErrorReason::kInvalidValue);
         }
         const auto& fn = json_object(require_field(tool, "function", tp + ".function"), tp + ".function");
         std::string name = json_string(require_field(fn, "name", tp + ".function.name"), tp + ".function.name");
@@ -310,13 +310,13 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
         const std::string c(tc->get_string());
         if (c != "none" && c != "auto" && c != "required") {
           throw_field_error("tool_choice", "must be 'none', 'auto', 'required' or {\"type\": \"function\", ...}",
-                            "invalid_value");
+                            ErrorReason::kInvalidValue);
         }
         r->tool_choice = c == "required" ? "any" : c;
       } else {
         const auto& c = json_object(*tc, "tool_choice");
         if (json_string(require_field(c, "type", "tool_choice.type"), "tool_choice.type") != "function") {
-          throw_field_error("tool_choice.type", "must be 'function'", "invalid_value");
+          throw_field_error("tool_choice.type", "must be 'function'", ErrorReason::kInvalidValue);
         }
         const auto& fn = json_object(require_field(c, "function", "tool_choice.function"), "tool_choice.function");
         const std::string name = json_string(require_field(fn, "name", "tool_choice.function.name"),
@@ -340,11 +340,11 @@ ApiResult<ChatRequest> parse_completion_request(std::string_view body) {
       r->prompt = std::string(p.get_string());
     } else {
       const auto& arr = json_array(p, "prompt");
-      if (arr.size() != 1) throw_field_error("prompt", "only one prompt per request is supported", "unsupported_value");
+      if (arr.size() != 1) throw_field_error("prompt", "only one prompt per request is supported", ErrorReason::kUnsupportedValue);
       r->prompt = json_string(arr[0], "prompt[0]");
     }
     if (const auto* e = find_field(o, "echo"); e && json_bool(*e, "echo")) {
-      throw_field_error("echo", "echo is not supported", "unsupported_value");
+      throw_field_error("echo", "echo is not supported", ErrorReason::kUnsupportedValue);
     }
   });
 }
