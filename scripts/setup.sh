@@ -7,7 +7,7 @@ PACKAGES=(
   build-essential cmake g++ pkg-config git ca-certificates
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libboost1.81-dev libboost-json1.81-dev
-  libtomlplusplus-dev
+  libtomlplusplus-dev libcli11-dev
   wamerican
 )
 

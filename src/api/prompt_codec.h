@@ -1,7 +1,7 @@
 // What the API layer needs of the tokenizer: the prompt of a chat (through
 // the model's chat template) as token ids, and raw text as token ids. The
-// real implementation wraps src/tokenizer (api/tokenizer_codec.h); tests and
-// `serve --fake-engine` use fake/fake_codec.h.
+// real implementation wraps src/tokenizer (api/tokenizer_codec.h); tests use
+// a byte-level one (tests/support/).
 #pragma once
 
 #include <cstdint>

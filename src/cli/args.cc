@@ -1,5 +1,6 @@
 #include "cli/args.h"
 
+#include <CLI/CLI.hpp>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -7,46 +8,61 @@
 namespace zl::cli {
 
 Result<Args> Args::parse(int argc, char** argv, int first, const std::vector<FlagSpec>& specs) {
-  Args args;
-  for (int i = first; i < argc; ++i) {
-    std::string a = argv[i];
-    std::string name;
-    if (a.size() == 2 && a[0] == '-' && a[1] != '-') {
-      name = a.substr(1);  // one-letter short form: -n
-    } else if (a.size() >= 3 && a.rfind("--", 0) == 0) {
-      name = a.substr(2);
-    } else {
-      return invalid_argument("unexpected argument '" + a + "'");
-    }
-    std::optional<std::string> inline_value;
-    if (auto eq = name.find('='); eq != std::string::npos) {
-      inline_value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    }
-    const FlagSpec* spec = nullptr;
-    for (const auto& s : specs) {
-      if (s.name == name) spec = &s;
-    }
-    if (!spec) return invalid_argument("unknown flag --" + name);
-    if (!spec->takes_value) {
-      if (inline_value) return invalid_argument("flag --" + name + " takes no value");
-      args.values_[name] = "true";
+  CLI::App app;
+  app.set_help_flag();  // --help is an ordinary flag here (parse_command declares it)
+  app.allow_extras(false);
+  std::vector<std::vector<std::string>> values(specs.size());
+  std::vector<CLI::Option*> options(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const FlagSpec& s = specs[i];
+    // A one-letter name is both -n and --n.
+    const std::string names = s.name == "help"        ? "-h,--help"
+                              : s.name.size() == 1 ? "-" + s.name + ",--" + s.name
+                                                   : "--" + s.name;
+    if (!s.takes_value) {
+      // A value (--json=false) is refused rather than read as a boolean.
+      options[i] = app.add_flag(names, s.help)->disable_flag_override();
       continue;
     }
-    if (inline_value) {
-      args.values_[name] = *inline_value;
-    } else {
-      if (i + 1 >= argc) return invalid_argument("flag --" + name + " needs a value");
-      args.values_[name] = argv[++i];
+    // One value per occurrence (`--api-key a b` leaves b stray), every
+    // occurrence kept so that a repeat can be refused below.
+    options[i] = app.add_option(names, values[i], s.help)
+                     ->expected(1)
+                     ->allow_extra_args(false)
+                     ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  }
+  // CLI11 reads argv[0] as the program name: argv[first - 1] plays it.
+  try {
+    app.parse(argc - first + 1, argv + first - 1);
+  } catch (const CLI::ParseError& e) {
+    return invalid_argument(e.what());
+  }
+  Args args;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const FlagSpec& s = specs[i];
+    if (options[i]->count() == 0) continue;
+    if (!s.takes_value) {
+      args.values_[s.name] = {"true"};
+      continue;
     }
+    if (!s.repeatable && values[i].size() > 1) {
+      return invalid_argument("--" + s.name + " given " + std::to_string(values[i].size()) +
+                              " times; it takes one value");
+    }
+    args.values_[s.name] = std::move(values[i]);
   }
   return args;
 }
 
 std::optional<std::string> Args::get(const std::string& name) const {
   auto it = values_.find(name);
-  if (it == values_.end()) return std::nullopt;
-  return it->second;
+  if (it == values_.end() || it->second.empty()) return std::nullopt;
+  return it->second.back();
+}
+
+std::vector<std::string> Args::get_all(const std::string& name) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? std::vector<std::string>{} : it->second;
 }
 
 std::string Args::get_or(const std::string& name, const std::string& def) const {
@@ -78,7 +94,8 @@ Result<double> Args::get_double(const std::string& name, double def) const {
 std::string usage(const std::string& cmd, const std::string& synopsis, const std::vector<FlagSpec>& specs) {
   std::string out = "Usage: zerolayer " + cmd + " " + synopsis + "\n\n";
   for (const auto& s : specs) {
-    std::string left = (s.name.size() == 1 ? "  -" : "  --") + s.name + (s.takes_value ? " VALUE" : "");
+    std::string left = (s.name.size() == 1 ? "  -" : "  --") + s.name + (s.takes_value ? " VALUE" : "") +
+                       (s.repeatable ? "..." : "");
     if (left.size() < 26) left.resize(26, ' ');
     out += left + " " + s.help + "\n";
   }
@@ -111,7 +128,7 @@ namespace zl::cli {
 
 std::optional<Args> parse_command(int argc, char** argv, int first, const std::string& cmd,
                                   const std::string& synopsis, std::vector<FlagSpec> specs, int* exit_code) {
-  specs.push_back({"help", false, "show this help"});
+  specs.push_back({"help", false, "show this help (-h)"});
   auto args = Args::parse(argc, argv, first, specs);
   if (!args.ok()) {
     std::fprintf(stderr, "zerolayer %s: %s\n\n%s", cmd.c_str(), args.status().message().c_str(),

@@ -1,11 +1,13 @@
-// Minimal flag parsing for subcommands: `--name value`, `--name=value` and
-// boolean `--flag`. Unknown flags are a usage error (exit status 2).
+// Flag parsing for subcommands, on CLI11: `--name value`, `--name=value`,
+// boolean `--flag`, one-letter `-n value`. Unknown flags, stray positional
+// arguments, a missing value and a single-valued flag given twice are usage
+// errors (exit status 2); only flags declared `repeatable` (--api-key) may
+// come more than once.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -14,25 +16,31 @@
 namespace zl::cli {
 
 struct FlagSpec {
-  std::string name;   // without dashes: "model"
-  bool takes_value;   // false for boolean flags
-  std::string help;   // one line
+  std::string name;         // without dashes: "model"; one letter: "n" (-n)
+  bool takes_value;         // false for boolean flags
+  std::string help;         // one line
+  bool repeatable = false;  // a value flag that may be given several times
 };
 
+// The parsed flags of one command line.
 class Args {
  public:
-  // Parses argv[first..argc). Returns InvalidArgument on an unknown flag, a
-  // missing value or a stray positional argument.
+  // Parses argv[first..argc) against `specs` (CLI11). InvalidArgument with
+  // CLI11's message on any usage error; NotFound-free: --help is a flag like
+  // the others (parse_command handles it).
   static Result<Args> parse(int argc, char** argv, int first, const std::vector<FlagSpec>& specs);
 
   bool has(const std::string& name) const { return values_.count(name) > 0; }
+  // The value of a single-valued flag (the last one of a repeatable flag).
   std::optional<std::string> get(const std::string& name) const;
+  // Every value of a repeatable flag, in command-line order.
+  std::vector<std::string> get_all(const std::string& name) const;
   std::string get_or(const std::string& name, const std::string& def) const;
   Result<int64_t> get_int(const std::string& name, int64_t def) const;
   Result<double> get_double(const std::string& name, double def) const;
 
  private:
-  std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<std::string>> values_;  // booleans: {"true"}
 };
 
 // "Usage: zerolayer <cmd> <synopsis>\n\n" followed by one line per flag.
@@ -46,13 +54,9 @@ constexpr int kExitOk = 0;
 constexpr int kExitRuntime = 1;
 constexpr int kExitUsage = 2;
 
-}  // namespace zl::cli
-
-namespace zl::cli {
-
-// Parses flags for `cmd`, adding --help. On --help prints the usage to stdout
-// and sets *exit_code to 0; on a usage error prints the error and the usage to
-// stderr and sets it to 2. Returns nullopt in both cases.
+// Parses flags for `cmd`, adding --help (-h). On --help prints the usage to
+// stdout and sets *exit_code to 0; on a usage error prints the error and the
+// usage to stderr and sets it to 2. Returns nullopt in both cases.
 std::optional<Args> parse_command(int argc, char** argv, int first, const std::string& cmd,
                                   const std::string& synopsis, std::vector<FlagSpec> specs, int* exit_code);
 

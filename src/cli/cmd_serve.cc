@@ -18,6 +18,7 @@
 #include "api/service.h"
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/serve.h"
 #include "cli/serve_config.h"
 #include "cli/serve_engine.h"
 #include "core/log.h"
@@ -27,74 +28,6 @@ namespace zl::cli {
 namespace {
 
 const char kSynopsis[] = "--model PATH [--host 127.0.0.1] [--port 8080] [--api-key KEY]... [flags]";
-
-std::vector<FlagSpec> serve_flags() {
-  return {
-      {"model", true, "GGUF model to serve (env ZEROLAYER_MODEL)"},
-      {"host", true, "address to listen on (default 127.0.0.1)"},
-      {"port", true, "port to listen on (default 8080; 0: any free port)"},
-      {"api-key", true, "accepted API key, as x-api-key or Authorization: Bearer (repeatable; none: open)"},
-      {"api-key-file", true, "file with accepted API keys, one a line"},
-      {"threads", true, "compute threads (default: one per core)"},
-      {"ctx", true, "context window per sequence in tokens (default: the model's)"},
-      {"parallel", true, "sequences decoded at once (default 4)"},
-      {"kv-size", true, "KV cache size in tokens, shared by all sequences (default: ctx x parallel, at most half the free memory)"},
-      {"kv-type", true, "KV cache type: f16 (default) or f32"},
-      {"batch-tokens", true, "token budget of one engine step: prefill chunks + decodes (default 512)"},
-      {"model-alias", true, "model id listed by /v1/models (default: the model file's name)"},
-      {"chat-template", true, "chat template family (default: detected from the model)"},
-      {"io-threads", true, "HTTP I/O threads (default 1)"},
-      {"max-body-bytes", true, "largest request body; larger is 413 (default 33554432)"},
-      {"header-timeout-ms", true, "time to send the request headers (default 10000)"},
-      {"body-timeout-ms", true, "time to send the request body (default 60000)"},
-      {"idle-timeout-ms", true, "keep-alive idle time (default 60000)"},
-      {"drain-timeout", true, "on SIGTERM/SIGINT, seconds for requests in progress to finish (default 30; 0: stop at once)"},
-      {"sse-ping-interval", true,
-       "streams: seconds without a write (a long prefill, a queue) before a keep-alive ping (default 5; fractions "
-       "allowed; 0: none)"},
-      {"max-pending-events", true, "pause a stream whose client lags this many events behind (default 256)"},
-      {"request-log", true, "one line per request on stderr: JSON, or text on a terminal (default true)"},
-      {"socket-send-buffer", true, "SO_SNDBUF of connections in bytes (default 0: kernel autotuning)"},
-      {"config", true, "TOML file with any of these settings (keys with '_' for '-')"},
-  };
-}
-
-// Flags that parse_command does not see: repeatable --api-key, and the
-// test-only --fake-* flags (not in the usage).
-struct Extracted {
-  std::vector<std::string> api_keys;
-  std::map<std::string, std::string> hidden;
-  std::vector<char*> rest;
-};
-
-Extracted extract_flags(int argc, char** argv, int first) {
-  Extracted x;
-  for (int i = 0; i < first; ++i) x.rest.push_back(argv[i]);
-  for (int i = first; i < argc; ++i) {
-    std::string a = argv[i];
-    auto take = [&](const std::string& name, bool has_value) -> std::optional<std::string> {
-      if (a == "--" + name) {
-        if (!has_value) return "true";
-        if (i + 1 < argc) return std::string(argv[++i]);
-        return std::nullopt;
-      }
-      if (has_value && a.rfind("--" + name + "=", 0) == 0) return a.substr(name.size() + 3);
-      return std::nullopt;
-    };
-    if (auto v = take("api-key", true)) {
-      x.api_keys.push_back(*v);
-    } else if (auto v = take("fake-engine", false)) {
-      x.hidden["fake-engine"] = *v;
-    } else if (auto v = take("fake-step-us", true)) {
-      x.hidden["fake-step-us"] = *v;
-    } else if (auto v = take("fake-ctx", true)) {
-      x.hidden["fake-ctx"] = *v;
-    } else {
-      x.rest.push_back(argv[i]);
-    }
-  }
-  return x;
-}
 
 const char* signal_name(int sig) { return sig == SIGINT ? "SIGINT" : "SIGTERM"; }
 
@@ -130,19 +63,63 @@ void drain(http::HttpServer& server, int sig, int64_t timeout_s, const sigset_t&
 
 }  // namespace
 
-int cmd_serve(int argc, char** argv, int first) {
-  Extracted x = extract_flags(argc, argv, first);
+std::vector<FlagSpec> serve_flags() {
+  return {
+      {"model", true, "GGUF model to serve (env ZEROLAYER_MODEL)"},
+      {"host", true, "address to listen on (default 127.0.0.1)"},
+      {"port", true, "port to listen on (default 8080; 0: any free port)"},
+      {"api-key", true, "accepted API key, as x-api-key or Authorization: Bearer (repeatable; none: open)", true},
+      {"api-key-file", true, "file with accepted API keys, one a line"},
+      {"threads", true, "compute threads (default: one per core)"},
+      {"ctx", true, "context window per sequence in tokens (default: the model's)"},
+      {"parallel", true, "sequences decoded at once (default 4)"},
+      {"kv-size", true, "KV cache size in tokens, shared by all sequences (default: ctx x parallel, at most half the free memory)"},
+      {"kv-type", true, "KV cache type: f16 (default) or f32"},
+      {"batch-tokens", true, "token budget of one engine step: prefill chunks + decodes (default 512)"},
+      {"model-alias", true, "model id listed by /v1/models (default: the model file's name)"},
+      {"chat-template", true, "chat template family (default: detected from the model)"},
+      {"io-threads", true, "HTTP I/O threads (default 1)"},
+      {"max-body-bytes", true, "largest request body; larger is 413 (default 33554432)"},
+      {"header-timeout-ms", true, "time to send the request headers (default 10000)"},
+      {"body-timeout-ms", true, "time to send the request body (default 60000)"},
+      {"idle-timeout-ms", true, "keep-alive idle time (default 60000)"},
+      {"drain-timeout", true, "on SIGTERM/SIGINT, seconds for requests in progress to finish (default 30; 0: stop at once)"},
+      {"sse-ping-interval", true,
+       "streams: seconds without a write (a long prefill, a queue) before a keep-alive ping (default 5; fractions "
+       "allowed; 0: none)"},
+      {"max-pending-events", true, "pause a stream whose client lags this many events behind (default 256)"},
+      {"request-log", true, "one line per request on stderr: JSON, or text on a terminal (default true)"},
+      {"socket-send-buffer", true, "SO_SNDBUF of connections in bytes (default 0: kernel autotuning)"},
+      {"config", true, "TOML file with any of these settings (keys with '_' for '-')"},
+  };
+}
+
+std::optional<ServeCommandLine> parse_serve_command(int argc, char** argv, int first,
+                                                    const std::vector<FlagSpec>& extra_flags, const EnvFn& env,
+                                                    int* exit_code) {
   std::vector<FlagSpec> specs = serve_flags();
-  int code = kExitOk;
-  auto args = parse_command(static_cast<int>(x.rest.size()), x.rest.data(), first, "serve", kSynopsis, specs, &code);
-  if (!args) return code;
-  std::map<std::string, std::string> flags = x.hidden;
-  for (const FlagSpec& s : specs) {
-    if (auto v = args->get(s.name)) flags[s.name] = *v;
+  specs.insert(specs.end(), extra_flags.begin(), extra_flags.end());
+  auto args = parse_command(argc, argv, first, "serve", kSynopsis, specs, exit_code);
+  if (!args) return std::nullopt;
+  std::map<std::string, std::string> flags;
+  for (const std::string& name : serve_setting_names()) {
+    if (auto v = args->get(name)) flags[name] = *v;
   }
-  auto config = resolve_serve_config(flags, x.api_keys, [](const char* n) { return std::getenv(n); });
-  if (!config.ok()) return report_error("serve", config.status());
-  const ServeConfig& cfg = config.value();
+  if (auto v = args->get("config")) flags["config"] = *v;
+  auto config = resolve_serve_config(flags, args->get_all("api-key"), env);
+  if (!config.ok()) {
+    *exit_code = report_error("serve", config.status());
+    return std::nullopt;
+  }
+  return ServeCommandLine{.args = std::move(args).value(), .config = std::move(config).value()};
+}
+
+int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
+  int code = kExitOk;
+  auto cmdline = parse_serve_command(argc, argv, first, hooks.extra_flags,
+                                     [](const char* n) { return std::getenv(n); }, &code);
+  if (!cmdline) return code;
+  const ServeConfig& cfg = cmdline->config;
 
   // SIGINT/SIGTERM are taken by sigwait below; block them before any thread starts.
   sigset_t stop_signals;
@@ -152,7 +129,7 @@ int cmd_serve(int argc, char** argv, int first) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  auto backend = make_backend(cfg);
+  auto backend = hooks.make_backend(cfg, cmdline->args);
   if (!backend.ok()) return report_error("serve", backend.status());
   ServeBackend& b = backend.value();
 
@@ -205,6 +182,11 @@ int cmd_serve(int argc, char** argv, int first) {
   server.stop();
   b.engine.reset();
   return kExitOk;
+}
+
+int cmd_serve(int argc, char** argv, int first) {
+  return run_serve(argc, argv, first,
+                   {.make_backend = [](const ServeConfig& config, const Args&) { return make_backend(config); }});
 }
 
 }  // namespace zl::cli

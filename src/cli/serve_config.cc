@@ -1,6 +1,5 @@
 #include "cli/serve_config.h"
 
-#define TOML_EXCEPTIONS 0
 #include <toml++/toml.h>
 
 #include <cerrno>
@@ -52,15 +51,30 @@ struct Sources {
   std::map<std::string, std::string> origin;  // setting -> "flag --x" / "ZEROLAYER_X" / "config file"
 };
 
+// Every key must be a setting (or api_key/api_keys): a misspelt key is an
+// error, not a setting silently left at its default.
+Status check_toml_keys(const std::string& path, const toml::table& t) {
+  for (const auto& [key, node] : t) {
+    const std::string k(key.str());
+    bool known = k == "api_key" || k == "api_keys";
+    for (const std::string& name : serve_setting_names()) known = known || k == toml_key(name);
+    if (!known) return invalid_argument("config file " + path + ": unknown key '" + k + "'");
+  }
+  return {};
+}
+
 Status read_toml(const std::string& path, Sources* src, std::vector<std::string>* keys) {
-  toml::parse_result parsed = toml::parse_file(path);
-  if (!parsed) {
+  // Debian's toml++ is a compiled library built with exceptions: its parse
+  // errors are caught here and nowhere else.
+  toml::table t;
+  try {
+    t = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
     std::ostringstream msg;
-    msg << "config file " << path << ": " << parsed.error().description() << " (line "
-        << parsed.error().source().begin.line << ")";
+    msg << "config file " << path << ": " << e.description() << " (line " << e.source().begin.line << ")";
     return invalid_argument(msg.str());
   }
-  const toml::table& t = parsed.table();
+  RETURN_IF_ERROR(check_toml_keys(path, t));
   for (const std::string& name : serve_setting_names()) {
     const toml::node* n = t.get(toml_key(name));
     if (!n) continue;
@@ -134,8 +148,8 @@ const std::vector<std::string>& serve_setting_names() {
   static const std::vector<std::string> kNames = {
       "model",           "host",           "port",           "threads",         "ctx",
       "parallel",        "model-alias",    "chat-template",  "io-threads",      "max-body-bytes",
-      "header-timeout-ms", "body-timeout-ms", "idle-timeout-ms", "api-key-file", "fake-engine",
-      "fake-step-us",    "fake-ctx",       "max-pending-events", "socket-send-buffer", "request-log",
+      "header-timeout-ms", "body-timeout-ms", "idle-timeout-ms", "api-key-file",
+      "max-pending-events", "socket-send-buffer", "request-log",
       "kv-size",         "kv-type",        "batch-tokens",   "drain-timeout",
       "sse-ping-interval"};
   return kNames;
@@ -164,6 +178,16 @@ Result<ServeConfig> resolve_serve_config(const std::map<std::string, std::string
   }
 
   ServeConfig c;
+  for (const auto& [name, origin] : src.origin) {
+    const std::string& v = src.values.at(name);
+    if (origin.rfind("--", 0) == 0) {
+      c.given[name] = origin + " " + v;
+    } else if (origin.rfind("ZEROLAYER_", 0) == 0) {
+      c.given[name] = origin + "=" + v;
+    } else {
+      c.given[name] = toml_key(name) + " = " + v + " in " + config_path;
+    }
+  }
   auto str = [&](const std::string& name, std::string* out) {
     if (auto it = src.values.find(name); it != src.values.end()) *out = it->second;
   };
@@ -190,10 +214,7 @@ Result<ServeConfig> resolve_serve_config(const std::map<std::string, std::string
   RETURN_IF_ERROR(parse_seconds(src, "sse-ping-interval", 0, 3600, &c.sse_ping_interval_s));
   RETURN_IF_ERROR(parse_int(src, "max-pending-events", 1, 1 << 20, &c.max_pending_events));
   RETURN_IF_ERROR(parse_int(src, "socket-send-buffer", 0, 1 << 30, &c.socket_send_buffer));
-  RETURN_IF_ERROR(parse_bool(src, "fake-engine", &c.fake_engine));
   RETURN_IF_ERROR(parse_bool(src, "request-log", &c.request_log));
-  RETURN_IF_ERROR(parse_int(src, "fake-step-us", 0, 10000000, &c.fake_step_us));
-  RETURN_IF_ERROR(parse_int(src, "fake-ctx", 16, 1 << 24, &c.fake_ctx));
 
   // API keys: the highest source that gives any wins, like every setting.
   std::vector<std::string> keys = flag_api_keys;

@@ -1,7 +1,7 @@
 // Settings of `zerolayer serve`: command-line flag > environment variable
 // (ZEROLAYER_<NAME>, e.g. ZEROLAYER_PORT) > TOML file (--config, keys named
-// like the flags with '_' for '-': `port = 8080`, `model_alias = "x"`) >
-// default. API keys: --api-key (repeatable), ZEROLAYER_API_KEY (comma
+// like the flags with '_' for '-': `port = 8080`, `model_alias = "x"`; any
+// other key is an error) > default. API keys: --api-key (repeatable), ZEROLAYER_API_KEY (comma
 // separated), `api_key`/`api_keys` in TOML, and --api-key-file (one key a
 // line); never printed.
 #pragma once
@@ -43,10 +43,10 @@ struct ServeConfig {
   int64_t max_pending_events = 256;
   int64_t socket_send_buffer = 0;     // SO_SNDBUF of connections; 0: kernel autotuning
   bool request_log = true;            // one line per request on stderr
-  // Tests: a model-free fake engine (fake/fake_engine.h).
-  bool fake_engine = false;
-  int64_t fake_step_us = 2000;
-  int64_t fake_ctx = 4096;
+  // Where each setting that was given came from, as a user would write it:
+  // "--kv-size 100000000", "ZEROLAYER_KV_SIZE=100000000",
+  // "kv_size = 100000000 in /etc/zl.toml". Absent: the default.
+  std::map<std::string, std::string> given;
 };
 
 // The names of all settings ("model", "port", "api-key", …) as flags take them.

@@ -3,7 +3,6 @@
 #include "api/tokenizer_codec.h"
 #include "cli/model_loading.h"
 #include "engine/engine.h"
-#include "fake/fake_engine.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -29,14 +28,6 @@ std::string file_stem(const std::string& path) {
 
 Result<ServeBackend> make_backend(const ServeConfig& config) {
   ServeBackend b;
-  if (config.fake_engine) {
-    b.engine = std::make_unique<fake::FakeEngine>(fake::FakeEngineConfig{
-        .n_ctx = config.ctx > 0 ? config.ctx : config.fake_ctx,
-        .step_time = std::chrono::microseconds(config.fake_step_us)});
-    b.codec = std::make_unique<fake::FakeCodec>();
-    b.default_alias = "zerolayer-fake";
-    return b;
-  }
   std::string path = config.model_path;
   if (path.empty()) {
     ASSIGN_OR_RETURN(path, default_model_path());

@@ -1,5 +1,5 @@
 // What `zerolayer serve` runs: an engine and the prompt codec that matches
-// its tokenizer.
+// its tokenizer (cli/serve.h takes any such pair from its caller).
 #pragma once
 
 #include <memory>
@@ -20,8 +20,8 @@ struct ServeBackend {
   std::string default_alias;         // used when --model-alias is not given
 };
 
-// The fake engine and codec for --fake-engine, or the real engine (make_engine)
-// with the model's tokenizer and chat template.
+// The real engine (Engine::create) on the model of config.model_path (or the
+// default model), with the model's tokenizer and chat template.
 Result<ServeBackend> make_backend(const ServeConfig& config);
 
 }  // namespace zl::cli

@@ -160,7 +160,7 @@ struct EngineStats {
 };
 
 // What the HTTP layer sees of the engine. The real Engine implements it;
-// tests implement fakes.
+// tests implement test doubles.
 class EngineApi {
  public:
   virtual ~EngineApi() = default;

@@ -1,5 +1,6 @@
-// End-to-end tests of `zerolayer serve --fake-engine`: the real binary on a
-// free port, spoken to over raw sockets so that status lines, headers,
+// End-to-end tests of `zerolayer_test_server serve --fake-engine` (the
+// product's serve path with the fake engine, tests/support/test_server_main.cc)
+// on a free port, spoken to over raw sockets so that status lines, headers,
 // chunking and SSE framing are checked byte for byte.
 #include <gtest/gtest.h>
 
@@ -9,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "fake/fake_engine.h"  // kStory
+#include "support/fake_engine.h"  // kStory
 #include "support/http_client.h"
 #include "support/json_object.h"
 #include "support/wait.h"
@@ -28,9 +29,9 @@ class ServerEnv : public ::testing::Environment {
  public:
   void SetUp() override {
     g_main = new ServerProcess({"--fake-engine", "--fake-ctx", "400000", "--fake-step-us", "1000",
-                                "--header-timeout-ms", "500", "--model-alias", "fake-model"});
+                                "--header-timeout-ms", "500", "--model-alias", "fake-model"}, ZL_TEST_SERVER);
     g_small = new ServerProcess({"--fake-engine", "--fake-ctx", "256", "--fake-step-us", "500", "--api-key", "k1",
-                                 "--api-key", "k2"});
+                                 "--api-key", "k2"}, ZL_TEST_SERVER);
   }
   void TearDown() override {
     delete g_main;
@@ -517,7 +518,7 @@ void expect_cut(RawClient& c) {
 
 TEST(ServerTest, SigtermDrainsTheStreamInProgress) {
   // 200 tokens at 5 ms: about a second of stream, most of it after SIGTERM.
-  ServerProcess s({"--fake-engine", "--fake-step-us", "5000", "--request-log", "false"});
+  ServerProcess s({"--fake-engine", "--fake-step-us", "5000", "--request-log", "false"}, ZL_TEST_SERVER);
   ASSERT_TRUE(s.ok());
   RawClient idle(s.port());  // keep-alive, one answer behind it
   ASSERT_TRUE(idle.send_raw(http_request("GET", "/health", "")));
@@ -540,7 +541,7 @@ TEST(ServerTest, SigtermDrainsTheStreamInProgress) {
 }
 
 TEST(ServerTest, SecondSignalStopsTheDrainAtOnce) {
-  ServerProcess s({"--fake-engine", "--fake-step-us", "5000", "--drain-timeout", "600"});
+  ServerProcess s({"--fake-engine", "--fake-step-us", "5000", "--drain-timeout", "600"}, ZL_TEST_SERVER);
   ASSERT_TRUE(s.ok());
   RawClient c(s.port());
   ASSERT_TRUE(c.send_raw(long_stream_request(100000)));  // minutes of stream
@@ -559,7 +560,7 @@ TEST(ServerTest, SecondSignalStopsTheDrainAtOnce) {
 }
 
 TEST(ServerTest, DrainTimeoutCutsWhatIsLeft) {
-  ServerProcess s({"--fake-engine", "--fake-step-us", "5000", "--drain-timeout", "1"});
+  ServerProcess s({"--fake-engine", "--fake-step-us", "5000", "--drain-timeout", "1"}, ZL_TEST_SERVER);
   ASSERT_TRUE(s.ok());
   RawClient c(s.port());
   ASSERT_TRUE(c.send_raw(long_stream_request(100000)));
@@ -570,7 +571,7 @@ TEST(ServerTest, DrainTimeoutCutsWhatIsLeft) {
 }
 
 TEST(ServerTest, DrainTimeoutZeroStopsAtOnce) {
-  ServerProcess s({"--fake-engine", "--drain-timeout", "0"});
+  ServerProcess s({"--fake-engine", "--drain-timeout", "0"}, ZL_TEST_SERVER);
   ASSERT_TRUE(s.ok());
   RawClient c(s.port());
   ASSERT_TRUE(c.send_raw(long_stream_request(100000)));

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Runs the official SDKs (@anthropic-ai/sdk, openai; sdk_test.mjs) against
-# `zerolayer serve` on a free port: the fake engine, or with --real MODEL the
-# real engine on that model (a 512-token window).
-# Usage: run.sh path/to/zerolayer [--real path/to/stories260K.gguf]
+# `BIN serve` on a free port: without --real, BIN must be the test-only
+# server (build/zerolayer_test_server) and serves its fake engine
+# (--fake-engine); with --real MODEL, BIN (the product, build/zerolayer)
+# serves the real engine on that model (a 512-token window).
+# Usage: run.sh path/to/zerolayer_test_server
+#        run.sh path/to/zerolayer --real path/to/stories260K.gguf
 # Exit 77 (CTest: skipped) when node, tests/sdk/node_modules or the model is missing.
 set -euo pipefail
-BIN=${1:?usage: run.sh path/to/zerolayer [--real MODEL]}
+BIN=${1:?usage: run.sh path/to/zerolayer_test_server | run.sh path/to/zerolayer --real MODEL}
 MODEL=""
 if [ "${2:-}" = "--real" ]; then
   MODEL=${3:?--real needs a model path}

@@ -1,9 +1,9 @@
 // The official SDKs against a running `zerolayer serve --api-key test-key
 // --max-body-bytes 2000000 --sse-ping-interval 0.05` (run.sh starts it), on
-// the fake engine or, with ZL_REAL=1, the real engine on stories260K.
+// the fake engine (zerolayer_test_server serve --fake-engine) or, with ZL_REAL=1, the real engine on stories260K.
 // The fake engine writes a fixed story; markers in the prompt ([[fake:long]],
 // [[fake:error]], [[fake:prefill=MS]], [[fake:tool=NAME:ARGS]]) change its
-// behaviour (src/fake/fake_engine.h). On the real
+// behaviour (tests/support/fake_engine.h). On the real
 // model, expected texts come from greedy (temperature 0) answers instead.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

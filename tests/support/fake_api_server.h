@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "api/service.h"
-#include "fake/fake_engine.h"
+#include "support/fake_engine.h"
 #include "http/router.h"
 #include "http/server.h"
 

@@ -28,7 +28,9 @@ namespace zl::test {
 // `zerolayer serve <args> --port 0`, stdout read until the startup line.
 class ServerProcess {
  public:
-  explicit ServerProcess(const std::vector<std::string>& args) {
+  // Runs `bin serve --port 0 args...`: the product by default, or the
+  // test-only server (ZL_TEST_SERVER) for --fake-engine.
+  explicit ServerProcess(const std::vector<std::string>& args, std::string bin = ZL_BIN) {
     int out[2];
     if (pipe(out) != 0) return;
     pid_ = fork();
@@ -37,7 +39,7 @@ class ServerProcess {
       dup2(out[1], 1);
       close(out[0]);
       close(out[1]);
-      std::vector<std::string> all = {ZL_BIN, "serve", "--port", "0"};
+      std::vector<std::string> all = {bin, "serve", "--port", "0"};
       all.insert(all.end(), args.begin(), args.end());
       std::vector<char*> argv;
       for (auto& a : all) argv.push_back(a.data());

@@ -23,7 +23,7 @@
 #include "api/service.h"
 #include "api/tokenizer_codec.h"
 #include "cli/serve_config.h"
-#include "fake/fake_engine.h"
+#include "support/fake_engine.h"
 #include "http/router.h"
 #include "http/server.h"
 #include "http/stream_shaper.h"

@@ -1,6 +1,6 @@
 // Tool calls through the real API routes, in process: the fake engine
 // writes what a ChatML model writes to call a tool ([[fake:tool=NAME:ARGS]],
-// src/fake/fake_engine.h) and the fake codec has the Hermes syntax. Checks
+// tests/support/fake_engine.h) and the fake codec has the Hermes syntax. Checks
 // the exact JSON and SSE frames of both APIs, streaming and not, the stop
 // reasons, and the fallbacks (a call cut by max_tokens, an unknown tool,
 // tool_choice none).
@@ -13,7 +13,7 @@
 
 #include "api/anthropic/messages.h"
 #include "api/service.h"
-#include "fake/fake_engine.h"
+#include "support/fake_engine.h"
 #include "http/router.h"
 #include "http/server.h"
 #include "support/fake_api_server.h"

@@ -1,4 +1,4 @@
-#include "fake/fake_engine.h"
+#include "support/fake_engine.h"
 
 #include <algorithm>
 #include <cstdlib>

@@ -1,5 +1,7 @@
 // A fake engine and prompt codec: deterministic, model-free stand-ins for
-// the real ones, used by unit/e2e tests and `zerolayer serve --fake-engine`.
+// the real ones, used by unit/e2e tests and the test-only server
+// (zerolayer_test_server serve --fake-engine, test_server_main.cc). Never
+// linked into the product.
 //
 // FakeCodec: one token per byte (id = byte + 3), BOS = 1; chats render as
 // "<|role|>\n<content>\n" per message (assistant tool calls as
