@@ -87,7 +87,7 @@ void GenerationSession::fail_internal(std::string_view what) {
   // (finished_ may be set already: finish() sets it before formatting the answer.)
   if (responder_->done()) return;
   finish_reason_ = FinishReason::kError;
-  fail(ApiError{.type = ErrorType::kApi, .message = "internal server error", .reason = "internal_server_error"});
+  fail(ApiError{.reason = ErrorReason::kInternalServerError, .message = "internal server error"});
 }
 
 void GenerationSession::start(EngineApi& engine, Request request, SessionOptions options,

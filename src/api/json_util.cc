@@ -45,22 +45,7 @@ void append_json_string(std::string& out, std::string_view s) {
   out += '"';
 }
 
-std::string to_valid_utf8(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  size_t i = 0;
-  while (i < s.size()) {
-    const size_t n = static_cast<unsigned char>(s[i]) < 0x80 ? 1 : utf8_len(s, i);
-    if (n == 0) {
-      out += "\xEF\xBF\xBD";
-      ++i;
-    } else {
-      out.append(s.substr(i, n));
-      i += n;
-    }
-  }
-  return out;
-}
+std::string to_valid_utf8(std::string_view s) { return utf8::sanitize(s); }
 
 std::string random_id(std::string_view prefix) {
   static constexpr char kAlphabet[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";

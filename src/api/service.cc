@@ -79,7 +79,8 @@ void ApiService::register_routes(http::Router& router) {
   // A handler that threw after its stream's 200: the API's SSE error frame.
   router.set_stream_error_formatter([this](http::HttpError error, const HttpRequest& req) {
     const ApiError e = from_http_error(error, req);
-    record(req, "other", 200, e.reason);  // the status that went out
+    record(req, "other", 200, error_reason_name(e.reason));  // the status that went out
+    metrics_.on_error(api_of(req), e.reason);
     std::string out;
     if (api_of(req) == Api::kOpenAI) {
       http::append_sse_data(out, openai_error_json(e));

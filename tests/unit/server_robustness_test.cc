@@ -25,7 +25,7 @@
 #include "api/generation.h"
 #include "api/service.h"
 #include "core/log.h"
-#include "fake/fake_engine.h"
+#include "support/fake_engine.h"
 #include "http/router.h"
 #include "http/server.h"
 #include "http/sse.h"
@@ -297,9 +297,9 @@ TEST_F(RobustnessTest, SessionPumpThatThrowsEndsTheAnswerAndCancelsTheGeneration
   std::vector<SessionResult> done = results();
   ASSERT_EQ(done.size(), 2u);
   EXPECT_EQ(done[0].status, 500);
-  EXPECT_EQ(done[0].error_reason, "internal_server_error");
+  EXPECT_EQ(done[0].error_reason, ErrorReason::kInternalServerError);
   EXPECT_EQ(done[1].status, 200);
-  EXPECT_EQ(done[1].error_reason, "internal_server_error");
+  EXPECT_EQ(done[1].error_reason, ErrorReason::kInternalServerError);
 }
 
 TEST_F(RobustnessTest, PingTimerThatThrowsEndsTheStream) {
