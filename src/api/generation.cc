@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "http/sse.h"
+
 namespace zl::api {
 
 ApiError context_length_error(int64_t n_prompt, int64_t n_ctx) {
@@ -106,10 +108,7 @@ bool GenerationSession::begin_stream_once(std::string_view more) {
   if (stream_started_) return false;
   prepare_start();  // (streams only: nothing else commits a stream)
   stream_started_ = true;
-  http::HttpResponse head;
-  head.status = 200;
-  head.content_type = "text/event-stream";
-  head.headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
+  http::HttpResponse head = http::sse_head();
   const bool has_body = !start_bytes_.empty();
   head.body = std::move(start_bytes_);
   head.body.append(more);

@@ -1,7 +1,5 @@
 #include "api/json_util.h"
 
-#include <random>
-
 #include "core/utf8.h"
 
 namespace zl::api {
@@ -43,14 +41,6 @@ void append_json_string(std::string& out, std::string_view s) {
     ++i;
   }
   out += '"';
-}
-
-std::string random_id(std::string_view prefix) {
-  static constexpr char kAlphabet[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-  thread_local std::mt19937_64 rng(std::random_device{}());
-  std::string id(prefix);
-  for (int i = 0; i < 24; ++i) id += kAlphabet[rng() % 62];
-  return id;
 }
 
 }  // namespace zl::api

@@ -21,7 +21,4 @@ inline bool is_json_space(char c) { return c == ' ' || c == '\n' || c == '\t' ||
 void append_json_string(std::string& out, std::string_view s);
 inline void append_json_int(std::string& out, int64_t v) { out += std::to_string(v); }
 
-// A random id: `prefix` + 24 base62 characters ("msg_…", "chatcmpl-…").
-std::string random_id(std::string_view prefix);
-
 }  // namespace zl::api
