@@ -197,6 +197,21 @@ TEST_P(SpecialTokens, ServerCountsTheSafeEncoding) {
   }
 }
 
+// `zerolayer tokenize` without --parse-special is llama.cpp's parse_special =
+// false: Phi-3's "</s>" (typed user-defined in the file) is text there too,
+// the same ids as in the Llama 2 vocabulary it extends.
+TEST(TokenizeCommand, ControlTextIsTextWithoutTheFlag) {
+  const std::string phi3 = shared_dir() + "/vocab/ggml-vocab-phi-3.gguf";
+  if (!file_exists(phi3)) GTEST_SKIP() << phi3 << " is absent (needs ../shared)";
+  const std::string cmd = zerolayer_bin() + " tokenize --no-bos --model " + phi3 + " --text 'a</s>'";
+  const CommandResult plain = run_command(cmd);
+  ASSERT_EQ(plain.exit_code, 0);
+  EXPECT_EQ(plain.out, "263 829 29879 29958\n");
+  const CommandResult parsed = run_command(cmd + " --parse-special");
+  ASSERT_EQ(parsed.exit_code, 0);
+  EXPECT_EQ(parsed.out, "263 2\n");
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, SpecialTokens, ::testing::ValuesIn(kFamilies),
                          [](const auto& info) { return std::string(info.param.name); });
 
