@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/log.h"
+#include "http/sse.h"
 
 namespace zl::api {
 
@@ -128,10 +129,7 @@ bool GenerationSession::begin_stream_once(std::string_view more) {
   if (stream_started_) return false;
   prepare_start();  // (streams only: nothing else commits a stream)
   stream_started_ = true;
-  http::HttpResponse head;
-  head.status = 200;
-  head.content_type = "text/event-stream";
-  head.headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
+  http::HttpResponse head = http::sse_head();
   const bool has_body = !start_bytes_.empty();
   head.body = std::move(start_bytes_);
   head.body.append(more);

@@ -1,7 +1,5 @@
 #include "api/json_util.h"
 
-#include <random>
-
 #include "core/utf8.h"
 
 namespace zl::api {
@@ -46,13 +44,5 @@ void append_json_string(std::string& out, std::string_view s) {
 }
 
 std::string to_valid_utf8(std::string_view s) { return utf8::sanitize(s); }
-
-std::string random_id(std::string_view prefix) {
-  static constexpr char kAlphabet[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-  thread_local std::mt19937_64 rng(std::random_device{}());
-  std::string id(prefix);
-  for (int i = 0; i < 24; ++i) id += kAlphabet[rng() % 62];
-  return id;
-}
 
 }  // namespace zl::api

@@ -24,7 +24,4 @@ void append_json_string(std::string& out, std::string_view s);
 std::string to_valid_utf8(std::string_view s);
 inline void append_json_int(std::string& out, int64_t v) { out += std::to_string(v); }
 
-// A random id: `prefix` + 24 base62 characters ("msg_…", "chatcmpl-…").
-std::string random_id(std::string_view prefix);
-
 }  // namespace zl::api

@@ -1,11 +1,11 @@
 #include "engine/sampler.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <limits>
 
 #include "core/check.h"
+#include "core/random_id.h"
 
 namespace zl {
 namespace {
@@ -166,32 +166,12 @@ int32_t draw(const std::vector<TokenProb>& c, double u) {
 // ---------------------------------------------------------------------------------------------
 // Sampler
 
-namespace {
-
-// A distinct seed per call: std::random_device once per process, then a
-// splitmix64 sequence from it. A std::random_device per sampler cost tens of
-// microseconds a sequence on the engine thread (its constructor probes the
-// CPU with cpuid, which traps in a virtual machine).
-uint64_t fresh_seed() {
-  static const uint64_t base = [] {
-    std::random_device rd;
-    return (static_cast<uint64_t>(rd()) << 32) ^ rd();
-  }();
-  static std::atomic<uint64_t> counter{0};
-  uint64_t z = base + (counter.fetch_add(1, std::memory_order_relaxed) + 1) * 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
-
 Sampler::Sampler(SamplingParams params, std::span<const int32_t> context)
     : params_(std::move(params)) {
   if (params_.seed) {
     seed_ = *params_.seed;
   } else {
-    seed_ = fresh_seed();
+    seed_ = random_u64();  // distinct per sampler, no random_device per call
   }
   rng_.seed(seed_);
   const int32_t last_n = params_.penalty_last_n;

@@ -22,8 +22,7 @@
 // sequence.
 //
 // Determinism: each Sampler (one per sequence) owns an mt19937_64 seeded from
-// SamplingParams::seed (or, when absent, a fresh seed: a process-wide std::random_device draw
-// advanced by splitmix64 per sampler), draws exactly one number per
+// SamplingParams::seed (or, when absent, a fresh seed from core/random_id.h's random_u64()), draws exactly one number per
 // non-greedy sample, and converts it to a double without std::uniform_real_distribution (whose
 // output differs across standard libraries). So the same seed gives the same tokens whatever
 // else is in the batch, and across builds.

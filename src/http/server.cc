@@ -13,11 +13,11 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <thread>
 #include <unordered_map>
 
 #include "core/log.h"
+#include "core/random_id.h"
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -55,13 +55,7 @@ std::string_view reason_phrase(int status) {
 
 using Clock = std::chrono::steady_clock;
 
-std::string new_request_id() {
-  static constexpr char kAlphabet[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-  thread_local std::mt19937_64 rng(std::random_device{}());
-  std::string id = "req_";
-  for (int i = 0; i < 24; ++i) id += kAlphabet[rng() % 62];
-  return id;
-}
+std::string new_request_id() { return random_id("req_"); }
 
 // Status line and headers. `content_length` < 0: chunked (HTTP/1.1) or
 // close-delimited (HTTP/1.0).

@@ -22,7 +22,7 @@ std::string Utf8Holdback::push(std::string_view bytes) {
 
 std::string Utf8Holdback::flush() {
   std::string out;
-  for (size_t i = 0; i < held_.size(); ++i) out += "\xEF\xBF\xBD";
+  for (size_t i = 0; i < held_.size(); ++i) out += utf8::kReplacement;
   held_.clear();
   return out;
 }

@@ -4,7 +4,7 @@
 // or a BPE token ending mid-character) is held back until it is complete, so
 // every delta is valid UTF-8 on its own and deltas can be sent to a client as
 // they come. Invalid bytes become U+FFFD as soon as they are known to be
-// invalid, with the same per-byte policy as Tokenizer::decode (unicode.h), so
+// invalid, with the same per-byte policy as Tokenizer::decode (core/utf8.h), so
 // the concatenation of all deltas plus flush() equals
 // Tokenizer::decode(all ids) exactly. Each push costs O(bytes of the new
 // piece); at most 3 bytes are ever held. Not thread-safe: one per stream.

@@ -2,7 +2,7 @@
 // vocabularies, matching llama.cpp's llama_tokenize / llama_token_to_piece.
 //
 // Encoding, in order:
-//   1. Invalid UTF-8 is replaced by U+FFFD (policy in tokenizer/unicode.h).
+//   1. Invalid UTF-8 is replaced by U+FFFD (policy in core/utf8.h).
 //   2. Special-token partition: user-defined tokens are always matched
 //      verbatim in the input (they are "added tokens"); control and unknown
 //      tokens only inside text marked parse_special. Matching follows

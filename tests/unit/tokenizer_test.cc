@@ -366,6 +366,7 @@ TEST(VocabFacts, MatchReadme) {
   EXPECT_TRUE(l3.is_eog(128009));
   EXPECT_TRUE(l3.is_eog(128008));  // <|eom_id|>
   EXPECT_FALSE(l3.is_eog(128000));
+  EXPECT_TRUE(l3.is_eog(128001));  // <|end_of_text|>: an end-of-generation text in llama.cpp
   const Vocab& qwen = tokenizer_for("qwen2").vocab();
   EXPECT_EQ(qwen.eot(), 151645);  // <|im_end|>
   EXPECT_TRUE(qwen.is_eog(151643));

@@ -5,6 +5,7 @@
 
 #include "api/json_fields.h"
 #include "api/json_util.h"
+#include "core/random_id.h"
 #include "http/sse.h"
 
 namespace zl::api::openai {
