@@ -4,7 +4,7 @@
 #include <atomic>
 #include <unordered_map>
 
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/unicode.h"
 
