@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
-#include "kernels/ggml_type.h"
+#include "format/ggml_type.h"
 #include "kernels/matmul.h"
 #include "kernels/peak.h"
 #include "kernels/quant.h"

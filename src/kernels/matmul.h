@@ -30,7 +30,7 @@
 #include <span>
 
 #include "core/thread_pool.h"
-#include "kernels/ggml_type.h"
+#include "format/ggml_type.h"
 
 namespace zl {
 

@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/ggml_type.h"
+#include "format/ggml_type.h"
 
 namespace zl {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "kernels/quant.h"
-#include "model/gguf.h"
+#include "format/gguf.h"
 
 namespace zl {
 namespace {

@@ -14,7 +14,7 @@
 
 #include "core/status.h"
 #include "core/thread_pool.h"
-#include "kernels/ggml_type.h"
+#include "format/ggml_type.h"
 
 namespace zl {
 

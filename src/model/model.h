@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "model/gguf.h"
+#include "format/gguf.h"
 
 namespace zl {
 

@@ -5,7 +5,7 @@
 #include <unordered_map>
 
 #include "core/utf8.h"
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/unicode.h"
 

@@ -4,7 +4,7 @@
 #include <cctype>
 #include <cstdio>
 
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "tokenizer/byte_level.h"
 
 namespace zl {

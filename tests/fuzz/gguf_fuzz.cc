@@ -1,7 +1,7 @@
 // libFuzzer target for the GGUF parser. Not part of the CMake build:
 //   clang++-14 -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -Isrc tests/fuzz/gguf_fuzz.cc
 //   \
-//     src/model/gguf.cc src/kernels/ggml_type.cc src/core/status.cc -o /tmp/gguf_fuzz
+//     src/format/gguf.cc src/format/ggml_type.cc src/core/status.cc -o /tmp/gguf_fuzz
 //   /tmp/gguf_fuzz -max_total_time=60 -max_len=65536
 // Any input must parse or fail with a Status; a parsed file must keep every
 // tensor inside the input and every lookup consistent.
@@ -10,7 +10,7 @@
 #include <cstring>
 #include <memory>
 
-#include "model/gguf.h"
+#include "format/gguf.h"
 
 namespace {
 

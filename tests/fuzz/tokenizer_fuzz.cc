@@ -1,7 +1,7 @@
 // libFuzzer target: tokenize -> detokenize on arbitrary bytes. Not part of the
 // CMake build:
 //   clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -Isrc tests/fuzz/tokenizer_fuzz.cc \
-//     src/tokenizer/*.cc src/model/gguf.cc src/kernels/ggml_type.cc src/core/status.cc -o /tmp/tokenizer_fuzz
+//     src/tokenizer/*.cc src/format/gguf.cc src/format/ggml_type.cc src/core/status.cc -o /tmp/tokenizer_fuzz
 //   ZL_FUZZ_VOCAB=../shared/vocab/ggml-vocab-llama-bpe.gguf /tmp/tokenizer_fuzz -max_total_time=60 -max_len=4096
 // The first input byte picks the options (bit 0 parse_special, bit 1
 // add_special), the rest is the text. Checks: no crash, every id valid,

@@ -34,6 +34,29 @@ TEST(Status, ResultCarriesValueOrTypedError) {
   EXPECT_EQ(error_kind_name(ErrorKind::kCorruptFile), "corrupt_file");
 }
 
+TEST(Status, CarriesATypedReasonAndNumbers) {
+  const Status plain = out_of_range("x");
+  EXPECT_EQ(plain.reason(), ErrorReason::kUnspecified);
+  EXPECT_EQ(plain.detail(), nullptr);  // no detail given: nothing allocated
+  EXPECT_EQ(out_of_range("x", {}).detail(), nullptr);
+  const Status s = out_of_range("too long", {.reason = ErrorReason::kContextLengthExceeded,
+                                             .numbers = {.n_prompt_tokens = 70, .n_ctx = 64}});
+  EXPECT_EQ(s.kind(), ErrorKind::kOutOfRange);
+  EXPECT_EQ(s.reason(), ErrorReason::kContextLengthExceeded);
+  ASSERT_NE(s.detail(), nullptr);
+  EXPECT_EQ(s.detail()->numbers.n_prompt_tokens, 70);
+  EXPECT_EQ(s.detail()->numbers.n_ctx, 64);
+  EXPECT_FALSE(s.detail()->numbers.max_tokens_fit.has_value());
+  // Context and copies keep the detail (shared, not copied).
+  const Status c = s.with_context("admit");
+  EXPECT_EQ(c.message(), "admit: too long");
+  EXPECT_EQ(c.detail(), s.detail());
+  const Status copy = s;
+  EXPECT_EQ(copy.detail(), s.detail());
+  Result<int> r = Status(ErrorKind::kResourceExhausted, "bye", {.reason = ErrorReason::kEngineShuttingDown});
+  EXPECT_EQ(r.status().reason(), ErrorReason::kEngineShuttingDown);
+}
+
 TEST(ThreadPool, CoversEveryIndexExactlyOnceForAwkwardSizes) {
   for (int threads : {1, 2, 3, 8}) {
     ThreadPool pool(threads);

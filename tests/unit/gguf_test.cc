@@ -1,7 +1,7 @@
 // GGUF reader and writer: round trips through GgufWriter, hostile files built
 // byte by byte (things the writer refuses to produce), truncation and byte
 // flips of a valid file, and the real files under ZL_SHARED_DIR.
-#include "model/gguf.h"
+#include "format/gguf.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

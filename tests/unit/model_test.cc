@@ -13,7 +13,7 @@
 #include "core/thread_pool.h"
 #include "kernels/quant.h"
 #include "model/forward.h"
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "model/make_model.h"
 #include "model/model.h"
 #include "model/packed_weights.h"

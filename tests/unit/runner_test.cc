@@ -12,7 +12,7 @@
 
 #include "core/thread_pool.h"
 #include "model/forward.h"
-#include "model/gguf.h"
+#include "format/gguf.h"
 #include "model/make_model.h"
 #include "model/model.h"
 #include "model/runner.h"

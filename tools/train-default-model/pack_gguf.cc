@@ -27,7 +27,7 @@
 
 #include "core/status.h"
 #include "kernels/quant.h"
-#include "model/gguf.h"
+#include "format/gguf.h"
 
 namespace zl {
 namespace {

@@ -8,8 +8,8 @@
 // data inside the file and the absence of overlaps. Every error is a
 // kCorruptFile (kUnsupported for GGUF v1 and big-endian files) whose message
 // names the key, tensor, offset or count at fault.
-#include "model/gguf.h"
-#include "model/gguf_format.h"
+#include "format/gguf.h"
+#include "format/gguf_format.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -1,4 +1,4 @@
-#include "kernels/ggml_type.h"
+#include "format/ggml_type.h"
 
 #include <array>
 #include <cctype>

@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "model/gguf.h"
-#include "model/gguf_format.h"
+#include "format/gguf.h"
+#include "format/gguf_format.h"
 
 namespace zl {
 

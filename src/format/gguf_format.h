@@ -1,4 +1,4 @@
-// Internal to src/model/gguf*.cc: constants and helpers of the GGUF
+// Internal to src/format/gguf*.cc: constants and helpers of the GGUF
 // encoding shared by the reader (gguf.cc) and the writer (gguf_writer.cc).
 #pragma once
 
@@ -10,7 +10,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include "model/gguf.h"
+#include "format/gguf.h"
 
 namespace zl::gguf_format {
 

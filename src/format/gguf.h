@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "kernels/ggml_type.h"
+#include "format/ggml_type.h"
 
 namespace zl {
 
