@@ -25,9 +25,10 @@ struct FlagSpec {
 // The parsed flags of one command line.
 class Args {
  public:
-  // Parses argv[first..argc) against `specs` (CLI11). InvalidArgument with
-  // CLI11's message on any usage error; NotFound-free: --help is a flag like
-  // the others (parse_command handles it).
+  // Parses argv[first..argc) against `specs` (CLI11); first >= 1
+  // (argv[first - 1] stands for the program name). InvalidArgument with
+  // CLI11's message on any usage error. --help is a flag like the others
+  // (parse_command handles it).
   static Result<Args> parse(int argc, char** argv, int first, const std::vector<FlagSpec>& specs);
 
   bool has(const std::string& name) const { return values_.count(name) > 0; }

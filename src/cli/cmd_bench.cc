@@ -82,7 +82,7 @@ Result<double> batched_decode_tps(BenchContext& ctx, int64_t b, int64_t n_steps)
   double best = 0;
   for (int rep = 0; rep < ctx.reps; ++rep) {
     ModelRunner runner(ctx.model, ctx.pool, ctx.weights);
-    KvStorage kv(ctx.model.config, b * blocks_per_seq, kBlock, KvType::kF16);
+    ASSIGN_OR_RETURN(KvStorage kv, KvStorage::create(ctx.model.config, b * blocks_per_seq, kBlock, KvType::kF16));
     std::vector<std::vector<int32_t>> tables(b);
     for (int64_t s = 0; s < b; ++s) {
       for (int64_t i = 0; i < blocks_per_seq; ++i) tables[s].push_back(static_cast<int32_t>(s * blocks_per_seq + i));

@@ -12,6 +12,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "api/json_util.h"  // append_json_string
+#include "cli/engine_fit.h"
 #include "cli/model_loading.h"
 #include "core/log.h"
 #include "core/thread_pool.h"
@@ -139,6 +140,9 @@ int cmd_generate(int argc, char** argv, int first) {
     if (!s->ok()) return report_error("generate", *s);
   }
   if (*n_gen < 1 || *n_gen > (1 << 20)) return report_error("generate", invalid_argument("-n must be in [1, 1048576]"));
+  if (*n_ctx < 0 || *n_ctx > INT32_MAX) {
+    return report_error("generate", invalid_argument("--ctx must be in [0, " + std::to_string(INT32_MAX) + "]"));
+  }
   if (!(*temperature >= 0)) return report_error("generate", invalid_argument("--temperature must be >= 0"));
   if (!(*top_p > 0 && *top_p <= 1)) return report_error("generate", invalid_argument("--top-p must be in (0, 1]"));
   const std::string kv_name = args->get_or("kv-type", "f16");
@@ -173,7 +177,10 @@ int cmd_generate(int argc, char** argv, int first) {
   const int64_t ctx = *n_ctx > 0 ? *n_ctx : n_prompt + *n_gen;
   EngineConfig ec{.n_ctx = ctx, .max_seqs = 1, .n_kv_tokens = ctx,
                   .kv_type = kv_name == "f32" ? KvType::kF32 : KvType::kF16, .n_threads = static_cast<int>(*threads)};
-  auto engine = Engine::create(model, **tokenizer, ec);
+  const std::string ctx_source = *n_ctx > 0 ? "--ctx " + std::to_string(*n_ctx)
+                                            : "the prompt (" + std::to_string(n_prompt) + " tokens) + -n " +
+                                                  std::to_string(*n_gen);
+  auto engine = create_engine(model, **tokenizer, ec, {.ctx = ctx_source});
   if (!engine.ok()) return report_error("generate", engine.status());
   const bool json = args->has("json");
   const std::vector<int32_t> prompt_ids = request.prompt_ids;

@@ -1,6 +1,7 @@
 #include "cli/serve_engine.h"
 
 #include "api/tokenizer_codec.h"
+#include "cli/engine_fit.h"
 #include "cli/model_loading.h"
 #include "engine/engine.h"
 #include "tokenizer/chat_template.h"
@@ -44,7 +45,14 @@ Result<ServeBackend> make_backend(const ServeConfig& config) {
                   .kv_type = config.kv_type == "f32" ? KvType::kF32 : KvType::kF16,
                   .n_threads = static_cast<int>(config.threads),
                   .max_pending_events = static_cast<size_t>(config.max_pending_events)};
-  ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::create(*loaded->model, *loaded->tokenizer, ec));
+  auto given = [&config](const char* name) {
+    auto it = config.given.find(name);
+    return it == config.given.end() ? std::string() : it->second;
+  };
+  ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
+                   create_engine(*loaded->model, *loaded->tokenizer, ec,
+                                 {.kv_size = given("kv-size"), .ctx = given("ctx"),
+                                  .batch_tokens = given("batch-tokens"), .parallel = given("parallel")}));
   b.engine = std::move(engine);
   b.codec = std::make_unique<api::TokenizerCodec>(loaded->tokenizer.get(), std::move(tmpl));
   b.keep_alive = loaded;

@@ -1,8 +1,9 @@
 #include "engine/engine.h"
 
-#include <unistd.h>
-
 #include <algorithm>
+#include <cstdint>
+
+#include "core/memory.h"
 
 namespace zl {
 namespace {
@@ -46,35 +47,61 @@ EngineConfig resolve_engine_config(const ModelConfig& model, EngineConfig c) {
   if (c.block_size <= 0) c.block_size = 16;
   if (c.max_step_tokens <= 0) c.max_step_tokens = 512;
   if (c.n_kv_tokens <= 0) {
-    c.n_kv_tokens = c.n_ctx * c.max_seqs;
+    // Saturated: an absurd n_ctx must reach Engine::create's checks, not overflow.
+    c.n_kv_tokens = c.n_ctx > INT64_MAX / 4 / c.max_seqs ? INT64_MAX / 4 : c.n_ctx * c.max_seqs;
     // Never take more than half of the memory available now.
-    const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    if (pages > 0 && page > 0) {
-      const double budget = 0.5 * static_cast<double>(pages) * static_cast<double>(page);
+    if (const uint64_t available = available_memory_bytes(); available != UINT64_MAX) {
+      const double budget = 0.5 * static_cast<double>(available);
       const int64_t fit = static_cast<int64_t>(budget / KvStorage::bytes_per_token(model, c.kv_type));
       c.n_kv_tokens = std::min(c.n_kv_tokens, std::max<int64_t>(fit, c.n_ctx));
     }
   }
   // Whole blocks, and at least one full context.
-  c.n_kv_tokens = std::max(c.n_kv_tokens, c.n_ctx);
+  c.n_kv_tokens = std::min(std::max(c.n_kv_tokens, c.n_ctx), INT64_MAX / 4);
   c.n_kv_tokens = (c.n_kv_tokens + c.block_size - 1) / c.block_size * c.block_size;
   return c;
+}
+
+EngineMemory engine_memory(const ModelConfig& model, const EngineConfig& c) {
+  const int64_t n_blocks = c.block_size > 0 ? c.n_kv_tokens / c.block_size : 0;
+  // The block pool keeps a token id per slot and a few words per block.
+  const uint64_t index = saturating_add(saturating_mul(static_cast<uint64_t>(std::max<int64_t>(c.n_kv_tokens, 0)), 4),
+                                        saturating_mul(static_cast<uint64_t>(std::max<int64_t>(n_blocks, 0)), 64));
+  const uint64_t kv = KvStorage::bytes_for(model, n_blocks, c.block_size, c.kv_type);
+  return {.kv_bytes = saturating_add(kv, index),
+          .step_bytes = ModelRunner::step_bytes(model, c.max_step_tokens, c.max_seqs)};
 }
 
 Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokenizer& tokenizer, EngineConfig config) {
   config = resolve_engine_config(model.config, config);
   if (config.n_ctx < 2) return invalid_argument("context size must be at least 2 tokens");
   if (config.n_kv_tokens / config.block_size > INT32_MAX / 2) return invalid_argument("KV cache too large");
-  return std::unique_ptr<Engine>(new Engine(model, tokenizer, config));
+  // The step scratch grows on the engine thread, where a failure could not
+  // be reported: it must fit beside the KV cache before anything starts.
+  const EngineMemory need = engine_memory(model.config, config);
+  const uint64_t available = available_memory_bytes();
+  RETURN_IF_ERROR(check_memory_budget(need.step_bytes, "the buffers of one engine step (" +
+                                          std::to_string(config.max_step_tokens) + " tokens)", available));
+  // The KV cache alone is checked (and named) by KvStorage::create.
+  if (need.kv_bytes <= available) {
+    RETURN_IF_ERROR(check_memory_budget(saturating_add(need.kv_bytes, need.step_bytes),
+                                        "the KV cache (" + format_bytes(need.kv_bytes) +
+                                            ") with the buffers of one engine step (" +
+                                            format_bytes(need.step_bytes) + ")",
+                                        available));
+  }
+  ASSIGN_OR_RETURN(KvStorage kv, KvStorage::create(model.config, config.n_kv_tokens / config.block_size,
+                                                   config.block_size, config.kv_type));
+  return std::unique_ptr<Engine>(new Engine(model, tokenizer, config, std::move(kv)));
 }
 
-Engine::Engine(const Model& model, const Tokenizer& tokenizer, EngineConfig config)
+Engine::Engine(const Model& model, const Tokenizer& tokenizer, EngineConfig config, KvStorage kv)
     : model_(model),
       tokenizer_(tokenizer),
       config_(config),
       pool_(config.n_threads),
       runner_(model, &pool_),
-      kv_(model.config, config.n_kv_tokens / config.block_size, config.block_size, config.kv_type),
+      kv_(std::move(kv)),
       blocks_(BlockPoolConfig{.block_size = config.block_size,
                               .n_blocks = static_cast<int32_t>(config.n_kv_tokens / config.block_size),
                               .prefix_caching = config.prefix_caching}),

@@ -51,9 +51,20 @@ struct EngineConfig {
 // Resolves the zero defaults of `config` for `model` (and free memory).
 EngineConfig resolve_engine_config(const ModelConfig& model, EngineConfig config);
 
+// What an engine with a resolved config allocates, saturating at UINT64_MAX
+// (absurd settings cannot overflow): the KV cache with its block index, and
+// the scratch of its largest step (max_step_tokens tokens, max_seqs logits rows).
+struct EngineMemory {
+  uint64_t kv_bytes = 0;
+  uint64_t step_bytes = 0;
+};
+EngineMemory engine_memory(const ModelConfig& model, const EngineConfig& resolved);
+
 class Engine final : public EngineApi {
  public:
   // The model and tokenizer must outlive the engine. Starts the engine thread.
+  // ResourceExhausted, naming the bytes, when the KV cache or the step
+  // scratch (engine_memory) does not fit in the memory available now.
   static Result<std::unique_ptr<Engine>> create(const Model& model, const Tokenizer& tokenizer, EngineConfig config);
   ~Engine() override;  // stop()
 
@@ -67,7 +78,7 @@ class Engine final : public EngineApi {
 
  private:
   struct Live;  // per-request state on the engine thread
-  Engine(const Model& model, const Tokenizer& tokenizer, EngineConfig config);
+  Engine(const Model& model, const Tokenizer& tokenizer, EngineConfig config, KvStorage kv);
   void loop();
   // Returns false when the plan was empty: every running sequence is paused
   // (backpressure) and nothing could be admitted.

@@ -56,7 +56,7 @@ bool repacks(GgmlType type, KernelIsa isa) {
 
 bool is_k_quant(GgmlType type) { return type == GgmlType::kQ4_K || type == GgmlType::kQ6_K; }
 
-void* aligned_bytes(size_t n, bool zeroed = true) { return allocate_large(n, zeroed); }
+void* aligned_bytes(size_t n, bool zeroed = true) { return allocate_large_or_die(n, "repacked weights", zeroed); }
 
 // Thread-local activation scratch of the calling thread (see matmul()).
 struct Scratch {

@@ -41,8 +41,9 @@ double measure_read_bandwidth_gbs(ThreadPool* pool, size_t bytes, int n_passes) 
   // multiple of 256 bytes and 64-byte aligned for the SIMD readers.
   const int64_t n_threads = pool ? pool->n_threads() : 1;
   const size_t slice = bytes / static_cast<size_t>(n_threads) / 4096 * 4096;
-  std::unique_ptr<uint8_t, void (*)(void*)> buf(static_cast<uint8_t*>(allocate_large(slice * n_threads, /*zeroed=*/false)),
-                                                std::free);
+  std::unique_ptr<uint8_t, void (*)(void*)> buf(
+      static_cast<uint8_t*>(allocate_large_or_die(slice * n_threads, "the bandwidth test buffer", /*zeroed=*/false)),
+      std::free);
   auto run = [&](const std::function<void(int64_t, int64_t)>& fn) {
     if (pool) {
       pool->parallel_for(n_threads, fn);

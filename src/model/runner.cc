@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <utility>
 
 #include "kernels/fused.h"
 #include "kernels/quant.h"
@@ -16,15 +18,37 @@ const float* f32_data(const GgufTensor* t) { return reinterpret_cast<const float
 
 // ---------------------------------------------------------------- KvStorage
 
-KvStorage::KvStorage(const ModelConfig& c, int64_t n_blocks, int64_t block_size, KvType type)
+KvStorage::KvStorage(const ModelConfig& c, int64_t n_blocks, int64_t block_size, KvType type, LargeBuffer data)
     : n_layer_(c.n_layer),
       n_blocks_(n_blocks),
       block_size_(block_size),
       kv_dim_(c.kv_dim()),
       type_(type),
-      elem_size_(type == KvType::kF32 ? 4 : 2) {
+      elem_size_(type == KvType::kF32 ? 4 : 2),
+      data_(std::move(data)) {}
+
+KvStorage::KvStorage(const ModelConfig& c, int64_t n_blocks, int64_t block_size, KvType type)
+    : KvStorage([&] {
+        auto kv = create(c, n_blocks, block_size, type);
+        CHECK(kv.ok()) << kv.status().to_string();
+        return std::move(kv).value();
+      }()) {}
+
+uint64_t KvStorage::bytes_for(const ModelConfig& c, int64_t n_blocks, int64_t block_size, KvType type) {
+  if (n_blocks <= 0 || block_size <= 0) return 0;
+  return saturating_mul(saturating_mul(static_cast<uint64_t>(n_blocks), static_cast<uint64_t>(block_size)),
+                        bytes_per_token(c, type));
+}
+
+Result<KvStorage> KvStorage::create(const ModelConfig& c, int64_t n_blocks, int64_t block_size, KvType type) {
   CHECK(n_blocks > 0 && block_size > 0);
-  data_.resize(static_cast<size_t>(n_layer_) * 2 * n_blocks_ * block_size_ * kv_dim_ * elem_size_);
+  const uint64_t bytes = bytes_for(c, n_blocks, block_size, type);
+  const std::string what = "the KV cache (" +
+                           std::to_string(saturating_mul(static_cast<uint64_t>(n_blocks), static_cast<uint64_t>(block_size))) +
+                           " tokens × " +
+                           format_bytes(bytes_per_token(c, type)) + ")";
+  ASSIGN_OR_RETURN(LargeBuffer data, allocate_large(bytes, what));
+  return KvStorage(c, n_blocks, block_size, type, std::move(data));
 }
 
 size_t KvStorage::bytes_per_token(const ModelConfig& c, KvType type) {
@@ -282,6 +306,19 @@ void ModelRunner::ffn_block(const LayerWeights& l, int64_t il) {
   matmul(*l.ffn_down, gate_.data(), n_tokens, tmp_.data());
   hint(il + 1 < c_.n_layer ? attention_in(il + 1) : weights_->get(*model_.output), n_tokens);
   for (int64_t i = 0; i < n_tokens * n_embd; ++i) x_[i] += tmp_[i];
+}
+
+uint64_t ModelRunner::step_bytes(const ModelConfig& c, int64_t n_tokens, int64_t n_logit_rows) {
+  // Floats per token of x_, xn_, tmp_, q_, attn_, k_, v_, gate_, up_,
+  // stacked_ and rope_cs_ (as forward() sizes them), plus about a byte per
+  // value for the int8 activations of the widest matmul input.
+  const uint64_t floats = 3 * c.n_embd + 2 * c.q_dim() + 2 * c.kv_dim() + 2 * c.n_ff +
+                          std::max(c.q_dim() + 2 * c.kv_dim(), 2 * c.n_ff) + c.rope_dim;
+  const uint64_t per_token = 4 * floats + static_cast<uint64_t>(std::max(c.n_embd, c.n_ff)) + 64;
+  const uint64_t logits = saturating_mul(static_cast<uint64_t>(std::max<int64_t>(n_logit_rows, 0)),
+                                         4 * static_cast<uint64_t>(c.n_vocab));
+  const uint64_t scratch = saturating_mul(static_cast<uint64_t>(std::max<int64_t>(n_tokens, 0)), per_token);
+  return saturating_add(scratch, logits);
 }
 
 Status ModelRunner::forward(std::span<const BatchSequence> batch, KvStorage& kv, std::vector<float>& logits) {

@@ -18,6 +18,7 @@
 #include <span>
 #include <vector>
 
+#include "core/memory.h"  // LargeBuffer
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "kernels/attention.h"  // KvType
@@ -27,9 +28,16 @@
 namespace zl {
 
 // K/V storage of a paged cache: per layer, [n_blocks][block_size][kv_dim].
-// Owns the memory (n_layer × 2 × n_blocks × block_size × kv_dim elements).
+// Owns the memory (n_layer × 2 × n_blocks × block_size × kv_dim elements,
+// zeroed, from allocate_large). Move-only.
 class KvStorage {
  public:
+  // ResourceExhausted, naming the bytes, when the storage does not fit in
+  // the memory available now (core/memory.h) or its size overflows.
+  static Result<KvStorage> create(const ModelConfig& config, int64_t n_blocks, int64_t block_size, KvType type);
+  // Bytes of the storage, saturating at UINT64_MAX.
+  static uint64_t bytes_for(const ModelConfig& config, int64_t n_blocks, int64_t block_size, KvType type);
+  // For fixed, small sizes (tests, benchmarks): CHECKs that create() succeeds.
   KvStorage(const ModelConfig& config, int64_t n_blocks, int64_t block_size, KvType type);
 
   int64_t n_blocks() const { return n_blocks_; }
@@ -48,11 +56,12 @@ class KvStorage {
   const void* v_layer(int64_t layer) { return row(layer, 1, 0, 0); }
 
  private:
+  KvStorage(const ModelConfig& config, int64_t n_blocks, int64_t block_size, KvType type, LargeBuffer data);
   uint8_t* row(int64_t layer, int which, int64_t block, int64_t slot);
   int64_t n_layer_, n_blocks_, block_size_, kv_dim_;
   KvType type_;
   size_t elem_size_;
-  std::vector<uint8_t> data_;
+  LargeBuffer data_;
 };
 
 // One sequence's share of a step.
@@ -78,6 +87,11 @@ class ModelRunner {
 
   const Model& model() const { return model_; }
   const PackedWeights& weights() const { return *weights_; }
+
+  // Scratch bytes of one forward of n_tokens tokens with n_logit_rows logits
+  // rows (the buffers below, the kernels' int8 activations, the logits),
+  // saturating at UINT64_MAX: what a step budget of n_tokens costs at most.
+  static uint64_t step_bytes(const ModelConfig& config, int64_t n_tokens, int64_t n_logit_rows);
 
  private:
   struct TokenRef {

@@ -1,5 +1,7 @@
 // The product binary's command line, run for real: no test switch reaches
-// it (defect 1 of issue 21), usage errors exit 2.
+// it (defect 1 of issue 21), usage errors exit 2, and sizes that cannot fit
+// in memory are an error naming the setting and the bytes, exit 1 (defect 2),
+// never std::bad_alloc (exit 134) or the OOM killer.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -14,6 +16,8 @@ namespace {
 CommandResult run(const std::string& cmd) { return run_command(cmd + " </dev/null 2>&1"); }
 
 std::string bin() { return zerolayer_bin(); }
+
+std::string stories() { return shared_dir() + "/models/stories260K.gguf"; }
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
@@ -57,6 +61,37 @@ TEST(CliE2e, HelpRepeatedAndUnknownFlagsOnEveryCommand) {
   EXPECT_EQ(run(bin()).exit_code, 2);
   EXPECT_EQ(run(bin() + " no-such-command").exit_code, 2);
   EXPECT_EQ(run(bin() + " --help").exit_code, 0);
+}
+
+TEST(CliE2e, ImpossibleKvSizeIsAnErrorNamingTheFlag) {
+  if (!file_exists(stories())) GTEST_SKIP() << "SKIPPED: " << stories() << " is absent (needs ../shared)";
+  // 2^32 tokens × 640 B (5 layers × K,V × 32 values × 2 bytes) = 2.5 TiB.
+  CommandResult r = run(bin() + " serve --port 0 --request-log false --model " + stories() + " --kv-size 4294967296");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(contains(r.out, "--kv-size 4294967296: the KV cache (4294967296 tokens × 640 B) needs 2.5 TiB, "))
+      << r.out;
+  EXPECT_TRUE(contains(r.out, " available")) << r.out;
+  // The same from the environment names the variable.
+  r = run("ZEROLAYER_KV_SIZE=4294967296 " + bin() + " serve --port 0 --model " + stories());
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(contains(r.out, "ZEROLAYER_KV_SIZE=4294967296: the KV cache")) << r.out;
+}
+
+TEST(CliE2e, ImpossibleContextIsAnErrorNamingTheFlag) {
+  if (!file_exists(stories())) GTEST_SKIP() << "SKIPPED: " << stories() << " is absent (needs ../shared)";
+  // generate: --ctx sizes the KV cache (2e9 tokens × 640 B = 1.2 TiB).
+  CommandResult r = run(bin() + " generate --model " + stories() + " --prompt Hi -n 4 --ctx 2000000000");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(contains(r.out, "--ctx 2000000000: the KV cache (2000000000 tokens × 640 B) needs 1.2 TiB")) << r.out;
+  // Past what any engine indexes: a usage error, not an overflow.
+  r = run(bin() + " generate --model " + stories() + " --prompt Hi --ctx 9223372036854775807");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  // serve: the largest --ctx with the most sequences, f32 and the largest
+  // --kv-size: no overflow on the way to the check.
+  r = run(bin() + " serve --port 0 --model " + stories() + " --ctx 16777216 --parallel 4096 --kv-type f32" +
+          " --kv-size 4294967296");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(contains(r.out, "--kv-size 4294967296: the KV cache")) << r.out;
 }
 
 }  // namespace

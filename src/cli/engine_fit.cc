@@ -1,0 +1,56 @@
+#include "cli/engine_fit.h"
+
+#include "core/memory.h"
+
+namespace zl::cli {
+namespace {
+
+// "a, b" of the non-empty parts, or `fallback`.
+std::string join(std::initializer_list<std::string> parts, const std::string& fallback) {
+  std::string out;
+  for (const std::string& p : parts) {
+    if (!p.empty()) out += (out.empty() ? "" : ", ") + p;
+  }
+  return out.empty() ? fallback : out;
+}
+
+// The source of the KV cache's size: an explicit size unless one full
+// context (which the cache always holds) is larger.
+std::string kv_source(const EngineConfig& c, const EngineSizeSources& s, int64_t requested_kv) {
+  if (!s.kv_size.empty() && requested_kv >= c.n_ctx) return s.kv_size;
+  if (!s.ctx.empty()) return s.ctx;
+  return "the model's context window (" + std::to_string(c.n_ctx) + " tokens)";
+}
+
+Status check_fits(const ModelConfig& model, const EngineConfig& requested, const EngineConfig& c,
+                  const EngineSizeSources& s) {
+  const EngineMemory need = engine_memory(model, c);
+  const uint64_t available = available_memory_bytes();
+  const std::string kv_what = "the KV cache (" + std::to_string(c.n_kv_tokens) + " tokens × " +
+                              format_bytes(KvStorage::bytes_per_token(model, c.kv_type)) + ")";
+  const std::string step_what = "the buffers of one engine step (" + std::to_string(c.max_step_tokens) + " tokens)";
+  const std::string kv_src = kv_source(c, s, requested.n_kv_tokens);
+  const std::string step_src = join({s.batch_tokens, s.parallel}, "the default step budget");
+  if (Status st = check_memory_budget(need.kv_bytes, kv_what, available); !st.ok()) {
+    return resource_exhausted(kv_src + ": " + st.message());
+  }
+  if (Status st = check_memory_budget(need.step_bytes, step_what, available); !st.ok()) {
+    return resource_exhausted(step_src + ": " + st.message());
+  }
+  const std::string both = kv_what + " with " + step_what;
+  if (Status st = check_memory_budget(saturating_add(need.kv_bytes, need.step_bytes), both, available); !st.ok()) {
+    return resource_exhausted(join({kv_src, step_src}, "") + ": " + st.message());
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Engine>> create_engine(const Model& model, const Tokenizer& tokenizer, const EngineConfig& config,
+                                              const EngineSizeSources& sources) {
+  const EngineConfig resolved = resolve_engine_config(model.config, config);
+  RETURN_IF_ERROR(check_fits(model.config, config, resolved, sources));
+  return Engine::create(model, tokenizer, resolved);  // resolving again changes nothing
+}
+
+}  // namespace zl::cli

@@ -1,0 +1,30 @@
+// Engine::create for the commands, with a memory shortfall told in the
+// user's terms: the setting that sized the buffer, its value and the bytes
+// ("--kv-size 100000000: the KV cache (100000000 tokens × 22.0 KiB) needs
+// 2.0 TiB, 21.3 GiB available").
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "engine/engine.h"
+
+namespace zl::cli {
+
+// What sized an engine, as the user gave it ("--ctx 4096",
+// "ZEROLAYER_KV_SIZE=100000000"); empty: a default.
+struct EngineSizeSources {
+  std::string kv_size;       // the KV cache's tokens, when given
+  std::string ctx;           // the context window, when given
+  std::string batch_tokens;  // the step's token budget, when given
+  std::string parallel;      // sequences at once (logits rows of a step), when given
+};
+
+// Checks engine_memory(resolved `config`) against the memory available now,
+// then creates the engine. ResourceExhausted naming the source on a
+// shortfall; Engine::create's errors otherwise.
+Result<std::unique_ptr<Engine>> create_engine(const Model& model, const Tokenizer& tokenizer, const EngineConfig& config,
+                                              const EngineSizeSources& sources);
+
+}  // namespace zl::cli
