@@ -31,15 +31,14 @@ enum class Kind {
   kMalformedJson,     // broken or ill-typed JSON: 400
   kMalformedHttp,     // broken HTTP: 4xx
   kOverContext,       // a prompt longer than the context: 400 context_length_exceeded
+  kCutPipelined,      // two generations pipelined, the client gone before the answers
   kCount,
 };
 constexpr std::array<const char*, static_cast<size_t>(Kind::kCount)> kKindNames = {
     "anthropic", "anthropic_stream", "openai_chat", "openai_chat_stream", "completion", "keep_alive", "cut_stream",
-    "cut_busy", "slow_reader", "oversized", "malformed_json", "malformed_http", "over_context"};
+    "cut_busy", "slow_reader", "oversized", "malformed_json", "malformed_http", "over_context", "cut_pipelined"};
 // Relative frequency of each kind.
-constexpr std::array<int, static_cast<size_t>(Kind::kCount)> kKindWeights = {10, 10, 8, 8, 5, 4, 8, 6, 3, 3, 6, 6, 4};
-
-inline bool is_good(Kind k) { return k <= Kind::kKeepAlive || k == Kind::kSlowReader; }
+constexpr std::array<int, static_cast<size_t>(Kind::kCount)> kKindWeights = {10, 10, 8, 8, 5, 4, 8, 6, 3, 3, 6, 6, 4, 2};
 
 enum class Outcome { kOk, kRejected, kOverloaded, kCut, kFail, kCount };
 constexpr std::array<const char*, static_cast<size_t>(Outcome::kCount)> kOutcomeNames = {"ok", "rejected", "overloaded",
@@ -320,6 +319,28 @@ inline Result run_over_context(const Target& t, Rng& rng) {
   return {Outcome::kRejected, ""};
 }
 
+// Two generations pipelined; the client leaves (FIN or RST) before or while
+// the first is answered, with the second's bytes still unparsed on the server.
+inline Result run_cut_pipelined(const Target& t, Rng& rng) {
+  test::RawClient c(t.port);
+  if (!c.connected()) return {Outcome::kFail, "connect failed"};
+  std::string bytes;
+  for (int i = 0; i < 2; ++i) {
+    const Api api = random_api(rng);
+    bytes += test::http_request("POST", path_of(api), good_body(rng, api, false, uniform(rng, 100, 400), random_prompt(rng)));
+  }
+  if (!c.send_raw(bytes)) return {Outcome::kFail, "send failed"};
+  c.read_until([](const std::string& b) { return b.find("\r\n\r\n") != std::string::npos; }, uniform(rng, 0, 100));
+  const int status = status_in(c.buffer());
+  if (uniform(rng, 0, 1) == 0) {
+    c.abort_now();
+  } else {
+    c.close_now();
+  }
+  if (status >= 500 && status != 529 && status != 503) return {Outcome::kFail, "status " + std::to_string(status)};
+  return {Outcome::kCut, ""};
+}
+
 inline Result run_client(Kind kind, const Target& t, Rng& rng) {
   switch (kind) {
     case Kind::kAnthropic: return run_good(t, rng, Api::kAnthropic, false);
@@ -335,6 +356,7 @@ inline Result run_client(Kind kind, const Target& t, Rng& rng) {
     case Kind::kMalformedJson: return run_malformed_json(t, rng);
     case Kind::kMalformedHttp: return run_malformed_http(t, rng);
     case Kind::kOverContext: return run_over_context(t, rng);
+    case Kind::kCutPipelined: return run_cut_pipelined(t, rng);
     case Kind::kCount: break;
   }
   return {Outcome::kFail, "unknown kind"};
