@@ -5,13 +5,19 @@
 # + UndefinedBehaviorSanitizer. This is what CI runs.
 # Tests that need ../shared (models, golden data, vocabularies) say SKIPPED when it is absent.
 #   --no-sanitize   skip the sanitizer pass
+#   --no-soak       skip the soak test
+#   --tsan          also the ThreadSanitizer pass (scripts/tsan.sh; long: not in CI)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 sanitize=1
+soak=1
+tsan=0
 ctest_args=()
 for a in "$@"; do
   case "$a" in
     --no-sanitize) sanitize=0 ;;
+    --no-soak) soak=0 ;;
+    --tsan) tsan=1 ;;
     *) ctest_args+=("$a") ;;
   esac
 done
@@ -20,8 +26,10 @@ bash scripts/setup.sh
 bash scripts/build.sh
 (cd build && ctest --output-on-failure -j"$jobs" -LE soak "${ctest_args[@]}")
 # The soak test on its own (it loads every core): ZL_SOAK_SECONDS (default 100).
-echo "== soak test (tests/soak)"
-(cd build && ctest --output-on-failure -L soak)
+if [ "$soak" = 1 ]; then
+  echo "== soak test (tests/soak)"
+  (cd build && ctest --output-on-failure -L soak)
+fi
 if [ "$sanitize" = 1 ]; then
   echo "== sanitizer pass (ASan + UBSan): hostile-input tests and the SIMD kernels"
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DZL_SANITIZE=ON >/dev/null
@@ -29,4 +37,7 @@ if [ "$sanitize" = 1 ]; then
   ./build-asan/gguf_test --gtest_brief=1
   ./build-asan/model_test --gtest_brief=1
   ./build-asan/matmul_test --gtest_brief=1
+fi
+if [ "$tsan" = 1 ]; then
+  bash scripts/tsan.sh
 fi

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <array>
+#include <memory>
+#include <vector>
 #include <random>
 #include <string>
 #include <thread>
@@ -31,15 +33,17 @@ enum class Kind {
   kMalformedJson,     // broken or ill-typed JSON: 400
   kMalformedHttp,     // broken HTTP: 4xx
   kOverContext,       // a prompt longer than the context: 400 context_length_exceeded
+  kCutPipelined,      // two generations pipelined, the client gone before the answers
+  kStalledReader,     // a stream never read (paused by backpressure), then left
+  kSlowLoris,         // headers trickled in: cut at the header deadline
+  kIdleFlood,         // many connections opened, some with a partial request, then closed
   kCount,
 };
 constexpr std::array<const char*, static_cast<size_t>(Kind::kCount)> kKindNames = {
     "anthropic", "anthropic_stream", "openai_chat", "openai_chat_stream", "completion", "keep_alive", "cut_stream",
-    "cut_busy", "slow_reader", "oversized", "malformed_json", "malformed_http", "over_context"};
+    "cut_busy", "slow_reader", "oversized", "malformed_json", "malformed_http", "over_context", "cut_pipelined", "stalled_reader", "slow_loris", "idle_flood"};
 // Relative frequency of each kind.
-constexpr std::array<int, static_cast<size_t>(Kind::kCount)> kKindWeights = {10, 10, 8, 8, 5, 4, 8, 6, 3, 3, 6, 6, 4};
-
-inline bool is_good(Kind k) { return k <= Kind::kKeepAlive || k == Kind::kSlowReader; }
+constexpr std::array<int, static_cast<size_t>(Kind::kCount)> kKindWeights = {10, 10, 8, 8, 5, 4, 8, 6, 3, 3, 6, 6, 4, 2, 2, 1, 1};
 
 enum class Outcome { kOk, kRejected, kOverloaded, kCut, kFail, kCount };
 constexpr std::array<const char*, static_cast<size_t>(Outcome::kCount)> kOutcomeNames = {"ok", "rejected", "overloaded",
@@ -92,7 +96,13 @@ inline std::string good_body(Rng& rng, Api api, bool stream, int max_tokens, con
       b["stop"] = json::array{"the"};
     }
   }
-  if (stream && api != Api::kAnthropic && uniform(rng, 0, 1) == 0) b["stream_options"] = json::object{{"include_usage", true}};
+  if (stream && uniform(rng, 0, 2) == 0) {
+    // The stream shaper: small events, coalescing delays (both APIs).
+    json::object so{{"max_buffer_size", uniform(rng, 4, 64)}, {"min_delay_ms", uniform(rng, 0, 20)}};
+    if (uniform(rng, 0, 1) == 0) so["network_rtt_ms"] = uniform(rng, 0, 300);
+    if (api != Api::kAnthropic && uniform(rng, 0, 1) == 0) so["include_usage"] = true;
+    b["stream_options"] = std::move(so);
+  }
   return json::serialize(b);
 }
 
@@ -126,7 +136,8 @@ inline Result judge_good(const test::HttpReply& r, Api api, bool stream, int max
 }
 
 inline Result run_good(const Target& t, Rng& rng, Api api, bool stream) {
-  const int max_tokens = uniform(rng, 1, 64);
+  // Now and then past the window: clamped, stopped by the context.
+  const int max_tokens = uniform(rng, 0, 15) == 0 ? uniform(rng, 200, 5000) : uniform(rng, 1, 64);
   const std::string body = good_body(rng, api, stream, max_tokens, random_prompt(rng));
   test::RawClient c(t.port);
   if (!c.connected()) return {Outcome::kFail, "connect failed"};
@@ -320,6 +331,83 @@ inline Result run_over_context(const Target& t, Rng& rng) {
   return {Outcome::kRejected, ""};
 }
 
+// Two generations pipelined; the client leaves (FIN or RST) before or while
+// the first is answered, with the second's bytes still unparsed on the server.
+inline Result run_cut_pipelined(const Target& t, Rng& rng) {
+  test::RawClient c(t.port);
+  if (!c.connected()) return {Outcome::kFail, "connect failed"};
+  std::string bytes;
+  for (int i = 0; i < 2; ++i) {
+    const Api api = random_api(rng);
+    bytes += test::http_request("POST", path_of(api), good_body(rng, api, false, uniform(rng, 100, 400), random_prompt(rng)));
+  }
+  if (!c.send_raw(bytes)) return {Outcome::kFail, "send failed"};
+  c.read_until([](const std::string& b) { return b.find("\r\n\r\n") != std::string::npos; }, uniform(rng, 0, 100));
+  const int status = status_in(c.buffer());
+  if (uniform(rng, 0, 1) == 0) {
+    c.abort_now();
+  } else {
+    c.close_now();
+  }
+  if (status >= 500 && status != 529 && status != 503) return {Outcome::kFail, "status " + std::to_string(status)};
+  return {Outcome::kCut, ""};
+}
+
+// A stream whose client reads nothing for a while (its sequence is paused
+// once the socket and the event queue fill), then leaves.
+inline Result run_stalled_reader(const Target& t, Rng& rng) {
+  const Api api = random_api(rng);
+  test::RawClient c(t.port, /*rcvbuf_bytes=*/1024);
+  if (!c.connected()) return {Outcome::kFail, "connect failed"};
+  if (!c.send_raw(test::http_request("POST", path_of(api), good_body(rng, api, true, 5000, random_prompt(rng))))) {
+    return {Outcome::kFail, "send failed"};
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(uniform(rng, 50, 1500)));  // the stall itself
+  if (uniform(rng, 0, 1) == 0) {
+    c.abort_now();
+  } else {
+    c.close_now();
+  }
+  return {Outcome::kCut, ""};
+}
+
+// A request's head sent a few bytes at a time, never finished: the server
+// closes the connection at its header deadline (an answer, if any, a 4xx).
+inline Result run_slow_loris(const Target& t, Rng& rng) {
+  test::RawClient c(t.port);
+  if (!c.connected()) return {Outcome::kFail, "connect failed"};
+  const std::string head = "POST /v1/messages HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+  for (size_t i = 0; i < head.size() && !c.eof(); i += 4) {
+    if (!c.send_raw(head.substr(i, 4))) break;
+    c.read_until([](const std::string&) { return false; }, uniform(rng, 5, 50));  // pacing; notices a close
+  }
+  for (int i = 0; !c.eof() && i < 100; ++i) {
+    if (!c.send_raw("a")) break;
+    c.read_until([](const std::string&) { return false; }, 100);
+  }
+  if (!c.wait_closed(kAnswerTimeoutMs)) return {Outcome::kFail, "not closed at the header deadline"};
+  const int status = status_in(c.buffer());
+  if (status != 0 && (status < 400 || status >= 500)) return {Outcome::kFail, "status " + std::to_string(status)};
+  return {Outcome::kRejected, ""};
+}
+
+// Connections opened at once, most idle, some with half a request, all
+// closed after a moment; then a good request on a fresh connection.
+inline Result run_idle_flood(const Target& t, Rng& rng) {
+  {
+    std::vector<std::unique_ptr<test::RawClient>> conns;
+    for (int i = uniform(rng, 10, 60); i > 0; --i) {
+      conns.push_back(std::make_unique<test::RawClient>(t.port));
+      if (conns.back()->connected() && uniform(rng, 0, 3) == 0) conns.back()->send_raw("GET /health HT");
+    }
+    conns.back()->read_until([](const std::string&) { return false; }, uniform(rng, 10, 200));
+    for (auto& c : conns) {
+      if (uniform(rng, 0, 1) == 0) c->abort_now();
+    }
+  }
+  return run_good(t, rng, random_api(rng), false);
+}
+
 inline Result run_client(Kind kind, const Target& t, Rng& rng) {
   switch (kind) {
     case Kind::kAnthropic: return run_good(t, rng, Api::kAnthropic, false);
@@ -335,6 +423,10 @@ inline Result run_client(Kind kind, const Target& t, Rng& rng) {
     case Kind::kMalformedJson: return run_malformed_json(t, rng);
     case Kind::kMalformedHttp: return run_malformed_http(t, rng);
     case Kind::kOverContext: return run_over_context(t, rng);
+    case Kind::kCutPipelined: return run_cut_pipelined(t, rng);
+    case Kind::kStalledReader: return run_stalled_reader(t, rng);
+    case Kind::kSlowLoris: return run_slow_loris(t, rng);
+    case Kind::kIdleFlood: return run_idle_flood(t, rng);
     case Kind::kCount: break;
   }
   return {Outcome::kFail, "unknown kind"};

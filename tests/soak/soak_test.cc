@@ -1,9 +1,10 @@
 // The soak test: the real `zerolayer serve` on the built-in demo model
 // (models/zerolayer-demo.gguf), many concurrent clients on loopback for
 // ZL_SOAK_SECONDS (default 100): good requests of both APIs, streamed and
-// not, next to streams cut at random bytes, clients that leave a busy
-// generation, slow readers (backpressure), oversized bodies, malformed JSON
-// and HTTP, prompts over the context (tests/soak/soak_clients.h). Then:
+// not (with random stream_options), next to streams cut at random bytes,
+// clients that leave a busy or pipelined generation, slow and stalled readers
+// (backpressure), slow-loris heads, connection floods, oversized bodies,
+// malformed JSON and HTTP, prompts over the context (soak_clients.h). Then:
 //   - no 5xx but the typed overload, every good request answered well;
 //   - the engine idle (/metrics engine_requests_running and _waiting 0), its
 //     KV blocks in use back to the warm-up baseline, no connection left open;

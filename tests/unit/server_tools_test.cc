@@ -653,7 +653,8 @@ TEST_F(ToolTest, ShapedStreamsSplitTheArgumentsLikeText) {
   EXPECT_EQ(openai_streamed_calls(r.body), (std::vector<std::string>{R"(0:get_weather {"location":"Paris, the capital of France"})"}));
   for (const test::SseEvent& e : test::parse_sse(r.body)) {
     if (e.data.find("\"arguments\":\"") == std::string::npos) continue;
-    const json::value& a = test::parse_obj(e.data)["choices"].as_array()[0].at("delta").at("tool_calls").at(0).at("function").at("arguments");
+    json::object chunk = test::parse_obj(e.data);  // `a` refers into it
+    const json::value& a = chunk["choices"].as_array()[0].at("delta").at("tool_calls").at(0).at("function").at("arguments");
     EXPECT_LE(a.as_string().size(), 4u) << e.data;
   }
 }
