@@ -213,7 +213,7 @@ std::string format_record(Format format, Level level, std::string_view msg, std:
   out += ' ';
   for (char c : level_name(level)) out += static_cast<char>(c - 'a' + 'A');
   out += ' ';
-  // The message as is, but on one line: a newline cannot start a fake record.
+  // The message as is, but on one line: a newline cannot start a forged record.
   for (char c : msg) out += (c == '\n' || c == '\r') ? ' ' : c;
   for (const Field& f : fields) f.append_text(out);
   return out;
