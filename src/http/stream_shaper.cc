@@ -6,13 +6,18 @@ namespace zl::http {
 
 size_t utf8_safe_prefix(std::string_view s, size_t max) {
   if (s.size() <= max) return s.size();
+  auto continuation = [&](size_t i) { return (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80; };
   size_t n = max;
-  // Back up over continuation bytes (10xxxxxx) to the start of a character.
-  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  // Back up over continuation bytes (10xxxxxx) to the start of a character:
+  // at most 3, as a character has at most 4 bytes. A longer run is not
+  // UTF-8, and cutting it at max splits no character.
+  while (n > 0 && max - n < 3 && continuation(n)) --n;
+  if (n > 0 && continuation(n)) return max;
   if (n == 0) {
-    // One character longer than max (max < 4): take the whole character.
+    // One character longer than max (max < 4): take the whole character
+    // (at most 4 bytes, also when the bytes are not UTF-8).
     n = 1;
-    while (n < s.size() && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) ++n;
+    while (n < s.size() && n < 4 && continuation(n)) ++n;
   }
   return n;
 }

@@ -64,6 +64,7 @@ class StreamShaper {
 
 // Length of the longest prefix of `s` of at most `max` bytes that does not
 // split a UTF-8 character (at least one whole character when max >= 4).
+// Bytes that are not UTF-8 are cut anywhere: never past max when max >= 4.
 size_t utf8_safe_prefix(std::string_view s, size_t max);
 
 }  // namespace zl::http
