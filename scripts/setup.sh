@@ -8,6 +8,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libboost1.81-dev libboost-json1.81-dev
   libtomlplusplus-dev libcli11-dev
+  clang-14 libclang-rt-14-dev
   wamerican
 )
 

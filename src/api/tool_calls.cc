@@ -419,6 +419,7 @@ bool ToolCallParser::decide_call(std::string_view body, std::vector<AnswerPart>*
   }
   emit_call(std::move(call), out);
   out->back().kind = AnswerPart::Kind::kToolCallEnd;
+  call_open_ = false;  // over: a marker after it opens nothing until its body begins
   return true;
 }
 

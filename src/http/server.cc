@@ -18,6 +18,7 @@
 
 #include "core/log.h"
 #include "core/random_id.h"
+#include "http/request_parser.h"  // feed_parser, to_request
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -532,18 +533,7 @@ void Connection::parse() {
     begin_request();
     arm(sh_.cfg.header_timeout);  // from the request's first byte
   }
-  // The parser takes a complete header at once (it returns need_more
-  // until the whole header is buffered), then the body as it comes.
-  while (buf_.size() > 0 && !parser_->is_done()) {
-    error_code ec;
-    const size_t used = parser_->put(buf_.data(), ec);
-    buf_.consume(used);
-    if (ec == bhttp::error::need_more) break;
-    if (ec == bhttp::error::body_limit) return answer_and_close(HttpError::kBodyTooLarge);
-    if (ec == bhttp::error::header_limit) return answer_and_close(HttpError::kHeadersTooLarge);
-    if (ec) return answer_and_close(HttpError::kBadRequest);
-    if (used == 0) break;
-  }
+  if (const auto error = feed_parser(*parser_, buf_)) return answer_and_close(*error);
   if (parser_->is_done()) {
     dispatch();
     return;
@@ -557,24 +547,6 @@ void Connection::parse() {
     arm(sh_.cfg.body_timeout);
   }
   if (!reading_) start_read_some();
-}
-
-HttpRequest to_request(bhttp::request<bhttp::string_body>&& m) {
-  HttpRequest req;
-  req.method = std::string(m.method_string());
-  req.target = std::string(m.target());
-  const size_t q = req.target.find('?');
-  req.path = req.target.substr(0, q);
-  if (q != std::string::npos) req.query = req.target.substr(q + 1);
-  req.version = m.version() == 10 ? 10 : 11;
-  req.headers.reserve(16);
-  for (const auto& f : m) {
-    std::string name(f.name_string());
-    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    req.headers.emplace_back(std::move(name), std::string(f.value()));
-  }
-  req.body = std::move(m.body());
-  return req;
 }
 
 void Connection::dispatch() {

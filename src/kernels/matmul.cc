@@ -2,6 +2,8 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <cpuid.h>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -17,8 +19,15 @@
 namespace zl {
 namespace {
 
+// F16C from CPUID (leaf 1, ECX): clang 14's __builtin_cpu_supports does not
+// know "f16c" (the fuzz build, scripts/fuzz.sh, compiles with clang 14).
+bool cpu_has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+}
+
 bool cpu_has_avx2() {
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
 }
 
 bool cpu_has_avx512() {

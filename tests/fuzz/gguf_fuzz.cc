@@ -1,8 +1,4 @@
-// libFuzzer target for the GGUF parser. Not part of the CMake build:
-//   clang++-14 -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -Isrc tests/fuzz/gguf_fuzz.cc
-//   \
-//     src/format/gguf.cc src/format/ggml_type.cc src/core/status.cc -o /tmp/gguf_fuzz
-//   /tmp/gguf_fuzz -max_total_time=60 -max_len=65536
+// libFuzzer target fuzz_gguf: the GGUF parser (-DZL_FUZZ=ON; scripts/fuzz.sh).
 // Any input must parse or fail with a Status; a parsed file must keep every
 // tensor inside the input and every lookup consistent.
 #include <cstdint>
@@ -10,6 +6,7 @@
 #include <cstring>
 #include <memory>
 
+#include "fuzz/fuzz_target.h"
 #include "format/gguf.h"
 
 namespace {
@@ -20,7 +17,7 @@ void walk(const zl::GgufValue& v, uint64_t* sink) {
     for (char c : *s) *sink += static_cast<uint8_t>(c);
   } else if (const zl::GgufArray* a = v.as_array()) {
     for (const zl::GgufValue& item : a->items) {
-      if (item.type() != a->elem_type) std::abort();
+      FUZZ_CHECK(item.type() == a->elem_type);
       walk(item, sink);
     }
   } else {
@@ -32,25 +29,25 @@ void walk(const zl::GgufValue& v, uint64_t* sink) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+ZL_FUZZ_TARGET(fuzz_gguf) {
   // An exact-size heap copy, so that ASan flags any read past the end.
   std::unique_ptr<uint8_t[]> bytes(new uint8_t[size]);
   if (size > 0) std::memcpy(bytes.get(), data, size);
   auto r = zl::GgufFile::parse(bytes.get(), size);
   if (!r.ok()) {
-    if (r.status().message().empty()) std::abort();
+    FUZZ_CHECK(!r.status().message().empty());
     return 0;
   }
   const zl::GgufFile& f = **r;
   uint64_t sink = 0;
   for (const auto& [key, value] : f.metadata()) {
-    if (f.find(key) != &value) std::abort();
+    FUZZ_CHECK(f.find(key) == &value);
     walk(value, &sink);
   }
   for (const zl::GgufTensor& t : f.tensors()) {
-    if (f.find_tensor(t.name) != &t) std::abort();
-    if (t.data < bytes.get() || t.data + t.n_bytes > bytes.get() + size) std::abort();
-    if (t.n_dims < 1 || t.n_dims > 4 || t.n_elements() < 0) std::abort();
+    FUZZ_CHECK(f.find_tensor(t.name) == &t);
+    FUZZ_CHECK(t.data >= bytes.get() && t.data + t.n_bytes <= bytes.get() + size);
+    FUZZ_CHECK(t.n_dims >= 1 && t.n_dims <= 4 && t.n_elements() >= 0);
     for (uint64_t i = 0; i < t.n_bytes; ++i) sink += t.data[i];
   }
   volatile uint64_t keep = sink;

@@ -1,8 +1,6 @@
-// libFuzzer target: tokenize -> detokenize on arbitrary bytes. Not part of the
-// CMake build:
-//   clang++ -std=c++20 -g -O1 -fsanitize=fuzzer,address,undefined -Isrc tests/fuzz/tokenizer_fuzz.cc \
-//     src/tokenizer/*.cc src/format/gguf.cc src/format/ggml_type.cc src/core/status.cc -o /tmp/tokenizer_fuzz
-//   ZL_FUZZ_VOCAB=../shared/vocab/ggml-vocab-llama-bpe.gguf /tmp/tokenizer_fuzz -max_total_time=60 -max_len=4096
+// libFuzzer target fuzz_tokenizer: tokenize -> detokenize on arbitrary bytes
+// (-DZL_FUZZ=ON; scripts/fuzz.sh). The vocabulary: the demo model's, or
+// ZL_FUZZ_VOCAB (e.g. ../shared/vocab/ggml-vocab-llama-bpe.gguf).
 // The first input byte picks the options (bit 0 parse_special, bit 1
 // add_special), the rest is the text. Checks: no crash, every id valid,
 // decode(encode(x)) == x after the U+FFFD policy (modulo the SPM space prefix
@@ -15,23 +13,11 @@
 #include <string>
 
 #include "core/utf8.h"
+#include "fuzz/fuzz_support.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
-
-const zl::Tokenizer& tokenizer() {
-  static std::unique_ptr<zl::Tokenizer> t = [] {
-    const char* path = std::getenv("ZL_FUZZ_VOCAB");
-    auto r = zl::Tokenizer::load(path ? path : "../shared/vocab/ggml-vocab-llama-bpe.gguf");
-    if (!r.ok()) {
-      std::fprintf(stderr, "tokenizer_fuzz: %s (set ZL_FUZZ_VOCAB)\n", r.status().to_string().c_str());
-      std::abort();
-    }
-    return std::move(r).value();
-  }();
-  return *t;
-}
 
 bool lossless_specials(const zl::Tokenizer& t) {
   for (zl::TokenId id : t.vocab().special_tokens()) {
@@ -42,29 +28,29 @@ bool lossless_specials(const zl::Tokenizer& t) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+ZL_FUZZ_TARGET(fuzz_tokenizer) {
   if (size == 0) return 0;
-  const zl::Tokenizer& t = tokenizer();
+  const zl::Tokenizer& t = zl::fuzz::fuzz_tokenizer();
   const bool parse_special = data[0] & 1;
   const bool add_special = data[0] & 2;
   const std::string text(reinterpret_cast<const char*>(data + 1), size - 1);
   const auto ids = t.encode(text, {.add_special = add_special, .parse_special = parse_special});
   for (zl::TokenId id : ids) {
-    if (!t.vocab().is_valid(id)) std::abort();
+    FUZZ_CHECK(t.vocab().is_valid(id));
   }
 
   const zl::DecodeOptions opts{.render_special = true};
   const std::string decoded = t.decode(ids, opts);
-  if (!zl::utf8::is_valid(decoded)) std::abort();
+  FUZZ_CHECK(zl::utf8::is_valid(decoded));
   zl::IncrementalDetokenizer detok(t, opts);
   std::string streamed;
   for (zl::TokenId id : ids) {
     const std::string delta = detok.push(id);
-    if (!zl::utf8::is_valid(delta)) std::abort();
+    FUZZ_CHECK(zl::utf8::is_valid(delta));
     streamed += delta;
   }
   streamed += detok.flush();
-  if (streamed != decoded) std::abort();
+  FUZZ_CHECK(streamed == decoded);
 
   // Round trip, where the vocabulary makes it possible.
   std::string expected = zl::utf8::sanitize(text);
@@ -79,6 +65,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     expected = prefix + expected;
     if (t.vocab().add_eos()) expected += t.token_to_piece(t.vocab().eos(), true);
   }
-  if (decoded != expected) std::abort();
+  FUZZ_CHECK(decoded == expected);
   return 0;
 }

@@ -500,6 +500,24 @@ TEST(StreamShaper, SplitsOnUtf8BoundariesAndPaces) {
   EXPECT_EQ(http::StreamShaper({.network_rtt_ms = 10000}).window().count(), 100);
 }
 
+// fuzz_stream_shaper (tests/fuzz/fuzz_stream_shaper/regressions/continuation_run_over_max):
+// a run of continuation bytes, which is not UTF-8, went out whole as one
+// event, past max_buffer_size.
+TEST(StreamShaper, BytesThatAreNotUtf8StayWithinMaxBufferSize) {
+  EXPECT_EQ(http::utf8_safe_prefix("a\x80\x80\x80\x80\x80\x80", 5), 5u);
+  EXPECT_EQ(http::utf8_safe_prefix("\x80\x80\x80\x80\x80\x80", 4), 4u);
+  EXPECT_EQ(http::utf8_safe_prefix("ab\xF0\x9F\x8E\x89", 5), 2u);  // a real character still moves whole
+  const std::string garbage = "\x80\x80\x80\x80\x80\x80\xFF\xE2\x82\xAC\xC3";
+  http::StreamShaper shaper({.max_buffer_size = 5});
+  shaper.push(garbage);
+  std::string joined;
+  for (const std::string& e : shaper.take_all(http::StreamShaper::Clock::now())) {
+    EXPECT_LE(e.size(), 5u);
+    joined += e;
+  }
+  EXPECT_EQ(joined, garbage);
+}
+
 TEST(Router, CapturesAnd404And405) {
   http::Router router;
   std::string seen;

@@ -731,6 +731,18 @@ TEST(ToolCallParser, StreamedSingleCall) {
             (std::vector<std::string>{"T:Hi", R"(S:get_weather {"location":"Paris","unit":"c"})"}));
 }
 
+// fuzz_tool_calls (tests/fuzz/fuzz_tool_calls/regressions/marker_after_streamed_call):
+// an opening marker at the end of the output, after a streamed call had
+// ended, aborted the answer as if that call were still open. It is text, as
+// without streaming.
+TEST(ToolCallParser, AMarkerAfterAStreamedCallOpensNothing) {
+  const std::string text = "Hi " + kHermesCall + "<tool_call>";
+  EXPECT_EQ(parse_streamed(ToolSyntax::kHermes, {text}),
+            (std::vector<std::string>{"T:Hi", R"(S:get_weather {"location":"Paris","unit":"c"})", "T:<tool_call>"}));
+  expect_streams_like_whole(ToolSyntax::kHermes, text);
+  expect_streams_like_whole(ToolSyntax::kHermes, text + "\n ");
+}
+
 TEST(ToolCallParser, NoSyntaxPassesEverythingThrough) {
   Parsed r = parse(ToolSyntax::kNone, {"x ", kHermesCall});
   EXPECT_EQ(r.text_before_finish, "x " + kHermesCall);
