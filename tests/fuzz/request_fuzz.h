@@ -32,7 +32,7 @@ struct RequestApi {
 
 inline void check_parsed(const api::ApiResult<api::ChatRequest>& r) {
   if (!r.ok()) {
-    const int status = api::http_status(r.error().type);
+    const int status = api::http_status(r.error());
     FUZZ_CHECK(status >= 400 && status < 500);
     FUZZ_CHECK(!r.error().message.empty());
     return;
@@ -87,7 +87,7 @@ inline void check_prepared(const api::ChatRequest& chat, size_t codec_index) {
   const api::TokenizerCodec& codec = fuzz_codec(codec_index);
   auto p = api::prepare_request(chat, codec, kCtx, "req_fuzz");
   if (!p.ok()) {
-    const int status = api::http_status(p.error().type);
+    const int status = api::http_status(p.error());
     FUZZ_CHECK(status >= 400 && status < 500);
     FUZZ_CHECK(!p.error().message.empty());
     return;

@@ -18,7 +18,7 @@
 
 #include "fuzz/fuzz_target.h"
 #include "http/stream_shaper.h"
-#include "tokenizer/unicode.h"
+#include "core/utf8.h"
 
 namespace {
 
@@ -59,7 +59,7 @@ ZL_FUZZ_TARGET(fuzz_stream_shaper) {
     now += std::chrono::milliseconds(control & 0x3F);
     shaper.push(chunk);
     run.input.append(chunk);
-    run.chunks_utf8 = run.chunks_utf8 && zl::unicode::is_valid_utf8(chunk);
+    run.chunks_utf8 = run.chunks_utf8 && zl::utf8::is_valid(chunk);
     std::vector<std::string> out;
     if (control & 0x40) {
       out = shaper.take_all(now);
@@ -88,7 +88,7 @@ ZL_FUZZ_TARGET(fuzz_stream_shaper) {
   for (const std::string& e : run.events) joined += e;
   FUZZ_CHECK(joined == run.input);
   if (run.chunks_utf8) {
-    for (const std::string& e : run.events) FUZZ_CHECK(zl::unicode::is_valid_utf8(e));
+    for (const std::string& e : run.events) FUZZ_CHECK(zl::utf8::is_valid(e));
   }
   return 0;
 }
