@@ -382,6 +382,35 @@ TEST_F(ObsRequestTest, ValidateModeReportsEffectiveStreamOptionsAndTheSameErrors
   EXPECT_EQ(test::parse_obj(r.body)["type"].as_string(), "message");
 }
 
+// The value of the first /metrics sample line that starts with `series`
+// ("name" or "name{labels}"); -1 when absent. (Names of api/metrics.cc: when
+// the metrics module is rewritten, these series names move with it.)
+double metric(int port, const std::string& series) {
+  HttpReply r = test::fetch(port, "GET", "/metrics", "", {}, kWaitMs);
+  const size_t at = r.body.find("\n" + series + " ");
+  return at == std::string::npos ? -1 : std::atof(r.body.c_str() + at + series.size() + 2);
+}
+
+TEST_F(ObsRequestTest, ValidatedRequestsCountAsRequestsNotGenerations) {
+  const std::string ok = "zerolayer_http_requests_total{route=\"/v1/messages\",status=\"200\"}";
+  const std::string ttft = "zerolayer_time_to_first_token_seconds_count";
+  ASSERT_EQ(post("/v1/messages", anthropic_body("hi", false)).status, 200);  // one real request first
+  ASSERT_TRUE(test::wait_until([&] { return metric(port(), ok) == 1; }));
+  const double ttft0 = metric(port(), ttft);
+  const double generated0 = metric(port(), "zerolayer_generated_tokens_total");
+  const std::string e2e = "zerolayer_request_duration_seconds_count";  // generations' durations
+  const double e2e0 = metric(port(), e2e);
+  EXPECT_GT(generated0, 0);
+  EXPECT_EQ(e2e0, 1);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(post("/v1/messages", anthropic_body("hi", i % 2 == 1), {"X-Engine-Mode: validate"}).status, 200);
+  }
+  ASSERT_TRUE(test::wait_until([&] { return metric(port(), ok) == 4; }));
+  EXPECT_EQ(metric(port(), ttft), ttft0);
+  EXPECT_EQ(metric(port(), "zerolayer_generated_tokens_total"), generated0);
+  EXPECT_EQ(metric(port(), e2e), e2e0);
+}
+
 TEST_F(ObsRequestTest, ValidateModeNeedsTheKeyLikeAnyRequest) {
   // A server with keys: no key is a 401 with or without the header.
   ApiConfig cfg;
