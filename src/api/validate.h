@@ -13,9 +13,12 @@
 //   estimated_ttft_ms  queue + prefill as measured for this request now: what
 //                      a real request sent at this moment would wait for its
 //                      first token, less the client's network time
-//   max_tokens_fit     tokens that could follow the prompt now: the rest of
-//                      the context window, and of the KV cache's free and
-//                      evictable blocks (a snapshot when answering)
+//   max_tokens_fit     tokens that could follow the prompt: the rest of the
+//                      context window, and of the KV cache's free and
+//                      evictable blocks (a snapshot taken when the request
+//                      was prepared, before its own prefill)
+//   also: cached_input_tokens (prompt tokens the prefix cache served) and
+//   queue_ms (submit -> scheduled)
 //   stream_options     the effective stream settings (null without stream)
 //
 // An invalid request gets the 4xx it would get without the header (the
