@@ -130,6 +130,7 @@ bool GenerationSession::begin_stream_once(std::string_view more) {
   prepare_start();  // (streams only: nothing else commits a stream)
   stream_started_ = true;
   http::HttpResponse head = http::sse_head();
+  add_timing_header(head, /*with_decode=*/false);
   const bool has_body = !start_bytes_.empty();
   head.body = std::move(start_bytes_);
   head.body.append(more);
@@ -213,6 +214,7 @@ void GenerationSession::pump() {
   // call that ended the answer) nothing more is taken from the channel.
   for (Event& e : final_event_ ? std::vector<Event>() : channel_->drain()) {
     usage_ = e.usage;
+    if (e.timings.t_submit != Clock::time_point{}) timings_ = e.timings;
     engine_usage_ = true;
     if (e.kind == EventKind::kText) {
       if (t_first_ms_ < 0) t_first_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t_start_).count();
@@ -403,7 +405,8 @@ void GenerationSession::finish(const Event& e) {
                .stop_sequence = e.stop_sequence,
                .usage = e.usage,
                .max_tokens_clamped = options_.max_tokens_clamped,
-               .n_tool_calls = n_tool_calls_};
+               .n_tool_calls = n_tool_calls_,
+               .timings = e.timings};
   finished_ = true;
   if (options_.stream) {
     begin_stream_once();
@@ -412,9 +415,18 @@ void GenerationSession::finish(const Event& e) {
     write(out);
     responder_->end_stream();
   } else {
-    responder_->send(formatter_->complete(answer_, c));
+    http::HttpResponse response = formatter_->complete(answer_, c);
+    add_timing_header(response, /*with_decode=*/true);
+    responder_->send(std::move(response));
   }
   done(200);
+}
+
+void GenerationSession::add_timing_header(http::HttpResponse& response, bool with_decode) const {
+  ServerTiming timing = options_.timing;
+  timing.add_engine(timings_, with_decode);
+  std::string value = timing.header_value();
+  if (!value.empty()) response.headers.emplace_back("Server-Timing", std::move(value));
 }
 
 void GenerationSession::fail(const ApiError& e) {
@@ -427,7 +439,9 @@ void GenerationSession::fail(const ApiError& e) {
     responder_->end_stream();
     done(200);
   } else {
-    responder_->send(formatter_->error(e));
+    http::HttpResponse response = formatter_->error(e);
+    add_timing_header(response, /*with_decode=*/true);
+    responder_->send(std::move(response));
     done(http_status(e));
   }
 }

@@ -27,6 +27,7 @@
 //     then stay in the channel and the engine pauses the sequence, so memory
 //     per stream is bounded (that buffer + EngineConfig::max_pending_events
 //     events) whatever the client's reading speed.
+//     Server-Timing (SessionOptions::timing) on every answer's head.
 //     Keep-alive (SessionOptions::ping_interval): a stream that has written
 //     nothing for the interval (a long prefill, a wait in the engine's
 //     queue) is committed early (200, headers, the formatter's stream start,
@@ -53,6 +54,7 @@
 #include "api/chat.h"
 #include "api/errors.h"
 #include "api/prompt_codec.h"
+#include "api/server_timing.h"
 #include "api/tool_calls.h"
 #include "api/tool_prompt.h"
 #include "engine/request.h"
@@ -93,6 +95,7 @@ struct Completion {
   // Tool calls in the answer. With kEndOfSequence (the model ended its turn)
   // and at least one call the stop reason is tool_use / tool_calls.
   int n_tool_calls = 0;
+  Timings timings;  // the engine's (validate mode reports them)
 };
 
 // An API's wire format for one generation. Called on the I/O thread, in
@@ -153,6 +156,10 @@ struct SessionOptions {
   std::chrono::milliseconds ping_interval{0};
   // Prepared::tools: when active, the output is parsed for tool calls.
   ToolPlan tools;
+  // The API layer's phases (parse, tokenize): the Server-Timing header
+  // (api/server_timing.h) of a non-streamed answer adds the engine's phases
+  // from its last event; a stream's head, those known when it goes out.
+  ServerTiming timing;
   // Called once when the answer is complete or the client has gone (metrics, logs).
   std::function<void(const SessionResult&)> on_done;
 };
@@ -201,6 +208,8 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   void abort_call(std::string& out);
   void finish(const Event& e);
   void fail(const ApiError& e);
+  // Server-Timing: options_.timing and the engine's phases known in timings_.
+  void add_timing_header(http::HttpResponse& response, bool with_decode) const;
   void schedule_shaper();
   void done(int status);
   // Queues stream bytes and restarts the silence clock.

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -27,6 +28,8 @@ class PromptCodec {
   // tools (with plan_tools(), api/tool_prompt.h) and how the output is
   // parsed. kNone: tools are rendered generically and never parsed.
   virtual ToolSyntax tool_syntax() const { return ToolSyntax::kNone; }
+  // The chat template's name (validate mode reports it); "" when unknown.
+  virtual std::string template_name() const { return {}; }
 };
 
 }  // namespace zl::api

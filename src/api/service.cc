@@ -8,6 +8,7 @@
 #include "api/generation.h"
 #include "api/json_util.h"
 #include "api/openai/chat_completions.h"
+#include "api/validate.h"
 #include "http/sse.h"
 
 namespace zl::api {
@@ -16,6 +17,10 @@ namespace {
 // When the server had the whole request; now for a request built elsewhere.
 RequestLog::Clock::time_point received_at(const http::HttpRequest& req) {
   return req.t_received != RequestLog::Clock::time_point{} ? req.t_received : RequestLog::Clock::now();
+}
+
+double ms_since(RequestLog::Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(RequestLog::Clock::now() - t).count();
 }
 
 // Constant-time for keys of equal length: the time taken does not reveal
@@ -132,10 +137,15 @@ std::optional<std::string> ApiService::authorize(const http::HttpRequest& req, h
 }
 
 void ApiService::send_error(const http::HttpRequest& req, http::Responder& res, const std::string& route,
-                            const ApiError& e) {
+                            const ApiError& e, const ServerTiming* timing) {
   record(req, route, http_status(e), error_reason_name(e.reason));
   metrics_.on_error(api_of(req), e.reason);
-  res.send(api_of(req) == Api::kOpenAI ? openai_error_response(e) : anthropic_error_response(e, req.request_id));
+  http::HttpResponse r = api_of(req) == Api::kOpenAI ? openai_error_response(e) : anthropic_error_response(e, req.request_id);
+  if (timing) {
+    std::string value = timing->header_value();
+    if (!value.empty()) r.headers.emplace_back("Server-Timing", std::move(value));
+  }
+  res.send(std::move(r));
 }
 
 void ApiService::record(const http::HttpRequest& req, const std::string& route, int status,
@@ -155,14 +165,17 @@ void ApiService::send_json(const http::HttpRequest& req, http::Responder& res, c
 
 void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Responder> res,
                           const std::string& route, const std::string& key_id, ChatRequest chat,
-                          const FormatterFactory& make_formatter) {
+                          ServerTiming timing, const FormatterFactory& make_formatter) {
   const EngineStats stats = engine_->stats();
+  const auto t_prepare = RequestLog::Clock::now();
   ApiResult<Prepared> prepared = prepare_request(chat, *codec_, stats.n_ctx, req.request_id, key_id);
+  timing.tokenize_ms = ms_since(t_prepare);
   if (!prepared.ok()) {
-    send_error(req, *res, route, prepared.error());
+    send_error(req, *res, route, prepared.error(), &timing);
     return;
   }
   SessionOptions opts;
+  opts.timing = timing;
   opts.stream = chat.stream;
   opts.shape = chat.shape;
   opts.max_tokens_clamped = prepared.value().max_tokens_clamped;
@@ -170,15 +183,35 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
   opts.ping_interval = config_.sse_ping_interval;
   opts.tools = prepared.value().tools;
   std::unique_ptr<EventFormatter> formatter = make_formatter(prepared.value());
+  const bool validate = is_validate_mode(req);
+  if (validate) {
+    // Everything above ran as for a real request; the engine prefills and
+    // stops (validate.h). The answer is JSON, whatever `stream` asked.
+    prepared.value().request.stop.prefill_only = true;
+    opts.stream = false;
+    opts.shape.reset();
+    opts.tools = ToolPlan{};
+    const int64_t n_kv_available =
+        stats.n_kv_blocks_total > 0 ? (stats.n_kv_blocks_total - stats.n_kv_blocks_used) * stats.kv_block_size : -1;
+    formatter = make_validate_formatter(ValidateContext{.n_ctx = stats.n_ctx,
+                                                        .n_kv_tokens_available = n_kv_available,
+                                                        .template_name = codec_->template_name(),
+                                                        .stream = chat.stream,
+                                                        .shape = chat.shape,
+                                                        .include_usage = chat.include_usage},
+                                        std::move(formatter));
+  }
   // From the request's arrival: parsing, the template and tokenizing count
   // in time-to-first-token and total time, as the client sees them.
   const auto t_start = received_at(req);
   opts.t_start = t_start;
   opts.on_done = [this, route, t_start, api = api_of(req), id = req.request_id, method = req.method,
-                  stream = chat.stream](const SessionResult& r) {
+                  stream = chat.stream && !validate, validate](const SessionResult& r) {
     metrics_.on_request(route, r.status);
-    metrics_.on_generation(r.usage, r.t_first_ms, r.t_total_ms);
-    metrics_.on_tool_calls(api, r.n_tool_calls, r.n_tool_fallbacks);
+    if (!validate) {  // a validated request generated nothing
+      metrics_.on_generation(r.usage, r.t_first_ms, r.t_total_ms);
+      metrics_.on_tool_calls(api, r.n_tool_calls, r.n_tool_fallbacks);
+    }
     if (r.error_reason) metrics_.on_error(api, *r.error_reason);
     if (!config_.request_log) return;
     config_.request_log(RequestLog{.request_id = id, .method = method, .route = route, .status = r.status,
@@ -197,9 +230,10 @@ void ApiService::handle_messages(http::HttpRequest& req, std::shared_ptr<http::R
   const std::optional<std::string> key_id = authorize(req, *res, route);
   if (!key_id) return;
   ApiResult<ChatRequest> chat = anthropic::parse_messages_request(req.body);
-  if (!chat.ok()) return send_error(req, *res, route, chat.error());
+  ServerTiming timing{.parse_ms = ms_since(received_at(req))};
+  if (!chat.ok()) return send_error(req, *res, route, chat.error(), &timing);
   const std::string model = chat.value().model;
-  generate(req, std::move(res), route, *key_id, std::move(chat.value()), [&](const Prepared& p) {
+  generate(req, std::move(res), route, *key_id, std::move(chat.value()), timing, [&](const Prepared& p) {
     return anthropic::make_formatter(model, req.request_id, /*lazy_blocks=*/p.tools.active());
   });
 }
@@ -219,11 +253,12 @@ void ApiService::handle_openai(http::HttpRequest& req, std::shared_ptr<http::Res
   const std::optional<std::string> key_id = authorize(req, *res, route);
   if (!key_id) return;
   ApiResult<ChatRequest> chat = chat_api ? openai::parse_chat_request(req.body) : openai::parse_completion_request(req.body);
-  if (!chat.ok()) return send_error(req, *res, route, chat.error());
+  ServerTiming timing{.parse_ms = ms_since(received_at(req))};
+  if (!chat.ok()) return send_error(req, *res, route, chat.error(), &timing);
   const openai::Kind kind = chat_api ? openai::Kind::kChat : openai::Kind::kCompletion;
   const std::string model = chat.value().model;
   const bool include_usage = chat.value().include_usage;
-  generate(req, std::move(res), route, *key_id, std::move(chat.value()),
+  generate(req, std::move(res), route, *key_id, std::move(chat.value()), timing,
            [&](const Prepared&) { return openai::make_formatter(kind, model, include_usage); });
 }
 

@@ -7,6 +7,8 @@
 //   POST /v1/messages              Anthropic (+ count_tokens)
 //   GET /v1/models, /v1/models/{id}  both APIs (a merged model object)
 //   POST /v1/chat/completions, /v1/completions   OpenAI
+// Generation routes answer with Server-Timing (api/server_timing.h) and take
+// X-Engine-Mode: validate (api/validate.h).
 // Routes under /v1/chat and /v1/completions answer errors in the OpenAI
 // envelope; every other route in the Anthropic one.
 //
@@ -26,6 +28,7 @@
 #include "api/metrics.h"
 #include "api/prompt_codec.h"
 #include "api/request_log.h"
+#include "api/server_timing.h"
 #include "engine/request.h"
 #include "http/router.h"
 
@@ -60,7 +63,9 @@ class ApiService {
   // The identity of the request's API key (its prefix-cache tenant; "" when
   // the server has no keys), or nullopt after answering 401.
   std::optional<std::string> authorize(const http::HttpRequest& req, http::Responder& res, const std::string& route);
-  void send_error(const http::HttpRequest& req, http::Responder& res, const std::string& route, const ApiError& e);
+  // `timing`: the phases known so far, sent as Server-Timing (none: no header).
+  void send_error(const http::HttpRequest& req, http::Responder& res, const std::string& route, const ApiError& e,
+                  const ServerTiming* timing = nullptr);
   void send_json(const http::HttpRequest& req, http::Responder& res, const std::string& route, std::string body);
   // Metrics and the request log of an answer without generation.
   // `error_reason`: the request log's error_reason (a reason's table name; "stalled" for /ready).
@@ -77,9 +82,12 @@ class ApiService {
   // Submits a parsed chat and answers through `res`, in the wire format
   // that make_formatter gives for the prepared request.
   using FormatterFactory = std::function<std::unique_ptr<EventFormatter>(const Prepared&)>;
-  // `key_id`: what authorize() returned.
+  // `key_id`: what authorize() returned; `timing`: the parse phase
+  // (Server-Timing). A validate-mode request (api/validate.h) is prefilled
+  // only and answered by the validate formatter.
   void generate(const http::HttpRequest& req, std::shared_ptr<http::Responder> res, const std::string& route,
-                const std::string& key_id, ChatRequest chat, const FormatterFactory& make_formatter);
+                const std::string& key_id, ChatRequest chat, ServerTiming timing,
+                const FormatterFactory& make_formatter);
   std::string model_json() const;
 
   ApiConfig config_;

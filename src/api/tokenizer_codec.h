@@ -37,6 +37,7 @@ class TokenizerCodec final : public PromptCodec {
   Result<std::vector<int32_t>> encode_chat(const ChatRequest& chat) const override;
   Result<std::vector<int32_t>> encode_text(std::string_view text) const override;
   ToolSyntax tool_syntax() const override;
+  std::string template_name() const override { return template_.name(); }
 
   // The template's view of `chat`, a forced call's prefill last (exposed for tests).
   std::vector<zl::ChatMessage> to_template_messages(const ChatRequest& chat) const;

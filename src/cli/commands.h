@@ -12,5 +12,6 @@ int cmd_tokenize(int argc, char** argv, int first);
 int cmd_detokenize(int argc, char** argv, int first);
 int cmd_bench(int argc, char** argv, int first);
 int cmd_serve(int argc, char** argv, int first);
+int cmd_probe(int argc, char** argv, int first);
 
 }  // namespace zl::cli

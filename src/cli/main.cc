@@ -23,6 +23,7 @@ constexpr Command kCommands[] = {
     {"tokenize", zl::cli::cmd_tokenize, "print the token ids of text read on stdin"},
     {"detokenize", zl::cli::cmd_detokenize, "print the text of token ids"},
     {"bench", zl::cli::cmd_bench, "measure pp/tg/batched throughput against memory and int8 bounds"},
+    {"probe", zl::cli::cmd_probe, "1-token health check: time to the first SSE event of a server"},
 };
 
 void print_usage(FILE* out) {

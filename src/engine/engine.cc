@@ -282,6 +282,15 @@ bool Engine::step() {
       scheduler_.on_step_done(it.id, std::nullopt);
       continue;
     }
+    if (live.timings.t_prefilled == Timings::Clock::time_point{}) live.timings.t_prefilled = Timings::Clock::now();
+    if (live.request.stop.prefill_only) {
+      // Validate mode: the prefill (logits included, as a real first token
+      // costs) is all it wanted. The placeholder token is never emitted.
+      ++row;
+      scheduler_.on_step_done(it.id, 0);
+      finish(live, FinishReason::kMaxTokens);
+      continue;
+    }
     auto token = live.sampler.sample(std::span(logits_.data() + row * n_vocab, n_vocab));
     ++row;
     if (!token.ok()) {
@@ -322,6 +331,7 @@ void Engine::emit(Live& live, std::string text, std::vector<int32_t> ids) {
   if (text.empty() && ids.empty()) return;
   Event e{.kind = EventKind::kText, .text = std::move(text), .token_ids = std::move(ids)};
   e.usage = live.usage;
+  e.timings = live.timings;
   live.channel->push(std::move(e));
 }
 

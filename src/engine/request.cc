@@ -22,8 +22,14 @@ double Timings::t_queued_ms() const {
 }
 
 double Timings::t_prefill_ms() const {
-  if (t_first_token == Clock::time_point{}) return 0;
-  return std::chrono::duration<double, std::milli>(t_first_token - t_scheduled).count();
+  const Clock::time_point end = t_first_token != Clock::time_point{} ? t_first_token : t_prefilled;
+  if (end == Clock::time_point{} || t_scheduled == Clock::time_point{}) return 0;
+  return std::chrono::duration<double, std::milli>(end - t_scheduled).count();
+}
+
+double Timings::t_decode_ms() const {
+  if (t_first_token == Clock::time_point{} || t_last_token == Clock::time_point{}) return 0;
+  return std::chrono::duration<double, std::milli>(t_last_token - t_first_token).count();
 }
 
 void RequestChannel::push(Event e) {

@@ -42,6 +42,10 @@ struct StopParams {
   std::vector<int32_t> stop_token_ids;     // in addition to EOS/EOT unless ignore_eos
   std::vector<std::string> stop_strings;   // matched on detokenized text, never emitted
   bool ignore_eos = false;
+  // Validate mode (api/validate.h): the prompt is prefilled, then the request
+  // finishes (kMaxTokens, no token sampled or emitted, n_generated_tokens 0)
+  // with its usage and timings (t_prefilled set, t_first_token not).
+  bool prefill_only = false;
 };
 
 struct Request {
@@ -78,12 +82,15 @@ struct Timings {
   Clock::time_point t_scheduled{};    // first admitted to the batch
   Clock::time_point t_first_token{};
   Clock::time_point t_last_token{};
-  double t_queued_ms() const;
-  double t_prefill_ms() const;      // scheduled -> first token
+  Clock::time_point t_prefilled{};    // the prompt's last chunk was computed (first time)
+  double t_queued_ms() const;       // submit -> scheduled; 0 before scheduling
+  // scheduled -> first token (prefill_only: -> t_prefilled); 0 when neither happened.
+  double t_prefill_ms() const;
+  double t_decode_ms() const;       // first token -> last token; 0 without tokens
 };
 
 enum class EventKind {
-  kText,      // text delta (valid UTF-8, possibly empty when only ids advance)
+  kText,      // text delta (valid UTF-8, possibly empty when only ids advance); timings so far
   kFinish,    // the last event: finish reason, final usage and timings
   kError,     // the last event: a failure after acceptance
 };

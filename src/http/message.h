@@ -28,7 +28,7 @@ struct HttpRequest {
   std::string query;        // after '?', possibly empty
   std::vector<Header> headers;  // names lowercased, in arrival order
   std::string body;
-  std::string request_id;   // assigned by the server: "req_…"
+  std::string request_id;   // the client's x-request-id when valid, else "req_…" (http/request_id.h)
   std::vector<std::string> path_params;  // router captures ({id})
   int version = 11;         // 10 or 11
   // When the server had read the whole request (steady clock): where the

@@ -19,6 +19,7 @@
 #include "core/log.h"
 #include "core/random_id.h"
 #include "http/request_parser.h"  // feed_parser, to_request
+#include "http/request_id.h"
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -558,7 +559,7 @@ void Connection::dispatch() {
   const auto t_received = std::chrono::steady_clock::now();
   HttpRequest req = to_request(parser_->release());
   parser_.reset();
-  req.request_id = new_request_id();
+  req.request_id = request_id_for(req.headers);  // the client's when valid
   req.t_received = t_received;
   sh_.n_requests.fetch_add(1);
   ex_ = std::make_shared<Exchange>(weak_from_this(), ioc_, sh_.router, req, keep_alive_);

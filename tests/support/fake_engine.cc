@@ -239,6 +239,9 @@ bool FakeEngine::step(Seq& s) {
     s.channel->push(std::move(e));
     return false;
   }
+  if (s.timings.t_prefilled == std::chrono::steady_clock::time_point{}) s.timings.t_prefilled = now;
+  // Validate mode: the "prefill" (the [[fake:prefill=MS]] wait) is done.
+  if (s.request.stop.prefill_only) return finish(FinishReason::kMaxTokens);
   s.next_token = now + s.token_time;
   if (s.empty) return finish(FinishReason::kEndOfSequence);
 
@@ -285,7 +288,8 @@ bool FakeEngine::step(Seq& s) {
   }
   const size_t end = stop_pos != std::string::npos ? stop_pos : s.text.size() - hold;
   if (end > s.n_emitted) {
-    Event e{.kind = EventKind::kText, .text = s.text.substr(s.n_emitted, end - s.n_emitted), .usage = s.usage};
+    Event e{.kind = EventKind::kText, .text = s.text.substr(s.n_emitted, end - s.n_emitted), .usage = s.usage,
+            .timings = s.timings};
     s.n_emitted = end;
     s.channel->push(std::move(e));
   }

@@ -15,7 +15,8 @@
 // FakeEngine: one engine thread; every step (step_time) each running request
 // emits one token of a fixed story (kStory), then EOS. It honours
 // max_tokens, the context window (n_ctx), stop strings (held back while they
-// could still match, never emitted), and cancellation at the next step.
+// could still match, never emitted), StopParams::prefill_only (finishes at its
+// first step, with no token) and cancellation at the next step.
 // Markers in the prompt text change its behaviour:
 //   [[fake:long]]      the story repeats forever (until max_tokens/window/cancel)
 //   [[fake:slow]]      50 ms per token for this request
@@ -68,6 +69,7 @@ class FakeCodec final : public api::PromptCodec {
   Result<std::vector<int32_t>> encode_chat(const api::ChatRequest& chat) const override;
   Result<std::vector<int32_t>> encode_text(std::string_view text) const override;
   api::ToolSyntax tool_syntax() const override { return syntax_; }
+  std::string template_name() const override { return "fake"; }
   std::string render_chat(const api::ChatRequest& chat) const;
   static std::string decode(const std::vector<int32_t>& ids);
 

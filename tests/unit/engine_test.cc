@@ -293,6 +293,47 @@ TEST(Engine, FinishReasonsAndErrors) {
   EXPECT_EQ(o.ids, (std::vector<int32_t>{432, 383, 286}));
 }
 
+// Validate mode (StopParams::prefill_only): the prompt is computed, then the
+// request ends with no token, its usage and the prefill's timings; the
+// prompt's blocks are committed (a later real request finds them cached)
+// and nothing counts as generated.
+TEST(Engine, PrefillOnlyComputesThePromptAndSamplesNothing) {
+  Loaded l = load_shared("stories260K");
+  if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/stories260K.gguf not found";
+  EngineConfig cfg{.n_ctx = 256, .max_seqs = 2, .n_kv_tokens = 512, .block_size = 16, .n_threads = 1};
+  auto engine = Engine::create(*l.model, *l.tokenizer, cfg);
+  ASSERT_TRUE(engine.ok());
+  std::mt19937 rng(21);
+  const std::vector<int32_t> prompt = random_prompt(rng, 40, 512);
+  Request v = greedy(prompt, 50);
+  v.stop.prefill_only = true;
+  Outcome o = collect(*(*engine)->submit(v));
+  EXPECT_EQ(o.last.kind, EventKind::kFinish);
+  EXPECT_EQ(o.last.finish, FinishReason::kMaxTokens);
+  EXPECT_TRUE(o.ids.empty());
+  EXPECT_TRUE(o.text.empty());
+  EXPECT_EQ(o.last.usage.n_prompt_tokens, 40);
+  EXPECT_EQ(o.last.usage.n_generated_tokens, 0);
+  const Timings& t = o.last.timings;
+  EXPECT_NE(t.t_scheduled, Timings::Clock::time_point{});
+  EXPECT_NE(t.t_prefilled, Timings::Clock::time_point{});
+  EXPECT_EQ(t.t_first_token, Timings::Clock::time_point{});
+  EXPECT_GE(t.t_prefilled, t.t_scheduled);
+  EXPECT_GT(t.t_prefill_ms(), 0.0);
+  EXPECT_EQ(t.t_decode_ms(), 0.0);
+  ASSERT_TRUE(wait_idle(**engine));
+  EXPECT_EQ((*engine)->stats().n_generated_tokens_total, 0);
+  EXPECT_EQ((*engine)->stats().n_prompt_tokens_total, 40);
+  EXPECT_EQ((*engine)->stats().n_kv_blocks_used, 0);
+  // The same prompt for real: its full blocks come from the prefix cache,
+  // and the answer is what a fresh engine would give (greedy).
+  Outcome real = collect(*(*engine)->submit(greedy(prompt, 5)));
+  EXPECT_EQ(real.last.usage.n_cached_tokens, 32);
+  EXPECT_EQ(real.ids.size(), 5u);
+  EXPECT_NE(real.last.timings.t_prefilled, Timings::Clock::time_point{});
+  EXPECT_LE(real.last.timings.t_prefilled, real.last.timings.t_first_token);
+}
+
 // Stopping: what is still running and what is submitted afterwards end with
 // the typed shutdown reason, not a KV-cache or context reason.
 TEST(Engine, ShutdownGivesTheShutdownReason) {
