@@ -58,6 +58,21 @@ bool is_k_quant(GgmlType type) { return type == GgmlType::kQ4_K || type == GgmlT
 
 void* aligned_bytes(size_t n, bool zeroed = true) { return allocate_large_or_die(n, "repacked weights", zeroed); }
 
+// Bytes of the repacked layout of n_out rows of n_in values of `type` (a
+// type repacks() accepts): the quants stream and the f16 scales (none for
+// Q4_K, whose scales live in the stream). Rows are padded to whole groups.
+struct RepackBytes {
+  size_t quants = 0, scales = 0;
+};
+RepackBytes repack_bytes(GgmlType type, int64_t n_in, int64_t n_out) {
+  const int64_t n_groups = (n_out + kern::kGroupRows - 1) / kern::kGroupRows;
+  const int64_t n_blocks = n_in / (is_k_quant(type) ? kQkK : kQk32);
+  const uint64_t group_blocks = saturating_mul(static_cast<uint64_t>(n_groups), static_cast<uint64_t>(n_blocks));
+  const bool has_scales = type != GgmlType::kQ4_K;
+  return {.quants = saturating_mul(group_blocks, static_cast<uint64_t>(kern::group_block_bytes(type))),
+          .scales = has_scales ? saturating_mul(group_blocks, kern::kGroupRows * 2) : 0};
+}
+
 // Thread-local activation scratch of the calling thread (see matmul()).
 struct Scratch {
   std::vector<int8_t> qs;
@@ -248,24 +263,16 @@ void PackedMatrix::repack() {
   const int64_t n_in = n_in_, n_out = n_out_;
   const uint8_t* data = data_;
   const size_t w_row = row_size(type, n_in);
+  const RepackBytes bytes = repack_bytes(type, n_in, n_out);
+  quants_.reset(static_cast<uint8_t*>(aligned_bytes(bytes.quants)));
+  if (bytes.scales > 0) scales_.reset(static_cast<uint16_t*>(aligned_bytes(bytes.scales)));
   if (is_k_quant(type)) {
-    const int64_t nbk = n_in / kQkK;
-    const int64_t n_groups = (n_out + kern::kGroupRows - 1) / kern::kGroupRows;
-    const bool q6 = type == GgmlType::kQ6_K;
-    const int64_t gb = kern::group_block_bytes(type);
-    quants_.reset(static_cast<uint8_t*>(aligned_bytes(static_cast<size_t>(n_groups * nbk * gb))));
-    if (q6) {
-      scales_.reset(static_cast<uint16_t*>(aligned_bytes(static_cast<size_t>(n_groups * nbk * kern::kGroupRows * 2))));
-    }
     kern::repack_k_quant(type, data, n_in, n_out, quants_.get(), scales_.get());
     return;
   }
   const int64_t nb = n_in / kQk32;
-  const int64_t n_groups = (n_out + kern::kGroupRows - 1) / kern::kGroupRows;
   const bool q4 = type == GgmlType::kQ4_0;
   const int64_t gb = kern::group_block_bytes(type);
-  quants_.reset(static_cast<uint8_t*>(aligned_bytes(static_cast<size_t>(n_groups * nb * gb))));
-  scales_.reset(static_cast<uint16_t*>(aligned_bytes(static_cast<size_t>(n_groups * nb * kern::kGroupRows * 2))));
   for (int64_t r = 0; r < n_out; ++r) {
     const int64_t g = r / kern::kGroupRows, lane = r % kern::kGroupRows;
     for (int64_t b = 0; b < nb; ++b) {
@@ -362,6 +369,13 @@ void quantize_q8_k_tiled(RowQ8_K row, GgmlType type, const float* x, int64_t n_i
 }
 
 }  // namespace kern
+
+uint64_t PackedMatrix::copy_bytes(GgmlType type, int64_t n_in, int64_t n_out, KernelIsa isa) {
+  if (isa == KernelIsa::kScalar) return 0;
+  if (!repacks(type, isa)) return saturating_mul(row_size(type, n_in), static_cast<uint64_t>(n_out));
+  const RepackBytes bytes = repack_bytes(type, n_in, n_out);
+  return saturating_add(bytes.quants, bytes.scales);
+}
 
 PackedMatrix PackedMatrix::stacked(GgmlType type, int64_t n_in, std::span<const Rows> parts, KernelIsa isa) {
   const size_t w_row = row_size(type, n_in);

@@ -73,6 +73,12 @@ class PackedMatrix {
   static PackedMatrix stacked(GgmlType type, int64_t n_in, std::span<const Rows> parts,
                               KernelIsa isa = active_isa());
 
+  // Bytes a matrix of these shape, type and ISA keeps as its own copy (the
+  // repacked layout or the rows in huge pages; 0 for the scalar ISA), what
+  // construction allocates beyond a stacked() matrix's transient row copy.
+  // Saturates at UINT64_MAX. Cost: a few multiplications.
+  static uint64_t copy_bytes(GgmlType type, int64_t n_in, int64_t n_out, KernelIsa isa = active_isa());
+
   GgmlType type() const { return type_; }
   int64_t n_in() const { return n_in_; }
   int64_t n_out() const { return n_out_; }

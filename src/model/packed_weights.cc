@@ -1,25 +1,83 @@
 #include "model/packed_weights.h"
 
 #include <initializer_list>
+#include <unordered_set>
 
 #include "core/check.h"
+#include "core/memory.h"
+#include "kernels/quant.h"  // row_size
 
 namespace zl {
 namespace {
 
-// `parts` stacked into one matrix, or nullopt when they cannot be (a missing
-// part, or types / input sizes that differ).
+// Whether `parts` can be stacked into one matrix: none missing, and the
+// same type and input size.
+bool stackable(std::initializer_list<const GgufTensor*> parts) {
+  const GgufTensor* first = *parts.begin();
+  for (const GgufTensor* t : parts) {
+    if (t == nullptr || t->type != first->type || t->ne[0] != first->ne[0]) return false;
+  }
+  return true;
+}
+
+// `parts` stacked into one matrix, or nullopt when they cannot be.
 std::optional<PackedMatrix> stack_parts(std::initializer_list<const GgufTensor*> parts, KernelIsa isa) {
+  if (!stackable(parts)) return std::nullopt;
   const GgufTensor* first = *parts.begin();
   std::vector<PackedMatrix::Rows> rows;
-  for (const GgufTensor* t : parts) {
-    if (t == nullptr || t->type != first->type || t->ne[0] != first->ne[0]) return std::nullopt;
-    rows.push_back({t->data, t->ne[1]});
-  }
+  for (const GgufTensor* t : parts) rows.push_back({t->data, t->ne[1]});
   return PackedMatrix::stacked(first->type, first->ne[0], rows, isa);
 }
 
 }  // namespace
+
+uint64_t PackedWeights::bytes_for(const Model& model, KernelIsa isa, bool stack) {
+  uint64_t total = 0;
+  std::unordered_set<const GgufTensor*> seen;  // a matrix prepared on its own counts once
+  auto add = [&](const GgufTensor* t) {
+    if (t == nullptr || !seen.insert(t).second) return;
+    total = saturating_add(total, PackedMatrix::copy_bytes(t->type, t->ne[0], t->ne[1], isa));
+  };
+  // A stacked matrix keeps one copy of all its rows (PackedMatrix::stacked
+  // copies them for every ISA, the scalar one too).
+  auto add_group = [&](std::initializer_list<const GgufTensor*> parts) {
+    if (!stack || !stackable(parts)) {
+      for (const GgufTensor* t : parts) add(t);
+      return;
+    }
+    int64_t n_out = 0;
+    for (const GgufTensor* t : parts) n_out += t->ne[1];
+    const GgufTensor* first = *parts.begin();
+    const uint64_t rows = saturating_mul(row_size(first->type, first->ne[0]), static_cast<uint64_t>(n_out));
+    total = saturating_add(total, isa == KernelIsa::kScalar ? rows
+                                                            : PackedMatrix::copy_bytes(first->type, first->ne[0], n_out, isa));
+  };
+  for (const LayerWeights& l : model.layers) {
+    add_group({l.wq, l.wk, l.wv});
+    add_group({l.ffn_gate, l.ffn_up});
+    for (const GgufTensor* t : {l.wo, l.ffn_down}) add(t);
+  }
+  add(model.output);
+  return total;
+}
+
+Status PackedWeights::check_fits(const Model& model, const PackOptions& options) {
+  const uint64_t bytes = bytes_for(model, options.isa, options.stack);
+  // Below kBudgetCheckBytes the file reads are skipped, as allocate_large does.
+  const uint64_t available = options.available ? *options.available
+                             : bytes >= kBudgetCheckBytes ? available_memory_bytes()
+                                                          : UINT64_MAX;
+  if (bytes > available) {
+    return resource_exhausted("repacked weights of " + options.name + " need " + format_bytes(bytes) + ", " +
+                              format_bytes(available) + " available");
+  }
+  return {};
+}
+
+Result<std::shared_ptr<const PackedWeights>> PackedWeights::create(const Model& model, const PackOptions& options) {
+  RETURN_IF_ERROR(check_fits(model, options));
+  return std::make_shared<const PackedWeights>(model, options.isa, options.stack);
+}
 
 PackedWeights::PackedWeights(const Model& model, KernelIsa isa, bool stack) {
   std::vector<const GgufTensor*> copied;  // tensors the kernels no longer read in place

@@ -10,6 +10,8 @@
 #include <sstream>
 #include <vector>
 
+#include "cli/model_loading.h"
+#include "core/memory.h"
 #include "core/thread_pool.h"
 #include "kernels/quant.h"
 #include "model/forward.h"
@@ -285,6 +287,59 @@ TEST(PackedWeights, CopiedMatricesLeaveTheResidentSetAndStayReadable) {
   ASSERT_TRUE(logits.ok());
   ASSERT_EQ(logits->size(), reference.size());
   for (size_t i = 0; i < reference.size(); ++i) EXPECT_NEAR((*logits)[i], reference[i], 1e-3);
+}
+
+TEST(PackedWeights, BytesForCountsEveryCopyAndCreateChecksTheBudget) {
+  if (active_isa() == KernelIsa::kScalar) GTEST_SKIP() << "the scalar ISA copies only stacked matrices";
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kQ8_0}) {
+    SCOPED_TRACE(ggml_type_name(type));
+    auto m = load_model(make("llama", type, 5, "budget.gguf"));
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    const Model& model = **m;
+    const uint64_t bytes = PackedWeights::bytes_for(model, active_isa());
+    const uint64_t per_token = PackedWeights(model, active_isa()).n_bytes_per_token();
+    // F32 rows are copied as they are; Q8_0 is repacked with its scales
+    // widened for 16-row groups (never fewer bytes than the rows).
+    if (type == GgmlType::kF32) {
+      EXPECT_EQ(bytes, per_token);
+    } else {
+      EXPECT_GE(bytes, per_token);
+    }
+    // Stacking changes no byte count of these shapes (whole 16-row groups).
+    EXPECT_EQ(PackedWeights::bytes_for(model, active_isa(), /*stack=*/false), bytes);
+    auto short_one = PackedWeights::create(model, {.name = "m.gguf", .available = bytes - 1});
+    ASSERT_FALSE(short_one.ok());
+    EXPECT_EQ(short_one.status().kind(), ErrorKind::kResourceExhausted);
+    EXPECT_EQ(short_one.status().message(), "repacked weights of m.gguf need " + format_bytes(bytes) + ", " +
+                                                format_bytes(bytes - 1) + " available");
+    auto exact = PackedWeights::create(model, {.name = "m.gguf", .available = bytes});
+    ASSERT_TRUE(exact.ok()) << exact.status().to_string();
+    EXPECT_EQ((*exact)->n_bytes_per_token(), per_token);
+  }
+  // The scalar kernels read the file in place: only stacked matrices copy.
+  auto m = load_model(make("llama", GgmlType::kF32, 5, "budget.gguf"));
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(PackedWeights::bytes_for(**m, KernelIsa::kScalar, /*stack=*/false), 0u);
+  EXPECT_GT(PackedWeights::bytes_for(**m, KernelIsa::kScalar), 0u);
+}
+
+// The commands' loader (cli/model_loading.h) on a real model with an
+// injected budget: what `zerolayer serve|generate|bench` report on a machine
+// without the memory, instead of aborting in the repack.
+TEST(PackedWeights, LoadingAModelThatDoesNotFitIsAnError) {
+  const std::string path = test::shared_dir() + "/models/stories260K.gguf";
+  if (!test::file_exists(path)) GTEST_SKIP() << "SKIPPED: " << path << " is absent (needs ../shared)";
+  auto fits = cli::load_model_with_progress(path);
+  ASSERT_TRUE(fits.ok()) << fits.status().to_string();
+  ASSERT_NE(fits->weights, nullptr);
+  const uint64_t need = PackedWeights::bytes_for(*fits->model);
+  ASSERT_GT(need, 0u);
+  auto short_one = cli::load_model_with_progress(path, /*memory_budget=*/need / 2);
+  ASSERT_FALSE(short_one.ok());
+  EXPECT_EQ(short_one.status().kind(), ErrorKind::kResourceExhausted);
+  EXPECT_EQ(short_one.status().to_string(), "resource_exhausted: repacked weights of " + path + " need " +
+                                                format_bytes(need) + ", " + format_bytes(need / 2) + " available");
+  EXPECT_TRUE(cli::load_model_with_progress(path, /*memory_budget=*/need).ok());
 }
 
 TEST(PackedWeights, AnInMemoryImageIsNeverReleased) {
