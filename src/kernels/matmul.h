@@ -83,9 +83,10 @@ class PackedMatrix {
   static Result<PackedMatrix> create_stacked(GgmlType type, int64_t n_in, std::span<const Rows> parts,
                                              KernelIsa isa = active_isa());
 
-  // Bytes a matrix of these shape, type and ISA keeps as its own copy (the
-  // repacked layout or the rows in huge pages; 0 for the scalar ISA), what
-  // construction allocates beyond a stacked() matrix's transient row copy.
+  // Bytes the constructor's matrix of these shape, type and ISA keeps as its
+  // own copy: the repacked layout or the rows in huge pages; 0 for the scalar
+  // ISA. A stacked() matrix also copies its rows first (freed once repacked,
+  // kept where the ISA does not repack, the scalar one included).
   // Saturates at UINT64_MAX. Cost: a few multiplications.
   static uint64_t copy_bytes(GgmlType type, int64_t n_in, int64_t n_out, KernelIsa isa = active_isa());
 

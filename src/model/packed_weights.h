@@ -39,8 +39,9 @@ class PackedWeights {
   // create()'s check alone (to fail before paging a model in).
   static Status check_fits(const Model& model, const PackOptions& options);
   // Bytes of the copies the constructor keeps (PackedMatrix::copy_bytes of
-  // each prepared matrix), saturating at UINT64_MAX. Cost: a walk over the
-  // layers, no copy.
+  // each prepared matrix, the rows of stacked ones), saturating at
+  // UINT64_MAX; the transient row copy of the one stacked matrix being
+  // repacked comes on top. Cost: a walk over the layers, no copy.
   static uint64_t bytes_for(const Model& model, KernelIsa isa = active_isa(), bool stack = true);
 
   // Cost: one pass over the weights (a copy of those the ISA repacks or that
