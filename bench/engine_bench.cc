@@ -121,13 +121,19 @@ int main_impl(int argc, char** argv) {
                                  &code);
   if (!args) return code;
   if (!args->has("model")) return cli::report_error("engine_bench", invalid_argument("--model is required"));
+  // Token counts size every prompt (and, with the levels, the KV cache:
+  // Engine::create checks that against memory); levels as serve's --parallel.
+  constexpr int64_t kMaxTokens = int64_t{1} << 20, kMaxConcurrency = 4096;
   auto levels = cli::parse_id_list(args->get_or("concurrency", "1,4,16,64"));
-  auto n_prompt = args->get_int("prompt", 64);
-  auto n_gen = args->get_int("gen", 64);
-  auto n_prefix = args->get_int("prefix", 256);
-  auto threads = args->get_int("threads", 0);
-  if (!levels.ok() || !n_prompt.ok() || !n_gen.ok() || !n_prefix.ok() || !threads.ok()) {
-    return cli::report_error("engine_bench", invalid_argument("bad numeric flag"));
+  auto n_prompt = args->get_int_in("prompt", 64, 1, kMaxTokens);
+  auto n_gen = args->get_int_in("gen", 64, 1, kMaxTokens);
+  auto n_prefix = args->get_int_in("prefix", 256, 0, kMaxTokens);
+  auto threads = args->get_int_in("threads", 0, 0, cli::kMaxThreads);
+  for (const Status* s : {&levels.status(), &n_prompt.status(), &n_gen.status(), &n_prefix.status(), &threads.status()}) {
+    if (!s->ok()) return cli::report_error("engine_bench", *s);
+  }
+  if (levels->empty() || std::any_of(levels->begin(), levels->end(), [](int32_t c) { return c < 1 || c > kMaxConcurrency; })) {
+    return cli::report_error("engine_bench", invalid_argument("--concurrency must list levels in [1, 4096]"));
   }
   auto model = load_model(*args->get("model"));
   if (!model.ok()) return cli::report_error("engine_bench", model.status());

@@ -107,7 +107,12 @@ int main(int argc, char** argv) {
     if (mats[0].repacked()) raw.clear();
     std::vector<double> fracs, gbs, bws, gflops;
     for (int r = 0; r < rounds + 1; ++r) {
-      const double bw = zl::measure_read_bandwidth_gbs(&pool, size_t{1} << 30, 1);
+      const auto bw_or = zl::measure_read_bandwidth_gbs(&pool, size_t{1} << 30, 1);
+      if (!bw_or.ok()) {
+        std::fprintf(stderr, "kernel_bench: %s\n", bw_or.status().to_string().c_str());
+        return 1;
+      }
+      const double bw = *bw_or;
       const auto t0 = std::chrono::steady_clock::now();
       for (const auto& m : mats) zl::matmul(m, x.data(), n_tokens, y.data(), &pool);
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -40,14 +40,17 @@ Result<Args> Args::parse(int argc, char** argv, int first, const std::vector<Fla
   Args args;
   for (size_t i = 0; i < specs.size(); ++i) {
     const FlagSpec& s = specs[i];
-    if (options[i]->count() == 0) continue;
+    const size_t n = options[i]->count();
+    if (n == 0) continue;
+    // A repeat is refused for booleans too: `--json --json` is as likely a
+    // mistake (a flag meant to be another) as `--model a --model b`.
+    if (!s.repeatable && n > 1) {
+      return invalid_argument("--" + s.name + " given " + std::to_string(n) + " times; " +
+                              (s.takes_value ? "it takes one value" : "give it once"));
+    }
     if (!s.takes_value) {
       args.values_[s.name] = {"true"};
       continue;
-    }
-    if (!s.repeatable && values[i].size() > 1) {
-      return invalid_argument("--" + s.name + " given " + std::to_string(values[i].size()) +
-                              " times; it takes one value");
     }
     args.values_[s.name] = std::move(values[i]);
   }
@@ -76,6 +79,18 @@ Result<int64_t> Args::get_int(const std::string& name, int64_t def) const {
   auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), out);
   if (ec != std::errc() || p != v->data() + v->size()) {
     return invalid_argument("--" + name + " expects an integer, got '" + *v + "'");
+  }
+  return out;
+}
+
+Result<int64_t> Args::get_int_in(const std::string& name, int64_t def, int64_t min, int64_t max) const {
+  auto v = get(name);
+  if (!v) return def;
+  int64_t out = 0;
+  auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), out);
+  if (ec != std::errc() || p != v->data() + v->size() || out < min || out > max) {
+    return invalid_argument("--" + name + " must be an integer in [" + std::to_string(min) + ", " +
+                            std::to_string(max) + "], got '" + *v + "'");
   }
   return out;
 }

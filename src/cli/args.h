@@ -1,8 +1,8 @@
 // Flag parsing for subcommands, on CLI11: `--name value`, `--name=value`,
 // boolean `--flag`, one-letter `-n value`. Unknown flags, stray positional
-// arguments, a missing value and a single-valued flag given twice are usage
-// errors (exit status 2); only flags declared `repeatable` (--api-key) may
-// come more than once.
+// arguments, a missing value and a flag given twice (a boolean one too) are
+// usage errors (exit status 2); only flags declared `repeatable` (--api-key)
+// may come more than once.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +19,7 @@ struct FlagSpec {
   std::string name;         // without dashes: "model"; one letter: "n" (-n)
   bool takes_value;         // false for boolean flags
   std::string help;         // one line
-  bool repeatable = false;  // a value flag that may be given several times
+  bool repeatable = false;  // may be given several times (else a repeat is a usage error)
 };
 
 // The parsed flags of one command line.
@@ -38,6 +38,11 @@ class Args {
   std::vector<std::string> get_all(const std::string& name) const;
   std::string get_or(const std::string& name, const std::string& def) const;
   Result<int64_t> get_int(const std::string& name, int64_t def) const;
+  // get_int, and InvalidArgument "--name must be an integer in [min, max],
+  // got 'v'" outside that range: for every size a user gives (threads,
+  // counts, shapes), so that none reaches an allocation or a narrowing cast
+  // unchecked.
+  Result<int64_t> get_int_in(const std::string& name, int64_t def, int64_t min, int64_t max) const;
   Result<double> get_double(const std::string& name, double def) const;
 
  private:
@@ -49,6 +54,9 @@ std::string usage(const std::string& cmd, const std::string& synopsis, const std
 
 // Parses "1,2,3" (spaces allowed) into ids.
 Result<std::vector<int32_t>> parse_id_list(const std::string& s);
+
+// Compute threads a command accepts (--threads; 0: all cores), as serve.
+constexpr int64_t kMaxThreads = 1024;
 
 // Exit statuses of DESIGN.md §5.
 constexpr int kExitOk = 0;

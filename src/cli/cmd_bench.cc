@@ -44,6 +44,10 @@
 namespace zl::cli {
 namespace {
 
+// Runs per figure at most: each is a full pass of the figure (seconds on a
+// large model), and the count is narrowed to int.
+constexpr int64_t kMaxReps = 1000;
+
 struct BenchContext {
   const Model& model;
   ThreadPool* pool;
@@ -130,7 +134,7 @@ Result<RooflineWindows> decode_roofline_windows(BenchContext& ctx, double bytes_
   ReferenceForward fwd(ctx.model, kWindows * kStride, ctx.pool, ctx.weights, KvType::kF16);
   std::vector<double> ratios, bandwidths;
   for (int w = 0; w < kWindows; ++w) {
-    const double bw = measure_read_bandwidth_gbs(ctx.pool, size_t{1} << 30, /*n_passes=*/1);
+    ASSIGN_OR_RETURN(const double bw, measure_read_bandwidth_gbs(ctx.pool, size_t{1} << 30, /*n_passes=*/1));
     // One untimed token first: the 1 GiB read has just evicted every cache
     // and TLB entry a decode step keeps warm (code, activations, norms, KV),
     // which made the first token after it ~25% slower than steady decode.
@@ -170,15 +174,15 @@ int cmd_bench(int argc, char** argv, int first) {
                             &code);
   if (!args) return code;
   if (!args->has("model")) return report_error("bench", invalid_argument("--model is required"));
-  auto threads = args->get_int("threads", 0);
-  auto reps = args->get_int("reps", 2);
+  auto threads = args->get_int_in("threads", 0, 0, kMaxThreads);
+  auto reps = args->get_int_in("reps", 2, 1, kMaxReps);
   if (!threads.ok()) return report_error("bench", threads.status());
-  if (!reps.ok() || *reps < 1) return report_error("bench", invalid_argument("--reps must be >= 1"));
+  if (!reps.ok()) return report_error("bench", reps.status());
   auto loaded = load_model_with_progress(*args->get("model"));
   if (!loaded.ok()) return report_error("bench", loaded.status());
   const Model& model = *loaded->model;
   ThreadPool pool(static_cast<int>(*threads));
-  BenchContext ctx{model, &pool, std::make_shared<const PackedWeights>(model), static_cast<int>(*reps), {}};
+  BenchContext ctx{model, &pool, loaded->weights, static_cast<int>(*reps), {}};
   std::mt19937 rng(42);
   std::uniform_int_distribution<int32_t> id_dist(0, static_cast<int32_t>(model.config.n_vocab - 1));
   for (int i = 0; i < 1024; ++i) ctx.ids.push_back(id_dist(rng));

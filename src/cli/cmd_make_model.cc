@@ -45,23 +45,28 @@ int cmd_make_model(int argc, char** argv, int first) {
   MakeModelOptions opts{.shape = *shape, .type = *type, .vocab_path = *args->get("vocab"), .out_path = *args->get("out"), .seed = 1, .name = ""};
   opts.shape.arch = args->get_or("arch", "llama");
   opts.name = args->get_or("name", "");
+  // Each dimension up to 2^22 (make_model checks that the tensors they make
+  // fit in memory); layers up to 4096: the writer keeps ~12 tensors a layer
+  // and checks each new name against all before it.
+  constexpr int64_t kMaxDim = int64_t{1} << 22, kMaxLayers = 4096;
   struct Override {
     const char* flag;
     int64_t* field;
-  } overrides[] = {{"n-embd", &opts.shape.n_embd}, {"n-layer", &opts.shape.n_layer}, {"n-head", &opts.shape.n_head},
-                   {"n-head-kv", &opts.shape.n_head_kv}, {"head-dim", &opts.shape.head_dim}, {"n-ff", &opts.shape.n_ff},
+    int64_t max = kMaxDim;
+  } overrides[] = {{"n-embd", &opts.shape.n_embd}, {"n-layer", &opts.shape.n_layer, kMaxLayers},
+                   {"n-head", &opts.shape.n_head}, {"n-head-kv", &opts.shape.n_head_kv},
+                   {"head-dim", &opts.shape.head_dim}, {"n-ff", &opts.shape.n_ff},
                    {"n-ctx", &opts.shape.n_ctx}, {"n-vocab", &opts.shape.n_vocab}};
   for (auto& o : overrides) {
-    auto v = args->get_int(o.flag, *o.field);
+    auto v = args->get_int_in(o.flag, *o.field, 0, o.max);
     if (!v.ok()) return report_error("make-model", v.status());
-    if (*v < 0 || *v > (int64_t{1} << 22)) return report_error("make-model", invalid_argument(std::string("--") + o.flag + " out of range"));
     *o.field = *v;
   }
   if (args->has("n-embd") || args->has("n-head")) {
     if (!args->has("head-dim")) opts.shape.head_dim = 0;  // re-derive from the new shape
   }
   auto seed = args->get_int("seed", 1);
-  auto threads = args->get_int("threads", 0);
+  auto threads = args->get_int_in("threads", 0, 0, kMaxThreads);
   if (!seed.ok()) return report_error("make-model", seed.status());
   if (!threads.ok()) return report_error("make-model", threads.status());
   opts.seed = static_cast<uint64_t>(*seed);

@@ -15,6 +15,7 @@
 #include "cli/engine_fit.h"
 #include "cli/model_loading.h"
 #include "core/log.h"
+#include "core/memory.h"
 #include "core/thread_pool.h"
 #include "engine/engine.h"
 #include "tokenizer/tokenizer.h"
@@ -67,6 +68,21 @@ std::string describe_value(const GgufValue& v, bool all) {
   return "?";
 }
 
+// The --ids list sizes everything `logits` allocates: an F32 KV cache of
+// n_ids tokens, one forward's scratch with n_ids logits rows, and the JSON
+// text of those rows (up to 14 bytes a value). ResourceExhausted when that
+// does not fit in the memory available now.
+Status check_logits_fit(const ModelConfig& c, int64_t n_ids) {
+  const uint64_t n_values = saturating_mul(static_cast<uint64_t>(n_ids), static_cast<uint64_t>(c.n_vocab));
+  const uint64_t need = saturating_add(saturating_add(KvStorage::bytes_for(c, 1, n_ids, KvType::kF32),
+                                                      ModelRunner::step_bytes(c, n_ids, n_ids)),
+                                       saturating_mul(n_values, 14));
+  RETURN_IF_ERROR(check_memory_budget(need, "the KV cache, logits and output of " + std::to_string(n_ids) +
+                                                " tokens (" + std::to_string(c.n_vocab) + " logits each)",
+                                      available_memory_bytes()));
+  return {};
+}
+
 }  // namespace
 
 int cmd_logits(int argc, char** argv, int first) {
@@ -81,13 +97,16 @@ int cmd_logits(int argc, char** argv, int first) {
   auto ids = parse_id_list(*args->get("ids"));
   if (!ids.ok()) return report_error("logits", ids.status());
   if (ids->empty()) return report_error("logits", invalid_argument("--ids is empty"));
-  auto threads = args->get_int("threads", 0);
+  auto threads = args->get_int_in("threads", 0, 0, kMaxThreads);
   if (!threads.ok()) return report_error("logits", threads.status());
   auto loaded = load_model_with_progress(*args->get("model"));
   if (!loaded.ok()) return report_error("logits", loaded.status());
   const Model& model = *loaded->model;
+  if (Status st = check_logits_fit(model.config, static_cast<int64_t>(ids->size())); !st.ok()) {
+    return report_error("logits", st);
+  }
   ThreadPool pool(static_cast<int>(*threads));
-  ReferenceForward fwd(model, static_cast<int64_t>(ids->size()), &pool);
+  ReferenceForward fwd(model, static_cast<int64_t>(ids->size()), &pool, loaded->weights);
   auto logits = fwd.forward(*ids, /*all_logits=*/true);
   if (!logits.ok()) return report_error("logits", logits.status());
   const int64_t n_vocab = model.config.n_vocab;
@@ -130,10 +149,10 @@ int cmd_generate(int argc, char** argv, int first) {
   }
   auto n_gen = args->get_int("n", 32);
   auto temperature = args->get_double("temperature", 0.8);
-  auto top_k = args->get_int("top-k", 40);
+  auto top_k = args->get_int_in("top-k", 40, 0, INT32_MAX);
   auto top_p = args->get_double("top-p", 0.95);
   auto seed = args->get_int("seed", 42);
-  auto threads = args->get_int("threads", 0);
+  auto threads = args->get_int_in("threads", 0, 0, kMaxThreads);
   auto n_ctx = args->get_int("ctx", 0);
   for (const Status* s : {&n_gen.status(), &temperature.status(), &top_k.status(), &top_p.status(), &seed.status(),
                           &threads.status(), &n_ctx.status()}) {
@@ -180,7 +199,7 @@ int cmd_generate(int argc, char** argv, int first) {
   const std::string ctx_source = *n_ctx > 0 ? "--ctx " + std::to_string(*n_ctx)
                                             : "the prompt (" + std::to_string(n_prompt) + " tokens) + -n " +
                                                   std::to_string(*n_gen);
-  auto engine = create_engine(model, **tokenizer, ec, {.ctx = ctx_source});
+  auto engine = create_engine(model, **tokenizer, ec, {.ctx = ctx_source}, loaded->weights);
   if (!engine.ok()) return report_error("generate", engine.status());
   const bool json = args->has("json");
   const std::vector<int32_t> prompt_ids = request.prompt_ids;

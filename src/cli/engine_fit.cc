@@ -47,10 +47,11 @@ Status check_fits(const ModelConfig& model, const EngineConfig& requested, const
 }  // namespace
 
 Result<std::unique_ptr<Engine>> create_engine(const Model& model, const Tokenizer& tokenizer, const EngineConfig& config,
-                                              const EngineSizeSources& sources) {
+                                              const EngineSizeSources& sources,
+                                              std::shared_ptr<const PackedWeights> weights) {
   const EngineConfig resolved = resolve_engine_config(model.config, config);
   RETURN_IF_ERROR(check_fits(model.config, config, resolved, sources));
-  return Engine::create(model, tokenizer, resolved);  // resolving again changes nothing
+  return Engine::create(model, tokenizer, resolved, std::move(weights));  // resolving again changes nothing
 }
 
 }  // namespace zl::cli

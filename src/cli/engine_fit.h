@@ -22,9 +22,11 @@ struct EngineSizeSources {
 };
 
 // Checks engine_memory(resolved `config`) against the memory available now,
-// then creates the engine. ResourceExhausted naming the source on a
+// then creates the engine on `weights` (LoadedModel::weights; null: the
+// engine prepares them). ResourceExhausted naming the source on a
 // shortfall; Engine::create's errors otherwise.
 Result<std::unique_ptr<Engine>> create_engine(const Model& model, const Tokenizer& tokenizer, const EngineConfig& config,
-                                              const EngineSizeSources& sources);
+                                              const EngineSizeSources& sources,
+                                              std::shared_ptr<const PackedWeights> weights = nullptr);
 
 }  // namespace zl::cli

@@ -10,9 +10,11 @@
 
 namespace zl::cli {
 
-Result<LoadedModel> load_model_with_progress(const std::string& path) {
+Result<LoadedModel> load_model_with_progress(const std::string& path, std::optional<uint64_t> memory_budget) {
   const auto t0 = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(auto model, load_model(path));
+  const PackOptions pack{.name = path, .available = memory_budget};
+  RETURN_IF_ERROR(PackedWeights::check_fits(*model, pack));
   const uint64_t total = model->n_weight_bytes();
   Progress progress("loading " + path, total);
   uint64_t done = 0;
@@ -26,6 +28,7 @@ Result<LoadedModel> load_model_with_progress(const std::string& path) {
   }
   progress.finish();
   LoadedModel out;
+  ASSIGN_OR_RETURN(out.weights, PackedWeights::create(*model, pack));
   out.model = std::move(model);
   out.t_load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return out;

@@ -1,23 +1,33 @@
-// Model loading for the CLI commands: opens the GGUF, binds the weights and
-// pages them in up front (with progress on a terminal), so that load time is
-// measured once and the first forward pass does not pay for page faults.
+// Model loading for the CLI commands: opens the GGUF, binds the weights,
+// pages them in up front (with progress on a terminal) and prepares them for
+// the kernels (PackedWeights), so that load time is measured once and the
+// first forward pass does not pay for page faults.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
 #include "model/model.h"
+#include "model/packed_weights.h"
 
 namespace zl::cli {
 
 struct LoadedModel {
   std::unique_ptr<Model> model;
+  std::shared_ptr<const PackedWeights> weights;  // of *model, which must outlive them
   double t_load_ms = 0;
 };
 
-Result<LoadedModel> load_model_with_progress(const std::string& path);
+// Errors of load_model, and ResourceExhausted "repacked weights of <path>
+// need <bytes>, <available> available" when the prepared copies do not fit
+// in `memory_budget` bytes (nullopt: the memory available now), checked
+// before the file is paged in.
+Result<LoadedModel> load_model_with_progress(const std::string& path,
+                                             std::optional<uint64_t> memory_budget = std::nullopt);
 
 // The model to use when no --model is given: $ZEROLAYER_MODEL, else the
 // built-in demo model (models/zerolayer-demo.gguf) found next to the

@@ -52,7 +52,8 @@ Result<ServeBackend> make_backend(const ServeConfig& config) {
   ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                    create_engine(*loaded->model, *loaded->tokenizer, ec,
                                  {.kv_size = given("kv-size"), .ctx = given("ctx"),
-                                  .batch_tokens = given("batch-tokens"), .parallel = given("parallel")}));
+                                  .batch_tokens = given("batch-tokens"), .parallel = given("parallel")},
+                                 std::move(lm.weights)));
   b.engine = std::move(engine);
   b.codec = std::make_unique<api::TokenizerCodec>(loaded->tokenizer.get(), std::move(tmpl));
   b.keep_alive = loaded;

@@ -12,7 +12,6 @@
 #include <string>
 #include <utility>
 
-#include "core/check.h"
 
 namespace zl {
 namespace {
@@ -131,12 +130,6 @@ Result<LargeBuffer> allocate_large(size_t bytes, std::string_view what, bool zer
   b.p_ = p;
   b.size_ = bytes;
   return b;
-}
-
-void* allocate_large_or_die(size_t bytes, std::string_view what, bool zeroed) {
-  auto b = allocate_large(bytes, what, zeroed);
-  CHECK(b.ok()) << b.status().to_string();
-  return b->release();
 }
 
 }  // namespace zl

@@ -71,9 +71,4 @@ constexpr size_t kBudgetCheckBytes = size_t{16} << 20;
 Result<LargeBuffer> allocate_large(size_t bytes, std::string_view what, bool zeroed = true,
                                    std::optional<uint64_t> available = std::nullopt);
 
-// allocate_large for callers with no error path (repacked weights at load,
-// benchmark buffers): CHECKs that it succeeds, with its message. Free with
-// std::free.
-void* allocate_large_or_die(size_t bytes, std::string_view what, bool zeroed = true);
-
 }  // namespace zl

@@ -72,7 +72,12 @@ EngineMemory engine_memory(const ModelConfig& model, const EngineConfig& c) {
           .step_bytes = ModelRunner::step_bytes(model, c.max_step_tokens, c.max_seqs)};
 }
 
-Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokenizer& tokenizer, EngineConfig config) {
+Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokenizer& tokenizer, EngineConfig config,
+                                               std::shared_ptr<const PackedWeights> weights) {
+  if (!weights) {
+    ASSIGN_OR_RETURN(weights, PackedWeights::create(model, {.name = model.config.name.empty() ? "the model"
+                                                                                               : model.config.name}));
+  }
   config = resolve_engine_config(model.config, config);
   if (config.n_ctx < 2) return invalid_argument("context size must be at least 2 tokens");
   if (config.n_kv_tokens / config.block_size > INT32_MAX / 2) return invalid_argument("KV cache too large");
@@ -92,15 +97,16 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokeniz
   }
   ASSIGN_OR_RETURN(KvStorage kv, KvStorage::create(model.config, config.n_kv_tokens / config.block_size,
                                                    config.block_size, config.kv_type));
-  return std::unique_ptr<Engine>(new Engine(model, tokenizer, config, std::move(kv)));
+  return std::unique_ptr<Engine>(new Engine(model, tokenizer, config, std::move(kv), std::move(weights)));
 }
 
-Engine::Engine(const Model& model, const Tokenizer& tokenizer, EngineConfig config, KvStorage kv)
+Engine::Engine(const Model& model, const Tokenizer& tokenizer, EngineConfig config, KvStorage kv,
+               std::shared_ptr<const PackedWeights> weights)
     : model_(model),
       tokenizer_(tokenizer),
       config_(config),
       pool_(config.n_threads),
-      runner_(model, &pool_),
+      runner_(model, &pool_, std::move(weights)),
       kv_(std::move(kv)),
       blocks_(BlockPoolConfig{.block_size = config.block_size,
                               .n_blocks = static_cast<int32_t>(config.n_kv_tokens / config.block_size),

@@ -65,7 +65,11 @@ class Engine final : public EngineApi {
   // The model and tokenizer must outlive the engine. Starts the engine thread.
   // ResourceExhausted, naming the bytes, when the KV cache or the step
   // scratch (engine_memory) does not fit in the memory available now.
-  static Result<std::unique_ptr<Engine>> create(const Model& model, const Tokenizer& tokenizer, EngineConfig config);
+  // `weights`: the model's prepared weights (cli/model_loading.h); null
+  // prepares them here (PackedWeights::create: ResourceExhausted when they
+  // do not fit).
+  static Result<std::unique_ptr<Engine>> create(const Model& model, const Tokenizer& tokenizer, EngineConfig config,
+                                                std::shared_ptr<const PackedWeights> weights = nullptr);
   ~Engine() override;  // stop()
 
   std::shared_ptr<RequestChannel> submit(Request request) override;
@@ -78,7 +82,8 @@ class Engine final : public EngineApi {
 
  private:
   struct Live;  // per-request state on the engine thread
-  Engine(const Model& model, const Tokenizer& tokenizer, EngineConfig config, KvStorage kv);
+  Engine(const Model& model, const Tokenizer& tokenizer, EngineConfig config, KvStorage kv,
+         std::shared_ptr<const PackedWeights> weights);
   void loop();
   // Returns false when the plan was empty: every running sequence is paused
   // (backpressure) and nothing could be admitted.

@@ -65,7 +65,27 @@ bool repacks(GgmlType type, KernelIsa isa) {
 
 bool is_k_quant(GgmlType type) { return type == GgmlType::kQ4_K || type == GgmlType::kQ6_K; }
 
-void* aligned_bytes(size_t n, bool zeroed = true) { return allocate_large_or_die(n, "repacked weights", zeroed); }
+// A weight copy (allocate_large: huge pages; ResourceExhausted when it does
+// not fit). Freed with std::free (PackedMatrix::FreeDeleter).
+Result<void*> aligned_bytes(size_t n, bool zeroed = true) {
+  ASSIGN_OR_RETURN(LargeBuffer b, allocate_large(n, "a copy of a weight matrix", zeroed));
+  return b.release();
+}
+
+// Bytes of the repacked layout of n_out rows of n_in values of `type` (a
+// type repacks() accepts): the quants stream and the f16 scales (none for
+// Q4_K, whose scales live in the stream). Rows are padded to whole groups.
+struct RepackBytes {
+  size_t quants = 0, scales = 0;
+};
+RepackBytes repack_bytes(GgmlType type, int64_t n_in, int64_t n_out) {
+  const int64_t n_groups = (n_out + kern::kGroupRows - 1) / kern::kGroupRows;
+  const int64_t n_blocks = n_in / (is_k_quant(type) ? kQkK : kQk32);
+  const uint64_t group_blocks = saturating_mul(static_cast<uint64_t>(n_groups), static_cast<uint64_t>(n_blocks));
+  const bool has_scales = type != GgmlType::kQ4_K;
+  return {.quants = saturating_mul(group_blocks, static_cast<uint64_t>(kern::group_block_bytes(type))),
+          .scales = has_scales ? saturating_mul(group_blocks, kern::kGroupRows * 2) : 0};
+}
 
 // Thread-local activation scratch of the calling thread (see matmul()).
 struct Scratch {
@@ -221,16 +241,19 @@ void PackedMatrix::FreeDeleter::operator()(void* p) const { std::free(p); }
 
 PackedMatrix::PackedMatrix(GgmlType type, const uint8_t* data, int64_t n_in, int64_t n_out, KernelIsa isa)
     : type_(type), n_in_(n_in), n_out_(n_out), isa_(isa), data_(data) {
-  prepare();
+  const Status st = prepare();
+  CHECK(st.ok()) << st.to_string();
 }
 
-PackedMatrix::PackedMatrix(AdoptRows, GgmlType type, std::unique_ptr<uint8_t, FreeDeleter> rows, int64_t n_in,
-                           int64_t n_out, KernelIsa isa)
-    : type_(type), n_in_(n_in), n_out_(n_out), isa_(isa), data_(rows.get()), owned_rows_(std::move(rows)) {
-  prepare();
+Result<PackedMatrix> PackedMatrix::create(GgmlType type, const uint8_t* data, int64_t n_in, int64_t n_out,
+                                          KernelIsa isa) {
+  PackedMatrix m;
+  m.type_ = type, m.n_in_ = n_in, m.n_out_ = n_out, m.isa_ = isa, m.data_ = data;
+  RETURN_IF_ERROR(m.prepare());
+  return m;
 }
 
-void PackedMatrix::prepare() {
+Status PackedMatrix::prepare() {
   CHECK(isa_supported(isa_)) << "PackedMatrix: " << isa_name(isa_) << " is not supported by this CPU";
   vec_dot_type(type_);  // CHECKs a supported type
   n_bytes_ = row_size(type_, n_in_) * static_cast<size_t>(n_out_);
@@ -239,42 +262,40 @@ void PackedMatrix::prepare() {
     // (allocate_large) rather than the 4 KiB pages of a mapped file, worth
     // ~10% of decode bandwidth for float weights (kernel_bench, bench/README.md).
     if (isa_ != KernelIsa::kScalar && !owned_rows_) {
-      owned_rows_.reset(static_cast<uint8_t*>(aligned_bytes(n_bytes_, /*zeroed=*/false)));  // overwritten next
+      ASSIGN_OR_RETURN(void* rows, aligned_bytes(n_bytes_, /*zeroed=*/false));  // overwritten next
+      owned_rows_.reset(static_cast<uint8_t*>(rows));
       std::memcpy(owned_rows_.get(), data_, n_bytes_);
       data_ = owned_rows_.get();
     }
-    return;
+    return {};
   }
-  repack();
+  RETURN_IF_ERROR(repack());
   if (owned_rows_) {  // stacked(): only the repacked copy is kept
     owned_rows_.reset();
     data_ = nullptr;
   }
+  return {};
 }
 
-void PackedMatrix::repack() {
+Status PackedMatrix::repack() {
   const GgmlType type = type_;
   const int64_t n_in = n_in_, n_out = n_out_;
   const uint8_t* data = data_;
   const size_t w_row = row_size(type, n_in);
+  const RepackBytes bytes = repack_bytes(type, n_in, n_out);
+  ASSIGN_OR_RETURN(void* quants, aligned_bytes(bytes.quants));
+  quants_.reset(static_cast<uint8_t*>(quants));
+  if (bytes.scales > 0) {
+    ASSIGN_OR_RETURN(void* scales, aligned_bytes(bytes.scales));
+    scales_.reset(static_cast<uint16_t*>(scales));
+  }
   if (is_k_quant(type)) {
-    const int64_t nbk = n_in / kQkK;
-    const int64_t n_groups = (n_out + kern::kGroupRows - 1) / kern::kGroupRows;
-    const bool q6 = type == GgmlType::kQ6_K;
-    const int64_t gb = kern::group_block_bytes(type);
-    quants_.reset(static_cast<uint8_t*>(aligned_bytes(static_cast<size_t>(n_groups * nbk * gb))));
-    if (q6) {
-      scales_.reset(static_cast<uint16_t*>(aligned_bytes(static_cast<size_t>(n_groups * nbk * kern::kGroupRows * 2))));
-    }
     kern::repack_k_quant(type, data, n_in, n_out, quants_.get(), scales_.get());
-    return;
+    return {};
   }
   const int64_t nb = n_in / kQk32;
-  const int64_t n_groups = (n_out + kern::kGroupRows - 1) / kern::kGroupRows;
   const bool q4 = type == GgmlType::kQ4_0;
   const int64_t gb = kern::group_block_bytes(type);
-  quants_.reset(static_cast<uint8_t*>(aligned_bytes(static_cast<size_t>(n_groups * nb * gb))));
-  scales_.reset(static_cast<uint16_t*>(aligned_bytes(static_cast<size_t>(n_groups * nb * kern::kGroupRows * 2))));
   for (int64_t r = 0; r < n_out; ++r) {
     const int64_t g = r / kern::kGroupRows, lane = r % kern::kGroupRows;
     for (int64_t b = 0; b < nb; ++b) {
@@ -294,6 +315,7 @@ void PackedMatrix::repack() {
   }
   // Padding rows of the last group: zero scales; their (zero) quants are
   // never stored (the kernel masks them), so their value does not matter.
+  return {};
 }
 
 namespace kern {
@@ -372,17 +394,35 @@ void quantize_q8_k_tiled(RowQ8_K row, GgmlType type, const float* x, int64_t n_i
 
 }  // namespace kern
 
+uint64_t PackedMatrix::copy_bytes(GgmlType type, int64_t n_in, int64_t n_out, KernelIsa isa) {
+  if (isa == KernelIsa::kScalar) return 0;
+  if (!repacks(type, isa)) return saturating_mul(row_size(type, n_in), static_cast<uint64_t>(n_out));
+  const RepackBytes bytes = repack_bytes(type, n_in, n_out);
+  return saturating_add(bytes.quants, bytes.scales);
+}
+
 PackedMatrix PackedMatrix::stacked(GgmlType type, int64_t n_in, std::span<const Rows> parts, KernelIsa isa) {
+  auto m = create_stacked(type, n_in, parts, isa);
+  CHECK(m.ok()) << m.status().to_string();
+  return std::move(m).value();
+}
+
+Result<PackedMatrix> PackedMatrix::create_stacked(GgmlType type, int64_t n_in, std::span<const Rows> parts,
+                                                  KernelIsa isa) {
   const size_t w_row = row_size(type, n_in);
   int64_t n_out = 0;
   for (const Rows& p : parts) n_out += p.n_out;
-  std::unique_ptr<uint8_t, FreeDeleter> rows(static_cast<uint8_t*>(aligned_bytes(w_row * n_out, /*zeroed=*/false)));
+  ASSIGN_OR_RETURN(void* rows, aligned_bytes(w_row * n_out, /*zeroed=*/false));
+  PackedMatrix m;
+  m.owned_rows_.reset(static_cast<uint8_t*>(rows));
   size_t offset = 0;
   for (const Rows& p : parts) {
-    std::memcpy(rows.get() + offset, p.data, w_row * p.n_out);
+    std::memcpy(m.owned_rows_.get() + offset, p.data, w_row * p.n_out);
     offset += w_row * p.n_out;
   }
-  return PackedMatrix(AdoptRows{}, type, std::move(rows), n_in, n_out, isa);
+  m.type_ = type, m.n_in_ = n_in, m.n_out_ = n_out, m.isa_ = isa, m.data_ = m.owned_rows_.get();
+  RETURN_IF_ERROR(m.prepare());
+  return m;
 }
 
 namespace {

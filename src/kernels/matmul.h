@@ -29,6 +29,7 @@
 #include <memory>
 #include <span>
 
+#include "core/status.h"
 #include "core/thread_pool.h"
 #include "format/ggml_type.h"
 
@@ -55,9 +56,14 @@ class PackedMatrix {
   PackedMatrix() = default;
   // `data` holds n_out rows of row_size(type, n_in) bytes (GGUF layout).
   // Cost: one copy of the bytes (repacked, or as they are in huge pages), none
-  // for the scalar ISA. CHECKs a supported type.
+  // for the scalar ISA. CHECKs a supported type, and that the copy could be
+  // allocated (fixed, small matrices: tests, benchmarks).
   PackedMatrix(GgmlType type, const uint8_t* data, int64_t n_in, int64_t n_out,
                KernelIsa isa = active_isa());
+  // The same, with ResourceExhausted when the copy cannot be allocated
+  // (core/memory.h allocate_large).
+  static Result<PackedMatrix> create(GgmlType type, const uint8_t* data, int64_t n_in, int64_t n_out,
+                                     KernelIsa isa = active_isa());
 
   // Rows of one source matrix, for stacked().
   struct Rows {
@@ -70,8 +76,19 @@ class PackedMatrix {
   // (rows are independent). Owns its rows: the repacked layout where `isa`
   // repacks (data() is then null), else a concatenated copy of the GGUF rows.
   // Cost: one copy of the parts' bytes.
+  // CHECKs that the copies could be allocated; create_stacked returns
+  // ResourceExhausted instead.
   static PackedMatrix stacked(GgmlType type, int64_t n_in, std::span<const Rows> parts,
                               KernelIsa isa = active_isa());
+  static Result<PackedMatrix> create_stacked(GgmlType type, int64_t n_in, std::span<const Rows> parts,
+                                             KernelIsa isa = active_isa());
+
+  // Bytes the constructor's matrix of these shape, type and ISA keeps as its
+  // own copy: the repacked layout or the rows in huge pages; 0 for the scalar
+  // ISA. A stacked() matrix also copies its rows first (freed once repacked,
+  // kept where the ISA does not repack, the scalar one included).
+  // Saturates at UINT64_MAX. Cost: a few multiplications.
+  static uint64_t copy_bytes(GgmlType type, int64_t n_in, int64_t n_out, KernelIsa isa = active_isa());
 
   GgmlType type() const { return type_; }
   int64_t n_in() const { return n_in_; }
@@ -96,12 +113,9 @@ class PackedMatrix {
   struct FreeDeleter {
     void operator()(void* p) const;
   };
-  struct AdoptRows {};
-  // Takes `rows` (stacked()): no further copy.
-  PackedMatrix(AdoptRows, GgmlType type, std::unique_ptr<uint8_t, FreeDeleter> rows, int64_t n_in, int64_t n_out,
-               KernelIsa isa);
-  void prepare();
-  void repack();
+  // The copies for isa_ of the rows at data_ (owned_rows_ when stacked).
+  Status prepare();
+  Status repack();
   GgmlType type_ = GgmlType::kF32;
   int64_t n_in_ = 0, n_out_ = 0;
   KernelIsa isa_ = KernelIsa::kScalar;

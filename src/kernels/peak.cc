@@ -35,15 +35,13 @@ int64_t scalar_int8_ops(int64_t n) {
 
 }  // namespace
 
-double measure_read_bandwidth_gbs(ThreadPool* pool, size_t bytes, int n_passes) {
+Result<double> measure_read_bandwidth_gbs(ThreadPool* pool, size_t bytes, int n_passes) {
   // Each thread reads its own contiguous slice (huge pages where THP allows,
   // as for the repacked weights; written by itself before timing), a
   // multiple of 256 bytes and 64-byte aligned for the SIMD readers.
   const int64_t n_threads = pool ? pool->n_threads() : 1;
   const size_t slice = bytes / static_cast<size_t>(n_threads) / 4096 * 4096;
-  std::unique_ptr<uint8_t, void (*)(void*)> buf(
-      static_cast<uint8_t*>(allocate_large_or_die(slice * n_threads, "the bandwidth test buffer", /*zeroed=*/false)),
-      std::free);
+  ASSIGN_OR_RETURN(LargeBuffer buf, allocate_large(slice * n_threads, "the bandwidth test buffer", /*zeroed=*/false));
   auto run = [&](const std::function<void(int64_t, int64_t)>& fn) {
     if (pool) {
       pool->parallel_for(n_threads, fn);
@@ -52,7 +50,7 @@ double measure_read_bandwidth_gbs(ThreadPool* pool, size_t bytes, int n_passes) 
     }
   };
   run([&](int64_t b, int64_t e) {
-    for (int64_t t = b; t < e; ++t) std::memset(buf.get() + t * slice, static_cast<int>(t + 1), slice);
+    for (int64_t t = b; t < e; ++t) std::memset(buf.data() + t * slice, static_cast<int>(t + 1), slice);
   });
   const KernelIsa isa = active_isa();
   std::atomic<uint64_t> sink{0};
@@ -61,7 +59,7 @@ double measure_read_bandwidth_gbs(ThreadPool* pool, size_t bytes, int n_passes) 
     const auto t0 = std::chrono::steady_clock::now();
     run([&](int64_t b, int64_t e) {
       for (int64_t t = b; t < e; ++t) {
-        const uint8_t* s = buf.get() + t * slice;
+        const uint8_t* s = buf.data() + t * slice;
         if (isa == KernelIsa::kAvx512) {
           sink += kern::avx512_read_bytes(s, slice);
         } else if (isa == KernelIsa::kAvx2) {

@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/memory.h"
 #include "kernels/quant.h"
 #include "format/gguf.h"
 
@@ -87,6 +88,35 @@ std::vector<float> llama3_rope_factors(int64_t head_dim, float base) {
   return out;
 }
 
+// The type a [ne0, ne1] matrix is written in: `type`, or Q8_0/F16 when the
+// row length is not a multiple of its block (as llama-quantize does).
+GgmlType matrix_type(GgmlType type, int64_t ne0) {
+  if (ne0 % ggml_type_traits(static_cast<uint32_t>(type))->block_size == 0) return type;
+  return ne0 % 32 == 0 ? GgmlType::kQ8_0 : GgmlType::kF16;
+}
+
+// GgufWriter::write fills one tensor at a time in a buffer of its bytes,
+// each thread with a row of floats: the largest matrix (every shape
+// dimension checked positive; products up to 2^66 overflow) must fit.
+Status check_writer_memory(const ModelShape& s, const MakeModelOptions& opts, int n_threads) {
+  const int64_t q_dim = s.n_head * s.head_dim, kv_dim = s.n_head_kv * s.head_dim;
+  const struct {
+    const char* name;
+    int64_t ne0, ne1;
+  } matrices[] = {{"token_embd", s.n_embd, s.n_vocab}, {"attn_q", s.n_embd, q_dim}, {"attn_k", s.n_embd, kv_dim},
+                  {"attn_output", q_dim, s.n_embd},    {"ffn_up", s.n_embd, s.n_ff},  {"ffn_down", s.n_ff, s.n_embd}};
+  const uint64_t available = opts.memory_budget ? *opts.memory_budget : available_memory_bytes();
+  for (const auto& m : matrices) {
+    const GgmlType t = matrix_type(opts.type, m.ne0);
+    const std::optional<uint64_t> bytes = checked_mul(row_size(t, m.ne0), static_cast<uint64_t>(m.ne1));
+    const uint64_t rows = saturating_mul(saturating_mul(static_cast<uint64_t>(m.ne0), 4), static_cast<uint64_t>(n_threads));
+    const std::string what = std::string("the ") + m.name + " tensor [" + std::to_string(m.ne0) + ", " +
+                             std::to_string(m.ne1) + "] in " + ggml_type_name(t);
+    RETURN_IF_ERROR(check_memory_budget(saturating_add(bytes.value_or(UINT64_MAX), rows), what, available));
+  }
+  return {};
+}
+
 }  // namespace
 
 std::optional<ModelShape> model_shape_preset(const std::string& name) {
@@ -131,6 +161,7 @@ Status make_model(const MakeModelOptions& opts, ThreadPool* pool,
     return invalid_argument("inconsistent model shape (all dimensions positive, head_dim even, n_head a multiple of n_head_kv)");
   }
   const int64_t q_dim = s.n_head * s.head_dim, kv_dim = s.n_head_kv * s.head_dim;
+  RETURN_IF_ERROR(check_writer_memory(s, opts, pool ? pool->n_threads() : 1));
 
   GgufWriter w;
   const std::string a = s.arch + ".";
@@ -160,8 +191,7 @@ Status make_model(const MakeModelOptions& opts, ThreadPool* pool,
   // A weight matrix [ne0, ne1] in opts.type, falling back to Q8_0/F16 when the
   // row length is not a multiple of the type's block (as llama-quantize does).
   auto matrix = [&](const std::string& name, int64_t ne0, int64_t ne1) {
-    GgmlType t = opts.type;
-    if (ne0 % traits->block_size != 0) t = ne0 % 32 == 0 ? GgmlType::kQ8_0 : GgmlType::kF16;
+    const GgmlType t = matrix_type(opts.type, ne0);
     const uint64_t h = hash_name(name);
     w.add_tensor(name, t, {ne0, ne1}, [=](uint8_t* dst, uint64_t n_bytes) {
       const size_t rb = row_size(t, ne0);

@@ -45,9 +45,15 @@ struct MakeModelOptions {
   std::string out_path;
   uint64_t seed = 1;
   std::string name;                // general.name (default: "zerolayer random <shape>")
+  // Memory for the writer's buffers (one tensor, a row of floats per
+  // thread); nullopt: available_memory_bytes() now.
+  std::optional<uint64_t> memory_budget;
 };
 
 // Writes the model. `progress` (may be null) receives (bytes_done, bytes_total).
+// InvalidArgument for an inconsistent shape; ResourceExhausted, naming the
+// tensor and the bytes, when its largest tensor does not fit in the memory
+// budget (or its size overflows), before anything is written.
 Status make_model(const MakeModelOptions& opts, ThreadPool* pool,
                   const std::function<void(uint64_t, uint64_t)>& progress);
 

@@ -143,6 +143,12 @@ Result<std::unique_ptr<Model>> load_model(std::unique_ptr<GgufFile> file) {
   ASSIGN_OR_RETURN(m->rope_freqs, bind_tensor(f, "rope_freqs.weight", c.rope_dim / 2, 1, /*required=*/false));
   const bool qwen2 = c.arch == Arch::kQwen2;
   const bool qwen3 = c.arch == Arch::kQwen3;
+  // block_count comes from the header: a layer has at least 9 tensors, so a
+  // count the file cannot hold is refused before it sizes anything.
+  if (c.n_layer > static_cast<int64_t>(f.tensors().size())) {
+    return corrupt_file("block_count " + std::to_string(c.n_layer) + " exceeds the file's " +
+                        std::to_string(f.tensors().size()) + " tensors");
+  }
   m->layers.resize(c.n_layer);
   for (int64_t i = 0; i < c.n_layer; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";

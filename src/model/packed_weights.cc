@@ -1,52 +1,125 @@
 #include "model/packed_weights.h"
 
 #include <initializer_list>
+#include <unordered_set>
 
 #include "core/check.h"
+#include "core/memory.h"
+#include "kernels/quant.h"  // row_size
 
 namespace zl {
 namespace {
 
-// `parts` stacked into one matrix, or nullopt when they cannot be (a missing
-// part, or types / input sizes that differ).
-std::optional<PackedMatrix> stack_parts(std::initializer_list<const GgufTensor*> parts, KernelIsa isa) {
+// Whether `parts` can be stacked into one matrix: none missing, and the
+// same type and input size.
+bool stackable(std::initializer_list<const GgufTensor*> parts) {
+  const GgufTensor* first = *parts.begin();
+  for (const GgufTensor* t : parts) {
+    if (t == nullptr || t->type != first->type || t->ne[0] != first->ne[0]) return false;
+  }
+  return true;
+}
+
+// `parts` stacked into one matrix, or nullopt when they cannot be.
+Result<std::optional<PackedMatrix>> stack_parts(std::initializer_list<const GgufTensor*> parts, KernelIsa isa) {
+  if (!stackable(parts)) return std::optional<PackedMatrix>();
   const GgufTensor* first = *parts.begin();
   std::vector<PackedMatrix::Rows> rows;
-  for (const GgufTensor* t : parts) {
-    if (t == nullptr || t->type != first->type || t->ne[0] != first->ne[0]) return std::nullopt;
-    rows.push_back({t->data, t->ne[1]});
-  }
-  return PackedMatrix::stacked(first->type, first->ne[0], rows, isa);
+  for (const GgufTensor* t : parts) rows.push_back({t->data, t->ne[1]});
+  ASSIGN_OR_RETURN(PackedMatrix m, PackedMatrix::create_stacked(first->type, first->ne[0], rows, isa));
+  return std::optional<PackedMatrix>(std::move(m));
 }
 
 }  // namespace
 
-PackedWeights::PackedWeights(const Model& model, KernelIsa isa, bool stack) {
-  std::vector<const GgufTensor*> copied;  // tensors the kernels no longer read in place
+uint64_t PackedWeights::bytes_for(const Model& model, KernelIsa isa, bool stack) {
+  uint64_t total = 0;
+  std::unordered_set<const GgufTensor*> seen;  // a matrix prepared on its own counts once
   auto add = [&](const GgufTensor* t) {
-    if (t == nullptr || by_tensor_.count(t)) return;
-    const PackedMatrix& m = by_tensor_.try_emplace(t, t->type, t->data, t->ne[0], t->ne[1], isa).first->second;
-    n_bytes_per_token_ += m.n_bytes();
-    if (m.holds_copy()) copied.push_back(t);
+    if (t == nullptr || !seen.insert(t).second) return;
+    total = saturating_add(total, PackedMatrix::copy_bytes(t->type, t->ne[0], t->ne[1], isa));
+  };
+  // A stacked matrix keeps one copy of all its rows (PackedMatrix::stacked
+  // copies them for every ISA, the scalar one too).
+  auto add_group = [&](std::initializer_list<const GgufTensor*> parts) {
+    if (!stack || !stackable(parts)) {
+      for (const GgufTensor* t : parts) add(t);
+      return;
+    }
+    int64_t n_out = 0;
+    for (const GgufTensor* t : parts) n_out += t->ne[1];
+    const GgufTensor* first = *parts.begin();
+    const uint64_t rows = saturating_mul(row_size(first->type, first->ne[0]), static_cast<uint64_t>(n_out));
+    total = saturating_add(total, isa == KernelIsa::kScalar ? rows
+                                                            : PackedMatrix::copy_bytes(first->type, first->ne[0], n_out, isa));
   };
   for (const LayerWeights& l : model.layers) {
-    qkv_.push_back(stack ? stack_parts({l.wq, l.wk, l.wv}, isa) : std::nullopt);
-    gate_up_.push_back(stack ? stack_parts({l.ffn_gate, l.ffn_up}, isa) : std::nullopt);
+    add_group({l.wq, l.wk, l.wv});
+    add_group({l.ffn_gate, l.ffn_up});
+    for (const GgufTensor* t : {l.wo, l.ffn_down}) add(t);
+  }
+  add(model.output);
+  return total;
+}
+
+Status PackedWeights::check_fits(const Model& model, const PackOptions& options) {
+  const uint64_t bytes = bytes_for(model, options.isa, options.stack);
+  // Below kBudgetCheckBytes the file reads are skipped, as allocate_large does.
+  const uint64_t available = options.available ? *options.available
+                             : bytes >= kBudgetCheckBytes ? available_memory_bytes()
+                                                          : UINT64_MAX;
+  if (bytes > available) {
+    return resource_exhausted("repacked weights of " + options.name + " need " + format_bytes(bytes) + ", " +
+                              format_bytes(available) + " available");
+  }
+  return {};
+}
+
+Result<std::shared_ptr<const PackedWeights>> PackedWeights::create(const Model& model, const PackOptions& options) {
+  RETURN_IF_ERROR(check_fits(model, options));
+  std::shared_ptr<PackedWeights> w(new PackedWeights());
+  RETURN_IF_ERROR(w->init(model, options.isa, options.stack));
+  return std::shared_ptr<const PackedWeights>(std::move(w));
+}
+
+PackedWeights::PackedWeights(const Model& model, KernelIsa isa, bool stack) {
+  const Status st = init(model, isa, stack);
+  CHECK(st.ok()) << st.to_string();
+}
+
+Status PackedWeights::init(const Model& model, KernelIsa isa, bool stack) {
+  std::vector<const GgufTensor*> copied;  // tensors the kernels no longer read in place
+  auto add = [&](const GgufTensor* t) -> Status {
+    if (t == nullptr || by_tensor_.count(t)) return {};
+    ASSIGN_OR_RETURN(PackedMatrix prepared, PackedMatrix::create(t->type, t->data, t->ne[0], t->ne[1], isa));
+    const PackedMatrix& m = by_tensor_.emplace(t, std::move(prepared)).first->second;
+    n_bytes_per_token_ += m.n_bytes();
+    if (m.holds_copy()) copied.push_back(t);
+    return {};
+  };
+  for (const LayerWeights& l : model.layers) {
+    std::optional<PackedMatrix> qkv, gate_up;
+    if (stack) {
+      ASSIGN_OR_RETURN(qkv, stack_parts({l.wq, l.wk, l.wv}, isa));
+      ASSIGN_OR_RETURN(gate_up, stack_parts({l.ffn_gate, l.ffn_up}, isa));
+    }
+    qkv_.push_back(std::move(qkv));
+    gate_up_.push_back(std::move(gate_up));
     if (qkv_.back()) {
       n_bytes_per_token_ += qkv_.back()->n_bytes();
       copied.insert(copied.end(), {l.wq, l.wk, l.wv});
     } else {
-      for (const GgufTensor* t : {l.wq, l.wk, l.wv}) add(t);
+      for (const GgufTensor* t : {l.wq, l.wk, l.wv}) RETURN_IF_ERROR(add(t));
     }
     if (gate_up_.back()) {
       n_bytes_per_token_ += gate_up_.back()->n_bytes();
       copied.insert(copied.end(), {l.ffn_gate, l.ffn_up});
     } else {
-      for (const GgufTensor* t : {l.ffn_gate, l.ffn_up}) add(t);
+      for (const GgufTensor* t : {l.ffn_gate, l.ffn_up}) RETURN_IF_ERROR(add(t));
     }
-    for (const GgufTensor* t : {l.wo, l.ffn_down}) add(t);
+    for (const GgufTensor* t : {l.wo, l.ffn_down}) RETURN_IF_ERROR(add(t));
   }
-  add(model.output);
+  RETURN_IF_ERROR(add(model.output));
   // The mapped file's pages of the copied matrices leave the resident set:
   // without this a model counts twice in RSS (its copy plus the file pages
   // the copy was read from) — what `top`, cgroup limits and the OOM killer
@@ -55,6 +128,7 @@ PackedWeights::PackedWeights(const Model& model, KernelIsa isa, bool stack) {
   if (model.file) {
     for (const GgufTensor* t : copied) released_bytes_ += model.file->release_pages(*t);
   }
+  return {};
 }
 
 const PackedMatrix& PackedWeights::get(const GgufTensor& t) const {

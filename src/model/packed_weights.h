@@ -8,20 +8,46 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "core/status.h"
 #include "kernels/matmul.h"
 #include "model/model.h"
 
 namespace zl {
 
+struct PackOptions {
+  std::string name;  // the model as errors name it (its path)
+  KernelIsa isa = active_isa();
+  bool stack = true;  // false prepares every matrix on its own (tests)
+  // Memory budget for the copies; nullopt: available_memory_bytes() now.
+  std::optional<uint64_t> available;
+};
+
 // Immutable after construction; thread-safe to read.
 class PackedWeights {
  public:
+  // The checked way to prepare a model's weights: ResourceExhausted
+  // "repacked weights of <name> need <bytes>, <available> available" when
+  // bytes_for() exceeds the budget, before anything is copied, or naming the
+  // buffer the allocator then refuses. Cost: the constructor's.
+  static Result<std::shared_ptr<const PackedWeights>> create(const Model& model, const PackOptions& options);
+  // create()'s check alone (to fail before paging a model in).
+  static Status check_fits(const Model& model, const PackOptions& options);
+  // Bytes of the copies the constructor keeps (PackedMatrix::copy_bytes of
+  // each prepared matrix, the rows of stacked ones), saturating at
+  // UINT64_MAX; the transient row copy of the one stacked matrix being
+  // repacked comes on top. Cost: a walk over the layers, no copy.
+  static uint64_t bytes_for(const Model& model, KernelIsa isa = active_isa(), bool stack = true);
+
   // Cost: one pass over the weights (a copy of those the ISA repacks or that
   // are stacked). `stack`: false prepares every matrix on its own (tests).
+  // No budget check, and CHECKs that every copy could be allocated (fixed,
+  // small models: tests, benchmarks); create() is the checked way.
   explicit PackedWeights(const Model& model, KernelIsa isa = active_isa(), bool stack = true);
   // CHECKs that `t` is one of the model's matmul weights prepared on its own
   // (not a part of a stacked matrix).
@@ -38,6 +64,8 @@ class PackedWeights {
   uint64_t released_bytes() const { return released_bytes_; }
 
  private:
+  PackedWeights() = default;
+  Status init(const Model& model, KernelIsa isa, bool stack);
   std::unordered_map<const GgufTensor*, PackedMatrix> by_tensor_;
   std::vector<std::optional<PackedMatrix>> qkv_, gate_up_;  // per layer
   uint64_t n_bytes_per_token_ = 0;

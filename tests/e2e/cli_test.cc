@@ -58,6 +58,11 @@ TEST(CliE2e, HelpRepeatedAndUnknownFlagsOnEveryCommand) {
   }
   EXPECT_EQ(run(bin() + " serve --port 1 --port=2").exit_code, 2);
   EXPECT_EQ(run(bin() + " generate -n 1 -n 2 --prompt x").exit_code, 2);
+  // A repeated boolean flag too (only --api-key may come more than once).
+  CommandResult twice = run(bin() + " generate --json --prompt x --json");
+  EXPECT_EQ(twice.exit_code, 2) << twice.out;
+  EXPECT_TRUE(contains(twice.out, "--json given 2 times")) << twice.out;
+  EXPECT_EQ(run(bin() + " inspect --model a --json --json").exit_code, 2);
   EXPECT_EQ(run(bin()).exit_code, 2);
   EXPECT_EQ(run(bin() + " no-such-command").exit_code, 2);
   EXPECT_EQ(run(bin() + " --help").exit_code, 0);

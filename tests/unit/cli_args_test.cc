@@ -49,6 +49,9 @@ TEST(CliArgs, UsageErrorsExitTwoAndHelpExitsZero) {
   EXPECT_EQ(exit_code_of({"stray"}), kExitUsage);                         // positional
   EXPECT_EQ(exit_code_of({"--api-key", "a", "b"}), kExitUsage);           // one value per --api-key
   EXPECT_EQ(exit_code_of({"--json=false"}), kExitUsage);                  // booleans take no value
+  EXPECT_EQ(exit_code_of({"--json", "--json"}), kExitUsage);              // repeated boolean flag
+  EXPECT_EQ(exit_code_of({"--json", "--model", "a", "--json"}), kExitUsage);
+  EXPECT_EQ(exit_code_of({"--api-key", "a", "--api-key", "b"}), -1);      // repeatable
   EXPECT_EQ(exit_code_of({"--help"}), kExitOk);
   EXPECT_EQ(exit_code_of({"-h"}), kExitOk);
   EXPECT_EQ(exit_code_of({"--model", "a", "--help"}), kExitOk);
@@ -70,6 +73,28 @@ TEST(CliArgs, RepeatableFlagsKeepEveryValueInOrder) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().kind(), ErrorKind::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("--model given 2 times"), std::string::npos) << bad.status().message();
+  Argv thrice({"--json", "--json", "--json"});
+  auto bad_flag = Args::parse(thrice.argc(), thrice.argv(), 2, kSpecs);
+  ASSERT_FALSE(bad_flag.ok());
+  EXPECT_EQ(bad_flag.status().kind(), ErrorKind::kInvalidArgument);
+  EXPECT_NE(bad_flag.status().message().find("--json given 3 times"), std::string::npos) << bad_flag.status().message();
+}
+
+TEST(CliArgs, RangedIntegersNameTheFlagAndTheRange) {
+  Argv a({"-n", "1025", "--model", "7"});
+  auto args = Args::parse(a.argc(), a.argv(), 2, kSpecs);
+  ASSERT_TRUE(args.ok());
+  auto n = args->get_int_in("n", 0, 0, kMaxThreads);
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.status().kind(), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(n.status().message(), "--n must be an integer in [0, 1024], got '1025'");
+  EXPECT_EQ(*args->get_int_in("model", 0, 7, 7), 7);
+  EXPECT_EQ(*args->get_int_in("absent", 3, 5, 9), 3);  // the default is the caller's, not checked
+  EXPECT_FALSE(args->get_int_in("model", 0, 0, 6).ok());
+  Argv big({"-n", "99999999999999999999"});
+  auto overflow = Args::parse(big.argc(), big.argv(), 2, kSpecs);
+  ASSERT_TRUE(overflow.ok());
+  EXPECT_FALSE(overflow->get_int_in("n", 0, 0, INT64_MAX).ok());
 }
 
 TEST(CliArgs, UsageListsEveryFlag) {

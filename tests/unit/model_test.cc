@@ -10,6 +10,8 @@
 #include <sstream>
 #include <vector>
 
+#include "cli/model_loading.h"
+#include "core/memory.h"
 #include "core/thread_pool.h"
 #include "kernels/quant.h"
 #include "model/forward.h"
@@ -105,6 +107,25 @@ TEST(MakeModel, RejectsBadShapes) {
   EXPECT_FALSE(make_model(o, nullptr, nullptr).ok());
 }
 
+TEST(MakeModel, TensorsThatDoNotFitInMemoryAreAnErrorBeforeWriting) {
+  MakeModelOptions o{.shape = small_shape("llama"), .type = GgmlType::kF32, .vocab_path = write_vocab(96),
+                     .out_path = temp_path("too-big.gguf"), .seed = 1, .name = "", .memory_budget = 1000};
+  std::remove(o.out_path.c_str());
+  Status st = make_model(o, nullptr, nullptr);
+  EXPECT_EQ(st.kind(), ErrorKind::kResourceExhausted);
+  // 64 x 96 F32 values, and one row of 64 floats for the one thread.
+  EXPECT_EQ(st.message(), "the token_embd tensor [64, 96] in F32 needs 24.2 KiB, 1000 B available");
+  EXPECT_FALSE(test::file_exists(o.out_path));
+  // Dimensions whose product overflows 64 bits: the same error, no abort
+  // (whatever the budget: the overflow saturates past any).
+  o.memory_budget = UINT64_MAX - 1;
+  o.shape.n_head = o.shape.n_head_kv = o.shape.head_dim = o.shape.n_embd = int64_t{1} << 22;
+  st = make_model(o, nullptr, nullptr);
+  EXPECT_EQ(st.kind(), ErrorKind::kResourceExhausted) << st.to_string();
+  EXPECT_NE(st.message().find("the attn_q tensor [4194304, 17592186044416]"), std::string::npos) << st.message();
+  EXPECT_FALSE(test::file_exists(o.out_path));
+}
+
 TEST(MakeModel, Llama3PresetWritesRopeFreqs) {
   ModelShape s = *model_shape_preset("llama3.2-1b");
   EXPECT_TRUE(s.tied_output);
@@ -166,6 +187,29 @@ TEST(LoadModel, Qwen2WithoutBiasesIsRejected) {
   auto m = load_model(mutate(make("qwen2", GgmlType::kF32, 1, "q.gguf"), "blk.0.attn_k.bias", ""));
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("attn_k.bias"), std::string::npos);
+}
+
+TEST(LoadModel, ABlockCountTheFileCannotHoldIsRefusedBeforeSizingLayers) {
+  auto f = GgufFile::open(make("llama", GgmlType::kF32, 1, "layers.gguf"));
+  ASSERT_TRUE(f.ok());
+  GgufWriter w;
+  for (const auto& [k, v] : (*f)->metadata()) {
+    if (k != "general.alignment") w.set(k, v);
+  }
+  w.set("llama.block_count", GgufValue::u32(1u << 24));  // 16M layer records of ~120 B: 2 GiB
+  for (const auto& t : (*f)->tensors()) {
+    const uint8_t* data = t.data;
+    const uint64_t n = t.n_bytes;
+    w.add_tensor(t.name, t.type, std::vector<int64_t>(t.ne.begin(), t.ne.begin() + t.n_dims),
+                 [data, n](uint8_t* dst, uint64_t) { std::memcpy(dst, data, n); });
+  }
+  const std::string path = temp_path("layers-mutated.gguf");
+  ASSERT_TRUE(w.write(path).ok());
+  auto m = load_model(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().kind(), ErrorKind::kCorruptFile);
+  EXPECT_NE(m.status().message().find("block_count 16777216 exceeds the file's "), std::string::npos)
+      << m.status().message();
 }
 
 TEST(LoadModel, UnknownArchitectureIsUnsupported) {
@@ -285,6 +329,77 @@ TEST(PackedWeights, CopiedMatricesLeaveTheResidentSetAndStayReadable) {
   ASSERT_TRUE(logits.ok());
   ASSERT_EQ(logits->size(), reference.size());
   for (size_t i = 0; i < reference.size(); ++i) EXPECT_NEAR((*logits)[i], reference[i], 1e-3);
+}
+
+TEST(PackedWeights, BytesForCountsEveryCopyAndCreateChecksTheBudget) {
+  if (active_isa() == KernelIsa::kScalar) GTEST_SKIP() << "the scalar ISA copies only stacked matrices";
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kQ8_0}) {
+    SCOPED_TRACE(ggml_type_name(type));
+    auto m = load_model(make("llama", type, 5, "budget.gguf"));
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    const Model& model = **m;
+    const uint64_t bytes = PackedWeights::bytes_for(model, active_isa());
+    const uint64_t per_token = PackedWeights(model, active_isa()).n_bytes_per_token();
+    // F32 rows are copied as they are; Q8_0 is repacked with its scales
+    // widened for 16-row groups (never fewer bytes than the rows).
+    if (type == GgmlType::kF32) {
+      EXPECT_EQ(bytes, per_token);
+    } else {
+      EXPECT_GE(bytes, per_token);
+    }
+    // Stacking changes no byte count of these shapes (whole 16-row groups).
+    EXPECT_EQ(PackedWeights::bytes_for(model, active_isa(), /*stack=*/false), bytes);
+    auto short_one = PackedWeights::create(model, {.name = "m.gguf", .available = bytes - 1});
+    ASSERT_FALSE(short_one.ok());
+    EXPECT_EQ(short_one.status().kind(), ErrorKind::kResourceExhausted);
+    EXPECT_EQ(short_one.status().message(), "repacked weights of m.gguf need " + format_bytes(bytes) + ", " +
+                                                format_bytes(bytes - 1) + " available");
+    auto exact = PackedWeights::create(model, {.name = "m.gguf", .available = bytes});
+    ASSERT_TRUE(exact.ok()) << exact.status().to_string();
+    EXPECT_EQ((*exact)->n_bytes_per_token(), per_token);
+  }
+  // The scalar kernels read the file in place: only stacked matrices copy.
+  auto m = load_model(make("llama", GgmlType::kF32, 5, "budget.gguf"));
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(PackedWeights::bytes_for(**m, KernelIsa::kScalar, /*stack=*/false), 0u);
+  EXPECT_GT(PackedWeights::bytes_for(**m, KernelIsa::kScalar), 0u);
+}
+
+// The commands' loader (cli/model_loading.h) on a real model with an
+// injected budget: what `zerolayer serve|generate|bench` report on a machine
+// without the memory, instead of aborting in the repack.
+TEST(PackedWeights, LoadingAModelThatDoesNotFitIsAnError) {
+  const std::string path = test::shared_dir() + "/models/stories260K.gguf";
+  if (!test::file_exists(path)) GTEST_SKIP() << "SKIPPED: " << path << " is absent (needs ../shared)";
+  auto fits = cli::load_model_with_progress(path);
+  ASSERT_TRUE(fits.ok()) << fits.status().to_string();
+  ASSERT_NE(fits->weights, nullptr);
+  const uint64_t need = PackedWeights::bytes_for(*fits->model);
+  ASSERT_GT(need, 0u);
+  auto short_one = cli::load_model_with_progress(path, /*memory_budget=*/need / 2);
+  ASSERT_FALSE(short_one.ok());
+  EXPECT_EQ(short_one.status().kind(), ErrorKind::kResourceExhausted);
+  EXPECT_EQ(short_one.status().to_string(), "resource_exhausted: repacked weights of " + path + " need " +
+                                                format_bytes(need) + ", " + format_bytes(need / 2) + " available");
+  EXPECT_TRUE(cli::load_model_with_progress(path, /*memory_budget=*/need).ok());
+}
+
+// Past the budget check, each copy is allocated through allocate_large: a
+// refusal is an error, never an abort (the data is not read before).
+TEST(PackedWeights, AMatrixWhoseCopyCannotBeAllocatedIsAnError) {
+  if (active_isa() == KernelIsa::kScalar) GTEST_SKIP() << "the scalar ISA copies only stacked matrices";
+  const int64_t n_in = 4096, n_out = int64_t{1} << 40;  // petabytes
+  for (GgmlType type : {GgmlType::kF32, GgmlType::kQ8_0, GgmlType::kQ4_K}) {
+    SCOPED_TRACE(ggml_type_name(type));
+    auto m = PackedMatrix::create(type, /*data=*/nullptr, n_in, n_out);
+    ASSERT_FALSE(m.ok());
+    EXPECT_EQ(m.status().kind(), ErrorKind::kResourceExhausted);
+    EXPECT_EQ(m.status().message().rfind("a copy of a weight matrix needs ", 0), 0u) << m.status().message();
+    const PackedMatrix::Rows parts[] = {{nullptr, n_out}, {nullptr, n_out}};
+    auto stacked = PackedMatrix::create_stacked(type, n_in, parts);
+    ASSERT_FALSE(stacked.ok());
+    EXPECT_EQ(stacked.status().kind(), ErrorKind::kResourceExhausted);
+  }
 }
 
 TEST(PackedWeights, AnInMemoryImageIsNeverReleased) {
