@@ -1,5 +1,7 @@
 #include "api/service.h"
 
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
 #include <cstdio>
 #include <ctime>
 
@@ -245,7 +247,7 @@ void ApiService::handle_count_tokens(http::HttpRequest& req, std::shared_ptr<htt
   if (!chat.ok()) return send_error(req, *res, route, chat.error());
   Result<std::vector<int32_t>> ids = codec_->encode_chat(chat.value());
   if (!ids.ok()) return send_error(req, *res, route, from_status(ids.status()));
-  send_json(req, *res, route, "{\"input_tokens\":" + std::to_string(ids->size()) + "}");
+  send_json(req, *res, route, boost::json::serialize(boost::json::object{{"input_tokens", ids->size()}}));
 }
 
 void ApiService::handle_openai(http::HttpRequest& req, std::shared_ptr<http::Responder> res, bool chat_api) {
@@ -262,33 +264,33 @@ void ApiService::handle_openai(http::HttpRequest& req, std::shared_ptr<http::Res
            [&](const Prepared&) { return openai::make_formatter(kind, model, include_usage); });
 }
 
-std::string ApiService::model_json() const {
+// Cold-path bodies are built with Boost.JSON (the hot SSE frames by hand).
+boost::json::object ApiService::model_object() const {
   const EngineStats stats = engine_->stats();
-  std::string d = "{\"type\":\"model\",\"id\":";
-  append_json_string(d, config_.model_alias);
-  d += ",\"display_name\":";
-  append_json_string(d, config_.model_alias);
-  d += ",\"created_at\":\"" + rfc3339(config_.model_created_unix) + "\"";
-  d += ",\"object\":\"model\",\"created\":" + std::to_string(config_.model_created_unix);
-  d += ",\"owned_by\":\"zerolayer\"";
+  boost::json::object m{{"type", "model"},
+                        {"id", config_.model_alias},
+                        {"display_name", config_.model_alias},
+                        {"created_at", rfc3339(config_.model_created_unix)},
+                        {"object", "model"},
+                        {"created", config_.model_created_unix},
+                        {"owned_by", "zerolayer"}};
   if (stats.n_ctx > 0) {
-    d += ",\"max_input_tokens\":" + std::to_string(stats.n_ctx - 1);
-    d += ",\"max_tokens\":" + std::to_string(stats.n_ctx - 1);
+    m["max_input_tokens"] = stats.n_ctx - 1;
+    m["max_tokens"] = stats.n_ctx - 1;
   }
-  d += '}';
-  return d;
+  return m;
 }
 
 void ApiService::handle_models(http::HttpRequest& req, std::shared_ptr<http::Responder> res) {
   const std::string route = "/v1/models";
   if (!authorize(req, *res, route)) return;
   // One body that both SDKs parse: OpenAI's list and Anthropic's page.
-  std::string d = "{\"object\":\"list\",\"data\":[" + model_json() + "],\"has_more\":false,\"first_id\":";
-  append_json_string(d, config_.model_alias);
-  d += ",\"last_id\":";
-  append_json_string(d, config_.model_alias);
-  d += '}';
-  send_json(req, *res, route, std::move(d));
+  const boost::json::object body{{"object", "list"},
+                                 {"data", boost::json::array{model_object()}},
+                                 {"has_more", false},
+                                 {"first_id", config_.model_alias},
+                                 {"last_id", config_.model_alias}};
+  send_json(req, *res, route, boost::json::serialize(body));
 }
 
 void ApiService::handle_model(http::HttpRequest& req, std::shared_ptr<http::Responder> res) {
@@ -300,7 +302,7 @@ void ApiService::handle_model(http::HttpRequest& req, std::shared_ptr<http::Resp
                           "' not found; this server serves '" + config_.model_alias + "'"};
     return send_error(req, *res, route, e);
   }
-  send_json(req, *res, route, model_json());
+  send_json(req, *res, route, boost::json::serialize(model_object()));
 }
 
 void ApiService::handle_ready(http::HttpRequest& req, std::shared_ptr<http::Responder> res) {
@@ -316,9 +318,10 @@ void ApiService::handle_ready(http::HttpRequest& req, std::shared_ptr<http::Resp
       stalled = now - last_step_change_ > config_.stall_timeout;
     }
   }
-  std::string body = "{\"status\":\"" + std::string(stalled ? "stalled" : "ready") +
-                     "\",\"n_running\":" + std::to_string(s.n_running) + ",\"n_waiting\":" + std::to_string(s.n_waiting) +
-                     ",\"n_steps\":" + std::to_string(s.n_steps) + "}";
+  std::string body = boost::json::serialize(boost::json::object{{"status", stalled ? "stalled" : "ready"},
+                                                                 {"n_running", s.n_running},
+                                                                 {"n_waiting", s.n_waiting},
+                                                                 {"n_steps", s.n_steps}});
   if (!stalled) return send_json(req, *res, "/ready", std::move(body));
   record(req, "/ready", 503, "stalled");
   res->send(http::HttpResponse{.status = 503, .content_type = "application/json", .headers = {}, .body = std::move(body)});

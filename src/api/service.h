@@ -15,6 +15,7 @@
 // Thread-safe after construction: handlers run on any I/O thread.
 #pragma once
 
+#include <boost/json/object.hpp>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -88,7 +89,7 @@ class ApiService {
   void generate(const http::HttpRequest& req, std::shared_ptr<http::Responder> res, const std::string& route,
                 const std::string& key_id, ChatRequest chat, ServerTiming timing,
                 const FormatterFactory& make_formatter);
-  std::string model_json() const;
+  boost::json::object model_object() const;  // /v1/models entry (both SDKs)
 
   ApiConfig config_;
   std::vector<std::string> key_ids_;  // identity of config_.api_keys[i] (never the key itself)
