@@ -254,6 +254,38 @@ TEST(Traces, SpansJoinTheCallersTrace) {
   EXPECT_EQ(metric(server.port(), "engine_trace_spans_dropped_total"), 0);
 }
 
+// The product binary on the real engine (stories260K): a streamed request's
+// spans, with the engine's own phase timings.
+TEST(Traces, RealEngineStream) {
+  const std::string model = shared_dir() + "/models/stories260K.gguf";
+  if (!file_exists(model)) GTEST_SKIP() << "SKIPPED: " << model << " missing";
+  CaptureServer collector;
+  ServerProcess server({"--model", model, "--otlp-endpoint", collector.url() + "/"});
+  ASSERT_TRUE(server.ok());
+  const std::string trace_id = obs::new_trace_id();
+  const std::string parent = obs::new_span_id();
+  HttpReply r = fetch(server.port(), "POST", "/v1/messages", message_body(true),
+                      {"traceparent: 00-" + trace_id + "-" + parent + "-01"});
+  ASSERT_EQ(r.status, 200) << r.body;
+  std::vector<std::string> bodies;
+  ASSERT_TRUE(collector.wait_for([&](const std::vector<std::string>& b) {
+    bodies = b;
+    return all_spans(b).size() >= 4;
+  }));
+  EXPECT_EQ(collector.targets().at(0), "/v1/traces");
+  std::map<std::string, json::object> by_name;
+  for (json::object& s : all_spans(bodies)) by_name[str(s.if_contains("name"))] = s;
+  const json::object& req = by_name.at("request");
+  EXPECT_EQ(str(req.if_contains("traceId")), trace_id);
+  EXPECT_EQ(str(req.if_contains("parentSpanId")), parent);
+  EXPECT_EQ(attr(req, "gen_ai.request.model"), "stories260K");
+  EXPECT_EQ(attr(req, "zerolayer.n_generated_tokens"), "5");
+  for (const char* name : {"queue", "prefill", "decode"}) {
+    EXPECT_EQ(str(by_name.at(name).if_contains("parentSpanId")), str(req.if_contains("spanId"))) << name;
+  }
+  EXPECT_LE(nanos(by_name.at("prefill"), "endTimeUnixNano"), nanos(by_name.at("decode"), "startTimeUnixNano"));
+}
+
 TEST(Traces, InvalidTraceparentStartsANewTrace) {
   CaptureServer collector;
   ServerProcess server({"--fake-engine", "--otlp-endpoint", collector.url()}, ZL_TEST_SERVER);
