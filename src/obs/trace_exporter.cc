@@ -122,6 +122,8 @@ Result<std::unique_ptr<TraceExporter>> TraceExporter::create(TraceExporterConfig
 
 TraceExporter::TraceExporter(TraceExporterConfig config, HttpEndpoint endpoint)
     : config_(std::move(config)), client_(std::move(endpoint), config_.connect_timeout, config_.send_timeout) {
+  // Never reallocated under the lock on the I/O thread: the bound is the capacity.
+  queue_.reserve(config_.max_queue_spans);
   thread_ = std::thread([this] { run(); });
 }
 
@@ -181,7 +183,7 @@ void TraceExporter::run() {
 
 void TraceExporter::export_batch(std::vector<Span> batch, Clock::time_point deadline) {
   const std::string body = encode_otlp_json(batch, config_.service_name);
-  HttpPostResult r;
+  HttpPostResult r{.status = 0, .error = "the shutdown deadline passed"};
   for (int attempt = 0; attempt < 2 && Clock::now() < deadline; ++attempt) {
     r = client_.post_json(body, deadline);
     if (r.status >= 200 && r.status < 300) {
