@@ -12,18 +12,21 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "cli/serve_config.h"
 #include "obs/otlp_http.h"
 #include "obs/trace_context.h"
 #include "obs/trace_exporter.h"
 #include "support/http_client.h"
 #include "support/json_object.h"
 #include "support/process.h"
+#include "support/temp_files.h"
 #include "support/wait.h"
 
 namespace zl::test {
@@ -187,6 +190,38 @@ TEST(OtlpHttp, ParsesEndpointUrls) {
                           "http://[::1", "http://u@h:1"}) {
     EXPECT_FALSE(obs::parse_http_url(bad, "/v1/traces").ok()) << bad;
   }
+}
+
+const auto* const kCleanup = testing_support::register_temp_cleanup("zl_trace_test");
+
+// Both settings from TOML, the environment over TOML, the flag over both.
+TEST(TraceSettings, FlagOverEnvironmentOverToml) {
+  const std::string path = testing_support::temp_file("zl_trace_test", "serve.toml");
+  {
+    std::ofstream f(path);
+    f << "otlp_endpoint = \"http://127.0.0.1:4318\"\nlog_format = \"text\"\n";
+  }
+  std::map<std::string, std::string> env;
+  auto env_fn = [&env](const char* n) { return env.count(n) ? env.at(n).c_str() : nullptr; };
+  auto c = cli::resolve_serve_config({{"config", path}}, {}, env_fn);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c.value().otlp_endpoint, "http://127.0.0.1:4318");
+  EXPECT_EQ(c.value().log_format, "text");
+  env["ZEROLAYER_OTLP_ENDPOINT"] = "http://env:1";
+  env["ZEROLAYER_LOG_FORMAT"] = "json";
+  c = cli::resolve_serve_config({{"config", path}}, {}, env_fn);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c.value().otlp_endpoint, "http://env:1");
+  EXPECT_EQ(c.value().log_format, "json");
+  c = cli::resolve_serve_config({{"config", path}, {"otlp-endpoint", "http://flag:2"}, {"log-format", "text"}}, {},
+                                env_fn);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c.value().otlp_endpoint, "http://flag:2");
+  EXPECT_EQ(c.value().log_format, "text");
+  env["ZEROLAYER_OTLP_ENDPOINT"] = "collector:4318";  // no scheme: refused, naming the source
+  c = cli::resolve_serve_config({}, {}, env_fn);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("ZEROLAYER_OTLP_ENDPOINT"), std::string::npos) << c.status().message();
 }
 
 // The server's /metrics value of a counter family without labels; -1 when absent.
