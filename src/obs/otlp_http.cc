@@ -101,11 +101,29 @@ HttpPostResult OtlpHttpClient::post_json(const std::string& body, std::chrono::s
       });
     });
   });
+  {
+    std::lock_guard lock(mu_);
+    if (cancelled_) return HttpPostResult{.status = 0, .error = "cancelled"};
+    active_ = &ioc;
+  }
   ioc.run();
+  {
+    // Stopped by cancel(): the pending handlers are destroyed with ioc,
+    // never run (the stream closes its socket first).
+    std::lock_guard lock(mu_);
+    active_ = nullptr;
+    if (cancelled_ && result.status == 0 && !failure) result.error = "cancelled";
+  }
   beast::error_code ignored;
   stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
   if (failure) result.error = std::string(stage) + ": " + failure.message();
   return result;
+}
+
+void OtlpHttpClient::cancel() {
+  std::lock_guard lock(mu_);
+  cancelled_ = true;
+  if (active_) active_->stop();
 }
 
 }  // namespace zl::obs

@@ -4,12 +4,15 @@
 // the collector's business). Boost.Beast on a private io_context, with a
 // deadline on connect and one on the whole exchange (write + read).
 //
-// Thread-safety: an OtlpHttpClient is used by one thread (the exporter's).
-// Blocks the calling thread for at most connect_timeout + send_timeout.
+// Thread-safety: post_json() is called by one thread (the exporter's);
+// cancel() from any other. Blocks the calling thread for at most
+// connect_timeout + send_timeout, less when cancelled.
 #pragma once
 
+#include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -41,8 +44,13 @@ class OtlpHttpClient {
 
   // POSTs `body` as application/json; gives up at `deadline` at the latest.
   HttpPostResult post_json(const std::string& body, std::chrono::steady_clock::time_point deadline);
+  // Ends a post_json() in progress at once (status 0) and refuses later ones.
+  void cancel();
 
  private:
+  std::mutex mu_;
+  boost::asio::io_context* active_ = nullptr;  // the running post's; guarded by mu_
+  bool cancelled_ = false;                      // guarded by mu_
   HttpEndpoint endpoint_;
   std::chrono::milliseconds connect_timeout_;
   std::chrono::milliseconds send_timeout_;

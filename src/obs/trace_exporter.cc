@@ -128,11 +128,12 @@ TraceExporter::TraceExporter(TraceExporterConfig config, HttpEndpoint endpoint)
 }
 
 TraceExporter::~TraceExporter() {
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
-  }
+  std::unique_lock lock(mu_);
+  stopping_ = true;
   cv_.notify_all();
+  // A POST in flight keeps its own timeouts; past the shutdown deadline it is cancelled.
+  if (!cv_.wait_for(lock, config_.shutdown_timeout, [this] { return exited_; })) client_.cancel();
+  lock.unlock();
   thread_.join();
 }
 
@@ -167,6 +168,8 @@ void TraceExporter::run() {
     if (shutdown_deadline && (queue_.empty() || Clock::now() >= *shutdown_deadline)) {
       n_dropped_.fetch_add(queue_.size(), std::memory_order_relaxed);
       queue_.clear();
+      exited_ = true;
+      cv_.notify_all();
       return;
     }
     if (queue_.empty()) continue;

@@ -17,7 +17,8 @@
 // send timeouts; one retry). When the queue is full new spans are dropped;
 // when the collector is down or answers an error twice, the batch is
 // dropped; both are counted (spans_dropped). The destructor flushes what is
-// queued until shutdown_timeout has passed, then drops the rest.
+// queued until shutdown_timeout has passed, then cancels a POST still in
+// flight and drops the rest: it returns within about shutdown_timeout.
 #pragma once
 
 #include <atomic>
@@ -130,6 +131,7 @@ class TraceExporter {
   std::condition_variable cv_;
   std::vector<Span> queue_;  // guarded by mu_
   bool stopping_ = false;    // guarded by mu_
+  bool exited_ = false;      // guarded by mu_: run() has returned
   bool failing_ = false;     // the export thread's: the last batch failed
   std::atomic<uint64_t> n_exported_{0};
   std::atomic<uint64_t> n_dropped_{0};

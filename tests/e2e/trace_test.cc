@@ -356,6 +356,39 @@ TEST(Traces, CollectorDownDropsAndServingGoesOn) {
   EXPECT_EQ(fetch(server.port(), "POST", "/v1/messages", message_body(false)).status, 200);
 }
 
+// A collector that accepts connections (the kernel's backlog) but never
+// answers: every POST ends at the send timeout, the spans are dropped, the
+// server answers meanwhile, and its shutdown is bounded by the exporter's.
+TEST(Traces, StalledCollectorTimesOutAndShutdownIsBounded) {
+  asio::io_context ioc;
+  tcp::acceptor silent(ioc, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));  // listens, never accepts
+  ServerProcess server({"--fake-engine", "--otlp-endpoint",
+                        "http://127.0.0.1:" + std::to_string(silent.local_endpoint().port())},
+                       ZL_TEST_SERVER);
+  ASSERT_TRUE(server.ok());
+  ASSERT_EQ(fetch(server.port(), "POST", "/v1/messages", message_body(false)).status, 200);
+  // The first batch leaves after the 1 s flush interval and hangs in the send:
+  // requests are answered while it does.
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(fetch(server.port(), "POST", "/v1/messages", message_body(false)).status, 200);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+  }
+  // Two attempts of 2 s each, then the batch is dropped.
+  EXPECT_TRUE(wait_until([&] { return metric(server.port(), "engine_trace_spans_dropped_total") >= 4; }));
+  EXPECT_EQ(metric(server.port(), "engine_trace_spans_exported_total"), 0);
+  // More spans, one more stalled batch: SIGTERM returns within about the 2 s
+  // shutdown timeout (plus the process's own exit), not after every timeout.
+  ASSERT_EQ(fetch(server.port(), "POST", "/v1/messages", message_body(false)).status, 200);
+  ASSERT_TRUE(wait_until([&] {
+    return metric(server.port(), "engine_trace_spans_dropped_total") >= 16;  // the first four requests' spans
+  }));
+  ASSERT_EQ(fetch(server.port(), "POST", "/v1/messages", message_body(false)).status, 200);
+  const auto t_stop = std::chrono::steady_clock::now();
+  EXPECT_EQ(server.stop(), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - t_stop, std::chrono::milliseconds(4500));
+}
+
 TEST(Traces, BadEndpointIsAUsageError) {
   ServerProcess server({"--fake-engine", "--otlp-endpoint", "https://collector:4318"}, ZL_TEST_SERVER);
   EXPECT_FALSE(server.ok());
@@ -384,6 +417,28 @@ TEST(TraceExporter, FlushesAtShutdownAndCountsRefusals) {
   EXPECT_EQ(ex.value()->spans_dropped(), 2u);
   ex.value().reset();
   EXPECT_TRUE(accepting.wait_for([](const std::vector<std::string>& b) { return all_spans(b).size() == 2; }));
+}
+
+// A POST in flight when the exporter is destroyed is cancelled at the
+// shutdown timeout, not left to its own (long) send timeout.
+TEST(TraceExporter, ShutdownCancelsAStalledPost) {
+  asio::io_context ioc;
+  tcp::acceptor silent(ioc, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  auto ex = obs::TraceExporter::create({.endpoint = "http://127.0.0.1:" + std::to_string(silent.local_endpoint().port()),
+                                        .max_batch_spans = 1,
+                                        .send_timeout = std::chrono::seconds(30),
+                                        .shutdown_timeout = std::chrono::milliseconds(200)});
+  ASSERT_TRUE(ex.ok());
+  const auto now = std::chrono::steady_clock::now();
+  ex.value()->record(obs::RequestTrace{.t_start = now, .t_end = now});  // one span: a batch at once
+  // The POST is in flight once its connection is accepted (and then never answered).
+  tcp::socket conn(ioc);
+  silent.accept(conn);
+  const auto t0 = std::chrono::steady_clock::now();
+  ex.value().reset();
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(took, std::chrono::seconds(3));
+  EXPECT_GE(took, std::chrono::milliseconds(150));
 }
 
 // Runs the test server with stderr into a temporary file; returns it.
