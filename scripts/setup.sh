@@ -10,6 +10,7 @@ PACKAGES=(
   libtomlplusplus-dev libcli11-dev
   clang-14 libclang-rt-14-dev
   wamerican
+  prometheus  # promtool: the /metrics tests run `promtool check metrics` when present
 )
 
 # Node.js runs the official SDK clients in the end-to-end tests; Debian's

@@ -10,6 +10,7 @@
 #include "api/generation.h"
 #include "api/json_util.h"
 #include "api/openai/chat_completions.h"
+#include "api/trace_request.h"
 #include "api/validate.h"
 #include "http/sse.h"
 
@@ -207,8 +208,12 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
   // in time-to-first-token and total time, as the client sees them.
   const auto t_start = received_at(req);
   opts.t_start = t_start;
+  std::optional<obs::TraceContext> trace_parent;
+  if (config_.tracer) trace_parent = obs::parse_traceparent(req.header("traceparent"));
   opts.on_done = [this, route, t_start, api = api_of(req), id = req.request_id, method = req.method,
-                  stream = chat.stream && !validate, validate](const SessionResult& r) {
+                  stream = chat.stream && !validate, validate, trace_parent](const SessionResult& r) {
+    if (config_.tracer) config_.tracer->record(request_trace(r, trace_parent, id, api_kind_name(api), route,
+                                                             config_.model_alias, t_start));
     metrics_.on_request(route, r.status);
     if (!validate) {  // a validated request generated nothing
       metrics_.on_generation(r.usage, r.t_first_ms, r.t_total_ms);

@@ -32,6 +32,7 @@
 #include "api/server_timing.h"
 #include "engine/request.h"
 #include "http/router.h"
+#include "obs/trace_exporter.h"
 
 namespace zl::api {
 
@@ -47,6 +48,9 @@ struct ApiConfig {
   std::chrono::milliseconds sse_ping_interval{5000};
   // Called once per answered request (any thread); none: no request logs.
   RequestLogSink request_log;
+  // OTLP traces of each generation (obs/trace_exporter.h); none: no traces.
+  // Must outlive the service.
+  obs::TraceExporter* tracer = nullptr;
 };
 
 class ApiService {

@@ -89,6 +89,10 @@ std::vector<FlagSpec> serve_flags() {
        "allowed; 0: none)"},
       {"max-pending-events", true, "pause a stream whose client lags this many events behind (default 256)"},
       {"request-log", true, "one line per request on stderr: JSON, or text on a terminal (default true)"},
+      {"otlp-endpoint", true,
+       "export traces (spans request/queue/prefill/decode) as OTLP/HTTP JSON to URL/v1/traces, e.g. "
+       "http://127.0.0.1:4318 (default: none)"},
+      {"log-format", true, "logs on stderr: json or text (default: json, text when stderr is a terminal)"},
       {"socket-send-buffer", true, "SO_SNDBUF of connections in bytes (default 0: kernel autotuning)"},
       {"config", true, "TOML file with any of these settings (keys with '_' for '-')"},
   };
@@ -120,6 +124,7 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
                                      [](const char* n) { return std::getenv(n); }, &code);
   if (!cmdline) return code;
   const ServeConfig& cfg = cmdline->config;
+  if (!cfg.log_format.empty()) log::set_format(cfg.log_format == "text" ? log::Format::kText : log::Format::kJson);
 
   // SIGINT/SIGTERM are taken by sigwait below; block them before any thread starts.
   sigset_t stop_signals;
@@ -140,6 +145,13 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
   api_cfg.sse_ping_interval = std::chrono::milliseconds(
       cfg.sse_ping_interval_s > 0 ? std::max<int64_t>(1, std::llround(cfg.sse_ping_interval_s * 1000)) : 0);
   if (cfg.request_log) api_cfg.request_log = api::stderr_request_log();
+  std::unique_ptr<obs::TraceExporter> tracer;
+  if (!cfg.otlp_endpoint.empty()) {
+    auto t = obs::TraceExporter::create({.endpoint = cfg.otlp_endpoint});
+    if (!t.ok()) return report_error("serve", t.status());
+    tracer = std::move(t).value();
+    api_cfg.tracer = tracer.get();
+  }
   api::ApiService service(api_cfg, b.engine.get(), b.codec.get());
   http::Router router;
   service.register_routes(router);
@@ -154,14 +166,17 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
   http_cfg.idle_timeout = std::chrono::milliseconds(cfg.idle_timeout_ms);
   http_cfg.socket_send_buffer = static_cast<int>(cfg.socket_send_buffer);
   http::HttpServer server(http_cfg, &router);
-  service.set_extra_metrics([&server] {
+  service.set_extra_metrics([&server, &tracer] {
     const http::ServerCounters c = server.counters();
     return "# TYPE zerolayer_http_connections_open gauge\nzerolayer_http_connections_open " +
            std::to_string(c.n_connections_open) + "\n# TYPE zerolayer_http_connections_total counter\n" +
-           "zerolayer_http_connections_total " + std::to_string(c.n_connections_total) + "\n";
+           "zerolayer_http_connections_total " + std::to_string(c.n_connections_total) + "\n" +
+           (tracer ? tracer->render_metrics() : "");
   });
   if (Status s = server.listen(); !s.ok()) return report_error("serve", s);
   server.start();
+  log::info("serving", {{"model", api_cfg.model_alias}, {"host", cfg.host}, {"port", static_cast<int64_t>(server.port())},
+                        {"otlp_endpoint", cfg.otlp_endpoint}});
 
   const std::string url = "http://" + (cfg.host.find(':') != std::string::npos ? "[" + cfg.host + "]" : cfg.host) +
                           ":" + std::to_string(server.port());
@@ -181,6 +196,7 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
   // then the server's connections (destroyed with it).
   server.stop();
   b.engine.reset();
+  tracer.reset();  // flushes the last spans (bounded by its shutdown timeout)
   return kExitOk;
 }
 

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "obs/otlp_http.h"
+
 namespace zl::cli {
 namespace {
 
@@ -151,7 +153,7 @@ const std::vector<std::string>& serve_setting_names() {
       "header-timeout-ms", "body-timeout-ms", "idle-timeout-ms", "api-key-file",
       "max-pending-events", "socket-send-buffer", "request-log",
       "kv-size",         "kv-type",        "batch-tokens",   "drain-timeout",
-      "sse-ping-interval"};
+      "sse-ping-interval", "otlp-endpoint", "log-format"};
   return kNames;
 }
 
@@ -195,6 +197,18 @@ Result<ServeConfig> resolve_serve_config(const std::map<std::string, std::string
   str("host", &c.host);
   str("model-alias", &c.model_alias);
   str("chat-template", &c.chat_template);
+  str("otlp-endpoint", &c.otlp_endpoint);
+  if (!c.otlp_endpoint.empty()) {
+    // Checked here, before the model loads: a typo is a usage error at once.
+    if (auto e = obs::parse_http_url(c.otlp_endpoint, "/v1/traces"); !e.ok()) {
+      return invalid_argument(src.origin.at("otlp-endpoint") + ": " + e.status().message());
+    }
+  }
+  str("log-format", &c.log_format);
+  if (!c.log_format.empty() && c.log_format != "json" && c.log_format != "text") {
+    return invalid_argument(src.origin.at("log-format") + ": log-format must be json or text, got '" + c.log_format +
+                            "'");
+  }
   RETURN_IF_ERROR(parse_int(src, "port", 0, 65535, &c.port));
   RETURN_IF_ERROR(parse_int(src, "threads", 0, 1024, &c.threads));
   RETURN_IF_ERROR(parse_int(src, "ctx", 0, 1 << 24, &c.ctx));

@@ -43,6 +43,10 @@ struct ServeConfig {
   int64_t max_pending_events = 256;
   int64_t socket_send_buffer = 0;     // SO_SNDBUF of connections; 0: kernel autotuning
   bool request_log = true;            // one line per request on stderr
+  // OTLP/HTTP JSON traces go to <otlp_endpoint>/v1/traces; empty: no traces.
+  std::string otlp_endpoint;
+  // "json" or "text"; empty: JSON unless stderr is a terminal (core/log.h).
+  std::string log_format;
   // Where each setting that was given came from, as a user would write it:
   // "--kv-size 100000000", "ZEROLAYER_KV_SIZE=100000000",
   // "kv_size = 100000000 in /etc/zl.toml". Absent: the default.
