@@ -9,6 +9,7 @@ PACKAGES=(
   libboost1.81-dev libboost-json1.81-dev
   libtomlplusplus-dev libcli11-dev
   wamerican
+  prometheus  # promtool: the /metrics tests run `promtool check metrics` when present
 )
 
 # Node.js runs the official SDK clients in the end-to-end tests; Debian's
