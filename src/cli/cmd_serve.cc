@@ -90,6 +90,8 @@ std::vector<FlagSpec> serve_flags() {
       {"max-pending-events", true, "pause a stream whose client lags this many events behind (default 256)"},
       {"request-log", true, "one line per request on stderr: JSON, or text on a terminal (default true)"},
       {"socket-send-buffer", true, "SO_SNDBUF of connections in bytes (default 0: kernel autotuning)"},
+      {"metrics-compat", true, "also export other servers' metric names on /metrics: vllm (default: none)"},
+      {"metrics-auth", true, "/metrics requires an API key like the API routes (default false: open)"},
       {"config", true, "TOML file with any of these settings (keys with '_' for '-')"},
   };
 }
@@ -129,7 +131,9 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  auto backend = hooks.make_backend(cfg, cmdline->args);
+  // Before the engine (which reports into it) and destroyed after it.
+  auto metrics = std::make_shared<obs::ServerMetrics>();
+  auto backend = hooks.make_backend(cfg, cmdline->args, &metrics->engine);
   if (!backend.ok()) return report_error("serve", backend.status());
   ServeBackend& b = backend.value();
 
@@ -140,6 +144,9 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
   api_cfg.sse_ping_interval = std::chrono::milliseconds(
       cfg.sse_ping_interval_s > 0 ? std::max<int64_t>(1, std::llround(cfg.sse_ping_interval_s * 1000)) : 0);
   if (cfg.request_log) api_cfg.request_log = api::stderr_request_log();
+  api_cfg.metrics = metrics;
+  api_cfg.metrics_vllm_compat = cfg.metrics_compat == "vllm";
+  api_cfg.metrics_auth = cfg.metrics_auth;
   api::ApiService service(api_cfg, b.engine.get(), b.codec.get());
   http::Router router;
   service.register_routes(router);
@@ -154,11 +161,15 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
   http_cfg.idle_timeout = std::chrono::milliseconds(cfg.idle_timeout_ms);
   http_cfg.socket_send_buffer = static_cast<int>(cfg.socket_send_buffer);
   http::HttpServer server(http_cfg, &router);
-  service.set_extra_metrics([&server] {
+  obs::Gauge& connections_open =
+      metrics->registry.add("zerolayer_http_connections_open", "Open HTTP connections", obs::MetricType::kGauge).gauge();
+  obs::Counter& connections_total =
+      metrics->registry.add("zerolayer_http_connections_total", "HTTP connections accepted", obs::MetricType::kCounter)
+          .counter();
+  service.set_on_scrape([&server, &connections_open, &connections_total] {
     const http::ServerCounters c = server.counters();
-    return "# TYPE zerolayer_http_connections_open gauge\nzerolayer_http_connections_open " +
-           std::to_string(c.n_connections_open) + "\n# TYPE zerolayer_http_connections_total counter\n" +
-           "zerolayer_http_connections_total " + std::to_string(c.n_connections_total) + "\n";
+    connections_open.set(static_cast<double>(c.n_connections_open));
+    connections_total.mirror(static_cast<int64_t>(c.n_connections_total));
   });
   if (Status s = server.listen(); !s.ok()) return report_error("serve", s);
   server.start();
@@ -186,7 +197,9 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
 
 int cmd_serve(int argc, char** argv, int first) {
   return run_serve(argc, argv, first,
-                   {.make_backend = [](const ServeConfig& config, const Args&) { return make_backend(config); }});
+                   {.make_backend = [](const ServeConfig& config, const Args&, obs::EngineSink* sink) {
+                     return make_backend(config, sink);
+                   }});
 }
 
 }  // namespace zl::cli

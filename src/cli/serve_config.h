@@ -43,6 +43,8 @@ struct ServeConfig {
   int64_t max_pending_events = 256;
   int64_t socket_send_buffer = 0;     // SO_SNDBUF of connections; 0: kernel autotuning
   bool request_log = true;            // one line per request on stderr
+  std::string metrics_compat;         // "vllm": the vllm:* aliases on /metrics; "": none
+  bool metrics_auth = false;          // /metrics requires an API key (when keys are configured)
   // Where each setting that was given came from, as a user would write it:
   // "--kv-size 100000000", "ZEROLAYER_KV_SIZE=100000000",
   // "kv_size = 100000000 in /etc/zl.toml". Absent: the default.

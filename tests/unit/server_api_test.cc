@@ -1200,9 +1200,9 @@ TEST_F(PingTest, EngineErrorAfterAnEarlyStartIsAnSseErrorEvent) {
   EXPECT_TRUE(test::parse_obj(oev.back().data)["error"].is_object()) << o.body;
   // Both error events after the 200 count, by API and reason.
   HttpReply m = test::fetch(port(), "GET", "/metrics", "", {}, kWaitMs);
-  EXPECT_NE(m.body.find(R"(zerolayer_requests_rejected_total{api="anthropic",reason="kv_cache_overflow"} 1)" "\n"),
+  EXPECT_NE(m.body.find(R"(engine_requests_rejected_total{api="anthropic",reason="kv_cache_overflow"} 1)" "\n"),
             std::string::npos);
-  EXPECT_NE(m.body.find(R"(zerolayer_requests_rejected_total{api="openai",reason="kv_cache_overflow"} 1)" "\n"),
+  EXPECT_NE(m.body.find(R"(engine_requests_rejected_total{api="openai",reason="kv_cache_overflow"} 1)" "\n"),
             std::string::npos);
 }
 
@@ -1212,7 +1212,7 @@ TEST_F(PingTest, ErrorAnswersAreCountedByReason) {
   start(std::chrono::milliseconds(0));
   auto metric = [&](const std::string& api, const std::string& reason) -> int64_t {
     HttpReply m = test::fetch(port(), "GET", "/metrics", "", {}, kWaitMs);
-    const std::string key = R"(zerolayer_requests_rejected_total{api=")" + api + R"(",reason=")" + reason + "\"} ";
+    const std::string key = R"(engine_requests_rejected_total{api=")" + api + R"(",reason=")" + reason + "\"} ";
     const size_t at = m.body.find(key);
     return at == std::string::npos ? -1 : std::stoll(m.body.substr(at + key.size()));
   };
