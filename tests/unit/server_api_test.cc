@@ -607,6 +607,39 @@ TEST(ServeConfig, FlagOverEnvOverTomlOverDefault) {
   EXPECT_FALSE(cli::resolve_serve_config({{"config", path}}, {}, [](const char*) -> const char* { return nullptr; }).ok());
 }
 
+TEST(ServeConfig, MetricsSettings) {
+  const std::string path = ::testing::TempDir() + "serve_config_metrics_test.toml";
+  {
+    std::ofstream f(path);
+    f << "metrics_compat = \"none\"\nmetrics_auth = true\n";
+  }
+  std::map<std::string, std::string> env;
+  auto getenv = [&](const char* n) -> const char* {
+    auto it = env.find(n);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  auto c = cli::resolve_serve_config({}, {}, getenv);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->metrics_compat, "");  // default: no aliases, /metrics open
+  EXPECT_FALSE(c->metrics_auth);
+  c = cli::resolve_serve_config({{"config", path}}, {}, getenv);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->metrics_compat, "none");  // TOML
+  EXPECT_TRUE(c->metrics_auth);
+  env["ZEROLAYER_METRICS_COMPAT"] = "vllm";
+  env["ZEROLAYER_METRICS_AUTH"] = "false";
+  c = cli::resolve_serve_config({{"config", path}}, {}, getenv);
+  EXPECT_EQ(c->metrics_compat, "vllm");  // env over TOML
+  EXPECT_FALSE(c->metrics_auth);
+  c = cli::resolve_serve_config({{"config", path}, {"metrics-compat", "none"}, {"metrics-auth", "true"}}, {}, getenv);
+  EXPECT_EQ(c->metrics_compat, "none");  // flag over env
+  EXPECT_TRUE(c->metrics_auth);
+  auto bad = cli::resolve_serve_config({{"metrics-compat", "tgi"}}, {}, getenv);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--metrics-compat"), std::string::npos);
+  EXPECT_FALSE(cli::resolve_serve_config({{"metrics-auth", "maybe"}}, {}, getenv).ok());
+}
+
 TEST(ServeConfig, DrainTimeout) {
   const std::string path = ::testing::TempDir() + "serve_config_drain_test.toml";
   {
