@@ -22,14 +22,19 @@ for ((i = 0; i < rounds; i++)); do
       gsub(/ |%/, "", $2); gsub(/ /, "", $5); gsub(/ |%/, "", $6); print b, $2, $5, $6 }' >>"$out/rows"
   done
 done
+# ON/OFF paired: the median over rounds of (ON / OFF) of the two runs of a
+# round, which ran back to back (less exposed to load swings than the ratio
+# of the medians).
 python3 - "$out/rows" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
 levels = sorted({int(r[1]) for r in rows})
-print("| streams | served tok/s ON | served tok/s OFF | ON/OFF | served/engine ON | served/engine OFF |")
+print("| streams | served tok/s ON | served tok/s OFF | ON/OFF paired | served/engine ON | served/engine OFF |")
 print("|---|---|---|---|---|---|")
 for lv in levels:
-    med = lambda b, k: statistics.median(float(r[k]) for r in rows if r[0] == b and int(r[1]) == lv)
-    on, off = med("on", 2), med("off", 2)
-    print(f"| {lv} | {on:.0f} | {off:.0f} | {100 * on / off:.1f}% | {med('on', 3):.1f}% | {med('off', 3):.1f}% |")
+    sel = lambda b, k: [float(r[k]) for r in rows if r[0] == b and int(r[1]) == lv]
+    on, off = sel("on", 2), sel("off", 2)
+    paired = statistics.median(a / b for a, b in zip(on, off))
+    print(f"| {lv} | {statistics.median(on):.0f} | {statistics.median(off):.0f} | {100 * paired:.1f}% | "
+          f"{statistics.median(sel('on', 3)):.1f}% | {statistics.median(sel('off', 3)):.1f}% |")
 PY

@@ -273,7 +273,9 @@ bool Engine::step() {
                                    .want_logits = it.samples});
   }
   if constexpr (obs::kEnabled) {
-    if (config_.obs_sink && !plan.preempted.empty()) config_.obs_sink->on_preemptions(static_cast<int>(plan.preempted.size()));
+    if (config_.obs_sink && !plan.preempted.empty()) {
+      config_.obs_sink->on_preemptions(static_cast<int>(plan.preempted.size()));
+    }
   }
   // The step's clock read too is compiled away with ZL_OBS=OFF.
   const auto t_step = obs::kEnabled ? Timings::Clock::now() : Timings::Clock::time_point{};

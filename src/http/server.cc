@@ -11,8 +11,6 @@
 #include <boost/beast/http/string_body.hpp>
 #include <netinet/in.h>
 #include <netinet/tcp.h>  // TCP_INFO
-#include <netinet/in.h>
-#include <netinet/tcp.h>  // TCP_INFO
 #include <cctype>
 #include <cstring>
 #include <mutex>
