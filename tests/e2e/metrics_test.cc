@@ -17,6 +17,7 @@
 
 #include "api/errors.h"  // error_reason_name
 #include "core/error_reason.h"
+#include "obs/metrics.h"  // kEnabled
 #include "support/http_client.h"
 #include "support/json_object.h"
 #include "support/process.h"
@@ -114,6 +115,7 @@ double api_requests(const PromText& t, const std::string& api, int status) {
 }
 
 TEST(MetricsTest, EveryFamilyAfterFakeTraffic) {
+  if (!obs::kEnabled) GTEST_SKIP() << "built with ZL_OBS=OFF: nothing is recorded";
   ASSERT_TRUE(g_open->ok()) << g_open->startup_line();
   const int port = g_open->port();
   const PromText before = scrape(port);
@@ -221,6 +223,7 @@ TEST(MetricsTest, BadCompatValueIsRefused) {
 std::string model_path() { return shared_dir() + "/models/stories260K.gguf"; }
 
 TEST(MetricsTest, EngineFamiliesMoveWithRealTraffic) {
+  if (!obs::kEnabled) GTEST_SKIP() << "built with ZL_OBS=OFF: nothing is recorded";
   if (!file_exists(model_path())) GTEST_SKIP() << model_path() << " is absent (needs ../shared)";
   ServerProcess s({"--model", model_path(), "--threads", "1", "--parallel", "4", "--request-log", "false"});
   ASSERT_TRUE(s.ok()) << s.startup_line();
