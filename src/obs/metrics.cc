@@ -225,14 +225,6 @@ Family& Registry::add(std::string name, std::string help, MetricType type, std::
   return f;
 }
 
-Family* Registry::find(std::string_view name) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (Family& f : families_) {
-    if (f.name() == name) return &f;
-  }
-  return nullptr;
-}
-
 std::string Registry::render() const {
   std::string out;
   out.reserve(16384);

@@ -144,8 +144,6 @@ class Registry {
   // histograms need bounds. A family without labels gets its one series now.
   Family& add(std::string name, std::string help, MetricType type, std::vector<std::string> label_names = {},
               std::vector<double> bounds = {});
-  // The family of that name, or nullptr.
-  Family* find(std::string_view name);
   // The whole exposition (text format 0.0.4).
   std::string render() const;
 
