@@ -45,7 +45,8 @@ ApiMetrics::ApiMetrics(obs::ServerMetrics* metrics, MetricsOptions options)
                              "Prompt tokens taken from the prefix cache at admission (not recomputed)")),
       ttft_(m_->registry
                 .add("engine_time_to_first_token_seconds",
-                     "Time from the whole request read to its first generated token written to the client",
+                     "Time from the whole request read to its first generated token on the server's I/O thread "
+                     "(written at once on a stream)",
                      MetricType::kHistogram, {}, obs::latency_buckets())
                 .histogram()),
       e2e_(m_->registry
@@ -84,6 +85,7 @@ ApiMetrics::ApiMetrics(obs::ServerMetrics* metrics, MetricsOptions options)
   // alerts see a series before the first event.
   for (int a = 0; a < kNumApis; ++a) {
     const std::string api(api_kind_name(static_cast<ApiKind>(a)));
+    requests_.counter({api, "200"});  // the success series exists before the first answer
     tool_calls_[a] = &tools.counter({api});
     for (int f = 0; f < kNumToolFallbacks; ++f) {
       tool_fallbacks_[a][f] = &fallbacks.counter({api, std::string(tool_fallback_name(static_cast<ToolFallback>(f)))});
