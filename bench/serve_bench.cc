@@ -355,7 +355,10 @@ int main(int argc, char** argv) {
   cfg.parallel = std::atoll(a["parallel"].c_str());
   cfg.threads = std::atoll(a["threads"].c_str());
   // Two engines with the same configuration: one behind the server, one driven directly.
-  auto served_backend = zl::cli::make_backend(cfg);
+  // The served one records every metric as `zerolayer serve` does (with
+  // ZL_OBS=OFF the recording compiles away: the metrics benchmark's baseline).
+  auto metrics = std::make_shared<zl::obs::ServerMetrics>();
+  auto served_backend = zl::cli::make_backend(cfg, &metrics->engine);
   auto direct_backend = zl::cli::make_backend(cfg);
   if (!served_backend.ok() || !direct_backend.ok()) {
     std::fprintf(stderr, "serve_bench: %s\n",
@@ -364,6 +367,7 @@ int main(int argc, char** argv) {
   }
   LogStore logs;
   zl::api::ApiConfig api_cfg;
+  api_cfg.metrics = metrics;
   api_cfg.request_log = [&logs](const RequestLog& r) {
     std::lock_guard<std::mutex> lock(logs.mu);
     logs.by_id[r.request_id] = r;

@@ -64,7 +64,12 @@ std::string rfc3339(int64_t unix_time) {
 }  // namespace
 
 ApiService::ApiService(ApiConfig config, EngineApi* engine, const PromptCodec* codec)
-    : config_(std::move(config)), engine_(engine), codec_(codec) {
+    : config_(std::move(config)),
+      engine_(engine),
+      codec_(codec),
+      metrics_root_(config_.metrics ? config_.metrics : std::make_shared<obs::ServerMetrics>()),
+      metrics_(metrics_root_.get(), MetricsOptions{.vllm_compat = config_.metrics_vllm_compat,
+                                                   .model_name = config_.model_alias}) {
   if (config_.model_created_unix == 0) config_.model_created_unix = std::time(nullptr);
   for (const std::string& k : config_.api_keys) key_ids_.push_back(key_identity(k));
 }
@@ -211,12 +216,17 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
   std::optional<obs::TraceContext> trace_parent;
   if (config_.tracer) trace_parent = obs::parse_traceparent(req.header("traceparent"));
   opts.on_done = [this, route, t_start, api = api_of(req), id = req.request_id, method = req.method,
-                  stream = chat.stream && !validate, validate, trace_parent](const SessionResult& r) {
+                  stream = chat.stream && !validate, validate, trace_parent,
+                  rtt_us = req.tcp_rtt_us](const SessionResult& r) {
     if (config_.tracer) config_.tracer->record(request_trace(r, trace_parent, id, api_kind_name(api), route,
                                                              config_.model_alias, t_start));
     metrics_.on_request(route, r.status);
     if (!validate) {  // a validated request generated nothing
       metrics_.on_generation(r.usage, r.t_first_ms, r.t_total_ms);
+      if (r.t_first_ms >= 0 && r.timings.t_first_token != Timings::Clock::time_point{}) {
+        metrics_.on_first_byte(std::chrono::duration<double, std::milli>(r.timings.t_first_token - t_start).count(),
+                               r.t_first_ms, rtt_us);
+      }
       metrics_.on_tool_calls(api, r.n_tool_calls, r.n_tool_fallbacks);
     }
     if (r.error_reason) metrics_.on_error(api, *r.error_reason);
@@ -333,8 +343,10 @@ void ApiService::handle_ready(http::HttpRequest& req, std::shared_ptr<http::Resp
 }
 
 void ApiService::handle_metrics(http::HttpRequest& req, std::shared_ptr<http::Responder> res) {
+  if (config_.metrics_auth && !authorize(req, *res, "/metrics")) return;
   record(req, "/metrics", 200);
-  std::string body = metrics_.render(engine_->stats(), extra_metrics_ ? extra_metrics_() : std::string());
+  if (on_scrape_) on_scrape_();
+  std::string body = metrics_.render(engine_->stats());
   res->send(http::HttpResponse{.status = 200, .content_type = "text/plain; version=0.0.4", .headers = {}, .body = std::move(body)});
 }
 

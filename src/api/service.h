@@ -3,7 +3,7 @@
 //
 //   HEAD /, GET /health            liveness (no auth)
 //   GET /ready                     model loaded and the engine stepping (no auth)
-//   GET /metrics                   Prometheus text (no auth)
+//   GET /metrics                   Prometheus text (no auth unless ApiConfig::metrics_auth)
 //   POST /v1/messages              Anthropic (+ count_tokens)
 //   GET /v1/models, /v1/models/{id}  both APIs (a merged model object)
 //   POST /v1/chat/completions, /v1/completions   OpenAI
@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -51,6 +52,11 @@ struct ApiConfig {
   // OTLP traces of each generation (obs/trace_exporter.h); none: no traces.
   // Must outlive the service.
   obs::TraceExporter* tracer = nullptr;
+  // The registry /metrics renders, shared with the engine's sink (the
+  // engine's families are in it); none: the service makes its own.
+  std::shared_ptr<obs::ServerMetrics> metrics;
+  bool metrics_vllm_compat = false;  // --metrics-compat vllm: the vllm:* aliases
+  bool metrics_auth = false;         // /metrics requires an API key (when keys are configured)
 };
 
 class ApiService {
@@ -59,8 +65,9 @@ class ApiService {
   ApiService(ApiConfig config, EngineApi* engine, const PromptCodec* codec);
 
   void register_routes(http::Router& router);
-  // More exposition text for /metrics (e.g. connection counters).
-  void set_extra_metrics(std::function<std::string()> fn) { extra_metrics_ = std::move(fn); }
+  // Called before each /metrics render (any I/O thread), e.g. to copy the
+  // server's connection counters into their gauges.
+  void set_on_scrape(std::function<void()> fn) { on_scrape_ = std::move(fn); }
 
  private:
   using Api = ApiKind;
@@ -99,8 +106,9 @@ class ApiService {
   std::vector<std::string> key_ids_;  // identity of config_.api_keys[i] (never the key itself)
   EngineApi* engine_;
   const PromptCodec* codec_;
+  std::shared_ptr<obs::ServerMetrics> metrics_root_;  // declared before metrics_, which registers in it
   ApiMetrics metrics_;
-  std::function<std::string()> extra_metrics_;
+  std::function<void()> on_scrape_;
   std::mutex ready_mu_;
   int64_t last_steps_ = -1;
   std::chrono::steady_clock::time_point last_step_change_ = std::chrono::steady_clock::now();

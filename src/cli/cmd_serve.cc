@@ -94,6 +94,8 @@ std::vector<FlagSpec> serve_flags() {
        "http://127.0.0.1:4318 (default: none)"},
       {"log-format", true, "logs on stderr: json or text (default: json, text when stderr is a terminal)"},
       {"socket-send-buffer", true, "SO_SNDBUF of connections in bytes (default 0: kernel autotuning)"},
+      {"metrics-compat", true, "also export other servers' metric names on /metrics: vllm (default: none)"},
+      {"metrics-auth", true, "/metrics requires an API key like the API routes (default false: open)"},
       {"config", true, "TOML file with any of these settings (keys with '_' for '-')"},
   };
 }
@@ -134,7 +136,9 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  auto backend = hooks.make_backend(cfg, cmdline->args);
+  // Before the engine (which reports into it) and destroyed after it.
+  auto metrics = std::make_shared<obs::ServerMetrics>();
+  auto backend = hooks.make_backend(cfg, cmdline->args, &metrics->engine);
   if (!backend.ok()) return report_error("serve", backend.status());
   ServeBackend& b = backend.value();
 
@@ -152,6 +156,9 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
     tracer = std::move(t).value();
     api_cfg.tracer = tracer.get();
   }
+  api_cfg.metrics = metrics;
+  api_cfg.metrics_vllm_compat = cfg.metrics_compat == "vllm";
+  api_cfg.metrics_auth = cfg.metrics_auth;
   api::ApiService service(api_cfg, b.engine.get(), b.codec.get());
   http::Router router;
   service.register_routes(router);
@@ -166,12 +173,26 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
   http_cfg.idle_timeout = std::chrono::milliseconds(cfg.idle_timeout_ms);
   http_cfg.socket_send_buffer = static_cast<int>(cfg.socket_send_buffer);
   http::HttpServer server(http_cfg, &router);
-  service.set_extra_metrics([&server, &tracer] {
+  obs::Gauge& connections_open =
+      metrics->registry.add("zerolayer_http_connections_open", "Open HTTP connections", obs::MetricType::kGauge).gauge();
+  obs::Counter& connections_total =
+      metrics->registry.add("zerolayer_http_connections_total", "HTTP connections accepted", obs::MetricType::kCounter)
+          .counter();
+  obs::Counter& spans_exported = metrics->registry
+                                     .add("engine_trace_spans_exported_total", "Spans the OTLP collector accepted",
+                                          obs::MetricType::kCounter)
+                                     .counter();
+  obs::Counter& spans_dropped =
+      metrics->registry
+          .add("engine_trace_spans_dropped_total",
+               "Spans dropped: the export queue was full or the collector did not take them", obs::MetricType::kCounter)
+          .counter();
+  service.set_on_scrape([&server, &tracer, &connections_open, &connections_total, &spans_exported, &spans_dropped] {
     const http::ServerCounters c = server.counters();
-    return "# TYPE zerolayer_http_connections_open gauge\nzerolayer_http_connections_open " +
-           std::to_string(c.n_connections_open) + "\n# TYPE zerolayer_http_connections_total counter\n" +
-           "zerolayer_http_connections_total " + std::to_string(c.n_connections_total) + "\n" +
-           (tracer ? tracer->render_metrics() : "");
+    connections_open.set(static_cast<double>(c.n_connections_open));
+    connections_total.mirror(static_cast<int64_t>(c.n_connections_total));
+    spans_exported.mirror(tracer ? static_cast<int64_t>(tracer->spans_exported()) : 0);
+    spans_dropped.mirror(tracer ? static_cast<int64_t>(tracer->spans_dropped()) : 0);
   });
   if (Status s = server.listen(); !s.ok()) return report_error("serve", s);
   server.start();
@@ -202,7 +223,9 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
 
 int cmd_serve(int argc, char** argv, int first) {
   return run_serve(argc, argv, first,
-                   {.make_backend = [](const ServeConfig& config, const Args&) { return make_backend(config); }});
+                   {.make_backend = [](const ServeConfig& config, const Args&, obs::EngineSink* sink) {
+                     return make_backend(config, sink);
+                   }});
 }
 
 }  // namespace zl::cli

@@ -16,8 +16,9 @@
 namespace zl::cli {
 
 // Builds the engine + codec from the resolved settings and the parsed
-// command line (where a caller's extra flags are).
-using BackendFactory = std::function<Result<ServeBackend>(const ServeConfig&, const Args&)>;
+// command line (where a caller's extra flags are); the engine reports into
+// the sink (obs/engine_sink.h; outlives the backend).
+using BackendFactory = std::function<Result<ServeBackend>(const ServeConfig&, const Args&, obs::EngineSink*)>;
 
 struct ServeHooks {
   BackendFactory make_backend;

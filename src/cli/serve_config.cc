@@ -153,7 +153,7 @@ const std::vector<std::string>& serve_setting_names() {
       "header-timeout-ms", "body-timeout-ms", "idle-timeout-ms", "api-key-file",
       "max-pending-events", "socket-send-buffer", "request-log",
       "kv-size",         "kv-type",        "batch-tokens",   "drain-timeout",
-      "sse-ping-interval", "otlp-endpoint", "log-format"};
+      "sse-ping-interval", "otlp-endpoint", "log-format", "metrics-compat", "metrics-auth"};
   return kNames;
 }
 
@@ -229,6 +229,12 @@ Result<ServeConfig> resolve_serve_config(const std::map<std::string, std::string
   RETURN_IF_ERROR(parse_int(src, "max-pending-events", 1, 1 << 20, &c.max_pending_events));
   RETURN_IF_ERROR(parse_int(src, "socket-send-buffer", 0, 1 << 30, &c.socket_send_buffer));
   RETURN_IF_ERROR(parse_bool(src, "request-log", &c.request_log));
+  RETURN_IF_ERROR(parse_bool(src, "metrics-auth", &c.metrics_auth));
+  str("metrics-compat", &c.metrics_compat);
+  if (!c.metrics_compat.empty() && c.metrics_compat != "vllm" && c.metrics_compat != "none") {
+    return invalid_argument(src.origin.at("metrics-compat") + ": metrics-compat must be vllm or none, got '" +
+                            c.metrics_compat + "'");
+  }
 
   // API keys: the highest source that gives any wins, like every setting.
   std::vector<std::string> keys = flag_api_keys;

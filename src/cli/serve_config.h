@@ -47,6 +47,8 @@ struct ServeConfig {
   std::string otlp_endpoint;
   // "json" or "text"; empty: JSON unless stderr is a terminal (core/log.h).
   std::string log_format;
+  std::string metrics_compat;         // "vllm": the vllm:* aliases on /metrics; "": none
+  bool metrics_auth = false;          // /metrics requires an API key (when keys are configured)
   // Where each setting that was given came from, as a user would write it:
   // "--kv-size 100000000", "ZEROLAYER_KV_SIZE=100000000",
   // "kv_size = 100000000 in /etc/zl.toml". Absent: the default.

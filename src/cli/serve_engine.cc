@@ -27,7 +27,7 @@ std::string file_stem(const std::string& path) {
 
 }  // namespace
 
-Result<ServeBackend> make_backend(const ServeConfig& config) {
+Result<ServeBackend> make_backend(const ServeConfig& config, obs::EngineSink* obs_sink) {
   ServeBackend b;
   std::string path = config.model_path;
   if (path.empty()) {
@@ -44,7 +44,8 @@ Result<ServeBackend> make_backend(const ServeConfig& config) {
                   .max_step_tokens = static_cast<int32_t>(config.batch_tokens),
                   .kv_type = config.kv_type == "f32" ? KvType::kF32 : KvType::kF16,
                   .n_threads = static_cast<int>(config.threads),
-                  .max_pending_events = static_cast<size_t>(config.max_pending_events)};
+                  .max_pending_events = static_cast<size_t>(config.max_pending_events),
+                  .obs_sink = obs_sink};
   auto given = [&config](const char* name) {
     auto it = config.given.find(name);
     return it == config.given.end() ? std::string() : it->second;

@@ -8,6 +8,7 @@
 #include "api/prompt_codec.h"
 #include "cli/serve_config.h"
 #include "engine/request.h"
+#include "obs/engine_sink.h"
 
 namespace zl::cli {
 
@@ -21,7 +22,8 @@ struct ServeBackend {
 };
 
 // The real engine (Engine::create) on the model of config.model_path (or the
-// default model), with the model's tokenizer and chat template.
-Result<ServeBackend> make_backend(const ServeConfig& config);
+// default model), with the model's tokenizer and chat template. The engine
+// reports into `obs_sink` (may be null; must outlive the engine).
+Result<ServeBackend> make_backend(const ServeConfig& config, obs::EngineSink* obs_sink = nullptr);
 
 }  // namespace zl::cli

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "core/memory.h"
+#include "obs/metrics.h"  // kEnabled
 
 namespace zl {
 namespace {
@@ -14,6 +15,10 @@ namespace {
 // resume latency at the cost of a few hundred cheap wake-ups a second, and
 // only while something is paused.
 constexpr std::chrono::milliseconds kPausedPoll{2};
+
+double seconds_since(Timings::Clock::time_point t) {
+  return std::chrono::duration<double>(Timings::Clock::now() - t).count();
+}
 
 // A request submitted to, or still running in, an engine that is stopping.
 Status shutting_down_error() {
@@ -273,6 +278,13 @@ bool Engine::step() {
                                    .all_logits = false,
                                    .want_logits = it.samples});
   }
+  if constexpr (obs::kEnabled) {
+    if (config_.obs_sink && !plan.preempted.empty()) {
+      config_.obs_sink->on_preemptions(static_cast<int>(plan.preempted.size()));
+    }
+  }
+  // The step's clock read too is compiled away with ZL_OBS=OFF.
+  const auto t_step = obs::kEnabled ? Timings::Clock::now() : Timings::Clock::time_point{};
   logits_.clear();
   Status st = runner_.forward(batch_, kv_, logits_);
   if (!st.ok()) {
@@ -309,11 +321,19 @@ bool Engine::step() {
     scheduler_.on_step_done(it.id, *token);
     handle_token(live, *token);
   }
+  if constexpr (obs::kEnabled) {
+    if (config_.obs_sink && row > 0) {
+      config_.obs_sink->on_decode_step(seconds_since(t_step), static_cast<int>(plan.items.size()));
+    }
+  }
   return true;
 }
 
 void Engine::handle_token(Live& live, int32_t token) {
   const auto now = Timings::Clock::now();
+  if constexpr (obs::kEnabled) {
+    if (config_.obs_sink) report_token(live.timings, live.usage.n_generated_tokens == 0, now);
+  }
   if (live.usage.n_generated_tokens == 0) live.timings.t_first_token = now;
   live.timings.t_last_token = now;
   ++live.usage.n_generated_tokens;
@@ -365,11 +385,22 @@ void Engine::finish(Live& live, FinishReason reason, Status error, std::optional
   live_.erase(id);
 }
 
+void Engine::report_token(const Timings& t, bool first, Timings::Clock::time_point now) {
+  using Seconds = std::chrono::duration<double>;
+  if (first) {
+    config_.obs_sink->on_first_token(Seconds(t.t_scheduled - t.t_submit).count(),
+                                     Seconds(now - t.t_scheduled).count());
+  } else {
+    config_.obs_sink->on_inter_token(Seconds(now - t.t_last_token).count());
+  }
+}
+
 void Engine::publish_stats() {
   const SchedulerStats ss = scheduler_.stats();
   const BlockPoolStats bs = blocks_.stats();
   std::lock_guard<std::mutex> lock(mu_);
   stats_.n_running = ss.n_running;
+  stats_.n_paused = ss.n_paused;
   stats_.n_waiting = ss.n_waiting + static_cast<int64_t>(inbox_.size());
   stats_.n_kv_blocks_used = bs.n_used;
   stats_.n_kv_blocks_cached = bs.n_cached;

@@ -30,6 +30,7 @@
 #include "engine/scheduler.h"
 #include "engine/stop_matcher.h"
 #include "model/model.h"
+#include "obs/engine_sink.h"
 #include "model/runner.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
@@ -46,6 +47,10 @@ struct EngineConfig {
   int n_threads = 0;             // compute threads; 0: all cores
   bool prefix_caching = true;
   size_t max_pending_events = 256;  // a sequence whose client lags this far behind is paused
+  // Where the engine reports queue, prefill, decode-step and inter-token
+  // times, batch sizes and preemptions (engine thread; not owned; must
+  // outlive the engine). Null: nothing is reported.
+  obs::EngineSink* obs_sink = nullptr;
 };
 
 // Resolves the zero defaults of `config` for `model` (and free memory).
@@ -97,6 +102,8 @@ class Engine final : public EngineApi {
   void finish(Live& live, FinishReason reason, Status error = Status(), std::optional<int32_t> final_token = std::nullopt);
   void emit(Live& live, std::string text, std::vector<int32_t> ids);
   void publish_stats();
+  // obs_sink: queue and prefill times at a first token, else the inter-token gap.
+  void report_token(const Timings& t, bool first, Timings::Clock::time_point now);
 
   const Model& model_;
   const Tokenizer& tokenizer_;

@@ -154,6 +154,7 @@ class RequestChannel {
 struct EngineStats {
   int64_t n_running = 0;
   int64_t n_waiting = 0;
+  int64_t n_paused = 0;             // running but paused: the client lags behind (backpressure)
   int64_t n_kv_blocks_total = 0;
   int64_t n_kv_blocks_used = 0;
   int64_t n_kv_blocks_cached = 0;   // unreferenced blocks kept for prefix reuse

@@ -239,6 +239,7 @@ SchedulerStats Scheduler::stats() const {
   SchedulerStats s = stats_;
   s.n_running = static_cast<int32_t>(running_.size());
   s.n_waiting = static_cast<int32_t>(waiting_.size());
+  for (const Sequence* q : running_) s.n_paused += q->paused ? 1 : 0;
   return s;
 }
 

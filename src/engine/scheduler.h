@@ -124,6 +124,7 @@ struct StepPlan {
 struct SchedulerStats {
   int32_t n_running = 0;
   int32_t n_waiting = 0;
+  int32_t n_paused = 0;                 // running but paused (backpressure)
   int64_t n_steps = 0;
   int64_t n_preemptions = 0;
   int64_t n_admissions = 0;

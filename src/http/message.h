@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -34,6 +35,9 @@ struct HttpRequest {
   // When the server had read the whole request (steady clock): where the
   // API's request logs and time-to-first-token measurements start.
   std::chrono::steady_clock::time_point t_received{};
+  // The connection's smoothed round-trip time (TCP_INFO tcpi_rtt) when the
+  // request was read, µs; -1: unknown. For the efficiency ratio (api/metrics.h).
+  int64_t tcp_rtt_us = -1;
 
   // Value of the first header named `name` (lowercase), or "" when absent.
   std::string_view header(std::string_view name) const;

@@ -9,6 +9,8 @@
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
+#include <netinet/in.h>
+#include <netinet/tcp.h>  // TCP_INFO
 #include <cctype>
 #include <cstring>
 #include <mutex>
@@ -29,6 +31,14 @@ using error_code = boost::system::error_code;
 
 namespace zl::http {
 namespace {
+
+// The kernel's smoothed RTT of a connection in µs (one getsockopt), or -1.
+int64_t tcp_rtt_us(tcp::socket& sock) {
+  tcp_info info{};
+  socklen_t len = sizeof info;
+  if (getsockopt(sock.native_handle(), IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return -1;
+  return static_cast<int64_t>(info.tcpi_rtt);
+}
 
 // After an error answer that closes the connection, unread request bytes are
 // drained for this long so the client sees the answer, not a reset.
@@ -561,6 +571,7 @@ void Connection::dispatch() {
   parser_.reset();
   req.request_id = request_id_for(req.headers);  // the client's when valid
   req.t_received = t_received;
+  req.tcp_rtt_us = tcp_rtt_us(sock_);
   sh_.n_requests.fetch_add(1);
   ex_ = std::make_shared<Exchange>(weak_from_this(), ioc_, sh_.router, req, keep_alive_);
   // Watch the socket while answering: EOF means the client has gone.

@@ -204,15 +204,4 @@ void TraceExporter::export_batch(std::vector<Span> batch, Clock::time_point dead
             {{"n_spans", batch.size()}, {"status", r.status}, {"error", r.error}, {"endpoint", config_.endpoint}});
 }
 
-std::string TraceExporter::render_metrics() const {
-  return "# HELP engine_trace_spans_exported_total Spans the OTLP collector accepted.\n"
-         "# TYPE engine_trace_spans_exported_total counter\n"
-         "engine_trace_spans_exported_total " +
-         std::to_string(spans_exported()) +
-         "\n# HELP engine_trace_spans_dropped_total Spans dropped: queue full, collector down or refusing.\n"
-         "# TYPE engine_trace_spans_dropped_total counter\n"
-         "engine_trace_spans_dropped_total " +
-         std::to_string(spans_dropped()) + "\n";
-}
-
 }  // namespace zl::obs

@@ -115,9 +115,8 @@ class TraceExporter {
 
   uint64_t spans_exported() const { return n_exported_.load(std::memory_order_relaxed); }
   uint64_t spans_dropped() const { return n_dropped_.load(std::memory_order_relaxed); }
-  // engine_trace_spans_exported_total and engine_trace_spans_dropped_total
-  // in Prometheus text (HELP, TYPE, value).
-  std::string render_metrics() const;
+  // (serve mirrors both into engine_trace_spans_exported_total and
+  // engine_trace_spans_dropped_total at each /metrics scrape.)
 
  private:
   TraceExporter(TraceExporterConfig config, HttpEndpoint endpoint);

@@ -384,7 +384,7 @@ TEST(ServerRealTest, ClientDisconnectCancelsTheSequence) {
   REQUIRE_MODEL();
   const int port = main_port();
   for (bool stream : {true, false}) {
-    const int64_t before = metric(port, "engine_generated_tokens_total");
+    const int64_t before = metric(port, "engine_generation_tokens_total");
     {
       // ~2000 tokens if nothing stopped it.
       RawClient c(port);
@@ -401,7 +401,7 @@ TEST(ServerRealTest, ClientDisconnectCancelsTheSequence) {
     }
     EXPECT_EQ(wait_metric(port, "engine_requests_running", 0, 5000), 0)
         << (stream ? "stream" : "non-stream") << ": the sequence kept running after the client left";
-    const int64_t generated = metric(port, "engine_generated_tokens_total") - before;
+    const int64_t generated = metric(port, "engine_generation_tokens_total") - before;
     EXPECT_LT(generated, 1000) << "the sequence was not cancelled early";
   }
 }
@@ -458,17 +458,17 @@ TEST(ServerRealTest, BackpressurePausesAStreamWhoseClientDoesNotRead) {
   ServerProcess& s = server("backpressure", {"--ctx", "1024", "--max-pending-events", "8", "--socket-send-buffer", "16384"});
   ASSERT_TRUE(s.ok());
   const int port = s.port();
-  const int64_t before = metric(port, "engine_generated_tokens_total");
+  const int64_t before = metric(port, "engine_generation_tokens_total");
   RawClient c(port, /*rcvbuf_bytes=*/4096);
   const std::string body = std::string(R"({"model":"m","max_tokens":100000,"stream":true,)") + kNoEos +
                            R"(,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"Tell me a long story"}]})";
   ASSERT_TRUE(c.send_raw(http_request("POST", "/v1/chat/completions", body)));
   // Not reading: generation advances, then stalls well before the window ends.
-  int64_t last = -1, now = metric(port, "engine_generated_tokens_total");
+  int64_t last = -1, now = metric(port, "engine_generation_tokens_total");
   for (int i = 0; i < 120 && now != last; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
     last = now;
-    now = metric(port, "engine_generated_tokens_total");
+    now = metric(port, "engine_generation_tokens_total");
   }
   const int64_t paused_at = now - before;
   std::printf("paused after %lld of %d tokens\n", static_cast<long long>(paused_at), 1024 - 28);
@@ -481,7 +481,7 @@ TEST(ServerRealTest, BackpressurePausesAStreamWhoseClientDoesNotRead) {
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   const double cpu1 = cpu_seconds(s.pid());
   EXPECT_LT(cpu1 - cpu0, 0.25) << "CPU seconds used in 1 s while paused";
-  EXPECT_EQ(metric(port, "engine_generated_tokens_total"), now);
+  EXPECT_EQ(metric(port, "engine_generation_tokens_total"), now);
   // Reading resumes it to the end of the window.
   HttpReply r = c.read_response(120000);
   ASSERT_TRUE(r.complete);
@@ -494,7 +494,7 @@ TEST(ServerRealTest, BackpressurePausesAStreamWhoseClientDoesNotRead) {
   const int64_t n_out = num(at(usage, {"usage", "completion_tokens"}));
   EXPECT_EQ(n_prompt + n_out, 1024);
   EXPECT_GT(n_out, paused_at);
-  EXPECT_EQ(wait_metric(port, "engine_generated_tokens_total", before + n_out, 2000) - before, n_out);
+  EXPECT_EQ(wait_metric(port, "engine_generation_tokens_total", before + n_out, 2000) - before, n_out);
   EXPECT_EQ(wait_metric(port, "engine_requests_running", 0, 5000), 0);
 }
 

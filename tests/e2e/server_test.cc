@@ -113,13 +113,13 @@ TEST(ServerTest, StartupLineAndBasics) {
   HttpReply m = fetch(port(), "GET", "/metrics");
   EXPECT_EQ(m.status, 200);
   EXPECT_NE(m.body.find("zerolayer_http_requests_total{route=\"/health\",status=\"200\"}"), std::string::npos);
-  EXPECT_NE(m.body.find("engine_kv_blocks_total"), std::string::npos);
+  EXPECT_NE(m.body.find("engine_kv_blocks_capacity"), std::string::npos);
 }
 
 TEST(ServerTest, ToolCallMetrics) {
   // The fake model calls get_weather and then get_stock, which is not offered: one call, one fallback.
-  const std::string series = "zerolayer_tool_calls_total{api=\"anthropic\"}";
-  const std::string fallback = "zerolayer_tool_call_fallbacks_total{api=\"anthropic\",reason=\"unknown_tool\"}";
+  const std::string series = "engine_tool_calls_total{api=\"anthropic\"}";
+  const std::string fallback = "engine_tool_call_fallbacks_total{api=\"anthropic\",reason=\"unknown_tool\"}";
   const int64_t n_calls = metric(series);
   const int64_t n_fallbacks = metric(fallback);
   ASSERT_GE(n_calls, 0);
@@ -132,8 +132,8 @@ TEST(ServerTest, ToolCallMetrics) {
   EXPECT_EQ(metric(series), n_calls + 1);
   EXPECT_EQ(metric(fallback), n_fallbacks + 1);
   HttpReply m = fetch(port(), "GET", "/metrics");
-  EXPECT_NE(m.body.find("# TYPE zerolayer_tool_calls_total counter\n"), std::string::npos);
-  EXPECT_NE(m.body.find("# TYPE zerolayer_tool_call_fallbacks_total counter\n"), std::string::npos);
+  EXPECT_NE(m.body.find("# TYPE engine_tool_calls_total counter\n"), std::string::npos);
+  EXPECT_NE(m.body.find("# TYPE engine_tool_call_fallbacks_total counter\n"), std::string::npos);
 }
 
 TEST(ServerTest, UnknownRouteAndWrongMethod) {

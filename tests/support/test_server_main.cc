@@ -20,8 +20,9 @@
 
 namespace {
 
-zl::Result<zl::cli::ServeBackend> make_test_backend(const zl::cli::ServeConfig& config, const zl::cli::Args& args) {
-  if (!args.has("fake-engine")) return zl::cli::make_backend(config);
+zl::Result<zl::cli::ServeBackend> make_test_backend(const zl::cli::ServeConfig& config, const zl::cli::Args& args,
+                                                    zl::obs::EngineSink* obs_sink) {
+  if (!args.has("fake-engine")) return zl::cli::make_backend(config, obs_sink);
   ASSIGN_OR_RETURN(int64_t fake_ctx, args.get_int("fake-ctx", 4096));
   ASSIGN_OR_RETURN(int64_t step_us, args.get_int("fake-step-us", 2000));
   if (fake_ctx < 16 || fake_ctx > (int64_t{1} << 24)) return zl::invalid_argument("--fake-ctx must be in [16, 16777216]");

@@ -32,7 +32,7 @@ const std::set<std::string> kHistograms = {
 const std::set<std::string> kOthers = {
     "engine_requests_running",   "engine_requests_waiting",     "engine_requests_paused",
     "engine_kv_cache_usage_percent", "engine_kv_blocks_used",   "engine_kv_blocks_cached",
-    "engine_kv_blocks_total",    "engine_efficiency_ratio",     "engine_prompt_tokens_total",
+    "engine_kv_blocks_capacity",    "engine_efficiency_ratio",     "engine_prompt_tokens_total",
     "engine_generation_tokens_total", "engine_cached_tokens_total", "engine_preemptions_total",
     "engine_requests_total",     "engine_requests_rejected_total", "engine_tool_calls_total"};
 

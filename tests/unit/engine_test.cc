@@ -3,7 +3,9 @@
 // finish reasons and usage are exact.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -11,6 +13,8 @@
 
 #include "engine/engine.h"
 #include "model/model.h"
+#include "obs/engine_sink.h"
+#include "obs/metrics.h"  // kEnabled
 #include "support/process.h"
 #include "support/wait.h"
 #include "tokenizer/tokenizer.h"
@@ -399,6 +403,69 @@ TEST(Engine, ConcurrentStopJoinsOnce) {
   // Idempotent afterwards, and the destructor stops once more.
   (*engine)->stop();
   EXPECT_EQ((*engine)->stats().n_running, 0);
+}
+
+// What the engine reports to its obs sink, kept whole (test only).
+struct RecordingSink final : obs::EngineSink {
+  std::mutex mu;
+  std::vector<double> queue_s, prefill_s, gaps_s, steps_s;
+  int64_t batch_sum = 0;
+  int n_preempted = 0;
+  void on_decode_step(double t, int n) override {
+    std::lock_guard<std::mutex> lock(mu);
+    steps_s.push_back(t);
+    batch_sum += n;
+  }
+  void on_first_token(double q, double p) override {
+    std::lock_guard<std::mutex> lock(mu);
+    queue_s.push_back(q);
+    prefill_s.push_back(p);
+  }
+  void on_inter_token(double t) override {
+    std::lock_guard<std::mutex> lock(mu);
+    gaps_s.push_back(t);
+  }
+  void on_preemptions(int n) override {
+    std::lock_guard<std::mutex> lock(mu);
+    n_preempted += n;
+  }
+};
+
+TEST(EngineObsTest, ReportsEachFirstTokenGapAndDecodeStep) {
+  if (!obs::kEnabled) GTEST_SKIP() << "built with ZL_OBS=OFF";
+  Loaded l = load_shared("stories260K");
+  if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/stories260K.gguf not found";
+  RecordingSink sink;
+  EngineConfig cfg{.n_ctx = 256, .max_seqs = 4, .n_kv_tokens = 1024, .block_size = 16, .kv_type = KvType::kF32,
+                   .n_threads = 1, .obs_sink = &sink};
+  auto engine = Engine::create(*l.model, *l.tokenizer, cfg);
+  ASSERT_TRUE(engine.ok());
+  std::mt19937 rng(5);
+  const std::vector<int> budgets = {10, 15, 20};
+  std::vector<std::shared_ptr<RequestChannel>> channels;
+  for (int n : budgets) channels.push_back((*engine)->submit(greedy(random_prompt(rng, 12, 512), n)));
+  std::vector<double> want_queue, want_prefill;
+  for (auto& ch : channels) {
+    Outcome o = collect(*ch);
+    ASSERT_EQ(o.last.finish, FinishReason::kMaxTokens);
+    const Timings& t = o.last.timings;
+    // The sink got the same time points the request's timings carry.
+    want_queue.push_back(std::chrono::duration<double>(t.t_scheduled - t.t_submit).count());
+    want_prefill.push_back(std::chrono::duration<double>(t.t_first_token - t.t_scheduled).count());
+  }
+  ASSERT_TRUE(wait_idle(**engine));  // the last step's report precedes the idle stats
+  std::lock_guard<std::mutex> lock(sink.mu);
+  for (auto* v : {&want_queue, &want_prefill, &sink.queue_s, &sink.prefill_s}) std::sort(v->begin(), v->end());
+  EXPECT_EQ(sink.queue_s, want_queue);
+  EXPECT_EQ(sink.prefill_s, want_prefill);
+  EXPECT_EQ(sink.gaps_s.size(), size_t{9 + 14 + 19});  // a gap per token after each first
+  // Every token is sampled in a distinct step of its sequence; the steps that
+  // sample are at least the longest request's and at most all tokens.
+  EXPECT_GE(sink.steps_s.size(), 20u);
+  EXPECT_LE(sink.steps_s.size(), 45u);
+  EXPECT_GE(sink.batch_sum, 45);
+  for (double t : sink.steps_s) EXPECT_GT(t, 0);
+  EXPECT_EQ(sink.n_preempted, 0);
 }
 
 }  // namespace

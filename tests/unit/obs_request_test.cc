@@ -393,12 +393,12 @@ double metric(int port, const std::string& series) {
 
 TEST_F(ObsRequestTest, ValidatedRequestsCountAsRequestsNotGenerations) {
   const std::string ok = "zerolayer_http_requests_total{route=\"/v1/messages\",status=\"200\"}";
-  const std::string ttft = "zerolayer_time_to_first_token_seconds_count";
+  const std::string ttft = "engine_time_to_first_token_seconds_count";
   ASSERT_EQ(post("/v1/messages", anthropic_body("hi", false)).status, 200);  // one real request first
   ASSERT_TRUE(test::wait_until([&] { return metric(port(), ok) == 1; }));
   const double ttft0 = metric(port(), ttft);
-  const double generated0 = metric(port(), "zerolayer_generated_tokens_total");
-  const std::string e2e = "zerolayer_request_duration_seconds_count";  // generations' durations
+  const double generated0 = metric(port(), "engine_generation_tokens_total");
+  const std::string e2e = "engine_request_duration_seconds_count";  // generations' durations
   const double e2e0 = metric(port(), e2e);
   EXPECT_GT(generated0, 0);
   EXPECT_EQ(e2e0, 1);
@@ -407,7 +407,7 @@ TEST_F(ObsRequestTest, ValidatedRequestsCountAsRequestsNotGenerations) {
   }
   ASSERT_TRUE(test::wait_until([&] { return metric(port(), ok) == 4; }));
   EXPECT_EQ(metric(port(), ttft), ttft0);
-  EXPECT_EQ(metric(port(), "zerolayer_generated_tokens_total"), generated0);
+  EXPECT_EQ(metric(port(), "engine_generation_tokens_total"), generated0);
   EXPECT_EQ(metric(port(), e2e), e2e0);
 }
 

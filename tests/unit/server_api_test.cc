@@ -625,6 +625,39 @@ TEST(ServeConfig, FlagOverEnvOverTomlOverDefault) {
   EXPECT_FALSE(cli::resolve_serve_config({{"config", path}}, {}, [](const char*) -> const char* { return nullptr; }).ok());
 }
 
+TEST(ServeConfig, MetricsSettings) {
+  const std::string path = ::testing::TempDir() + "serve_config_metrics_test.toml";
+  {
+    std::ofstream f(path);
+    f << "metrics_compat = \"none\"\nmetrics_auth = true\n";
+  }
+  std::map<std::string, std::string> env;
+  auto getenv = [&](const char* n) -> const char* {
+    auto it = env.find(n);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  auto c = cli::resolve_serve_config({}, {}, getenv);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->metrics_compat, "");  // default: no aliases, /metrics open
+  EXPECT_FALSE(c->metrics_auth);
+  c = cli::resolve_serve_config({{"config", path}}, {}, getenv);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->metrics_compat, "none");  // TOML
+  EXPECT_TRUE(c->metrics_auth);
+  env["ZEROLAYER_METRICS_COMPAT"] = "vllm";
+  env["ZEROLAYER_METRICS_AUTH"] = "false";
+  c = cli::resolve_serve_config({{"config", path}}, {}, getenv);
+  EXPECT_EQ(c->metrics_compat, "vllm");  // env over TOML
+  EXPECT_FALSE(c->metrics_auth);
+  c = cli::resolve_serve_config({{"config", path}, {"metrics-compat", "none"}, {"metrics-auth", "true"}}, {}, getenv);
+  EXPECT_EQ(c->metrics_compat, "none");  // flag over env
+  EXPECT_TRUE(c->metrics_auth);
+  auto bad = cli::resolve_serve_config({{"metrics-compat", "tgi"}}, {}, getenv);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("--metrics-compat"), std::string::npos);
+  EXPECT_FALSE(cli::resolve_serve_config({{"metrics-auth", "maybe"}}, {}, getenv).ok());
+}
+
 TEST(ServeConfig, DrainTimeout) {
   const std::string path = ::testing::TempDir() + "serve_config_drain_test.toml";
   {
@@ -1218,9 +1251,9 @@ TEST_F(PingTest, EngineErrorAfterAnEarlyStartIsAnSseErrorEvent) {
   EXPECT_TRUE(test::parse_obj(oev.back().data)["error"].is_object()) << o.body;
   // Both error events after the 200 count, by API and reason.
   HttpReply m = test::fetch(port(), "GET", "/metrics", "", {}, kWaitMs);
-  EXPECT_NE(m.body.find(R"(zerolayer_requests_rejected_total{api="anthropic",reason="kv_cache_overflow"} 1)" "\n"),
+  EXPECT_NE(m.body.find(R"(engine_requests_rejected_total{api="anthropic",reason="kv_cache_overflow"} 1)" "\n"),
             std::string::npos);
-  EXPECT_NE(m.body.find(R"(zerolayer_requests_rejected_total{api="openai",reason="kv_cache_overflow"} 1)" "\n"),
+  EXPECT_NE(m.body.find(R"(engine_requests_rejected_total{api="openai",reason="kv_cache_overflow"} 1)" "\n"),
             std::string::npos);
 }
 
@@ -1230,7 +1263,7 @@ TEST_F(PingTest, ErrorAnswersAreCountedByReason) {
   start(std::chrono::milliseconds(0));
   auto metric = [&](const std::string& api, const std::string& reason) -> int64_t {
     HttpReply m = test::fetch(port(), "GET", "/metrics", "", {}, kWaitMs);
-    const std::string key = R"(zerolayer_requests_rejected_total{api=")" + api + R"(",reason=")" + reason + "\"} ";
+    const std::string key = R"(engine_requests_rejected_total{api=")" + api + R"(",reason=")" + reason + "\"} ";
     const size_t at = m.body.find(key);
     return at == std::string::npos ? -1 : std::stoll(m.body.substr(at + key.size()));
   };

@@ -593,9 +593,9 @@ TEST_F(ToolTest, AStreamedCallThatBreaksEndsTheStreamWithAnErrorEvent) {
 
   // All three count as fallbacks (invalid_json).
   HttpReply m = test::fetch(api_->port(), "GET", "/metrics");
-  EXPECT_NE(m.body.find("zerolayer_tool_call_fallbacks_total{api=\"anthropic\",reason=\"invalid_json\"} 2\n"), std::string::npos);
-  EXPECT_NE(m.body.find("zerolayer_tool_call_fallbacks_total{api=\"openai\",reason=\"invalid_json\"} 1\n"), std::string::npos);
-  EXPECT_NE(m.body.find("zerolayer_tool_calls_total{api=\"anthropic\"} 0\n"), std::string::npos);
+  EXPECT_NE(m.body.find("engine_tool_call_fallbacks_total{api=\"anthropic\",reason=\"invalid_json\"} 2\n"), std::string::npos);
+  EXPECT_NE(m.body.find("engine_tool_call_fallbacks_total{api=\"openai\",reason=\"invalid_json\"} 1\n"), std::string::npos);
+  EXPECT_NE(m.body.find("engine_tool_calls_total{api=\"anthropic\"} 0\n"), std::string::npos);
 
   // The generation is cancelled, not left running: here a model that would go on for ever.
   const int64_t n_cancelled = api_->engine().n_cancelled();
@@ -631,7 +631,7 @@ TEST_F(ToolTest, AStreamedCallCutByMaxTokensEndsWithAnErrorEvent) {
   EXPECT_EQ(str(o["stop_reason"]), "max_tokens");
   EXPECT_EQ(o["content"].as_array().size(), 1u);
   HttpReply m = test::fetch(api_->port(), "GET", "/metrics");
-  EXPECT_NE(m.body.find("zerolayer_tool_call_fallbacks_total{api=\"anthropic\",reason=\"incomplete\"} 2\n"), std::string::npos);
+  EXPECT_NE(m.body.find("engine_tool_call_fallbacks_total{api=\"anthropic\",reason=\"incomplete\"} 2\n"), std::string::npos);
 }
 
 TEST_F(ToolTest, ShapedStreamsSplitTheArgumentsLikeText) {
@@ -683,15 +683,15 @@ TEST_F(ToolTest, ToolCallMetrics) {
     return at == std::string::npos ? -1 : std::atoll(body.c_str() + at + series.size() + 2);
   };
   const std::string body = metrics();
-  EXPECT_NE(body.find("\n# HELP zerolayer_tool_calls_total "), std::string::npos);
-  EXPECT_NE(body.find("\n# TYPE zerolayer_tool_calls_total counter\n"), std::string::npos);
-  EXPECT_NE(body.find("\n# HELP zerolayer_tool_call_fallbacks_total "), std::string::npos);
-  EXPECT_NE(body.find("\n# TYPE zerolayer_tool_call_fallbacks_total counter\n"), std::string::npos);
+  EXPECT_NE(body.find("\n# HELP engine_tool_calls_total "), std::string::npos);
+  EXPECT_NE(body.find("\n# TYPE engine_tool_calls_total counter\n"), std::string::npos);
+  EXPECT_NE(body.find("\n# HELP engine_tool_call_fallbacks_total "), std::string::npos);
+  EXPECT_NE(body.find("\n# TYPE engine_tool_call_fallbacks_total counter\n"), std::string::npos);
   const std::vector<std::string> apis = {"anthropic", "openai"};
   const std::vector<std::string> reasons = {"invalid_json", "invalid_call", "unknown_tool", "too_large", "incomplete"};
-  auto calls = [&](const std::string& api) { return metric("zerolayer_tool_calls_total{api=\"" + api + "\"}"); };
+  auto calls = [&](const std::string& api) { return metric("engine_tool_calls_total{api=\"" + api + "\"}"); };
   auto fallbacks = [&](const std::string& api, const std::string& reason) {
-    return metric("zerolayer_tool_call_fallbacks_total{api=\"" + api + "\",reason=\"" + reason + "\"}");
+    return metric("engine_tool_call_fallbacks_total{api=\"" + api + "\",reason=\"" + reason + "\"}");
   };
   // Every series exists from the start, at 0.
   for (const std::string& api : apis) {

@@ -1,0 +1,42 @@
+#include "obs/engine_metrics.h"
+
+namespace zl::obs {
+
+EngineMetrics::EngineMetrics(Registry& r)
+    : queue_(r.add("engine_queue_time_seconds", "Time a request waited from submission to its first admission to the batch",
+                   MetricType::kHistogram, {}, latency_buckets())
+                 .histogram()),
+      prefill_(r.add("engine_prefill_duration_seconds",
+                     "Time from a request's first admission to its first token (the prompt's prefill)",
+                     MetricType::kHistogram, {}, latency_buckets())
+                   .histogram()),
+      decode_(r.add("engine_decode_latency_seconds",
+                    "Duration of one engine step that sampled tokens (forward pass of the batch plus sampling)",
+                    MetricType::kHistogram, {}, latency_buckets())
+                  .histogram()),
+      inter_token_(r.add("engine_inter_token_latency_seconds", "Time between two consecutive tokens of one sequence",
+                         MetricType::kHistogram, {}, latency_buckets())
+                       .histogram()),
+      batch_size_(r.add("engine_batch_size", "Sequences in the batch of one decode step", MetricType::kHistogram, {},
+                        batch_size_buckets())
+                      .histogram()),
+      preemptions_(r.add("engine_preemptions_total",
+                         "Sequences preempted (KV blocks freed, recomputed later) to make room for others",
+                         MetricType::kCounter)
+                       .counter()) {}
+
+void EngineMetrics::on_decode_step(double t_step_s, int n_batch) {
+  decode_.observe(t_step_s);
+  batch_size_.observe(n_batch);
+}
+
+void EngineMetrics::on_first_token(double t_queue_s, double t_prefill_s) {
+  queue_.observe(t_queue_s);
+  prefill_.observe(t_prefill_s);
+}
+
+void EngineMetrics::on_inter_token(double t_s) { inter_token_.observe(t_s); }
+
+void EngineMetrics::on_preemptions(int n) { preemptions_.add(n); }
+
+}  // namespace zl::obs

@@ -1,0 +1,40 @@
+// The engine's families in a Registry, fed through the EngineSink interface,
+// and ServerMetrics: one registry with them, as `zerolayer serve` builds it.
+#pragma once
+
+#include "obs/efficiency.h"
+#include "obs/engine_sink.h"
+#include "obs/metrics.h"
+
+namespace zl::obs {
+
+// engine_queue_time_seconds, engine_prefill_duration_seconds,
+// engine_decode_latency_seconds, engine_inter_token_latency_seconds,
+// engine_batch_size, engine_preemptions_total. Thread-safe, lock-free.
+class EngineMetrics final : public EngineSink {
+ public:
+  explicit EngineMetrics(Registry& registry);
+
+  void on_decode_step(double t_step_s, int n_batch) override;
+  void on_first_token(double t_queue_s, double t_prefill_s) override;
+  void on_inter_token(double t_s) override;
+  void on_preemptions(int n) override;
+
+ private:
+  Histogram& queue_;
+  Histogram& prefill_;
+  Histogram& decode_;
+  Histogram& inter_token_;
+  Histogram& batch_size_;
+  Counter& preemptions_;
+};
+
+// The registry every layer of one server reports into. The engine's families
+// are registered first; the API layer (api::ApiMetrics) adds its own.
+struct ServerMetrics {
+  Registry registry;
+  EngineMetrics engine{registry};
+  EfficiencyWindow efficiency;
+};
+
+}  // namespace zl::obs

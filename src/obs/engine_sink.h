@@ -1,0 +1,29 @@
+// What the engine reports about itself, without knowing how it is exported.
+//
+// The engine (engine/engine.cc) gets an EngineSink* at construction
+// (EngineConfig::obs_sink; null: nothing is reported) and calls it on its own
+// thread where each thing happens, timed with steady_clock. Implementations
+// must be cheap (a few relaxed atomic adds: obs::EngineMetrics) and must not
+// block: these calls sit on the decode path. With ZL_OBS=OFF the engine
+// compiles the calls (and the clock reads behind them) away.
+#pragma once
+
+namespace zl::obs {
+
+class EngineSink {
+ public:
+  virtual ~EngineSink() = default;
+  // A step that sampled at least one token (a decode step of the batch; a
+  // step of prefill chunks only is not one): forward pass plus sampling,
+  // seconds, and the sequences in its batch.
+  virtual void on_decode_step(double t_step_s, int n_batch) = 0;
+  // A request's first token: submit -> first admission (queue) and first
+  // admission -> first token (prefill), seconds.
+  virtual void on_first_token(double t_queue_s, double t_prefill_s) = 0;
+  // The gap between two consecutive tokens of one sequence, seconds.
+  virtual void on_inter_token(double t_s) = 0;
+  // Sequences preempted (blocks freed, to recompute) in one step.
+  virtual void on_preemptions(int n) = 0;
+};
+
+}  // namespace zl::obs
