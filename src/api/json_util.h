@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/json_escape.h"
+
 namespace zl::api {
 
 // The deepest nesting any JSON is parsed with: request bodies, and the JSON
@@ -16,9 +18,8 @@ inline constexpr int kMaxJsonDepth = 256;
 // JSON's insignificant whitespace (RFC 8259): space, tab, line feed, carriage return.
 inline bool is_json_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
-// Appends `s` as a quoted JSON string. Control characters, '"' and '\\' are
-// escaped; invalid UTF-8 bytes become U+FFFD so the output is always valid.
-void append_json_string(std::string& out, std::string_view s);
+// Appends `s` as a quoted JSON string (core/json_escape.h).
+using zl::append_json_string;
 // `s` with each invalid UTF-8 byte replaced by U+FFFD (for strings handed to
 // Boost.JSON, which serializes bytes as given).
 std::string to_valid_utf8(std::string_view s);

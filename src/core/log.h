@@ -21,6 +21,8 @@
 #include <string_view>
 #include <type_traits>
 
+#include "core/json_escape.h"
+
 namespace zl::log {
 
 enum class Level { kDebug, kInfo, kWarn, kError, kFatal };
@@ -79,7 +81,7 @@ inline void error(std::string_view msg, std::initializer_list<Field> fields = {}
 
 // Now as RFC 3339 UTC with milliseconds: "2026-12-01T15:08:19.123Z".
 std::string utc_timestamp();
-// Appends `s` as a JSON string literal (quotes included).
-void append_json_string(std::string& out, std::string_view s);
+// Appends `s` as a JSON string literal (quotes included): core/json_escape.h.
+using zl::append_json_string;
 
 }  // namespace zl::log
