@@ -5,7 +5,7 @@
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
 
-#include "api/json_util.h"
+#include "core/utf8.h"
 
 namespace zl::api {
 namespace json = boost::json;
@@ -175,7 +175,7 @@ void put_numbers(json::object& o, const ErrorNumbers& n) {
 }
 
 // A JSON string value of `s`, invalid UTF-8 replaced (Boost.JSON writes bytes as given).
-json::value text(std::string_view s) { return json::value(to_valid_utf8(s)); }
+json::value text(std::string_view s) { return json::value(utf8::sanitize(s)); }
 
 }  // namespace
 

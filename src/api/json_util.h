@@ -20,9 +20,6 @@ inline bool is_json_space(char c) { return c == ' ' || c == '\n' || c == '\t' ||
 
 // Appends `s` as a quoted JSON string (core/json_escape.h).
 using zl::append_json_string;
-// `s` with each invalid UTF-8 byte replaced by U+FFFD (for strings handed to
-// Boost.JSON, which serializes bytes as given).
-std::string to_valid_utf8(std::string_view s);
 inline void append_json_int(std::string& out, int64_t v) { out += std::to_string(v); }
 
 }  // namespace zl::api
