@@ -1,6 +1,7 @@
 #include "api/validate.h"
 
 #include <algorithm>
+#include <boost/beast/core/string.hpp>  // iequals
 #include <cstdio>
 
 #include "api/json_util.h"
@@ -8,15 +9,6 @@
 
 namespace zl::api {
 namespace {
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
-    if (lower(a[i]) != lower(b[i])) return false;
-  }
-  return true;
-}
 
 void append_ms(std::string& out, double ms) {
   char buf[32];
@@ -53,7 +45,7 @@ class ValidateFormatter final : public EventFormatter {
 
 bool is_validate_mode(const http::HttpRequest& req) {
   for (std::string_view name : {"x-engine-mode", "x-anthropic-engine-mode"}) {
-    if (iequals(req.header(name), "validate")) return true;
+    if (boost::beast::iequals(req.header(name), "validate")) return true;
   }
   return false;
 }
