@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <ctime>
 
 #include "api/json_util.h"
 #include "core/log.h"
@@ -22,22 +21,10 @@ void add_ms(std::string& out, const char* key, double ms) {
   out += buf;
 }
 
-std::string utc_now() {
-  const auto now = std::chrono::system_clock::now();
-  const std::time_t t = std::chrono::system_clock::to_time_t(now);
-  const int ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[40];
-  const size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  std::snprintf(buf + n, sizeof buf - n, ".%03dZ", ms);
-  return buf;
-}
-
 }  // namespace
 
 std::string format_request_log_json(const RequestLog& r) {
-  std::string out = "{\"ts\":\"" + utc_now() + "\",\"level\":\"" + (r.status >= 500 ? "error" : "info") + "\"";
+  std::string out = "{\"ts\":\"" + log::utc_timestamp() + "\",\"level\":\"" + (r.status >= 500 ? "error" : "info") + "\"";
   out += ",\"request_id\":";
   append_json_string(out, r.request_id);
   out += ",\"method\":";
