@@ -11,6 +11,9 @@ PACKAGES=(
   clang-14 libclang-rt-14-dev
   wamerican
   prometheus  # promtool: the /metrics tests run `promtool check metrics` when present
+  libssl-dev  # SHA-256 of API keys (limits/), TLS
+  libhiredis-dev redis-server  # shared quota buckets (--redis); the tests start a redis-server
+  libicu-dev  # the guard's Unicode normalisation (NFKC, case folding)
 )
 
 # Node.js runs the official SDK clients in the end-to-end tests; Debian's

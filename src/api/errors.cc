@@ -45,9 +45,11 @@ constexpr std::array<ReasonRow, kNumErrorReasons> kReasons = {{
     {R::kRequestTooLarge, T::kRequestTooLarge, "request_too_large"},
     {R::kHeadersTooLarge, T::kRequestTooLarge, "headers_too_large"},
     {R::kRateLimitExceeded, T::kRateLimit, "rate_limit_exceeded"},
+    {R::kQuotaBackendUnavailable, T::kUnavailable, "quota_backend_unavailable"},
     {R::kInternalServerError, T::kApi, "internal_server_error"},
     {R::kInvalidToolCall, T::kApi, "invalid_tool_call"},
     {R::kOverloaded, T::kOverloaded, "overloaded"},
+    {R::kQueueTimeout, T::kOverloaded, "queue_timeout"},
     {R::kKvCacheOverflow, T::kOverloaded, "kv_cache_overflow"},
     {R::kEngineShuttingDown, T::kOverloaded, "engine_shutting_down"},
     {R::kCancelled, T::kOverloaded, "cancelled"},
@@ -83,6 +85,7 @@ int http_status(ErrorType type) {
     case ErrorType::kRequestTooLarge: return 413;
     case ErrorType::kRateLimit: return 429;
     case ErrorType::kApi: return 500;
+    case ErrorType::kUnavailable: return 503;
     case ErrorType::kOverloaded: return 529;
   }
   return 500;
@@ -98,6 +101,7 @@ std::string_view anthropic_type_name(ErrorType type) {
     case ErrorType::kRequestTooLarge: return "request_too_large";
     case ErrorType::kRateLimit: return "rate_limit_error";
     case ErrorType::kApi: return "api_error";
+    case ErrorType::kUnavailable: return "api_error";
     case ErrorType::kOverloaded: return "overloaded_error";
   }
   return "api_error";
@@ -112,7 +116,8 @@ std::string_view openai_type_name(ErrorType type) {
     case ErrorType::kPermission: return "permission_error";
     case ErrorType::kNotFound: return "not_found_error";
     case ErrorType::kRateLimit: return "rate_limit_error";
-    case ErrorType::kApi: return "server_error";
+    case ErrorType::kApi:
+    case ErrorType::kUnavailable: return "server_error";
     case ErrorType::kOverloaded: return "overloaded_error";
   }
   return "server_error";
@@ -138,7 +143,10 @@ ErrorReason reason_of_kind(ErrorKind kind) {
 ApiError from_status(const Status& status) {
   ApiError e{.reason = status.reason(), .message = status.message()};
   if (e.reason == ErrorReason::kUnspecified) e.reason = reason_of_kind(status.kind());
-  if (const ErrorDetail* d = status.detail()) e.numbers = d->numbers;
+  if (const ErrorDetail* d = status.detail()) {
+    e.numbers = d->numbers;
+    e.labels = d->labels;
+  }
   return e;
 }
 
@@ -166,16 +174,20 @@ ApiError from_http_error(http::HttpError error, const http::HttpRequest& request
 
 namespace {
 
-// The numbers that are set, in a fixed order, into `o`.
-void put_numbers(json::object& o, const ErrorNumbers& n) {
+// A JSON string value of `s`, invalid UTF-8 replaced (Boost.JSON writes bytes as given).
+json::value text(std::string_view s) { return json::value(utf8::sanitize(s)); }
+
+// The labels, then the numbers that are set, in a fixed order, into `o`.
+void put_numbers(json::object& o, const ApiError& e) {
+  if (!e.labels.limit.empty()) o["limit"] = text(e.labels.limit);
+  if (!e.labels.rule.empty()) o["rule"] = text(e.labels.rule);
+  const ErrorNumbers& n = e.numbers;
   if (n.n_prompt_tokens) o["n_prompt_tokens"] = *n.n_prompt_tokens;
+  if (n.max_tokens) o["max_tokens"] = *n.max_tokens;
   if (n.n_ctx) o["n_ctx"] = *n.n_ctx;
   if (n.max_tokens_fit) o["max_tokens_fit"] = *n.max_tokens_fit;
   if (n.retry_after_ms) o["retry_after_ms"] = *n.retry_after_ms;
 }
-
-// A JSON string value of `s`, invalid UTF-8 replaced (Boost.JSON writes bytes as given).
-json::value text(std::string_view s) { return json::value(utf8::sanitize(s)); }
 
 }  // namespace
 
@@ -183,7 +195,7 @@ std::string anthropic_error_json(const ApiError& e, std::string_view request_id)
   json::object detail;
   detail["reason"] = error_reason_name(e.reason);
   if (!e.param.empty()) detail["param"] = text(e.param);
-  put_numbers(detail, e.numbers);
+  put_numbers(detail, e);
   json::object error;
   error["type"] = anthropic_type_name(e.type());
   error["message"] = text(e.message);
@@ -201,19 +213,19 @@ std::string openai_error_json(const ApiError& e) {
   error["type"] = openai_type_name(e.type());
   error["param"] = e.param.empty() ? json::value(nullptr) : text(e.param);
   error["code"] = error_reason_name(e.reason);
-  put_numbers(error, e.numbers);
+  put_numbers(error, e);
   json::object out;
   out["error"] = std::move(error);
   return json::serialize(out);
 }
 
 namespace {
-http::HttpResponse error_response(const ApiError& e, std::string body) {
+http::HttpResponse error_response(const ApiError& e, std::string body, int status) {
   http::HttpResponse r;
   const ErrorType type = e.type();
-  r.status = http_status(type);
+  r.status = status;
   r.body = std::move(body);
-  if (type == ErrorType::kOverloaded || type == ErrorType::kRateLimit) {
+  if (type == ErrorType::kOverloaded || type == ErrorType::kRateLimit || type == ErrorType::kUnavailable) {
     const int64_t retry_ms = e.numbers.retry_after_ms.value_or(1000);
     r.headers.emplace_back("retry-after", std::to_string((retry_ms + 999) / 1000));
     r.headers.emplace_back("retry-after-ms", std::to_string(retry_ms));
@@ -224,9 +236,16 @@ http::HttpResponse error_response(const ApiError& e, std::string body) {
 }  // namespace
 
 http::HttpResponse anthropic_error_response(const ApiError& e, std::string_view request_id) {
-  return error_response(e, anthropic_error_json(e, request_id));
+  return error_response(e, anthropic_error_json(e, request_id), http_status(e));
 }
 
-http::HttpResponse openai_error_response(const ApiError& e) { return error_response(e, openai_error_json(e)); }
+http::HttpResponse openai_error_response(const ApiError& e) {
+  return error_response(e, openai_error_json(e), openai_http_status(e));
+}
+
+int openai_http_status(const ApiError& e) {
+  const int status = http_status(e);
+  return status == 529 ? 503 : status;  // OpenAI clients know 503, not Anthropic's 529
+}
 
 }  // namespace zl::api

@@ -30,7 +30,8 @@ enum class ErrorType {
   kRequestTooLarge,   // 413 request_too_large
   kRateLimit,         // 429 rate_limit_error
   kApi,               // 500 api_error
-  kOverloaded,        // 529 overloaded_error
+  kUnavailable,       // 503 api_error (OpenAI server_error)
+  kOverloaded,        // 529 overloaded_error (OpenAI routes: 503)
 };
 
 // An error answer. Its type, HTTP status and wire name all follow from
@@ -41,7 +42,8 @@ struct ApiError {
   ErrorReason reason = ErrorReason::kInternalServerError;
   std::string message;
   std::string param;     // the offending field, when one is to blame: "messages[2].role"
-  ErrorNumbers numbers;  // n_prompt_tokens, n_ctx, max_tokens_fit, retry_after_ms (those set)
+  ErrorNumbers numbers;  // n_prompt_tokens, n_ctx, max_tokens_fit, retry_after_ms, max_tokens (those set)
+  ErrorLabels labels;    // limit, rule (those set)
 
   ErrorType type() const;
 };
@@ -54,6 +56,8 @@ std::string_view error_reason_name(ErrorReason reason);
 // The one mapping from error type to HTTP status.
 int http_status(ErrorType type);
 inline int http_status(const ApiError& e) { return http_status(e.type()); }
+// The status on OpenAI routes: the same, except 503 for 529 (overloaded).
+int openai_http_status(const ApiError& e);
 std::string_view anthropic_type_name(ErrorType type);
 std::string_view openai_type_name(ErrorType type);
 
@@ -72,8 +76,9 @@ ApiError from_http_error(http::HttpError error, const http::HttpRequest& request
 // The envelopes (built with Boost.JSON; strings made valid UTF-8).
 std::string anthropic_error_json(const ApiError& e, std::string_view request_id);
 std::string openai_error_json(const ApiError& e);
-// As a response: the status, and retry-after / retry-after-ms for 429 and
-// 529 (numbers.retry_after_ms, else 1 s); Allow for 405.
+// As a response: the status (openai_http_status on OpenAI routes), and
+// retry-after / retry-after-ms for 429, 503 and 529 (numbers.retry_after_ms,
+// else 1 s); Allow for 405.
 http::HttpResponse anthropic_error_response(const ApiError& e, std::string_view request_id);
 http::HttpResponse openai_error_response(const ApiError& e);
 

@@ -427,6 +427,7 @@ void GenerationSession::add_timing_header(http::HttpResponse& response, bool wit
   timing.add_engine(timings_, with_decode);
   std::string value = timing.header_value();
   if (!value.empty()) response.headers.emplace_back("Server-Timing", std::move(value));
+  if (options_.head_headers) options_.head_headers(usage_, response.headers);
 }
 
 void GenerationSession::fail(const ApiError& e) {
@@ -441,8 +442,9 @@ void GenerationSession::fail(const ApiError& e) {
   } else {
     http::HttpResponse response = formatter_->error(e);
     add_timing_header(response, /*with_decode=*/true);
+    const int status = response.status;  // the API's (OpenAI routes: 503 for 529)
     responder_->send(std::move(response));
-    done(http_status(e));
+    done(status);
   }
 }
 

@@ -162,6 +162,10 @@ struct SessionOptions {
   ServerTiming timing;
   // Called once when the answer is complete or the client has gone (metrics, logs).
   std::function<void(const SessionResult&)> on_done;
+  // Adds headers to the answer's head, whatever it is (a stream's 200, a
+  // whole answer, an error): called once, on the I/O thread, as the head is
+  // built, with the usage known then (rate-limit headers, x-engine-*). None: no extra headers.
+  std::function<void(const Usage& usage, std::vector<http::Header>& headers)> head_headers;
 };
 
 class GenerationSession : public std::enable_shared_from_this<GenerationSession> {
@@ -209,6 +213,7 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   void finish(const Event& e);
   void fail(const ApiError& e);
   // Server-Timing: options_.timing and the engine's phases known in timings_.
+  // And SessionOptions::head_headers.
   void add_timing_header(http::HttpResponse& response, bool with_decode) const;
   void schedule_shaper();
   void done(int status);

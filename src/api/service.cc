@@ -85,9 +85,11 @@ void ApiService::register_routes(http::Router& router) {
   using R = std::shared_ptr<http::Responder>;
   router.set_error_formatter([this](http::HttpError error, const HttpRequest& req) {
     const ApiError e = from_http_error(error, req);
-    record(req, "other", http_status(e), error_reason_name(e.reason));
+    http::HttpResponse r = api_of(req) == Api::kOpenAI ? openai_error_response(e)
+                                                       : anthropic_error_response(e, req.request_id);
+    record(req, "other", r.status, error_reason_name(e.reason));
     metrics_.on_error(api_of(req), e.reason);
-    return api_of(req) == Api::kOpenAI ? openai_error_response(e) : anthropic_error_response(e, req.request_id);
+    return r;
   });
   // A handler that threw after its stream's 200: the API's SSE error frame.
   router.set_stream_error_formatter([this](http::HttpError error, const HttpRequest& req) {
@@ -146,9 +148,9 @@ std::optional<std::string> ApiService::authorize(const http::HttpRequest& req, h
 
 void ApiService::send_error(const http::HttpRequest& req, http::Responder& res, const std::string& route,
                             const ApiError& e, const ServerTiming* timing) {
-  record(req, route, http_status(e), error_reason_name(e.reason));
-  metrics_.on_error(api_of(req), e.reason);
   http::HttpResponse r = api_of(req) == Api::kOpenAI ? openai_error_response(e) : anthropic_error_response(e, req.request_id);
+  record(req, route, r.status, error_reason_name(e.reason));
+  metrics_.on_error(api_of(req), e.reason);
   if (timing) {
     std::string value = timing->header_value();
     if (!value.empty()) r.headers.emplace_back("Server-Timing", std::move(value));

@@ -96,6 +96,17 @@ std::vector<FlagSpec> serve_flags() {
       {"socket-send-buffer", true, "SO_SNDBUF of connections in bytes (default 0: kernel autotuning)"},
       {"metrics-compat", true, "also export other servers' metric names on /metrics: vllm (default: none)"},
       {"metrics-auth", true, "/metrics requires an API key like the API routes (default false: open)"},
+      {"keys", true, "TOML file of API keys with per-key quotas (re-read on SIGHUP; beside --api-key)"},
+      {"max-queue", true, "requests waiting for a batch slot at most; more are 529/503 overloaded (default 4 x parallel)"},
+      {"max-queue-tokens", true, "prompt tokens waiting at most (default 0: unlimited)"},
+      {"queue-timeout-ms", true, "longest wait for a batch slot; then 529/503 queue_timeout (default 0: unlimited)"},
+      {"max-pause-ms", true, "preempt a stream whose client stops reading for this long (default 0: never)"},
+      {"degrade", true, "max-tokens: admit a request that overflows the KV cache with max_tokens lowered (default none)"},
+      {"kv-high-watermark", true, "KV cache usage above this fraction is pressure (default 0.9)"},
+      {"redis", true, "redis://HOST:PORT[/DB]: keep quota buckets in Redis, shared by replicas"},
+      {"redis-fail", true, "when Redis is unreachable: open (local buckets, default) or closed (503)"},
+      {"response-cache-mb", true, "exact-match cache of greedy/seeded answers, in MiB (default 0: off)"},
+      {"guard", true, "TOML guard policy: input screening, output masking and redaction"},
       {"config", true, "TOML file with any of these settings (keys with '_' for '-')"},
   };
 }

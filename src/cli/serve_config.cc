@@ -153,7 +153,10 @@ const std::vector<std::string>& serve_setting_names() {
       "header-timeout-ms", "body-timeout-ms", "idle-timeout-ms", "api-key-file",
       "max-pending-events", "socket-send-buffer", "request-log",
       "kv-size",         "kv-type",        "batch-tokens",   "drain-timeout",
-      "sse-ping-interval", "otlp-endpoint", "log-format", "metrics-compat", "metrics-auth"};
+      "sse-ping-interval", "otlp-endpoint", "log-format", "metrics-compat", "metrics-auth",
+      "keys",            "max-queue",      "max-queue-tokens", "queue-timeout-ms", "max-pause-ms",
+      "degrade",         "kv-high-watermark", "redis",       "redis-fail",      "response-cache-mb",
+      "guard"};
   return kNames;
 }
 
@@ -236,6 +239,36 @@ Result<ServeConfig> resolve_serve_config(const std::map<std::string, std::string
                             c.metrics_compat + "'");
   }
 
+  str("keys", &c.keys_file);
+  RETURN_IF_ERROR(parse_int(src, "max-queue", 0, 1 << 20, &c.max_queue));
+  RETURN_IF_ERROR(parse_int(src, "max-queue-tokens", 0, 1ll << 40, &c.max_queue_tokens));
+  RETURN_IF_ERROR(parse_int(src, "queue-timeout-ms", 0, 86400000, &c.queue_timeout_ms));
+  RETURN_IF_ERROR(parse_int(src, "max-pause-ms", 0, 86400000, &c.max_pause_ms));
+  str("degrade", &c.degrade);
+  if (c.degrade == "none") c.degrade.clear();
+  if (!c.degrade.empty() && c.degrade != "max-tokens") {
+    return invalid_argument(src.origin.at("degrade") + ": degrade must be max-tokens or none, got '" + c.degrade + "'");
+  }
+  {
+    double w = c.kv_high_watermark;
+    if (auto it = src.values.find("kv-high-watermark"); it != src.values.end()) {
+      char* end = nullptr;
+      w = std::strtod(it->second.c_str(), &end);
+      if (it->second.empty() || *end != '\0' || !(w > 0 && w <= 1)) {
+        return invalid_argument(src.origin.at("kv-high-watermark") +
+                                ": kv-high-watermark must be a fraction in (0, 1], got '" + it->second + "'");
+      }
+    }
+    c.kv_high_watermark = w;
+  }
+  str("redis", &c.redis_url);
+  str("redis-fail", &c.redis_fail);
+  if (c.redis_fail != "open" && c.redis_fail != "closed") {
+    return invalid_argument(src.origin.at("redis-fail") + ": redis-fail must be open or closed, got '" + c.redis_fail +
+                            "'");
+  }
+  RETURN_IF_ERROR(parse_int(src, "response-cache-mb", 0, 1 << 20, &c.response_cache_mb));
+  str("guard", &c.guard_file);
   // API keys: the highest source that gives any wins, like every setting.
   std::vector<std::string> keys = flag_api_keys;
   if (keys.empty()) {

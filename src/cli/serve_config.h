@@ -49,6 +49,19 @@ struct ServeConfig {
   std::string log_format;
   std::string metrics_compat;         // "vllm": the vllm:* aliases on /metrics; "": none
   bool metrics_auth = false;          // /metrics requires an API key (when keys are configured)
+  // Admission (src/limits/). Keys file with per-key quotas; empty: none.
+  std::string keys_file;
+  int64_t max_queue = -1;             // waiting requests at most; -1: 4 × parallel
+  int64_t max_queue_tokens = 0;       // queued prompt tokens at most; 0: unlimited
+  int64_t queue_timeout_ms = 0;       // longest wait in the queue; 0: unlimited
+  int64_t max_pause_ms = 0;           // a paused (slow reader) sequence is preempted after this; 0: never
+  std::string degrade;                // "max-tokens": admit KV overflows with max_tokens lowered; "": refuse
+  double kv_high_watermark = 0.9;     // KV usage above this is pressure (degradation)
+  std::string redis_url;              // redis://HOST:PORT[/DB]: shared quota buckets; empty: local
+  std::string redis_fail = "open";    // Redis unreachable: "open" (local buckets) or "closed" (503)
+  int64_t response_cache_mb = 0;      // exact-match response cache size; 0: off
+  // The guard (src/guard/): a TOML policy file; empty: no guard.
+  std::string guard_file;
   // Where each setting that was given came from, as a user would write it:
   // "--kv-size 100000000", "ZEROLAYER_KV_SIZE=100000000",
   // "kv_size = 100000000 in /etc/zl.toml". Absent: the default.

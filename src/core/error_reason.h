@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 namespace zl {
 
@@ -34,7 +35,7 @@ enum class ErrorReason : uint8_t {
   kInvalidPrompt,          // the prompt cannot be rendered or tokenized
   kBadHttpRequest,         // malformed HTTP/1.1
   kContextLengthExceeded,  // numbers: n_prompt_tokens, n_ctx, max_tokens_fit
-  kSafetyViolation,        // the guard refused the input
+  kSafetyViolation,        // the guard refused the input; labels: rule
   // 401 authentication_error
   kMissingApiKey,
   kInvalidApiKey,
@@ -48,12 +49,15 @@ enum class ErrorReason : uint8_t {
   kRequestTooLarge,
   kHeadersTooLarge,
   // 429 rate_limit_error
-  kRateLimitExceeded,      // numbers: retry_after_ms
+  kRateLimitExceeded,      // numbers: retry_after_ms; labels: limit
+  // 503 (both APIs): a backend the server depends on is unreachable
+  kQuotaBackendUnavailable,  // --redis-fail closed and Redis is unreachable; numbers: retry_after_ms
   // 500 api_error
   kInternalServerError,
   kInvalidToolCall,        // a streamed tool call broke off (api/generation.h)
   // 529 overloaded_error
-  kOverloaded,             // load shedding; numbers: retry_after_ms
+  kOverloaded,             // load shedding (the queue is full); numbers: retry_after_ms
+  kQueueTimeout,           // waited in the queue past --queue-timeout-ms; numbers: retry_after_ms
   kKvCacheOverflow,        // the request cannot get the KV blocks it needs; numbers: n_prompt_tokens, max_tokens_fit
   kEngineShuttingDown,     // submitted to, or still running in, an engine that is stopping
   kCancelled,              // the server cancelled the request while its client was there
@@ -70,16 +74,27 @@ struct ErrorNumbers {
   std::optional<int64_t> n_ctx;           // the context window, tokens
   std::optional<int64_t> max_tokens_fit;  // the most tokens that could still be generated
   std::optional<int64_t> retry_after_ms;
+  std::optional<int64_t> max_tokens;      // the max_tokens the request asked for
 
-  bool empty() const { return !n_prompt_tokens && !n_ctx && !max_tokens_fit && !retry_after_ms; }
+  bool empty() const { return !n_prompt_tokens && !n_ctx && !max_tokens_fit && !retry_after_ms && !max_tokens; }
+};
+
+// The names that go with a reason, each present only when it applies: they
+// appear as strings under the same names as the numbers.
+struct ErrorLabels {
+  std::string limit;  // kRateLimitExceeded: which limit ("requests", "input_tokens", "output_tokens", "concurrent")
+  std::string rule;   // kSafetyViolation: the guard rule's name
+
+  bool empty() const { return limit.empty() && rule.empty(); }
 };
 
 // What a Status may carry besides its kind and message.
 struct ErrorDetail {
   ErrorReason reason = ErrorReason::kUnspecified;
   ErrorNumbers numbers;
+  ErrorLabels labels;
 
-  bool empty() const { return reason == ErrorReason::kUnspecified && numbers.empty(); }
+  bool empty() const { return reason == ErrorReason::kUnspecified && numbers.empty() && labels.empty(); }
 };
 
 }  // namespace zl

@@ -411,7 +411,7 @@ TEST(ServerTest, ConcurrentStreams) {
 TEST(ServerTest, EngineErrorsBeforeAndAfterTheStatus) {
   // Before any token: a typed HTTP error (529 overloaded, retry-after).
   HttpReply o = fetch(port(), "POST", "/v1/messages", msg_body(R"("stream":true)", "[[fake:overload]]"));
-  expect_anthropic_error(o, 529, "overloaded_error", "kv_cache_overflow");
+  expect_anthropic_error(o, 529, "overloaded_error", "overloaded");
   EXPECT_FALSE(o.header("retry-after").empty());
   // After the 200: an SSE error event in the envelope the SDK parses.
   HttpReply s = fetch(port(), "POST", "/v1/messages", msg_body(R"("stream":true)", "[[fake:error]]"));

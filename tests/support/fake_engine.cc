@@ -235,7 +235,7 @@ bool FakeEngine::step(Seq& s) {
   const auto now = std::chrono::steady_clock::now();
   if (now < s.next_token) return true;
   if (s.overload) {
-    Event e{.kind = EventKind::kError, .usage = s.usage, .error = resource_exhausted("no KV blocks free (fake)", {.reason = ErrorReason::kKvCacheOverflow})};
+    Event e{.kind = EventKind::kError, .usage = s.usage, .error = resource_exhausted("the engine is overloaded (fake)", {.reason = ErrorReason::kOverloaded})};
     s.channel->push(std::move(e));
     return false;
   }

@@ -230,7 +230,8 @@ TEST(Errors, EnvelopesAndStatuses) {
   const std::pair<ErrorType, int> statuses[] = {
       {ErrorType::kInvalidRequest, 400}, {ErrorType::kAuthentication, 401}, {ErrorType::kPermission, 403},
       {ErrorType::kNotFound, 404},       {ErrorType::kMethodNotAllowed, 405}, {ErrorType::kRequestTooLarge, 413},
-      {ErrorType::kRateLimit, 429},      {ErrorType::kApi, 500},              {ErrorType::kOverloaded, 529}};
+      {ErrorType::kRateLimit, 429},      {ErrorType::kApi, 500},              {ErrorType::kOverloaded, 529},
+      {ErrorType::kUnavailable, 503}};
   for (auto [t, s] : statuses) EXPECT_EQ(http_status(t), s);
   EXPECT_EQ(anthropic_type_name(ErrorType::kOverloaded), "overloaded_error");
   EXPECT_EQ(anthropic_type_name(ErrorType::kRequestTooLarge), "request_too_large");
@@ -272,6 +273,8 @@ TEST(Errors, EveryReasonHasOneRowOfTheTable) {
       {ErrorReason::kInternalServerError, "internal_server_error", 500, "api_error", "server_error"},
       {ErrorReason::kInvalidToolCall, "invalid_tool_call", 500, "api_error", "server_error"},
       {ErrorReason::kOverloaded, "overloaded", 529, "overloaded_error", "overloaded_error"},
+      {ErrorReason::kQueueTimeout, "queue_timeout", 529, "overloaded_error", "overloaded_error"},
+      {ErrorReason::kQuotaBackendUnavailable, "quota_backend_unavailable", 503, "api_error", "server_error"},
       {ErrorReason::kKvCacheOverflow, "kv_cache_overflow", 529, "overloaded_error", "overloaded_error"},
       {ErrorReason::kEngineShuttingDown, "engine_shutting_down", 529, "overloaded_error", "overloaded_error"},
   };
@@ -286,6 +289,8 @@ TEST(Errors, EveryReasonHasOneRowOfTheTable) {
     EXPECT_EQ(o.at("error").at("type").as_string(), row.openai_type) << row.name;
     EXPECT_EQ(o.at("error").at("code").as_string(), row.name);
     EXPECT_EQ(anthropic_error_response(e, "r").status, row.status);
+    // OpenAI clients know 503, not Anthropic's 529.
+    EXPECT_EQ(openai_error_response(e).status, row.status == 529 ? 503 : row.status) << row.name;
   }
 }
 
@@ -308,6 +313,12 @@ TEST(Errors, NumbersFromTheEngineReachTheEnvelopes) {
   std::map<std::string, std::string> h(r.headers.begin(), r.headers.end());
   EXPECT_EQ(h["retry-after"], "3");
   EXPECT_EQ(h["retry-after-ms"], "2500");
+  // Labels and the requested max_tokens go beside the numbers.
+  const ApiError limited{.reason = ErrorReason::kRateLimitExceeded, .message = "m",
+                         .numbers = {.retry_after_ms = 1000, .max_tokens = 7}, .labels = {.limit = "input_tokens"}};
+  EXPECT_EQ(anthropic_error_json(limited, ""),
+            R"({"type":"error","error":{"type":"rate_limit_error","message":"m","detail":{"reason":"rate_limit_exceeded",)"
+            R"("limit":"input_tokens","max_tokens":7,"retry_after_ms":1000}}})");
   // Without a detail the kind decides, never a context or KV reason.
   EXPECT_EQ(from_status(resource_exhausted("x")).reason, ErrorReason::kOverloaded);
   EXPECT_EQ(from_status(out_of_range("x")).reason, ErrorReason::kInvalidRequest);
@@ -1251,9 +1262,9 @@ TEST_F(PingTest, EngineErrorAfterAnEarlyStartIsAnSseErrorEvent) {
   EXPECT_TRUE(test::parse_obj(oev.back().data)["error"].is_object()) << o.body;
   // Both error events after the 200 count, by API and reason.
   HttpReply m = test::fetch(port(), "GET", "/metrics", "", {}, kWaitMs);
-  EXPECT_NE(m.body.find(R"(engine_requests_rejected_total{api="anthropic",reason="kv_cache_overflow"} 1)" "\n"),
+  EXPECT_NE(m.body.find(R"(engine_requests_rejected_total{api="anthropic",reason="overloaded"} 1)" "\n"),
             std::string::npos);
-  EXPECT_NE(m.body.find(R"(engine_requests_rejected_total{api="openai",reason="kv_cache_overflow"} 1)" "\n"),
+  EXPECT_NE(m.body.find(R"(engine_requests_rejected_total{api="openai",reason="overloaded"} 1)" "\n"),
             std::string::npos);
 }
 
@@ -1281,8 +1292,8 @@ TEST_F(PingTest, ErrorAnswersAreCountedByReason) {
   EXPECT_EQ(metric("openai", "invalid_json"), 1);
   EXPECT_EQ(metric("anthropic", "route_not_found"), 1);
   EXPECT_EQ(metric("anthropic", "context_length_exceeded"), 1);
-  EXPECT_EQ(metric("anthropic", "kv_cache_overflow"), 1);
-  EXPECT_EQ(metric("openai", "kv_cache_overflow"), 0);
+  EXPECT_EQ(metric("anthropic", "overloaded"), 1);
+  EXPECT_EQ(metric("openai", "overloaded"), 0);
 }
 
 TEST_F(PingTest, ClientGoneWhilePingingCancelsTheEngineRequest) {
