@@ -427,7 +427,7 @@ void GenerationSession::add_timing_header(http::HttpResponse& response, bool wit
   timing.add_engine(timings_, with_decode);
   std::string value = timing.header_value();
   if (!value.empty()) response.headers.emplace_back("Server-Timing", std::move(value));
-  if (options_.head_headers) options_.head_headers(usage_, response.headers);
+  for (const SessionOptions::HeadHeaders& add : options_.head_headers) add(usage_, response.headers);
 }
 
 void GenerationSession::fail(const ApiError& e) {

@@ -164,8 +164,10 @@ struct SessionOptions {
   std::function<void(const SessionResult&)> on_done;
   // Adds headers to the answer's head, whatever it is (a stream's 200, a
   // whole answer, an error): called once, on the I/O thread, as the head is
-  // built, with the usage known then (rate-limit headers, x-engine-*). None: no extra headers.
-  std::function<void(const Usage& usage, std::vector<http::Header>& headers)> head_headers;
+  // built, with the usage known then (rate-limit headers, x-engine-*), in
+  // order. Each admission duty pushes its own. Empty: no extra headers.
+  using HeadHeaders = std::function<void(const Usage& usage, std::vector<http::Header>& headers)>;
+  std::vector<HeadHeaders> head_headers;
 };
 
 class GenerationSession : public std::enable_shared_from_this<GenerationSession> {
