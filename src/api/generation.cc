@@ -217,6 +217,7 @@ void GenerationSession::pump() {
     if (e.timings.t_submit != Clock::time_point{}) timings_ = e.timings;
     engine_usage_ = true;
     if (e.kind == EventKind::kText) {
+      if (options_.on_event) options_.on_event(e);
       if (t_first_ms_ < 0) t_first_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t_start_).count();
       // The stream starts with the first text: its head, its start and what
       // this pump writes go out together (one socket write for the first token).
@@ -394,6 +395,7 @@ void GenerationSession::schedule_shaper() {
 }
 
 void GenerationSession::finish(const Event& e) {
+  if (options_.on_event) options_.on_event(e);
   timings_ = e.timings;
   finish_reason_ = e.finish;
   if (e.finish == FinishReason::kCancelled) {

@@ -168,6 +168,14 @@ struct SessionOptions {
   // order. Each admission duty pushes its own. Empty: no extra headers.
   using HeadHeaders = std::function<void(const Usage& usage, std::vector<http::Header>& headers)>;
   std::vector<HeadHeaders> head_headers;
+  // A tap on the engine's events (the response cache records a miss with
+  // it, limits/response_cache.h): called on the I/O thread with each kText
+  // event the session takes from the channel, in order, then with the event
+  // that finish() completes the answer with (the engine's kFinish, or the
+  // one the session makes when a single tool call ends the answer; also a
+  // kCancelled one). An answer that ends in an error never passes a
+  // kFinish. Empty: no tap.
+  std::function<void(const Event&)> on_event;
 };
 
 class GenerationSession : public std::enable_shared_from_this<GenerationSession> {

@@ -211,6 +211,25 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
                                                         .include_usage = chat.include_usage},
                                         std::move(formatter));
   }
+  // Response cache (limits/response_cache.h): a greedy or seeded request is
+  // looked up by everything that shapes its engine events; a hit replays the
+  // recorded events through the same session (no engine time), a miss
+  // records its answer. x-engine-cache: hit / miss on cacheable requests only.
+  limits::CacheLookup cached;
+  if (config_.response_cache && !validate) {
+    cached = config_.response_cache->lookup(prepared.value().request, opts.tools.active() && opts.tools.single_call);
+  }
+  const bool cache_hit = cached.hit();
+  // quota: a hit charges one request, no tokens
+  if (cached.cacheable()) {
+    opts.head_headers.push_back([cache_hit](const Usage&, std::vector<http::Header>& h) {
+      h.emplace_back("x-engine-cache", cache_hit ? "hit" : "miss");
+    });
+  }
+  if (cached.cacheable() && !cache_hit) {
+    opts.on_event = limits::record_into(config_.response_cache, std::move(cached.key));
+  }
+  limits::ReplayEngine replay(cached.answer);
   // From the request's arrival: parsing, the template and tokenizing count
   // in time-to-first-token and total time, as the client sees them.
   const auto t_start = received_at(req);
@@ -240,8 +259,8 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
                                    .t_first_token_ms = r.t_first_ms, .t_total_ms = r.t_total_ms,
                                    .t_submit = r.t_submit, .engine = r.timings});
   };
-  GenerationSession::start(*engine_, std::move(prepared.value().request), std::move(opts), std::move(formatter),
-                           std::move(res));
+  GenerationSession::start(cache_hit ? static_cast<EngineApi&>(replay) : *engine_, std::move(prepared.value().request),
+                           std::move(opts), std::move(formatter), std::move(res));
 }
 
 void ApiService::handle_messages(http::HttpRequest& req, std::shared_ptr<http::Responder> res) {

@@ -33,6 +33,7 @@
 #include "api/server_timing.h"
 #include "engine/request.h"
 #include "http/router.h"
+#include "limits/response_cache.h"
 #include "obs/trace_exporter.h"
 
 namespace zl::api {
@@ -57,6 +58,9 @@ struct ApiConfig {
   std::shared_ptr<obs::ServerMetrics> metrics;
   bool metrics_vllm_compat = false;  // --metrics-compat vllm: the vllm:* aliases
   bool metrics_auth = false;         // /metrics requires an API key (when keys are configured)
+  // --response-cache-mb (limits/response_cache.h): answers to greedy or
+  // seeded requests replayed from memory; none: off.
+  std::shared_ptr<limits::ResponseCache> response_cache;
 };
 
 class ApiService {

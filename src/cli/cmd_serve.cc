@@ -23,6 +23,7 @@
 #include "cli/serve_engine.h"
 #include "core/log.h"
 #include "http/server.h"
+#include "limits/response_cache.h"
 
 namespace zl::cli {
 namespace {
@@ -170,6 +171,10 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
   api_cfg.metrics = metrics;
   api_cfg.metrics_vllm_compat = cfg.metrics_compat == "vllm";
   api_cfg.metrics_auth = cfg.metrics_auth;
+  if (cfg.response_cache_mb > 0) {  // --response-cache-mb (limits/response_cache.h)
+    api_cfg.response_cache = std::make_shared<limits::ResponseCache>(static_cast<size_t>(cfg.response_cache_mb) << 20,
+                                                                     &metrics->registry);
+  }
   api::ApiService service(api_cfg, b.engine.get(), b.codec.get());
   http::Router router;
   service.register_routes(router);

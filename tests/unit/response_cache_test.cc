@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <set>
@@ -382,6 +383,44 @@ TEST(ResponseCache, ThreadSafetySmoke) {
   EXPECT_LE(cache.entries(), 20u);
   // Every entry is counted once: the bytes are the entries' sum.
   EXPECT_EQ(cache.bytes(), cache.entries() * one);
+}
+
+// The cost on the request path, printed (no timed assertion): building the
+// key, one lookup (a miss, then a hit) and rebuilding a hit's events, for
+// prompts of several lengths, in a cache of 1000 other entries.
+TEST(ResponseCacheBench, LookupCostPerRequest) {
+  using Clock = std::chrono::steady_clock;
+  ResponseCache cache(size_t{1} << 30);
+  auto answer = answer_of(256, 4);  // 256 deltas: a 256-token answer
+  for (int i = 0; i < 1000; ++i) {
+    Request other = greedy_request();
+    other.prompt_ids.assign(512, i);
+    cache.insert(cache_key(other, false), answer);
+  }
+  for (size_t n_prompt : {128, 2048, 8192}) {
+    Request r = greedy_request();
+    r.prompt_ids.resize(n_prompt, 1000);
+    constexpr int kIters = 2000;
+    auto t0 = Clock::now();
+    for (int i = 0; i < kIters; ++i) {
+      r.prompt_ids[0] = -1 - i;  // a different key each time: all misses
+      CacheLookup l = cache.lookup(r, false);
+      ASSERT_EQ(l.outcome, CacheLookup::Outcome::kMiss);
+    }
+    const double miss_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / kIters;
+    r.prompt_ids[0] = 1;
+    cache.insert(cache_key(r, false), answer);
+    t0 = Clock::now();
+    for (int i = 0; i < kIters; ++i) ASSERT_TRUE(cache.lookup(r, false).hit());
+    const double hit_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / kIters;
+    std::printf("[ bench ] prompt %5zu tokens: lookup miss %.2f us, hit %.2f us\n", n_prompt, miss_us, hit_us);
+  }
+  constexpr int kIters = 2000;
+  const auto t0 = Clock::now();
+  size_t n = 0;
+  for (int i = 0; i < kIters; ++i) n += answer->events(Clock::now()).size();
+  const double replay_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / kIters;
+  std::printf("[ bench ] replay events of a 256-delta answer: %.2f us (%zu events)\n", replay_us, n / kIters);
 }
 
 }  // namespace
