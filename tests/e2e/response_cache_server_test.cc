@@ -16,6 +16,7 @@
 #include "support/http_client.h"
 #include "support/json_object.h"
 #include "support/process.h"
+#include "support/wait.h"
 
 namespace zl::test {
 namespace {
@@ -390,10 +391,16 @@ TEST(ResponseCacheE2E, AFailedAnswerIsNeverStored) {
   }
   // A client that leaves mid-answer leaves nothing behind either.
   const std::string slow = msg_body("leaving [[fake:slow]]", R"("max_tokens":50,"stream":true)");
+  const std::string gone = R"(engine_requests_total{api="anthropic",status="499"})";
+  const int64_t n_gone = std::max<int64_t>(0, metric(port, gone));
   {
     RawClient c(port);
     ASSERT_TRUE(c.send_raw(http_request("POST", "/v1/messages", slow)));
-  }  // closed before the answer is complete
+    // The stream has begun (50 ms a token: far from complete).
+    ASSERT_TRUE(c.read_until([](const std::string& b) { return b.find("text_delta") != std::string::npos; }, 20000));
+    c.abort_now();  // closed before the answer is complete
+  }
+  ASSERT_TRUE(wait_until([&] { return metric(port, gone) == n_gone + 1; })) << "the server never saw the client go";
   Answer after = anthropic(port, slow, {});
   EXPECT_EQ(after.cache, "miss");
   EXPECT_EQ(anthropic(port, slow, {}).cache, "hit");
