@@ -199,27 +199,41 @@ Status Engine::check_queue_bounds_locked(int64_t n_prompt) const {
   const int64_t n_wait = stats_.n_queued + 1 - free_slots;
   if (n_wait <= 0) return Status();
   if (config_.max_queue >= 0 && n_wait > config_.max_queue) {
-    return overloaded_error("overloaded: " + std::to_string(n_wait - 1) + " requests already wait for a batch slot (" +
-                                std::to_string(config_.max_queue) + " at most, --max-queue)",
+    return overloaded_error("overloaded: the queue is full (" + std::to_string(n_wait - 1) + " waiting, --max-queue " +
+                                std::to_string(config_.max_queue) + ")",
                             retry_after_ms_locked());
   }
   if (config_.max_queue_tokens > 0 && stats_.n_queued_prompt_tokens + n_prompt > config_.max_queue_tokens) {
-    return overloaded_error("overloaded: the waiting requests hold " + std::to_string(stats_.n_queued_prompt_tokens) +
-                                " prompt tokens, this one " + std::to_string(n_prompt) + " (" +
-                                std::to_string(config_.max_queue_tokens) + " at most, --max-queue-tokens)",
+    return overloaded_error("overloaded: the queue is full (" + std::to_string(stats_.n_queued_prompt_tokens) +
+                                " prompt tokens waiting, " + std::to_string(n_prompt) + " in this request, " +
+                                "--max-queue-tokens " + std::to_string(config_.max_queue_tokens) + ")",
                             retry_after_ms_locked());
   }
   return Status();
 }
 
-int64_t Engine::retry_after_ms_locked() const {
+int64_t Engine::retry_after_ms_locked() const { return retry_after_estimate_ms(stats_.n_queued, done_per_s_); }
+
+int64_t retry_after_estimate_ms(int64_t n_queued, double done_per_s) {
   // A completion frees a slot for one waiting request: by the time half of
   // the queue (and one more) has been admitted at the recent completion
   // rate, a retry finds room without every refused client retrying at once.
-  // No recent completion: the minimum.
-  if (done_per_s_ <= 0) return kMinRetryMs;
-  const double seconds = (static_cast<double>(stats_.n_queued) / 2 + 1) / done_per_s_;
-  return std::clamp<int64_t>(std::llround(seconds * 1000), kMinRetryMs, kMaxRetryMs);
+  if (!(done_per_s > 0)) return kMinRetryMs;
+  const double seconds = (static_cast<double>(std::max<int64_t>(n_queued, 0)) / 2 + 1) / done_per_s;
+  if (!(seconds * 1000 < static_cast<double>(kMaxRetryMs))) return kMaxRetryMs;
+  return std::max(kMinRetryMs, static_cast<int64_t>(std::llround(seconds * 1000)));
+}
+
+double completion_rate(std::span<const Timings::Clock::time_point> done, Timings::Clock::time_point now) {
+  size_t n = 0;
+  auto first = now;
+  for (Timings::Clock::time_point t : done) {
+    if (now - t > kRecentWindow) continue;
+    ++n;
+    first = std::min(first, t);
+  }
+  const double span_s = std::max(1.0, std::chrono::duration<double>(now - first).count());
+  return static_cast<double>(n) / span_s;
 }
 
 EngineStats Engine::stats() const {
@@ -528,17 +542,7 @@ void Engine::publish_stats() {
   const SchedulerStats ss = scheduler_.stats();
   const BlockPoolStats bs = blocks_.stats();
   const auto now = Timings::Clock::now();
-  // Completions per second over the recent ones (at least a 1 s span, so a
-  // burst of a few does not look like a high rate).
-  size_t n_recent = 0;
-  auto first = now;
-  for (Timings::Clock::time_point t : recent_done_) {
-    if (now - t > kRecentWindow) continue;
-    ++n_recent;
-    first = std::min(first, t);
-  }
-  const double span_s = std::max(1.0, std::chrono::duration<double>(now - first).count());
-  const double done_per_s = static_cast<double>(n_recent) / span_s;
+  const double done_per_s = completion_rate(recent_done_, now);
   const double oldest_ms = oldest_queued_ == Timings::Clock::time_point{}
                                ? 0.0
                                : std::chrono::duration<double, std::milli>(now - oldest_queued_).count();

@@ -31,6 +31,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -88,6 +89,16 @@ struct EngineMemory {
   uint64_t step_bytes = 0;
 };
 EngineMemory engine_memory(const ModelConfig& model, const EngineConfig& resolved);
+
+// When a client refused for overload should retry (retry_after_ms), in ms:
+// the time for half of the n_queued waiting requests, and one more, to be
+// admitted at done_per_s completions a second; within [1000, 60000], 1000
+// without a known rate. Pure.
+int64_t retry_after_estimate_ms(int64_t n_queued, double done_per_s);
+// Completions a second from the time points of recent ones: those within the
+// last 60 s over the time since the oldest of them, at least 1 s (a burst of
+// a few is not a high rate). Pure; O(done.size()).
+double completion_rate(std::span<const Timings::Clock::time_point> done, Timings::Clock::time_point now);
 
 class Engine final : public EngineApi {
  public:

@@ -118,6 +118,23 @@ EngineConfig small_config() {
                       .max_pending_events = 4};
 }
 
+TEST(EngineQueue, RetryAfterFollowsTheCompletionRateAndTheQueue) {
+  EXPECT_EQ(retry_after_estimate_ms(5, 0), 1000);        // no known rate
+  EXPECT_EQ(retry_after_estimate_ms(0, 100), 1000);      // fast: the minimum
+  EXPECT_EQ(retry_after_estimate_ms(4, 1.0), 3000);      // (4 / 2 + 1) / 1 per s
+  EXPECT_EQ(retry_after_estimate_ms(4, 0.5), 6000);
+  EXPECT_EQ(retry_after_estimate_ms(1000, 0.01), 60000); // capped
+  EXPECT_EQ(retry_after_estimate_ms(1, 1e-300), 60000);  // no overflow
+  const auto now = Clock::time_point{} + 1h;
+  EXPECT_EQ(completion_rate({}, now), 0);
+  // 4 within the window over 2 s.
+  std::vector<Clock::time_point> done = {now - 2s, now - 1500ms, now - 1s, now, now - 61s};
+  EXPECT_DOUBLE_EQ(completion_rate(done, now), 2.0);
+  // A burst within 1 s counts over 1 s.
+  done = {now - 10ms, now - 5ms, now};
+  EXPECT_DOUBLE_EQ(completion_rate(done, now), 3.0);
+}
+
 TEST(EngineQueue, AFullQueueRefusesAtOnceAndWhatRunsIsUndisturbed) {
   Loaded l = load_stories();
   REQUIRE_STORIES(l);
@@ -269,6 +286,28 @@ TEST(EngineQueue, APausedStreamIsPreemptedForOthersAndResumesExactly) {
   EXPECT_EQ(got_a.ids, alone_a.ids);
   EXPECT_EQ(got_a.text, alone_a.text);
   EXPECT_EQ(got_a.last.usage.n_generated_tokens, 200);
+}
+
+// Not a timed assertion: prints what a refusal costs the I/O thread (the
+// channel, the bound check under the engine's lock, the error event).
+TEST(EngineQueue, RefusalCostIsPrinted) {
+  Loaded l = load_stories();
+  REQUIRE_STORIES(l);
+  EngineConfig cfg = small_config();
+  cfg.max_queue = 0;
+  auto engine = Engine::create(*l.model, *l.tokenizer, cfg);
+  ASSERT_TRUE(engine.ok());
+  Engine& e = **engine;
+  auto a = hold_slot(e, prompt_of(12, 1));
+  const Request r = greedy(prompt_of(64, 2), 16);
+  constexpr int kN = 20000;
+  int n_refused = 0;
+  const auto t0 = Clock::now();
+  for (int i = 0; i < kN; ++i) n_refused += e.submit(r)->finished() ? 1 : 0;
+  const double ns = std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / kN;
+  EXPECT_EQ(n_refused, kN);
+  std::printf("refused submit (64-token prompt, request copy included): %.0f ns each\n", ns);
+  e.stop();
 }
 
 }  // namespace
