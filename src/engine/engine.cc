@@ -373,10 +373,7 @@ void Engine::apply_cancellations_and_backpressure() {
   }
 }
 
-bool Engine::step() {
-  expire_queued(Timings::Clock::now());
-  apply_cancellations_and_backpressure();
-  StepPlan plan = scheduler_.schedule();
+void Engine::settle_plan(const StepPlan& plan) {
   for (SeqId id : plan.cancelled) {
     auto it = live_.find(id);
     if (it == live_.end()) continue;
@@ -408,6 +405,13 @@ bool Engine::step() {
       config_.obs_sink->on_pause_preemptions(static_cast<int>(plan.pause_preempted.size()));
     }
   }
+}
+
+bool Engine::step() {
+  expire_queued(Timings::Clock::now());
+  apply_cancellations_and_backpressure();
+  StepPlan plan = scheduler_.schedule();
+  settle_plan(plan);
   if (plan.empty()) return !plan.cancelled.empty() || !plan.pause_preempted.empty();
 
   batch_.clear();

@@ -131,6 +131,9 @@ class Engine final : public EngineApi {
   void take_inbox();
   void admit(Request request, std::shared_ptr<RequestChannel> channel, Timings::Clock::time_point t_submit);
   void apply_cancellations_and_backpressure();
+  // Before the forward pass: cancelled sequences get their last event, first
+  // admissions leave the queue (timings, usage), pause preemptions are reported.
+  void settle_plan(const StepPlan& plan);
   // Under mu_: why a request of n_prompt tokens cannot queue now (an error
   // Status with kOverloaded), or OK.
   Status check_queue_bounds_locked(int64_t n_prompt) const;
