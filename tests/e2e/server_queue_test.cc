@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <boost/json.hpp>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -159,6 +160,24 @@ TEST(ServerQueueTest, AFullQueueIs529Or503WithRetryAfterAndTheRunningRequestFini
   EXPECT_EQ(metric(port, "engine_queue_prompt_tokens"), 0);
   // Room again.
   EXPECT_EQ(fetch(port, "POST", "/v1/messages", anthropic_body(false), {}, 60000).status, 200);
+}
+
+TEST(ServerQueueTest, TheDefaultBoundIsFourTimesParallel) {
+  REQUIRE_MODEL();
+  ServerProcess s(server_args({}));  // --parallel 1: 4 may wait
+  ASSERT_TRUE(s.ok()) << s.startup_line();
+  const int port = s.port();
+  RawClient holder(port, /*rcvbuf_bytes=*/4096);
+  start_holder(port, holder);
+  std::vector<std::unique_ptr<RawClient>> queued;
+  for (int i = 0; i < 4; ++i) {
+    queued.push_back(std::make_unique<RawClient>(port));
+    ASSERT_TRUE(queued.back()->send_raw(http_request("POST", "/v1/messages", anthropic_body(false))));
+  }
+  ASSERT_TRUE(wait_metric(port, "engine_queue_requests", 4));
+  expect_anthropic_error(fetch(port, "POST", "/v1/messages", anthropic_body(false)), "overloaded");
+  EXPECT_FALSE(finish_holder(holder).empty());
+  for (auto& c : queued) EXPECT_EQ(c->read_response(60000).status, 200);
 }
 
 TEST(ServerQueueTest, QueueTimeoutIsAnErrorAnswerOrTheSseErrorEventOnACommittedStream) {
