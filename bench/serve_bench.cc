@@ -354,6 +354,9 @@ int main(int argc, char** argv) {
   cfg.ctx = std::atoll(a["ctx"].c_str());
   cfg.parallel = std::atoll(a["parallel"].c_str());
   cfg.threads = std::atoll(a["threads"].c_str());
+  // Every stream of the largest level may wait at once: a throughput
+  // benchmark, not a load-shedding one (--max-queue's default is 4 × parallel).
+  for (int level : parse_list(a["streams"])) cfg.max_queue = std::max<int64_t>(cfg.max_queue, level);
   // Two engines with the same configuration: one behind the server, one driven directly.
   // The served one records every metric as `zerolayer serve` does (with
   // ZL_OBS=OFF the recording compiles away: the metrics benchmark's baseline).

@@ -67,7 +67,13 @@ ApiMetrics::ApiMetrics(obs::ServerMetrics* metrics, MetricsOptions options)
       efficiency_(gauge(m_->registry, "engine_efficiency_ratio",
                         "p95 of (engine first token - request received) over p95 of the client's estimated time to "
                         "first byte (server first byte + TCP RTT), last 1024 requests; NaN before the first")),
-      steps_(counter(m_->registry, "engine_steps_total", "Engine steps (forward passes)")) {
+      steps_(counter(m_->registry, "engine_steps_total", "Engine steps (forward passes)")),
+      queue_requests_(gauge(m_->registry, "engine_queue_requests",
+                            "Requests submitted and never admitted to the batch yet (what --max-queue bounds)")),
+      queue_prompt_tokens_(gauge(m_->registry, "engine_queue_prompt_tokens",
+                                 "Prompt tokens of the requests never admitted yet (what --max-queue-tokens bounds)")),
+      queue_oldest_(gauge(m_->registry, "engine_queue_oldest_wait_seconds",
+                          "How long the oldest never-admitted request has waited (0: none)")) {
   obs::Registry& r = m_->registry;
   obs::Family& tools = r.add("engine_tool_calls_total",
                              "Tool calls in answers (tool_use blocks, tool_calls entries), by API",
@@ -151,6 +157,9 @@ std::string ApiMetrics::render(const EngineStats& e) {
   kv_cached_.set(static_cast<double>(e.n_kv_blocks_cached));
   kv_total_.set(static_cast<double>(e.n_kv_blocks_total));
   efficiency_.set(m_->efficiency.ratio());
+  queue_requests_.set(static_cast<double>(e.n_queued));
+  queue_prompt_tokens_.set(static_cast<double>(e.n_queued_prompt_tokens));
+  queue_oldest_.set(e.t_oldest_queued_ms / 1000.0);
   steps_.mirror(e.n_steps);
   prompt_tokens_.mirror(e.n_prompt_tokens_total);
   generation_tokens_.mirror(e.n_generated_tokens_total);

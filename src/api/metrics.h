@@ -81,6 +81,10 @@ class ApiMetrics {
   obs::Gauge& kv_total_;
   obs::Gauge& efficiency_;
   obs::Counter& steps_;
+  // Admission control (engine.h): the bounded queue.
+  obs::Gauge& queue_requests_;
+  obs::Gauge& queue_prompt_tokens_;
+  obs::Gauge& queue_oldest_;
   obs::Gauge* vllm_running_ = nullptr;
   obs::Gauge* vllm_waiting_ = nullptr;
   obs::Gauge* vllm_cache_ = nullptr;

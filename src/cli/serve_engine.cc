@@ -46,6 +46,11 @@ Result<ServeBackend> make_backend(const ServeConfig& config, obs::EngineSink* ob
                   .n_threads = static_cast<int>(config.threads),
                   .max_pending_events = static_cast<size_t>(config.max_pending_events),
                   .obs_sink = obs_sink};
+  // Admission control: the bounded queue (engine.h); -1: 4 × --parallel.
+  ec.max_queue = config.max_queue >= 0 ? config.max_queue : 4 * config.parallel;
+  ec.max_queue_tokens = config.max_queue_tokens;
+  ec.queue_timeout_ms = config.queue_timeout_ms;
+  ec.max_pause_ms = config.max_pause_ms;
   auto given = [&config](const char* name) {
     auto it = config.given.find(name);
     return it == config.given.end() ? std::string() : it->second;

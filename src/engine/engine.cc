@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "core/memory.h"
@@ -14,7 +15,17 @@ namespace {
 // The consumer side does not wake the engine when it drains; this bounds the
 // resume latency at the cost of a few hundred cheap wake-ups a second, and
 // only while something is paused.
+// The loop never sleeps longer than this while anything waits in the
+// scheduler (has_work() keeps it stepping otherwise), so queue deadlines are
+// checked at least this often besides once per step.
 constexpr std::chrono::milliseconds kPausedPoll{2};
+
+// The completion rate behind retry_after_ms: the last kRecentDone requests
+// that ended after admission, within kRecentWindow.
+constexpr size_t kRecentDone = 32;
+constexpr std::chrono::seconds kRecentWindow{60};
+constexpr int64_t kMinRetryMs = 1000;
+constexpr int64_t kMaxRetryMs = 60000;
 
 double seconds_since(Timings::Clock::time_point t) {
   return std::chrono::duration<double>(Timings::Clock::now() - t).count();
@@ -23,6 +34,17 @@ double seconds_since(Timings::Clock::time_point t) {
 // A request submitted to, or still running in, an engine that is stopping.
 Status shutting_down_error() {
   return resource_exhausted("the engine is shutting down", {.reason = ErrorReason::kEngineShuttingDown});
+}
+
+Status overloaded_error(std::string message, int64_t retry_after_ms) {
+  return resource_exhausted(std::move(message),
+                            {.reason = ErrorReason::kOverloaded, .numbers = {.retry_after_ms = retry_after_ms}});
+}
+
+Status queue_timeout_error(int64_t timeout_ms, int64_t retry_after_ms) {
+  return resource_exhausted("the request waited " + std::to_string(timeout_ms) +
+                                " ms for a batch slot without getting one (--queue-timeout-ms)",
+                            {.reason = ErrorReason::kQueueTimeout, .numbers = {.retry_after_ms = retry_after_ms}});
 }
 
 }  // namespace
@@ -37,6 +59,8 @@ struct Engine::Live {
   Usage usage;
   Timings timings;
   bool admitted_once = false;
+  bool queued = true;           // counted in EngineStats::n_queued until first admission or its end
+  int64_t n_queued_tokens = 0;  // what it adds to n_queued_prompt_tokens meanwhile
 
   Live(Request r, std::shared_ptr<RequestChannel> ch, const Tokenizer& tok)
       : request(std::move(r)),
@@ -116,7 +140,10 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, EngineConfig conf
       blocks_(BlockPoolConfig{.block_size = config.block_size,
                               .n_blocks = static_cast<int32_t>(config.n_kv_tokens / config.block_size),
                               .prefix_caching = config.prefix_caching}),
-      scheduler_(SchedulerConfig{.max_step_tokens = config.max_step_tokens, .max_running = config.max_seqs}, blocks_) {
+      scheduler_(SchedulerConfig{.max_step_tokens = config.max_step_tokens,
+                                 .max_running = config.max_seqs,
+                                 .max_pause = std::chrono::milliseconds(std::max<int64_t>(config.max_pause_ms, 0))},
+                 blocks_) {
   stats_.n_ctx = config_.n_ctx;
   stats_.kv_block_size = config_.block_size;
   stats_.n_kv_blocks_total = blocks_.n_blocks();
@@ -140,25 +167,73 @@ void Engine::stop() {
 
 std::shared_ptr<RequestChannel> Engine::submit(Request request) {
   auto channel = std::make_shared<RequestChannel>(request.id);
-  bool queued = false;
+  const auto now = Timings::Clock::now();
+  const int64_t n_prompt = static_cast<int64_t>(request.prompt_ids.size());
+  Status refused;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!stop_) {
-      inbox_.emplace_back(std::move(request), channel);
+    refused = stop_ ? shutting_down_error() : check_queue_bounds_locked(n_prompt);
+    if (refused.ok()) {
+      inbox_.push_back(Submitted{.request = std::move(request), .channel = channel, .t_submit = now});
       ++stats_.n_waiting;
-      queued = true;
+      ++stats_.n_queued;
+      stats_.n_queued_prompt_tokens += n_prompt;
     }
   }
-  if (queued) {
+  if (refused.ok()) {
     // After the unlock: the woken engine thread does not then block on mu_
     // still held here (a second sleep and wake-up per submit).
     cv_.notify_all();
     return channel;
   }
+  // Refused before it reached the engine thread: nothing running notices.
   Event e{.kind = EventKind::kError, .finish = FinishReason::kError};
-  e.error = shutting_down_error();
+  e.error = std::move(refused);
   channel->push(std::move(e));
   return channel;
+}
+
+Status Engine::check_queue_bounds_locked(int64_t n_prompt) const {
+  // Requests beyond the free batch slots wait; this one included.
+  const int64_t free_slots = std::max<int64_t>(0, config_.max_seqs - stats_.n_running);
+  const int64_t n_wait = stats_.n_queued + 1 - free_slots;
+  if (n_wait <= 0) return Status();
+  if (config_.max_queue >= 0 && n_wait > config_.max_queue) {
+    return overloaded_error("overloaded: the queue is full (" + std::to_string(n_wait - 1) + " waiting, --max-queue " +
+                                std::to_string(config_.max_queue) + ")",
+                            retry_after_ms_locked());
+  }
+  if (config_.max_queue_tokens > 0 && stats_.n_queued_prompt_tokens + n_prompt > config_.max_queue_tokens) {
+    return overloaded_error("overloaded: the queue is full (" + std::to_string(stats_.n_queued_prompt_tokens) +
+                                " prompt tokens waiting, " + std::to_string(n_prompt) + " in this request, " +
+                                "--max-queue-tokens " + std::to_string(config_.max_queue_tokens) + ")",
+                            retry_after_ms_locked());
+  }
+  return Status();
+}
+
+int64_t Engine::retry_after_ms_locked() const { return retry_after_estimate_ms(stats_.n_queued, done_per_s_); }
+
+int64_t retry_after_estimate_ms(int64_t n_queued, double done_per_s) {
+  // A completion frees a slot for one waiting request: by the time half of
+  // the queue (and one more) has been admitted at the recent completion
+  // rate, a retry finds room without every refused client retrying at once.
+  if (!(done_per_s > 0)) return kMinRetryMs;
+  const double seconds = (static_cast<double>(std::max<int64_t>(n_queued, 0)) / 2 + 1) / done_per_s;
+  if (!(seconds * 1000 < static_cast<double>(kMaxRetryMs))) return kMaxRetryMs;
+  return std::max(kMinRetryMs, static_cast<int64_t>(std::llround(seconds * 1000)));
+}
+
+double completion_rate(std::span<const Timings::Clock::time_point> done, Timings::Clock::time_point now) {
+  size_t n = 0;
+  auto first = now;
+  for (Timings::Clock::time_point t : done) {
+    if (now - t > kRecentWindow) continue;
+    ++n;
+    first = std::min(first, t);
+  }
+  const double span_s = std::max(1.0, std::chrono::duration<double>(now - first).count());
+  return static_cast<double>(n) / span_s;
 }
 
 EngineStats Engine::stats() const {
@@ -169,6 +244,9 @@ EngineStats Engine::stats() const {
 void Engine::loop() {
   for (;;) {
     {
+      // Blocks only when nothing is queued or running: a queued request is
+      // scheduler work, so its queue deadline (expire_queued) is checked every
+      // step or kPausedPoll, whichever comes first.
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return stop_ || !inbox_.empty() || scheduler_.has_work(); });
       if (stop_) break;
@@ -193,16 +271,21 @@ void Engine::loop() {
 }
 
 void Engine::take_inbox() {
-  std::vector<std::pair<Request, std::shared_ptr<RequestChannel>>> inbox;
+  std::vector<Submitted> inbox;
   {
     std::lock_guard<std::mutex> lock(mu_);
     inbox.swap(inbox_);
   }
-  for (auto& [request, channel] : inbox) admit(std::move(request), std::move(channel));
+  for (Submitted& s : inbox) admit(std::move(s.request), std::move(s.channel), s.t_submit);
 }
 
-void Engine::admit(Request request, std::shared_ptr<RequestChannel> channel) {
+void Engine::admit(Request request, std::shared_ptr<RequestChannel> channel, Timings::Clock::time_point t_submit) {
   auto fail = [&](Status error) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);  // it was counted as queued by submit()
+      --stats_.n_queued;
+      stats_.n_queued_prompt_tokens -= static_cast<int64_t>(request.prompt_ids.size());
+    }
     Event e{.kind = EventKind::kError, .finish = FinishReason::kError};
     e.usage.n_prompt_tokens = static_cast<int64_t>(request.prompt_ids.size());
     e.error = std::move(error);
@@ -230,23 +313,67 @@ void Engine::admit(Request request, std::shared_ptr<RequestChannel> channel) {
   auto live = std::make_unique<Live>(std::move(request), std::move(channel), tokenizer_);
   live->seq = *seq;
   live->usage.n_prompt_tokens = n_prompt;
-  live->timings.t_submit = Timings::Clock::now();
+  live->n_queued_tokens = n_prompt;
+  live->timings.t_submit = t_submit;
+  ++n_queued_live_;
   live_.emplace(*seq, std::move(live));
 }
 
+void Engine::leave_queue(Live& live, int64_t n_running) {
+  if (!live.queued) return;
+  live.queued = false;
+  --n_queued_live_;
+  std::lock_guard<std::mutex> lock(mu_);
+  --stats_.n_queued;
+  stats_.n_queued_prompt_tokens -= live.n_queued_tokens;
+  if (n_running >= 0) stats_.n_running = n_running;
+}
+
+void Engine::expire_queued(Timings::Clock::time_point now) {
+  oldest_queued_ = {};
+  if (n_queued_live_ == 0) return;
+  const auto timeout = std::chrono::milliseconds(config_.queue_timeout_ms);
+  std::vector<SeqId> expired;
+  for (const auto& [id, live] : live_) {
+    if (!live->queued) continue;
+    if (config_.queue_timeout_ms > 0 && now - live->timings.t_submit >= timeout && !live->channel->cancelled()) {
+      expired.push_back(id);
+    } else if (oldest_queued_ == Timings::Clock::time_point{} || live->timings.t_submit < oldest_queued_) {
+      oldest_queued_ = live->timings.t_submit;
+    }
+  }
+  if (expired.empty()) return;
+  int64_t retry_ms = kMinRetryMs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    retry_ms = retry_after_ms_locked();
+  }
+  for (SeqId id : expired) {
+    finish(*live_.at(id), FinishReason::kError, queue_timeout_error(config_.queue_timeout_ms, retry_ms));
+  }
+}
+
+void Engine::note_done(Timings::Clock::time_point now) {
+  if (recent_done_.size() < kRecentDone) {
+    recent_done_.push_back(now);
+    return;
+  }
+  recent_done_[recent_done_next_] = now;
+  recent_done_next_ = (recent_done_next_ + 1) % kRecentDone;
+}
+
 void Engine::apply_cancellations_and_backpressure() {
+  const auto now = Timings::Clock::now();
   for (auto& [id, live] : live_) {
     if (live->channel->cancelled()) {
       scheduler_.cancel(id);
     } else {
-      scheduler_.set_paused(id, live->channel->pending() > config_.max_pending_events);
+      scheduler_.set_paused(id, live->channel->pending() > config_.max_pending_events, now);
     }
   }
 }
 
-bool Engine::step() {
-  apply_cancellations_and_backpressure();
-  StepPlan plan = scheduler_.schedule();
+void Engine::settle_plan(const StepPlan& plan) {
   for (SeqId id : plan.cancelled) {
     auto it = live_.find(id);
     if (it == live_.end()) continue;
@@ -254,9 +381,14 @@ bool Engine::step() {
     e.usage = it->second->usage;
     e.timings = it->second->timings;
     it->second->channel->push(std::move(e));
+    leave_queue(*it->second);
+    if (it->second->admitted_once) note_done(Timings::Clock::now());
     live_.erase(it);
   }
   const auto now = Timings::Clock::now();
+  // The first admissions leave the queue with the batch's new size in one
+  // update: submit() never sees the queue shrink before the slots fill.
+  const int64_t n_running = plan.admitted.empty() ? -1 : static_cast<int64_t>(scheduler_.stats().n_running);
   for (SeqId id : plan.admitted) {
     Live& live = *live_.at(id);
     if (!live.admitted_once) {
@@ -265,9 +397,22 @@ bool Engine::step() {
       live.usage.n_cached_tokens = scheduler_.sequence(id).n_cached_prompt;
       n_prompt_total_ += live.usage.n_prompt_tokens;
       n_cached_total_ += live.usage.n_cached_tokens;
+      leave_queue(live, n_running);
     }
   }
-  if (plan.empty()) return !plan.cancelled.empty();
+  if constexpr (obs::kEnabled) {
+    if (config_.obs_sink && !plan.pause_preempted.empty()) {
+      config_.obs_sink->on_pause_preemptions(static_cast<int>(plan.pause_preempted.size()));
+    }
+  }
+}
+
+bool Engine::step() {
+  expire_queued(Timings::Clock::now());
+  apply_cancellations_and_backpressure();
+  StepPlan plan = scheduler_.schedule();
+  settle_plan(plan);
+  if (plan.empty()) return !plan.cancelled.empty() || !plan.pause_preempted.empty();
 
   batch_.clear();
   for (const ScheduledSeq& it : plan.items) {
@@ -380,6 +525,8 @@ void Engine::finish(Live& live, FinishReason reason, Status error, std::optional
   e.timings = live.timings;
   e.error = std::move(error);
   live.channel->push(std::move(e));
+  leave_queue(live);
+  if (live.admitted_once) note_done(Timings::Clock::now());
   const SeqId id = live.seq;
   scheduler_.finish(id);
   live_.erase(id);
@@ -398,7 +545,15 @@ void Engine::report_token(const Timings& t, bool first, Timings::Clock::time_poi
 void Engine::publish_stats() {
   const SchedulerStats ss = scheduler_.stats();
   const BlockPoolStats bs = blocks_.stats();
+  const auto now = Timings::Clock::now();
+  const double done_per_s = completion_rate(recent_done_, now);
+  const double oldest_ms = oldest_queued_ == Timings::Clock::time_point{}
+                               ? 0.0
+                               : std::chrono::duration<double, std::milli>(now - oldest_queued_).count();
   std::lock_guard<std::mutex> lock(mu_);
+  done_per_s_ = done_per_s;
+  stats_.t_oldest_queued_ms = oldest_ms;
+  stats_.n_pause_preemptions = ss.n_pause_preemptions;
   stats_.n_running = ss.n_running;
   stats_.n_paused = ss.n_paused;
   stats_.n_waiting = ss.n_waiting + static_cast<int64_t>(inbox_.size());

@@ -10,6 +10,19 @@
 // ends (EOS/EOT, stop token, stop string, max_tokens, context window).
 // Idle, the thread sleeps on a condition variable.
 //
+// Admission control (bounded queue). submit() counts the requests that were
+// never admitted to the batch (inbox + scheduler waiting, first admission
+// pending) and their prompt tokens, exactly, under mu_; a request that would
+// have to wait (no free batch slot for it) is refused at once with a kError
+// event, reason kOverloaded and retry_after_ms, when the waiting requests
+// would then exceed max_queue or their prompt tokens max_queue_tokens. The
+// counts drop at first admission, at a cancel or error while waiting, and at
+// a queue timeout: a request not admitted within queue_timeout_ms ends with
+// kQueueTimeout. Neither touches what already runs. A sequence paused by
+// backpressure for max_pause_ms is pause-preempted by the scheduler and
+// readmitted when its client catches up (scheduler.h); the client's stream
+// goes on where it stopped.
+//
 // Thread-safety: submit(), stats() and stop() may be called from any thread.
 // Nothing else touches engine state: the I/O side sees only RequestChannels.
 #pragma once
@@ -18,6 +31,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -47,6 +61,17 @@ struct EngineConfig {
   int n_threads = 0;             // compute threads; 0: all cores
   bool prefix_caching = true;
   size_t max_pending_events = 256;  // a sequence whose client lags this far behind is paused
+  // Bounded queue (see the top comment). max_queue: never-admitted requests
+  // waiting beyond the free batch slots, at most; -1: unlimited (zerolayer
+  // serve's default is 4 × max_seqs). max_queue_tokens: their prompt tokens
+  // at most (a request that gets a slot at once is never refused for it);
+  // 0: unlimited. queue_timeout_ms: longest wait from submit() to first
+  // admission; 0: unlimited. max_pause_ms: a sequence paused this long by
+  // backpressure is preempted until its client catches up; 0: never.
+  int64_t max_queue = -1;
+  int64_t max_queue_tokens = 0;
+  int64_t queue_timeout_ms = 0;
+  int64_t max_pause_ms = 0;
   // Where the engine reports queue, prefill, decode-step and inter-token
   // times, batch sizes and preemptions (engine thread; not owned; must
   // outlive the engine). Null: nothing is reported.
@@ -64,6 +89,16 @@ struct EngineMemory {
   uint64_t step_bytes = 0;
 };
 EngineMemory engine_memory(const ModelConfig& model, const EngineConfig& resolved);
+
+// When a client refused for overload should retry (retry_after_ms), in ms:
+// the time for half of the n_queued waiting requests, and one more, to be
+// admitted at done_per_s completions a second; within [1000, 60000], 1000
+// without a known rate. Pure.
+int64_t retry_after_estimate_ms(int64_t n_queued, double done_per_s);
+// Completions a second from the time points of recent ones: those within the
+// last 60 s over the time since the oldest of them, at least 1 s (a burst of
+// a few is not a high rate). Pure; O(done.size()).
+double completion_rate(std::span<const Timings::Clock::time_point> done, Timings::Clock::time_point now);
 
 class Engine final : public EngineApi {
  public:
@@ -94,8 +129,26 @@ class Engine final : public EngineApi {
   // (backpressure) and nothing could be admitted.
   bool step();
   void take_inbox();
-  void admit(Request request, std::shared_ptr<RequestChannel> channel);
+  void admit(Request request, std::shared_ptr<RequestChannel> channel, Timings::Clock::time_point t_submit);
   void apply_cancellations_and_backpressure();
+  // Before the forward pass: cancelled sequences get their last event, first
+  // admissions leave the queue (timings, usage), pause preemptions are reported.
+  void settle_plan(const StepPlan& plan);
+  // Under mu_: why a request of n_prompt tokens cannot queue now (an error
+  // Status with kOverloaded), or OK.
+  Status check_queue_bounds_locked(int64_t n_prompt) const;
+  // Under mu_: when a refused client should retry, from the recent
+  // completion rate (done_per_s_) and the queue length; >= 1000 ms.
+  int64_t retry_after_ms_locked() const;
+  // A never-admitted request stops counting as queued (first admission,
+  // cancel, error, timeout). Idempotent per request.
+  // n_running >= 0: also publishes the batch's size in the same update.
+  void leave_queue(Live& live, int64_t n_running = -1);
+  // Ends queued requests past queue_timeout_ms (kQueueTimeout) and notes the
+  // oldest submit time of those left (stats: t_oldest_queued_ms).
+  void expire_queued(Timings::Clock::time_point now);
+  // A request ended after admission: feeds the completion rate behind retry_after_ms.
+  void note_done(Timings::Clock::time_point now);
   void handle_token(Live& live, int32_t token);
   // Ends a sequence: flushes held text, pushes the last event (with the ids of
   // a final EOS/stop token that produced no text), frees its blocks.
@@ -119,10 +172,20 @@ class Engine final : public EngineApi {
   int64_t n_prompt_total_ = 0;     // engine thread; published by publish_stats()
   int64_t n_cached_total_ = 0;
   int64_t n_generated_total_ = 0;
+  int64_t n_queued_live_ = 0;      // engine thread: Live entries never admitted yet
+  Timings::Clock::time_point oldest_queued_{};  // engine thread: their earliest submit; {} when none
+  std::vector<Timings::Clock::time_point> recent_done_;  // engine thread: ring of the last completions
+  size_t recent_done_next_ = 0;
 
-  mutable std::mutex mu_;  // guards inbox_, stop_, stats_
+  struct Submitted {
+    Request request;
+    std::shared_ptr<RequestChannel> channel;
+    Timings::Clock::time_point t_submit;
+  };
+  mutable std::mutex mu_;  // guards inbox_, stop_, stats_, done_per_s_
   std::condition_variable cv_;
-  std::vector<std::pair<Request, std::shared_ptr<RequestChannel>>> inbox_;
+  std::vector<Submitted> inbox_;
+  double done_per_s_ = 0;  // requests ended after admission per second, recently
   bool stop_ = false;
   EngineStats stats_;
   std::mutex join_mu_;  // guards thread_ after construction (stop())

@@ -165,6 +165,14 @@ struct EngineStats {
   int64_t n_prompt_tokens_total = 0;
   int64_t n_cached_tokens_total = 0;
   int64_t n_generated_tokens_total = 0;
+  // Admission control (engine.h). Requests submitted and never admitted to
+  // the batch (what --max-queue bounds) and their prompt tokens: exact at
+  // every stats() call. t_oldest_queued_ms: how long the oldest of them has
+  // waited, as of the last step (0: none).
+  int64_t n_queued = 0;
+  int64_t n_queued_prompt_tokens = 0;
+  double t_oldest_queued_ms = 0;
+  int64_t n_pause_preemptions = 0;  // sequences paused past --max-pause-ms, preempted
 };
 
 // What the HTTP layer sees of the engine. The real Engine implements it;

@@ -50,12 +50,17 @@ void Scheduler::cancel(SeqId id) {
   cancel_requests_.push_back(id);
 }
 
-void Scheduler::set_paused(SeqId id, bool paused) { get(id).paused = paused; }
+void Scheduler::set_paused(SeqId id, bool paused, std::chrono::steady_clock::time_point now) {
+  Sequence& s = get(id);
+  if (paused && !s.paused) s.paused_since = now;
+  s.paused = paused;
+}
 
-StepPlan Scheduler::schedule() {
+StepPlan Scheduler::schedule(std::chrono::steady_clock::time_point now) {
   CHECK(pending_.empty()) << pending_.size() << " items of the last step were not reported";
   StepPlan plan;
   remove_cancelled(plan);
+  preempt_paused(plan, now);
   int32_t budget = config_.max_step_tokens;
   schedule_running(plan, budget);
   if (plan.preempted.empty()) admit_waiting(plan, budget);
@@ -73,6 +78,21 @@ void Scheduler::remove_cancelled(StepPlan& plan) {
     erase(*it->second);
   }
   cancel_requests_.clear();
+}
+
+void Scheduler::preempt_paused(StepPlan& plan, std::chrono::steady_clock::time_point now) {
+  if (config_.max_pause <= std::chrono::steady_clock::duration::zero()) return;
+  for (size_t i = 0; i < running_.size();) {
+    Sequence& s = *running_[i];
+    if (!s.paused || now - s.paused_since < config_.max_pause) {
+      ++i;
+      continue;
+    }
+    back_to_waiting(s);  // erases running_[i]
+    ++s.n_pause_preemptions;
+    ++stats_.n_pause_preemptions;
+    plan.pause_preempted.push_back(s.id);
+  }
 }
 
 int32_t Scheduler::chunk_limit(int32_t budget) const {
@@ -133,14 +153,18 @@ void Scheduler::preempt(Sequence& seq, StepPlan& plan, int32_t& budget) {
     budget += item->n_tokens;
     plan.items.erase(item);
   }
+  back_to_waiting(seq);
+  ++seq.n_preemptions;
+  ++stats_.n_preemptions;
+  plan.preempted.push_back(seq.id);
+}
+
+void Scheduler::back_to_waiting(Sequence& seq) {
   seq.blocks.release();
   seq.n_computed = 0;
   seq.state = SeqState::kWaiting;
-  ++seq.n_preemptions;
-  ++stats_.n_preemptions;
   running_.erase(std::find(running_.begin(), running_.end(), &seq));
   waiting_.insert(&seq);
-  plan.preempted.push_back(seq.id);
 }
 
 void Scheduler::admit_waiting(StepPlan& plan, int32_t& budget) {

@@ -25,6 +25,13 @@
 //      the longest cached prefix (BlockPool prefix caching) and reserves blocks for the first
 //      chunk only; the first waiting sequence that does not fit stops admission (no skipping,
 //      so a large request is not starved by small ones).
+// Before 2., a running sequence paused (set_paused: its client stopped reading) for at least
+// SchedulerConfig::max_pause is pause-preempted: blocks released (its full blocks were committed
+// as they filled, so they stay in the prefix cache until evicted), n_computed reset, back to the
+// waiting queue at its arrival position, still paused, so it is not readmitted while its client
+// is behind. Once unpaused it is admitted like any preempted sequence: the prefix match restores
+// what the cache kept, the rest (at least the last partial block) is recomputed. Its slot and
+// blocks are free for others in the same step (these preemptions do not stop admission).
 // The oldest running sequence is never preempted while another one runs, and submit() refuses
 // a sequence that could not fit the whole pool alone, so every sequence eventually finishes.
 // The scheduler sees the KV cache only through BlockPool / SequenceBlocks and never runs a
@@ -51,6 +58,7 @@
 // thread. The BlockPool must outlive the scheduler.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -70,6 +78,9 @@ struct SchedulerConfig {
   int32_t max_step_tokens = 512;   // token budget of one step (prefill chunks + decodes)
   int32_t max_running = 64;        // sequences in the batch at most
   int32_t max_prefill_chunk = 0;   // largest grant to one sequence in one step; 0: the budget
+  // A running sequence paused at least this long is pause-preempted (see the design comment);
+  // 0: never.
+  std::chrono::steady_clock::duration max_pause{0};
 };
 
 // What submit() needs to know about a request.
@@ -97,6 +108,8 @@ struct Sequence {
   SeqState state = SeqState::kWaiting;
   bool cancel_requested = false;
   bool paused = false;
+  std::chrono::steady_clock::time_point paused_since{};  // when `paused` last became true
+  int32_t n_pause_preemptions = 0;
   SequenceBlocks blocks;           // the block table; empty while waiting
 
   int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
@@ -116,6 +129,7 @@ struct StepPlan {
   std::vector<ScheduledSeq> items;  // the batch: decodes, prefill chunks, then admissions
   std::vector<SeqId> admitted;      // (re)admitted this step
   std::vector<SeqId> preempted;     // back to waiting, blocks freed, will recompute
+  std::vector<SeqId> pause_preempted;  // the same, for being paused past max_pause (not in preempted)
   std::vector<SeqId> cancelled;     // removed for good, blocks freed
   int32_t n_tokens = 0;             // sum of items' n_tokens (<= max_step_tokens)
   bool empty() const { return items.empty(); }
@@ -126,7 +140,8 @@ struct SchedulerStats {
   int32_t n_waiting = 0;
   int32_t n_paused = 0;                 // running but paused (backpressure)
   int64_t n_steps = 0;
-  int64_t n_preemptions = 0;
+  int64_t n_preemptions = 0;           // to make room for others (KV blocks short)
+  int64_t n_pause_preemptions = 0;     // paused past max_pause
   int64_t n_admissions = 0;
   int64_t n_cached_prompt_tokens = 0;   // over first admissions
 };
@@ -149,12 +164,16 @@ class Scheduler {
   void cancel(SeqId id);
 
   // A paused sequence keeps its blocks but gets no grants and is not admitted (backpressure:
-  // its client is not reading). It can still be preempted. CHECKs the sequence exists. O(1).
-  void set_paused(SeqId id, bool paused);
+  // its client is not reading). It can still be preempted, and is pause-preempted once paused
+  // for max_pause (measured from the `now` of the call that paused it). CHECKs the sequence
+  // exists. O(1).
+  void set_paused(SeqId id, bool paused,
+                  std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
 
-  // Plans the next step (see the design comment). CHECKs that every item of the previous plan
-  // was reported. O(running + admitted + cancelled) + block work.
-  StepPlan schedule();
+  // Plans the next step (see the design comment); `now` is compared with paused_since.
+  // CHECKs that every item of the previous plan was reported.
+  // O(running + admitted + cancelled) + block work.
+  StepPlan schedule(std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
 
   // Reports one item of the last plan as computed: n_computed advances by its grant, newly full
   // blocks are committed to the prefix cache, and `new_token` (required iff the item samples)
@@ -192,6 +211,9 @@ class Scheduler {
 
   Sequence& get(SeqId id);
   void remove_cancelled(StepPlan& plan);
+  void preempt_paused(StepPlan& plan, std::chrono::steady_clock::time_point now);
+  // Running -> waiting: blocks released (committed ones stay cached), n_computed reset.
+  void back_to_waiting(Sequence& seq);
   int32_t chunk_limit(int32_t budget) const;
   void schedule_running(StepPlan& plan, int32_t& budget);
   // Grows `seq` to hold `n_tokens`, preempting others as needed. False if `seq` itself was

@@ -23,7 +23,12 @@ EngineMetrics::EngineMetrics(Registry& r)
       preemptions_(r.add("engine_preemptions_total",
                          "Sequences preempted (KV blocks freed, recomputed later) to make room for others",
                          MetricType::kCounter)
-                       .counter()) {}
+                       .counter()),
+      pause_preemptions_(r.add("engine_pause_preemptions_total",
+                               "Sequences preempted because their client stopped reading for --max-pause-ms "
+                               "(resumed when it catches up)",
+                               MetricType::kCounter)
+                             .counter()) {}
 
 void EngineMetrics::on_decode_step(double t_step_s, int n_batch) {
   decode_.observe(t_step_s);
@@ -38,5 +43,7 @@ void EngineMetrics::on_first_token(double t_queue_s, double t_prefill_s) {
 void EngineMetrics::on_inter_token(double t_s) { inter_token_.observe(t_s); }
 
 void EngineMetrics::on_preemptions(int n) { preemptions_.add(n); }
+
+void EngineMetrics::on_pause_preemptions(int n) { pause_preemptions_.add(n); }
 
 }  // namespace zl::obs

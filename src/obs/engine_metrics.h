@@ -10,7 +10,8 @@ namespace zl::obs {
 
 // engine_queue_time_seconds, engine_prefill_duration_seconds,
 // engine_decode_latency_seconds, engine_inter_token_latency_seconds,
-// engine_batch_size, engine_preemptions_total. Thread-safe, lock-free.
+// engine_batch_size, engine_preemptions_total, engine_pause_preemptions_total.
+// Thread-safe, lock-free.
 class EngineMetrics final : public EngineSink {
  public:
   explicit EngineMetrics(Registry& registry);
@@ -19,6 +20,7 @@ class EngineMetrics final : public EngineSink {
   void on_first_token(double t_queue_s, double t_prefill_s) override;
   void on_inter_token(double t_s) override;
   void on_preemptions(int n) override;
+  void on_pause_preemptions(int n) override;
 
  private:
   Histogram& queue_;
@@ -27,6 +29,7 @@ class EngineMetrics final : public EngineSink {
   Histogram& inter_token_;
   Histogram& batch_size_;
   Counter& preemptions_;
+  Counter& pause_preemptions_;
 };
 
 // The registry every layer of one server reports into. The engine's families

@@ -24,6 +24,9 @@ class EngineSink {
   virtual void on_inter_token(double t_s) = 0;
   // Sequences preempted (blocks freed, to recompute) in one step.
   virtual void on_preemptions(int n) = 0;
+  // Sequences preempted in one step because their client stopped reading
+  // for --max-pause-ms (EngineConfig::max_pause_ms); not in on_preemptions.
+  virtual void on_pause_preemptions(int n) { (void)n; }
 };
 
 }  // namespace zl::obs

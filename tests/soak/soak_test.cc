@@ -225,7 +225,10 @@ TEST(Soak, ManyHostileAndGoodClients) {
   test::ServerProcess server({"--model", model, "--ctx", std::to_string(kServerCtx), "--parallel", "4", "--kv-size",
                               "640", "--max-body-bytes", std::to_string(kServerMaxBody), "--max-pending-events", "8",
                               "--socket-send-buffer", "4096", "--sse-ping-interval", "0.2", "--header-timeout-ms",
-                              "3000", "--request-log", "false"});
+                              "3000", "--request-log", "false",
+                              // Every client may wait at once (clients that left are cancelled a
+                              // step later): the soak tests robustness, not load shedding.
+                              "--max-queue", std::to_string(4 * n_clients)});
   ASSERT_TRUE(server.ok()) << "server did not start: " << server.startup_line();
   const Target target{.port = server.port(), .max_body_bytes = kServerMaxBody, .n_ctx = kServerCtx};
   Rng rng(seed);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <map>
 #include <numeric>
@@ -42,8 +43,8 @@ struct Fixture {
   }
 
   // Runs one step with a fake forward pass: every sampling item gets token 7.
-  StepPlan step() {
-    StepPlan plan = sched.schedule();
+  StepPlan step(std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now()) {
+    StepPlan plan = sched.schedule(now);
     for (const ScheduledSeq& it : plan.items) {
       sched.on_step_done(it.id, it.samples ? std::optional<int32_t>(7) : std::nullopt);
     }
@@ -305,6 +306,75 @@ TEST(Scheduler, PausedSequencesKeepTheirBlocksButGetNoGrants) {
             (std::vector<Item>{{a, 3, 1, true}, {b, 5, 1, true}, {d, 2, 1, true}, {c, 0, 2, true}}));
 }
 
+TEST(Scheduler, APausedSequenceIsPreemptedAfterMaxPauseAndResumesFromItsCachedBlocks) {
+  using namespace std::chrono_literals;
+  Fixture f({.block_size = 4, .n_blocks = 8}, {.max_step_tokens = 512, .max_running = 1, .max_pause = 100ms});
+  const auto t0 = std::chrono::steady_clock::time_point{} + 1h;
+  const SeqId a = f.submit(9, 32);
+  f.step(t0);                                    // prefill: 9 computed, 10 tokens
+  for (int i = 0; i < 3; ++i) f.step(t0);        // decodes: 12 computed, 13 tokens
+  const Sequence& sa = f.sched.sequence(a);
+  ASSERT_EQ(sa.n_computed, 12);
+  ASSERT_EQ(sa.n_tokens(), 13);
+  const std::vector<int32_t> tokens_before = sa.tokens;
+  const std::vector<BlockId> table_before = sa.blocks.table();  // 3 full blocks, committed
+  ASSERT_EQ(table_before.size(), 3u);
+  const SeqId b = f.submit(3, 8);                // no slot: waits
+  f.sched.set_paused(a, true, t0);
+  StepPlan p = f.step(t0 + 99ms);
+  EXPECT_TRUE(p.empty());
+  EXPECT_TRUE(p.pause_preempted.empty());
+  f.sched.set_paused(a, true, t0 + 99ms);        // still paused: the clock is not restarted
+  p = f.step(t0 + 100ms);
+  // a leaves the batch; its slot goes to b in the same step.
+  EXPECT_EQ(p.pause_preempted, std::vector<SeqId>{a});
+  EXPECT_TRUE(p.preempted.empty());
+  EXPECT_EQ(items(p), (std::vector<Item>{{b, 0, 3, true}}));
+  EXPECT_EQ(sa.state, SeqState::kWaiting);
+  EXPECT_EQ(sa.n_computed, 0);
+  EXPECT_EQ(sa.blocks.n_blocks(), 0);
+  EXPECT_EQ(sa.tokens, tokens_before);           // nothing generated is lost
+  EXPECT_EQ(sa.n_pause_preemptions, 1);
+  EXPECT_EQ(f.pool.n_cached(), 3);               // its full blocks stay findable
+  EXPECT_EQ(f.sched.stats().n_pause_preemptions, 1);
+  EXPECT_EQ(f.sched.stats().n_preemptions, 0);
+  f.sched.finish(b);
+  // A free slot, but its client is still behind: not readmitted.
+  p = f.step(t0 + 200ms);
+  EXPECT_TRUE(p.admitted.empty());
+  EXPECT_TRUE(p.empty());
+  // The client caught up: back with its 12 cached tokens; only the 13th is recomputed.
+  f.sched.set_paused(a, false, t0 + 300ms);
+  p = f.step(t0 + 300ms);
+  EXPECT_EQ(p.admitted, std::vector<SeqId>{a});
+  EXPECT_EQ(items(p), (std::vector<Item>{{a, 12, 1, true}}));
+  EXPECT_EQ(std::vector<BlockId>(sa.blocks.table().begin(), sa.blocks.table().begin() + 3), table_before);
+  EXPECT_EQ(sa.n_tokens(), 14);
+  EXPECT_EQ(sa.n_cached_prompt, 0) << "the first admission's count, not the resume's";
+}
+
+TEST(Scheduler, UnpausingRestartsThePauseClockAndZeroMaxPauseNeverPreempts) {
+  using namespace std::chrono_literals;
+  const auto t0 = std::chrono::steady_clock::time_point{} + 1h;
+  Fixture f({.block_size = 4, .n_blocks = 8}, {.max_step_tokens = 512, .max_pause = 100ms});
+  const SeqId a = f.submit(3);
+  f.step(t0);
+  f.sched.set_paused(a, true, t0);
+  f.sched.set_paused(a, false, t0 + 50ms);
+  f.step(t0 + 50ms);
+  f.sched.set_paused(a, true, t0 + 60ms);
+  EXPECT_TRUE(f.step(t0 + 159ms).pause_preempted.empty());
+  EXPECT_EQ(f.step(t0 + 160ms).pause_preempted, std::vector<SeqId>{a});
+
+  Fixture never({.block_size = 4, .n_blocks = 8}, {.max_step_tokens = 512});
+  const SeqId c = never.submit(3);
+  never.step(t0);
+  never.sched.set_paused(c, true, t0);
+  EXPECT_TRUE(never.step(t0 + 24h).pause_preempted.empty());
+  EXPECT_EQ(never.sched.sequence(c).state, SeqState::kRunning);
+  EXPECT_EQ(never.sched.sequence(c).blocks.n_blocks(), 1);
+}
+
 TEST(Scheduler, PrefixCacheHitsSkipComputedTokensAndCountAsCached) {
   Fixture f({.block_size = 4, .n_blocks = 16}, {.max_step_tokens = 512});
   const std::vector<int32_t> prompt = tokens(9, 1);
@@ -378,7 +448,7 @@ void check_pool_against_tables(const Scheduler& sched, const BlockPool& pool) {
 // What the random schedules exercised, summed over seeds (so the test cannot pass vacuously).
 struct Coverage {
   int64_t n_steps = 0, n_preemptions = 0, n_hit_blocks = 0, n_evictions = 0, n_cancelled = 0,
-          n_partial_chunks = 0, n_rejected = 0;
+          n_partial_chunks = 0, n_rejected = 0, n_pause_preemptions = 0;
 };
 
 void run_random_schedules(uint32_t seed, Coverage& cov) {
@@ -393,11 +463,13 @@ void run_random_schedules(uint32_t seed, Coverage& cov) {
                            .prefix_caching = chance(0.8)};
   const SchedulerConfig sc{.max_step_tokens = uniform(1, 48),
                            .max_running = uniform(1, 8),
-                           .max_prefill_chunk = chance(0.5) ? 0 : uniform(1, 16)};
+                           .max_prefill_chunk = chance(0.5) ? 0 : uniform(1, 16),
+                           .max_pause = std::chrono::milliseconds(chance(0.5) ? 0 : uniform(1, 6))};
   SCOPED_TRACE(testing::Message() << "seed " << seed << " block_size " << pc.block_size
                                   << " n_blocks " << pc.n_blocks << " budget "
                                   << sc.max_step_tokens << " max_running " << sc.max_running
-                                  << " chunk " << sc.max_prefill_chunk);
+                                  << " chunk " << sc.max_prefill_chunk << " max_pause_ms "
+                                  << std::chrono::duration_cast<std::chrono::milliseconds>(sc.max_pause).count());
   BlockPool pool(pc);
   Scheduler sched(sc, pool);
   const int32_t capacity = pc.block_size * pc.n_blocks;
@@ -410,6 +482,8 @@ void run_random_schedules(uint32_t seed, Coverage& cov) {
   }
   std::map<SeqId, FakeSeq> live;
   std::set<SeqId> cancelled;
+  // A fake clock: each step takes 1 ms.
+  auto now = std::chrono::steady_clock::time_point{} + std::chrono::hours(1);
   int64_t n_finished = 0, n_submitted = 0;
 
   auto submit_one = [&] {
@@ -437,10 +511,18 @@ void run_random_schedules(uint32_t seed, Coverage& cov) {
   };
 
   auto run_step = [&](bool allow_random_events) {
-    StepPlan plan = sched.schedule();
+    now += std::chrono::milliseconds(1);
+    StepPlan plan = sched.schedule(now);
     for (SeqId id : plan.cancelled) {
       ASSERT_TRUE(cancelled.contains(id));
       live.erase(id);
+    }
+    for (SeqId id : plan.pause_preempted) {
+      const Sequence& s = sched.sequence(id);
+      ASSERT_TRUE(s.paused);
+      ASSERT_EQ(s.state, SeqState::kWaiting);
+      ASSERT_EQ(s.blocks.n_blocks(), 0);
+      ASSERT_GE(now - s.paused_since, sc.max_pause);
     }
     ASSERT_LE(plan.n_tokens, sc.max_step_tokens);
     ASSERT_LE(static_cast<int32_t>(plan.items.size()), sc.max_running);
@@ -508,7 +590,7 @@ void run_random_schedules(uint32_t seed, Coverage& cov) {
     }
     if (!live.empty() && chance(0.1)) {
       auto it = std::next(live.begin(), uniform(0, static_cast<int32_t>(live.size()) - 1));
-      sched.set_paused(it->first, chance(0.5));
+      sched.set_paused(it->first, chance(0.5), now);
     }
     run_step(/*allow_random_events=*/true);
     if (testing::Test::HasFatalFailure()) return;
@@ -527,6 +609,7 @@ void run_random_schedules(uint32_t seed, Coverage& cov) {
   EXPECT_EQ(pool.n_free() + pool.n_cached(), pool.n_blocks());
   EXPECT_EQ(n_finished + static_cast<int64_t>(cancelled.size()), n_submitted);
   cov.n_preemptions += sched.stats().n_preemptions;
+  cov.n_pause_preemptions += sched.stats().n_pause_preemptions;
   cov.n_hit_blocks += pool.stats().n_hit_blocks;
   cov.n_evictions += pool.stats().n_evictions;
 }
@@ -544,9 +627,10 @@ TEST(SchedulerProperty, RandomSchedulesKeepEveryInvariantAndFinishEverything) {
   EXPECT_GT(cov.n_cancelled, 1000);
   EXPECT_GT(cov.n_partial_chunks, 1000);
   EXPECT_GT(cov.n_rejected, 10);
+  EXPECT_GT(cov.n_pause_preemptions, 100);
   std::printf("steps %ld preemptions %ld hit blocks %ld evictions %ld cancelled %ld partial %ld "
-              "rejected %ld\n", cov.n_steps, cov.n_preemptions, cov.n_hit_blocks, cov.n_evictions,
-              cov.n_cancelled, cov.n_partial_chunks, cov.n_rejected);
+              "rejected %ld pause preemptions %ld\n", cov.n_steps, cov.n_preemptions, cov.n_hit_blocks,
+              cov.n_evictions, cov.n_cancelled, cov.n_partial_chunks, cov.n_rejected, cov.n_pause_preemptions);
 }
 
 }  // namespace
