@@ -192,6 +192,10 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
   opts.n_prompt_tokens = prepared.value().n_prompt_tokens;
   opts.ping_interval = config_.sse_ping_interval;
   opts.tools = prepared.value().tools;
+  // KV-aware admission: a 400 kv_cache_overflow, or a lower max_tokens.
+  if (std::optional<ApiError> e = admit_kv(req, key_id, chat, stats, prepared.value(), opts)) {
+    return send_error(req, *res, route, *e, &timing);
+  }
   std::unique_ptr<EventFormatter> formatter = make_formatter(prepared.value());
   const bool validate = is_validate_mode(req);
   if (validate) {
@@ -242,6 +246,33 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
   };
   GenerationSession::start(*engine_, std::move(prepared.value().request), std::move(opts), std::move(formatter),
                            std::move(res));
+}
+
+std::optional<ApiError> ApiService::admit_kv(const http::HttpRequest& req, const std::string& key_id,
+                                             const ChatRequest& chat, const EngineStats& stats, Prepared& p,
+                                             SessionOptions& opts) {
+  Request& r = p.request;
+  const bool dry_run = is_validate_mode(req);
+  const limits::KvAdmissionDecision kv = kv_admission_.decide(
+      {.tenant = key_id.empty() ? std::string_view(r.tenant) : std::string_view(key_id),
+       .n_prompt = p.n_prompt_tokens, .max_tokens = r.stop.max_tokens, .requested = chat.max_tokens,
+       .dry_run = dry_run},
+      limits::kv_snapshot(stats), std::chrono::steady_clock::now());
+  if (!kv.status.ok()) {
+    ApiError e = from_status(kv.status);
+    e.param = "max_tokens";
+    return e;
+  }
+  r.stop.max_tokens = static_cast<int32_t>(kv.max_tokens);
+  if (kv.clamped) opts.max_tokens_clamped = true;  // the cache bounds it as the window would
+  if (kv.degraded != limits::KvDegrade::kNone) {
+    opts.max_tokens_clamped = false;  // the lowered max_tokens ends it: stop reason max_tokens
+    if (!dry_run) metrics_.on_degraded(kv.degraded);
+    opts.head_headers.push_back([n = kv.max_tokens](const Usage&, std::vector<http::Header>& headers) {
+      headers.emplace_back("x-engine-degraded", "max_tokens=" + std::to_string(n));
+    });
+  }
+  return std::nullopt;
 }
 
 void ApiService::handle_messages(http::HttpRequest& req, std::shared_ptr<http::Responder> res) {

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <string>
 #include <vector>
 
 #include "engine/kv_cache.h"
@@ -246,6 +248,27 @@ TEST(KvAdmissionDecay, MemoryIsBoundedByMaxTenants) {
   }
   EXPECT_EQ(adm.n_tenants(), 8u);
   EXPECT_EQ(adm.halvings("t99"), 2);
+}
+
+// The cost of one decision on the request path, printed (never asserted):
+// with degrade on, under pressure, 1000 degraded tenants in the table.
+TEST(KvAdmissionCost, PrintsTheCostOfOneDecision) {
+  KvAdmission adm({.degrade = true, .restore_interval = milliseconds(1000)});
+  std::vector<std::string> tenants;
+  for (int i = 0; i < 1000; ++i) tenants.push_back("key:" + std::to_string(i));
+  const int n = 200'000;
+  int64_t granted = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) {
+    const KvSnapshot kv = big_kv(i % 2 ? 99 : 50);  // pressure on and off: the table fills and restores
+    granted += adm.decide({.tenant = tenants[i % tenants.size()], .n_prompt = 100, .max_tokens = 1024,
+                           .requested = 1024},
+                          kv, Clock::time_point{} + milliseconds(i))
+                   .max_tokens;
+  }
+  const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / n;
+  std::printf("kv admission: %.0f ns per decision (%d decisions, %zu tenants remembered)\n", ns, n, adm.n_tenants());
+  EXPECT_GT(granted, 0);
 }
 
 }  // namespace
