@@ -1,5 +1,6 @@
 #include "api/service.h"
 
+#include <algorithm>
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 #include <cstdio>
@@ -323,8 +324,11 @@ boost::json::object ApiService::model_object() const {
                         {"created", config_.model_created_unix},
                         {"owned_by", "zerolayer"}};
   if (stats.n_ctx > 0) {
-    m["max_input_tokens"] = stats.n_ctx - 1;
-    m["max_tokens"] = stats.n_ctx - 1;
+    // One sequence's room: the window, or a KV cache smaller than it (--kv-size).
+    const std::optional<int64_t> kv_fit = limits::kv_max_tokens_fit(limits::kv_snapshot(stats), 1);
+    const int64_t room = kv_fit ? std::min(stats.n_ctx - 1, *kv_fit) : stats.n_ctx - 1;
+    m["max_input_tokens"] = room;
+    m["max_tokens"] = room;
   }
   return m;
 }

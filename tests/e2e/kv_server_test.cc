@@ -224,6 +224,32 @@ TEST(KvServer, DegradeAdmitsWithTheFitAndSaysSo) {
   EXPECT_EQ(metric(port, "engine_degraded_requests_total", {{"reason", "kv_pressure"}}), 0);
 }
 
+TEST(KvServer, ValidateModeRunsTheSameCheckAndCountsNothing) {
+  REQUIRE_MODEL();
+  const int64_t fit = kKvTokens - count_tokens(strict_port(), kPrompt);
+  HttpReply r = fetch(strict_port(), "POST", "/v1/messages", anthropic_body(kPrompt, R"("max_tokens":200)"),
+                      {"X-Engine-Mode: validate"});
+  ASSERT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(str(parse_obj(r.body), {"error", "detail", "reason"}), "kv_cache_overflow");
+  // With --degrade: validated, with the grant it would get, not counted.
+  const int port = degrade_port();
+  const double before = metric(port, "engine_degraded_requests_total", {{"reason", "kv_cache_overflow"}});
+  r = fetch(port, "POST", "/v1/messages", anthropic_body(kPrompt, R"("max_tokens":200)"), {"X-Engine-Mode: validate"},
+            60000);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(str(parse_obj(r.body), {"status"}), "validated");
+  EXPECT_EQ(num(parse_obj(r.body), {"max_tokens_fit"}), fit);
+  EXPECT_EQ(r.header("x-engine-degraded"), "max_tokens=" + std::to_string(fit));
+  EXPECT_EQ(metric(port, "engine_degraded_requests_total", {{"reason", "kv_cache_overflow"}}), before);
+}
+
+TEST(KvServer, ModelsListTheRoomOfOneSequence) {
+  REQUIRE_MODEL();
+  HttpReply r = fetch(strict_port(), "GET", "/v1/models");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find("\"max_tokens\":" + std::to_string(kKvTokens - 1)), std::string::npos) << r.body;
+}
+
 // ---- Decay under pressure, on the fake engine ----
 
 TEST(KvServer, PressureHalvesTheGrantsOfTheTenantThatOverflows) {
