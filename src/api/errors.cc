@@ -50,7 +50,7 @@ constexpr std::array<ReasonRow, kNumErrorReasons> kReasons = {{
     {R::kInvalidToolCall, T::kApi, "invalid_tool_call"},
     {R::kOverloaded, T::kOverloaded, "overloaded"},
     {R::kQueueTimeout, T::kOverloaded, "queue_timeout"},
-    {R::kKvCacheOverflow, T::kOverloaded, "kv_cache_overflow"},
+    {R::kKvCacheOverflow, T::kInvalidRequest, "kv_cache_overflow"},  // 400: can never fit (limits/kv_admission.h)
     {R::kEngineShuttingDown, T::kOverloaded, "engine_shutting_down"},
     {R::kCancelled, T::kOverloaded, "cancelled"},
     {R::kClientGone, T::kInvalidRequest, "client_gone"},  // never sent: logged as 499

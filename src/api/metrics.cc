@@ -101,6 +101,14 @@ ApiMetrics::ApiMetrics(obs::ServerMetrics* metrics, MetricsOptions options)
       errors_[a][e] = &rejected.counter({api, std::string(error_reason_name(static_cast<ErrorReason>(e)))});
     }
   }
+  obs::Family& degraded = r.add("engine_degraded_requests_total",
+                                "Requests admitted with a lower max_tokens than asked (--degrade max-tokens): "
+                                "kv_cache_overflow (could never fit the KV cache), kv_pressure (the tenant's "
+                                "grants are halved under KV pressure)",
+                                MetricType::kCounter, {"reason"});
+  for (limits::KvDegrade d : {limits::KvDegrade::kKvCacheOverflow, limits::KvDegrade::kKvPressure}) {
+    degraded_[static_cast<size_t>(d)] = &degraded.counter({std::string(limits::kv_degrade_name(d))});
+  }
   if (options_.vllm_compat) {
     const std::vector<std::string> model{options_.model_name};
     vllm_running_ = &r.add("vllm:num_requests_running", "vLLM-compatible alias of engine_requests_running",
@@ -138,6 +146,10 @@ void ApiMetrics::on_tool_calls(ApiKind api, int n_calls, const std::array<int, k
   for (size_t f = 0; f < n_fallbacks.size(); ++f) {
     if (n_fallbacks[f] > 0) tool_fallbacks_[a][f]->add(n_fallbacks[f]);
   }
+}
+
+void ApiMetrics::on_degraded(limits::KvDegrade reason) {
+  if (obs::Counter* c = degraded_[static_cast<size_t>(reason)]) c->add();
 }
 
 void ApiMetrics::on_error(ApiKind api, ErrorReason reason) {

@@ -14,6 +14,7 @@
 #include "api/tool_calls.h"
 #include "core/error_reason.h"
 #include "engine/request.h"
+#include "limits/kv_admission.h"
 #include "obs/engine_metrics.h"
 #include "obs/metrics.h"
 
@@ -53,6 +54,8 @@ class ApiMetrics {
   // One error answer (an HTTP error, or an SSE error event after a 200, or
   // a client that left: kClientGone), by API and reason.
   void on_error(ApiKind api, ErrorReason reason);
+  // A request admitted with a lower max_tokens (engine_degraded_requests_total{reason}).
+  void on_degraded(limits::KvDegrade reason);
   // The exposition: the engine's state is copied into the gauges first.
   std::string render(const EngineStats& engine);
 
@@ -69,6 +72,7 @@ class ApiMetrics {
   std::array<obs::Counter*, kNumApis> tool_calls_{};
   std::array<std::array<obs::Counter*, kNumToolFallbacks>, kNumApis> tool_fallbacks_{};
   std::array<std::array<obs::Counter*, kNumErrorReasons>, kNumApis> errors_{};
+  std::array<obs::Counter*, 3> degraded_{};  // by limits::KvDegrade (kNone unused)
   obs::Histogram& ttft_;
   obs::Histogram& e2e_;
   // Gauges and mirrored counters set from EngineStats at render().

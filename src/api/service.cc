@@ -1,5 +1,6 @@
 #include "api/service.h"
 
+#include <algorithm>
 #include <boost/json/object.hpp>
 #include <boost/json/serialize.hpp>
 #include <cstdio>
@@ -192,6 +193,10 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
   opts.n_prompt_tokens = prepared.value().n_prompt_tokens;
   opts.ping_interval = config_.sse_ping_interval;
   opts.tools = prepared.value().tools;
+  // KV-aware admission: a 400 kv_cache_overflow, or a lower max_tokens.
+  if (std::optional<ApiError> e = admit_kv(req, key_id, chat, stats, prepared.value(), opts)) {
+    return send_error(req, *res, route, *e, &timing);
+  }
   std::unique_ptr<EventFormatter> formatter = make_formatter(prepared.value());
   const bool validate = is_validate_mode(req);
   if (validate) {
@@ -263,6 +268,33 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
                            std::move(opts), std::move(formatter), std::move(res));
 }
 
+std::optional<ApiError> ApiService::admit_kv(const http::HttpRequest& req, const std::string& key_id,
+                                             const ChatRequest& chat, const EngineStats& stats, Prepared& p,
+                                             SessionOptions& opts) {
+  Request& r = p.request;
+  const bool dry_run = is_validate_mode(req);
+  const limits::KvAdmissionDecision kv = kv_admission_.decide(
+      {.tenant = key_id.empty() ? std::string_view(r.tenant) : std::string_view(key_id),
+       .n_prompt = p.n_prompt_tokens, .max_tokens = r.stop.max_tokens, .requested = chat.max_tokens,
+       .dry_run = dry_run},
+      limits::kv_snapshot(stats), std::chrono::steady_clock::now());
+  if (!kv.status.ok()) {
+    ApiError e = from_status(kv.status);
+    e.param = "max_tokens";
+    return e;
+  }
+  r.stop.max_tokens = static_cast<int32_t>(kv.max_tokens);
+  if (kv.clamped) opts.max_tokens_clamped = true;  // the cache bounds it as the window would
+  if (kv.degraded != limits::KvDegrade::kNone) {
+    opts.max_tokens_clamped = false;  // the lowered max_tokens ends it: stop reason max_tokens
+    if (!dry_run) metrics_.on_degraded(kv.degraded);
+    opts.head_headers.push_back([n = kv.max_tokens](const Usage&, std::vector<http::Header>& headers) {
+      headers.emplace_back("x-engine-degraded", "max_tokens=" + std::to_string(n));
+    });
+  }
+  return std::nullopt;
+}
+
 void ApiService::handle_messages(http::HttpRequest& req, std::shared_ptr<http::Responder> res) {
   const std::string route = "/v1/messages";
   const std::optional<std::string> key_id = authorize(req, *res, route);
@@ -311,8 +343,11 @@ boost::json::object ApiService::model_object() const {
                         {"created", config_.model_created_unix},
                         {"owned_by", "zerolayer"}};
   if (stats.n_ctx > 0) {
-    m["max_input_tokens"] = stats.n_ctx - 1;
-    m["max_tokens"] = stats.n_ctx - 1;
+    // One sequence's room: the window, or a KV cache smaller than it (--kv-size).
+    const std::optional<int64_t> kv_fit = limits::kv_max_tokens_fit(limits::kv_snapshot(stats), 1);
+    const int64_t room = kv_fit ? std::min(stats.n_ctx - 1, *kv_fit) : stats.n_ctx - 1;
+    m["max_input_tokens"] = room;
+    m["max_tokens"] = room;
   }
   return m;
 }

@@ -34,6 +34,7 @@
 #include "engine/request.h"
 #include "http/router.h"
 #include "limits/response_cache.h"
+#include "limits/kv_admission.h"
 #include "obs/trace_exporter.h"
 
 namespace zl::api {
@@ -61,6 +62,8 @@ struct ApiConfig {
   // --response-cache-mb (limits/response_cache.h): answers to greedy or
   // seeded requests replayed from memory; none: off.
   std::shared_ptr<limits::ResponseCache> response_cache;
+  // KV-aware admission: --degrade max-tokens, --kv-high-watermark (limits/kv_admission.h).
+  limits::KvAdmissionConfig kv_admission;
 };
 
 class ApiService {
@@ -104,6 +107,11 @@ class ApiService {
   void generate(const http::HttpRequest& req, std::shared_ptr<http::Responder> res, const std::string& route,
                 const std::string& key_id, ChatRequest chat, ServerTiming timing,
                 const FormatterFactory& make_formatter);
+  // KV-aware admission (limits/kv_admission.h) of a prepared request, per API
+  // key (else per tenant): the 400 kv_cache_overflow to send, or none after
+  // setting the granted max_tokens (and x-engine-degraded when lowered).
+  std::optional<ApiError> admit_kv(const http::HttpRequest& req, const std::string& key_id, const ChatRequest& chat,
+                                   const EngineStats& stats, Prepared& p, SessionOptions& opts);
   boost::json::object model_object() const;  // /v1/models entry (both SDKs)
 
   ApiConfig config_;
@@ -113,6 +121,7 @@ class ApiService {
   std::shared_ptr<obs::ServerMetrics> metrics_root_;  // declared before metrics_, which registers in it
   ApiMetrics metrics_;
   std::function<void()> on_scrape_;
+  limits::KvAdmission kv_admission_{config_.kv_admission};
   std::mutex ready_mu_;
   int64_t last_steps_ = -1;
   std::chrono::steady_clock::time_point last_step_change_ = std::chrono::steady_clock::now();

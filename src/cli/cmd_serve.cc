@@ -74,7 +74,7 @@ std::vector<FlagSpec> serve_flags() {
       {"threads", true, "compute threads (default: one per core)"},
       {"ctx", true, "context window per sequence in tokens (default: the model's)"},
       {"parallel", true, "sequences decoded at once (default 4)"},
-      {"kv-size", true, "KV cache size in tokens, shared by all sequences (default: ctx x parallel, at most half the free memory)"},
+      {"kv-size", true, "KV cache size in tokens, shared by all sequences (default: ctx x parallel, at most half the free memory, at least ctx; below ctx, long requests get 400 kv_cache_overflow)"},
       {"kv-type", true, "KV cache type: f16 (default) or f32"},
       {"batch-tokens", true, "token budget of one engine step: prefill chunks + decodes (default 512)"},
       {"model-alias", true, "model id listed by /v1/models (default: the model file's name)"},
@@ -102,8 +102,8 @@ std::vector<FlagSpec> serve_flags() {
       {"max-queue-tokens", true, "prompt tokens waiting at most (default 0: unlimited)"},
       {"queue-timeout-ms", true, "longest wait for a batch slot; then 529/503 queue_timeout (default 0: unlimited)"},
       {"max-pause-ms", true, "preempt a stream whose client stops reading for this long (default 0: never)"},
-      {"degrade", true, "max-tokens: admit a request that overflows the KV cache with max_tokens lowered (default none)"},
-      {"kv-high-watermark", true, "KV cache usage above this fraction is pressure (default 0.9)"},
+      {"degrade", true, "max-tokens: admit a request that overflows the KV cache with max_tokens lowered, and halve the grants of keys that overflow under KV pressure (x-engine-degraded; default none)"},
+      {"kv-high-watermark", true, "KV cache usage above this fraction is pressure for --degrade (default 0.9)"},
       {"redis", true, "redis://HOST:PORT[/DB]: keep quota buckets in Redis, shared by replicas"},
       {"redis-fail", true, "when Redis is unreachable: open (local buckets, default) or closed (503)"},
       {"response-cache-mb", true, "exact-match cache of greedy/seeded answers, in MiB (default 0: off)"},
@@ -175,6 +175,7 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
     api_cfg.response_cache = std::make_shared<limits::ResponseCache>(static_cast<size_t>(cfg.response_cache_mb) << 20,
                                                                      &metrics->registry);
   }
+  api_cfg.kv_admission = {.degrade = cfg.degrade == "max-tokens", .high_watermark = cfg.kv_high_watermark};
   api::ApiService service(api_cfg, b.engine.get(), b.codec.get());
   http::Router router;
   service.register_routes(router);

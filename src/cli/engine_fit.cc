@@ -1,5 +1,6 @@
 #include "cli/engine_fit.h"
 
+#include "core/log.h"
 #include "core/memory.h"
 
 namespace zl::cli {
@@ -14,10 +15,10 @@ std::string join(std::initializer_list<std::string> parts, const std::string& fa
   return out.empty() ? fallback : out;
 }
 
-// The source of the KV cache's size: an explicit size unless one full
-// context (which the cache always holds) is larger.
+// The source of the KV cache's size: an explicit size (kept as given, even
+// below one context), else the context that the default size derives from.
 std::string kv_source(const EngineConfig& c, const EngineSizeSources& s, int64_t requested_kv) {
-  if (!s.kv_size.empty() && requested_kv >= c.n_ctx) return s.kv_size;
+  if (!s.kv_size.empty() && requested_kv > 0) return s.kv_size;
   if (!s.ctx.empty()) return s.ctx;
   return "the model's context window (" + std::to_string(c.n_ctx) + " tokens)";
 }
@@ -51,6 +52,11 @@ Result<std::unique_ptr<Engine>> create_engine(const Model& model, const Tokenize
                                               std::shared_ptr<const PackedWeights> weights) {
   const EngineConfig resolved = resolve_engine_config(model.config, config);
   RETURN_IF_ERROR(check_fits(model.config, config, resolved, sources));
+  if (resolved.n_kv_tokens < resolved.n_ctx) {
+    log::warn("the KV cache holds less than one context window: a request whose prompt + max_tokens needs more "
+              "gets 400 kv_cache_overflow (or, with --degrade max-tokens, a lower max_tokens)",
+              {{"n_kv_tokens", resolved.n_kv_tokens}, {"n_ctx", resolved.n_ctx}});
+  }
   return Engine::create(model, tokenizer, resolved, std::move(weights));  // resolving again changes nothing
 }
 

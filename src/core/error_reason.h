@@ -58,7 +58,8 @@ enum class ErrorReason : uint8_t {
   // 529 overloaded_error
   kOverloaded,             // load shedding (the queue is full); numbers: retry_after_ms
   kQueueTimeout,           // waited in the queue past --queue-timeout-ms; numbers: retry_after_ms
-  kKvCacheOverflow,        // the request cannot get the KV blocks it needs; numbers: n_prompt_tokens, max_tokens_fit
+  kKvCacheOverflow,        // 400 invalid_request_error (not 529): prompt + max_tokens can never fit the KV cache
+                           // for one sequence; numbers: n_prompt_tokens, max_tokens, max_tokens_fit
   kEngineShuttingDown,     // submitted to, or still running in, an engine that is stopping
   kCancelled,              // the server cancelled the request while its client was there
   // Not sent: the client left before the answer (HTTP 499 in logs and metrics).

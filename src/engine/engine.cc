@@ -78,15 +78,17 @@ EngineConfig resolve_engine_config(const ModelConfig& model, EngineConfig c) {
   if (c.n_kv_tokens <= 0) {
     // Saturated: an absurd n_ctx must reach Engine::create's checks, not overflow.
     c.n_kv_tokens = c.n_ctx > INT64_MAX / 4 / c.max_seqs ? INT64_MAX / 4 : c.n_ctx * c.max_seqs;
-    // Never take more than half of the memory available now.
+    // Never take more than half of the memory available now, but always one full context.
     if (const uint64_t available = available_memory_bytes(); available != UINT64_MAX) {
       const double budget = 0.5 * static_cast<double>(available);
       const int64_t fit = static_cast<int64_t>(budget / KvStorage::bytes_per_token(model, c.kv_type));
       c.n_kv_tokens = std::min(c.n_kv_tokens, std::max<int64_t>(fit, c.n_ctx));
     }
   }
-  // Whole blocks, and at least one full context.
-  c.n_kv_tokens = std::min(std::max(c.n_kv_tokens, c.n_ctx), INT64_MAX / 4);
+  // Whole blocks, at least kMinKvBlocks. An explicit size may hold less than
+  // one context (as a llama.cpp slot may): a sequence that could not fit the
+  // whole cache is then refused with kv_cache_overflow (Scheduler::submit).
+  c.n_kv_tokens = std::min(std::max(c.n_kv_tokens, int64_t{kMinKvBlocks} * c.block_size), INT64_MAX / 4);
   c.n_kv_tokens = (c.n_kv_tokens + c.block_size - 1) / c.block_size * c.block_size;
   return c;
 }

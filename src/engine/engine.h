@@ -54,7 +54,7 @@ namespace zl {
 struct EngineConfig {
   int64_t n_ctx = 0;             // per-sequence context window; 0: min(training context, 4096)
   int32_t max_seqs = 0;          // sequences in one batch at most; 0: 16
-  int64_t n_kv_tokens = 0;       // KV cache capacity in tokens; 0: n_ctx × max_seqs, capped by memory
+  int64_t n_kv_tokens = 0;       // KV cache capacity in tokens; 0: n_ctx × max_seqs, capped by memory (>= n_ctx)
   int32_t block_size = 16;       // tokens per KV block
   int32_t max_step_tokens = 512; // token budget of one step
   KvType kv_type = KvType::kF16;
@@ -78,7 +78,13 @@ struct EngineConfig {
   obs::EngineSink* obs_sink = nullptr;
 };
 
+// The smallest KV cache, in blocks, whatever the settings ask.
+inline constexpr int32_t kMinKvBlocks = 4;
+
 // Resolves the zero defaults of `config` for `model` (and free memory).
+// The default KV size (n_kv_tokens 0) holds at least one full context; an
+// explicit one is kept as given (rounded up to whole blocks, at least
+// kMinKvBlocks), even below n_ctx. Idempotent.
 EngineConfig resolve_engine_config(const ModelConfig& model, EngineConfig config);
 
 // What an engine with a resolved config allocates, saturating at UINT64_MAX

@@ -27,7 +27,8 @@ Result<SeqId> Scheduler::submit(SequenceSpec spec) {
                                   " KV blocks, the cache has " + std::to_string(pool_.n_blocks()),
                               {.reason = ErrorReason::kKvCacheOverflow,
                                .numbers = {.n_prompt_tokens = n_prompt,
-                                           .max_tokens_fit = std::max<int64_t>(0, capacity - n_prompt)}});
+                                           .max_tokens_fit = std::max<int64_t>(0, capacity - n_prompt),
+                                           .max_tokens = spec.max_total_tokens - n_prompt}});
   }
   auto seq = std::make_unique<Sequence>();
   seq->id = next_id_++;

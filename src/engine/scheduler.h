@@ -155,7 +155,8 @@ class Scheduler {
 
   // Queues a sequence. Errors: invalid_argument (empty prompt, max_total_tokens below the
   // prompt length), resource_exhausted "kv_cache_overflow" (max_total_tokens could not fit the
-  // whole pool). O(log waiting).
+  // whole pool; numbers n_prompt_tokens, max_tokens = max_total_tokens - prompt, max_tokens_fit =
+  // pool tokens - prompt, at least 0: limits/kv_admission.h does the same check first). O(log waiting).
   Result<SeqId> submit(SequenceSpec spec);
 
   // Marks a sequence cancelled; the next schedule() removes it (and reports it in

@@ -182,9 +182,10 @@ EngineStats FakeEngine::stats() const {
   }
   s.n_ctx = config_.n_ctx;
   s.n_steps = n_steps_.load();
-  s.n_kv_blocks_total = 1024;
   s.kv_block_size = 16;
-  s.n_kv_blocks_used = std::min<int64_t>(s.n_running * 4, 1024);
+  const int64_t kv_tokens = config_.kv_tokens > 0 ? config_.kv_tokens : std::max<int64_t>(16384, config_.n_ctx);
+  s.n_kv_blocks_total = (kv_tokens + 15) / 16;
+  s.n_kv_blocks_used = std::min(n_kv_blocks_used_.load(), s.n_kv_blocks_total);
   s.n_prompt_tokens_total = n_prompt_total_.load();
   s.n_generated_tokens_total = n_generated_total_.load();
   return s;
@@ -208,6 +209,9 @@ void FakeEngine::loop() {
     n_steps_.fetch_add(1);
     std::erase_if(running, [&](const std::unique_ptr<Seq>& s) { return !step(*s); });
     n_running_.store(static_cast<int64_t>(running.size()));
+    int64_t n_blocks = 0;
+    for (const auto& s : running) n_blocks += (s->usage.n_prompt_tokens + s->usage.n_generated_tokens + 15) / 16;
+    n_kv_blocks_used_.store(n_blocks);
     std::this_thread::sleep_for(config_.step_time);
   }
   // Shutdown: whatever is left is cancelled.

@@ -80,6 +80,10 @@ class FakeCodec final : public api::PromptCodec {
 struct FakeEngineConfig {
   int64_t n_ctx = 4096;
   std::chrono::microseconds step_time{2000};
+  // The KV cache that stats() reports, in tokens (blocks of 16); 0: 16384
+  // or one context if larger. Used blocks: each running request's prompt +
+  // generated tokens, in whole blocks (nothing is refused for want of them).
+  int64_t kv_tokens = 0;
 };
 
 class FakeEngine final : public EngineApi {
@@ -108,6 +112,7 @@ class FakeEngine final : public EngineApi {
   std::atomic<int64_t> n_prompt_total_{0};
   std::atomic<int64_t> n_generated_total_{0};
   std::atomic<int64_t> n_cancelled_{0};
+  std::atomic<int64_t> n_kv_blocks_used_{0};
   std::thread thread_;
 };
 

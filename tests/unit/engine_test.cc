@@ -196,6 +196,30 @@ TEST(Engine, PreemptionUnderMemoryPressureKeepsResultsExact) {
   EXPECT_GT((*engine)->stats().n_preemptions, 0);
 }
 
+// A KV cache smaller than the window (an explicit --kv-size): the scheduler
+// refuses what could never fit, with the numbers the API layer also computes
+// (limits/kv_admission.h), and takes exactly what fits.
+TEST(Engine, AKvCacheBelowTheWindowRefusesWhatCanNeverFit) {
+  Loaded l = load_shared("stories260K");
+  if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/stories260K.gguf not found";
+  EngineConfig cfg{.n_ctx = 256, .max_seqs = 2, .n_kv_tokens = 64, .block_size = 16, .n_threads = 1};
+  auto engine = Engine::create(*l.model, *l.tokenizer, cfg);
+  ASSERT_TRUE(engine.ok()) << engine.status().message();
+  EXPECT_EQ((*engine)->stats().n_kv_blocks_total, 4);
+  std::mt19937 rng(3);
+  const std::vector<int32_t> prompt = random_prompt(rng, 10, 512);
+  Outcome o = collect(*(*engine)->submit(greedy(prompt, 100)));
+  ASSERT_EQ(o.last.kind, EventKind::kError);
+  EXPECT_EQ(o.last.error.reason(), ErrorReason::kKvCacheOverflow);
+  ASSERT_NE(o.last.error.detail(), nullptr);
+  EXPECT_EQ(o.last.error.detail()->numbers.n_prompt_tokens, 10);
+  EXPECT_EQ(o.last.error.detail()->numbers.max_tokens, 100);
+  EXPECT_EQ(o.last.error.detail()->numbers.max_tokens_fit, 54);
+  o = collect(*(*engine)->submit(greedy(prompt, 54)));
+  EXPECT_EQ(o.last.kind, EventKind::kFinish);
+  EXPECT_EQ(o.ids.size(), 54u);
+}
+
 TEST(Engine, CancelReturnsEveryBlock) {
   Loaded l = load_shared("stories260K");
   if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/stories260K.gguf not found";

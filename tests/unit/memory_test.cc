@@ -132,5 +132,19 @@ TEST(Memory, EngineMemorySaturatesOnAbsurdSettings) {
   EXPECT_EQ(ModelRunner::step_bytes(m, 16, 3) - ModelRunner::step_bytes(m, 16, 1), 2u * 4 * 512);
 }
 
+TEST(Memory, AnExplicitKvSizeMayHoldLessThanOneContext) {
+  const ModelConfig m = small_model();
+  // The default holds at least one context whatever the memory.
+  EngineConfig d = resolve_engine_config(m, EngineConfig{.n_ctx = 256, .max_seqs = 1, .n_kv_tokens = 0});
+  EXPECT_GE(d.n_kv_tokens, 256);
+  // An explicit size is kept, in whole blocks, even below n_ctx.
+  EngineConfig c = resolve_engine_config(m, EngineConfig{.n_ctx = 256, .n_kv_tokens = 70, .block_size = 16});
+  EXPECT_EQ(c.n_kv_tokens, 80);
+  EXPECT_EQ(resolve_engine_config(m, c).n_kv_tokens, 80);  // idempotent
+  // ... but never below kMinKvBlocks blocks.
+  c = resolve_engine_config(m, EngineConfig{.n_ctx = 256, .n_kv_tokens = 1, .block_size = 16});
+  EXPECT_EQ(c.n_kv_tokens, int64_t{kMinKvBlocks} * 16);
+}
+
 }  // namespace
 }  // namespace zl

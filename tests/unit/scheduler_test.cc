@@ -177,6 +177,14 @@ TEST(Scheduler, SubmitRejectsWhatCouldNeverRun) {
   ASSERT_NE(too_big.status().detail(), nullptr);
   EXPECT_EQ(too_big.status().detail()->numbers.n_prompt_tokens, 5);
   EXPECT_EQ(too_big.status().detail()->numbers.max_tokens_fit, 16 - 5);  // 4 blocks of 4 tokens
+  EXPECT_EQ(too_big.status().detail()->numbers.max_tokens, 17 - 5);
+  // A prompt that alone needs more than the pool: nothing fits.
+  auto huge_prompt = f.sched.submit({.tenant = "t", .prompt = tokens(17, 0), .max_total_tokens = 18});
+  EXPECT_EQ(huge_prompt.status().reason(), ErrorReason::kKvCacheOverflow);
+  ASSERT_NE(huge_prompt.status().detail(), nullptr);
+  EXPECT_EQ(huge_prompt.status().detail()->numbers.n_prompt_tokens, 17);
+  EXPECT_EQ(huge_prompt.status().detail()->numbers.max_tokens_fit, 0);
+  EXPECT_EQ(huge_prompt.status().detail()->numbers.max_tokens, 1);
   EXPECT_TRUE(f.sched.submit({.tenant = "t", .prompt = tokens(5, 0), .max_total_tokens = 16}).ok());
 }
 

@@ -275,7 +275,7 @@ TEST(Errors, EveryReasonHasOneRowOfTheTable) {
       {ErrorReason::kOverloaded, "overloaded", 529, "overloaded_error", "overloaded_error"},
       {ErrorReason::kQueueTimeout, "queue_timeout", 529, "overloaded_error", "overloaded_error"},
       {ErrorReason::kQuotaBackendUnavailable, "quota_backend_unavailable", 503, "api_error", "server_error"},
-      {ErrorReason::kKvCacheOverflow, "kv_cache_overflow", 529, "overloaded_error", "overloaded_error"},
+      {ErrorReason::kKvCacheOverflow, "kv_cache_overflow", 400, "invalid_request_error", "invalid_request_error"},
       {ErrorReason::kEngineShuttingDown, "engine_shutting_down", 529, "overloaded_error", "overloaded_error"},
   };
   for (const Row& row : rows) {
