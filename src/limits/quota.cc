@@ -227,4 +227,10 @@ int64_t QuotaManager::in_flight(std::string_view name) const {
   return it == in_flight_.end() ? 0 : it->second->load(std::memory_order_relaxed);
 }
 
+Result<KeyReload> reload_keys(KeyStore& keys, QuotaManager& quota) {
+  ASSIGN_OR_RETURN(KeyReload r, keys.reload());
+  quota.retain(*keys.current());
+  return r;
+}
+
 }  // namespace zl::limits

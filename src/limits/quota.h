@@ -161,4 +161,10 @@ class QuotaManager {
   std::unordered_map<std::string, std::shared_ptr<std::atomic<int64_t>>> in_flight_;
 };
 
+// SIGHUP: re-reads the keys file; when it is good, the new table serves
+// every later request and what belonged to removed names is forgotten
+// (QuotaManager::retain). On error the old table stays and the error
+// (naming file and line) is returned. Requests in flight keep their leases.
+Result<KeyReload> reload_keys(KeyStore& keys, QuotaManager& quota);
+
 }  // namespace zl::limits
