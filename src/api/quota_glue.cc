@@ -102,7 +102,7 @@ void QuotaTicket::charge_output(int64_t n_generated_tokens) {
               {{"tenant", tenant_}, {"n_tokens", n_generated_tokens}, {"error", s.to_string()}});
     return;
   }
-  gate_->count_tokens(tenant_, "output", n_generated_tokens);
+  if (n_generated_tokens > 0) counters_->output_tokens->add(n_generated_tokens);
 }
 
 void QuotaTicket::append_headers(std::vector<http::Header>& out) const {
@@ -135,8 +135,19 @@ std::optional<std::string> QuotaGate::identify(std::string_view presented) const
   return e->name;
 }
 
-void QuotaGate::count_tokens(const std::string& tenant, std::string_view direction, int64_t n) {
-  if (n > 0) tokens_.counter({tenant, std::string(direction)}).add(n);
+TenantCounters* QuotaGate::counters(const std::string& tenant) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_ptr<TenantCounters>& c = tenants_[tenant];
+  if (!c) {
+    c = std::make_unique<TenantCounters>();
+    c->requests = &requests_.counter({tenant});
+    c->input_tokens = &tokens_.counter({tenant, "input"});
+    c->output_tokens = &tokens_.counter({tenant, "output"});
+    for (size_t i = 0; i < c->rejections.size(); ++i) {
+      c->rejections[i] = &rejections_.counter({tenant, std::string(limits::limit_name(static_cast<Limit>(i)))});
+    }
+  }
+  return c.get();
 }
 
 QuotaDecision QuotaGate::admit(std::string_view key_id, ApiKind api, int64_t n_input_tokens,
@@ -150,12 +161,15 @@ QuotaDecision QuotaGate::admit(std::string_view key_id, ApiKind api, int64_t n_i
     return d;
   }
   d.tenant = entry->name;
+  TenantCounters* c = counters(d.tenant);
   limits::Admission a = quota_->admit(*entry, n_input_tokens, options);
   if (!a.status.ok()) {
     append_ratelimit_headers(api, a.snapshot, SysClock::now(), d.headers);
     if (a.status.reason() == ErrorReason::kRateLimitExceeded) {
       d.error = from_status(a.status);
-      rejections_.counter({d.tenant, a.status.detail()->labels.limit}).add();
+      for (size_t i = 0; i < c->rejections.size(); ++i) {
+        if (limits::limit_name(static_cast<Limit>(i)) == d.error->labels.limit) c->rejections[i]->add();
+      }
     } else {
       log::warn("request refused: the quota store failed", {{"tenant", d.tenant}, {"error", a.status.to_string()}});
       d.error = ApiError{.reason = ErrorReason::kQuotaBackendUnavailable,
@@ -165,10 +179,10 @@ QuotaDecision QuotaGate::admit(std::string_view key_id, ApiKind api, int64_t n_i
     return d;
   }
   if (!options.dry_run) {
-    requests_.counter({d.tenant}).add();
-    if (options.charge_tokens) count_tokens(d.tenant, "input", n_input_tokens);
+    c->requests->add();
+    if (options.charge_tokens && n_input_tokens > 0) c->input_tokens->add(n_input_tokens);
   }
-  d.ticket = std::make_shared<QuotaTicket>(this, d.tenant, api, std::move(a.lease));
+  d.ticket = std::make_shared<QuotaTicket>(c, d.tenant, api, std::move(a.lease));
   return d;
 }
 

@@ -27,11 +27,14 @@
 // session's I/O thread only.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "api/errors.h"
@@ -55,12 +58,21 @@ void append_ratelimit_headers(ApiKind api, const limits::QuotaSnapshot& s, std::
 
 class QuotaGate;
 
+// One tenant's metric series, looked up once (Family::counter scans its
+// series under a lock: with many tenants, too slow for every request).
+struct TenantCounters {
+  obs::Counter* requests = nullptr;
+  obs::Counter* input_tokens = nullptr;
+  obs::Counter* output_tokens = nullptr;
+  std::array<obs::Counter*, 4> rejections{};  // by limits::Limit
+};
+
 // An admitted request's hold on its key: the lease, and what the headers
 // and metrics need. Shared by the session's head_headers and on_done.
 class QuotaTicket {
  public:
-  QuotaTicket(QuotaGate* gate, std::string tenant, ApiKind api, limits::Lease lease)
-      : gate_(gate), tenant_(std::move(tenant)), api_(api), lease_(std::move(lease)) {}
+  QuotaTicket(TenantCounters* counters, std::string tenant, ApiKind api, limits::Lease lease)
+      : counters_(counters), tenant_(std::move(tenant)), api_(api), lease_(std::move(lease)) {}
   // Charges the output tokens (once; later calls do nothing).
   void charge_output(int64_t n_generated_tokens);
   // The headers of the key's buckets as they are now known.
@@ -70,7 +82,7 @@ class QuotaTicket {
   const std::string& tenant() const { return tenant_; }
 
  private:
-  QuotaGate* gate_;
+  TenantCounters* counters_;  // owned by the gate, which outlives its sessions
   std::string tenant_;
   ApiKind api_;
   limits::Lease lease_;
@@ -112,14 +124,17 @@ class QuotaGate {
   static void attach(std::shared_ptr<QuotaTicket> ticket, SessionOptions& options);
 
  private:
-  friend class QuotaTicket;
-  void count_tokens(const std::string& tenant, std::string_view direction, int64_t n);
+  // The series of `tenant`, created on first use (never dropped: bounded by
+  // the names ever configured). One mutex and one hash lookup.
+  TenantCounters* counters(const std::string& tenant);
 
   limits::KeyStore* keys_;
   limits::QuotaManager* quota_;
   obs::Family& rejections_;
   obs::Family& requests_;
   obs::Family& tokens_;
+  std::mutex mu_;
+  std::unordered_map<std::string, std::unique_ptr<TenantCounters>> tenants_;
 };
 
 }  // namespace zl::api
