@@ -148,13 +148,14 @@ int main(int argc, char** argv) {
     if (!a.status.ok()) std::abort();
   });
   limits::Admission sample = quota.admit(t->entries()[0], 120);
+  const api::RateLimitState state = api::RateLimitState::of(sample.snapshot, now);
   const double anthropic_us = median_us(o.n_rounds, n, [&](int) {
     std::vector<http::Header> h;
-    api::append_ratelimit_headers(api::ApiKind::kAnthropic, sample.snapshot, now, h);
+    api::append_ratelimit_headers(api::ApiKind::kAnthropic, state, now, h);
   });
   const double openai_us = median_us(o.n_rounds, n, [&](int) {
     std::vector<http::Header> h;
-    api::append_ratelimit_headers(api::ApiKind::kOpenAI, sample.snapshot, now, h);
+    api::append_ratelimit_headers(api::ApiKind::kOpenAI, state, now, h);
   });
 
   std::printf("admission path, %d keys, %d requests x %d rounds, %d thread(s), no Redis (medians)\n", o.n_keys, n,

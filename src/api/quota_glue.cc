@@ -13,26 +13,23 @@ using limits::BucketReport;
 using limits::Limit;
 using SysClock = std::chrono::system_clock;
 
-SysClock::time_point reset_time(SysClock::time_point now, const BucketReport& b) {
-  const auto ms = static_cast<int64_t>(std::ceil(std::max(0.0, b.seconds_to_full) * 1000));
-  return now + std::chrono::milliseconds(ms);
-}
-
 // name, then value, for each of limit / remaining / reset.
-void add_anthropic(std::string_view what, const BucketReport& b, SysClock::time_point now,
+void add_anthropic(std::string_view what, const BucketReport& b, SysClock::time_point full_at,
                    std::vector<http::Header>& out) {
   if (!b.set()) return;
   const std::string prefix = "anthropic-ratelimit-" + std::string(what);
   out.emplace_back(prefix + "-limit", std::to_string(b.limit_per_minute));
   out.emplace_back(prefix + "-remaining", std::to_string(b.remaining()));
-  out.emplace_back(prefix + "-reset", rfc3339_utc_ceil(reset_time(now, b)));
+  out.emplace_back(prefix + "-reset", rfc3339_utc_ceil(full_at));
 }
 
-void add_openai(std::string_view what, const BucketReport& b, std::vector<http::Header>& out) {
+void add_openai(std::string_view what, const BucketReport& b, SysClock::time_point full_at, SysClock::time_point now,
+                std::vector<http::Header>& out) {
   if (!b.set()) return;
   out.emplace_back("x-ratelimit-limit-" + std::string(what), std::to_string(b.limit_per_minute));
   out.emplace_back("x-ratelimit-remaining-" + std::string(what), std::to_string(b.remaining()));
-  out.emplace_back("x-ratelimit-reset-" + std::string(what), go_duration(b.seconds_to_full));
+  out.emplace_back("x-ratelimit-reset-" + std::string(what),
+                   go_duration(std::chrono::duration<double>(full_at - now).count()));
 }
 
 // A keys-file name never contains ':'; --api-key identities are "key:…".
@@ -75,24 +72,44 @@ std::string go_duration(double seconds) {
   return out;
 }
 
-void append_ratelimit_headers(ApiKind api, const limits::QuotaSnapshot& s, SysClock::time_point now,
+RateLimitState RateLimitState::of(const limits::QuotaSnapshot& s, SysClock::time_point at) {
+  RateLimitState state;
+  for (int i = 0; i < limits::kNumBucketLimits; ++i) state.update(static_cast<Limit>(i), s, at);
+  return state;
+}
+
+void RateLimitState::update(Limit limit, const limits::QuotaSnapshot& s, SysClock::time_point at) {
+  const size_t i = static_cast<size_t>(limit);
+  snapshot.buckets[i] = s.buckets[i];
+  const double ms = std::ceil(std::max(0.0, s.buckets[i].seconds_to_full) * 1000);
+  full_at[i] = at + std::chrono::milliseconds(static_cast<int64_t>(std::min(ms, 1e12)));
+}
+
+void append_ratelimit_headers(ApiKind api, const RateLimitState& state, SysClock::time_point now,
                               std::vector<http::Header>& out) {
-  const BucketReport& requests = s[Limit::kRequests];
-  const BucketReport& input = s[Limit::kInputTokens];
-  const BucketReport& output = s[Limit::kOutputTokens];
+  const auto bucket = [&](Limit l) -> const BucketReport& { return state.snapshot[l]; };
+  const auto full_at = [&](Limit l) { return state.full_at[static_cast<size_t>(l)]; };
   if (api == ApiKind::kAnthropic) {
-    add_anthropic("requests", requests, now, out);
-    add_anthropic("input-tokens", input, now, out);
-    add_anthropic("output-tokens", output, now, out);
+    add_anthropic("requests", bucket(Limit::kRequests), full_at(Limit::kRequests), out);
+    add_anthropic("input-tokens", bucket(Limit::kInputTokens), full_at(Limit::kInputTokens), out);
+    add_anthropic("output-tokens", bucket(Limit::kOutputTokens), full_at(Limit::kOutputTokens), out);
     return;
   }
-  add_openai("requests", requests, out);
-  add_openai("tokens", input.set() ? input : output, out);
-  add_openai("input-tokens", input, out);
-  add_openai("output-tokens", output, out);
+  const Limit tokens = bucket(Limit::kInputTokens).set() ? Limit::kInputTokens : Limit::kOutputTokens;
+  add_openai("requests", bucket(Limit::kRequests), full_at(Limit::kRequests), now, out);
+  add_openai("tokens", bucket(tokens), full_at(tokens), now, out);
+  add_openai("input-tokens", bucket(Limit::kInputTokens), full_at(Limit::kInputTokens), now, out);
+  add_openai("output-tokens", bucket(Limit::kOutputTokens), full_at(Limit::kOutputTokens), now, out);
 }
 
 // ---- QuotaTicket ----
+
+QuotaTicket::QuotaTicket(TenantCounters* counters, std::string tenant, ApiKind api, limits::Lease lease)
+    : counters_(counters),
+      tenant_(std::move(tenant)),
+      api_(api),
+      lease_(std::move(lease)),
+      state_(RateLimitState::of(lease_.snapshot(), SysClock::now())) {}
 
 void QuotaTicket::charge_output(int64_t n_generated_tokens) {
   if (lease_.output_charged()) return;  // charged already, or nothing to charge (cache hit, validate)
@@ -102,11 +119,12 @@ void QuotaTicket::charge_output(int64_t n_generated_tokens) {
               {{"tenant", tenant_}, {"n_tokens", n_generated_tokens}, {"error", s.to_string()}});
     return;
   }
+  state_.update(Limit::kOutputTokens, lease_.snapshot(), SysClock::now());
   if (n_generated_tokens > 0) counters_->output_tokens->add(n_generated_tokens);
 }
 
 void QuotaTicket::append_headers(std::vector<http::Header>& out) const {
-  append_ratelimit_headers(api_, lease_.snapshot(), SysClock::now(), out);
+  append_ratelimit_headers(api_, state_, SysClock::now(), out);
 }
 
 void QuotaTicket::finish(int64_t n_generated_tokens) {
@@ -164,7 +182,8 @@ QuotaDecision QuotaGate::admit(std::string_view key_id, ApiKind api, int64_t n_i
   TenantCounters* c = counters(d.tenant);
   limits::Admission a = quota_->admit(*entry, n_input_tokens, options);
   if (!a.status.ok()) {
-    append_ratelimit_headers(api, a.snapshot, SysClock::now(), d.headers);
+    const auto now = SysClock::now();
+    append_ratelimit_headers(api, RateLimitState::of(a.snapshot, now), now, d.headers);
     if (a.status.reason() == ErrorReason::kRateLimitExceeded) {
       d.error = from_status(a.status);
       for (size_t i = 0; i < c->rejections.size(); ++i) {
