@@ -127,8 +127,14 @@ void QuotaTicket::append_headers(std::vector<http::Header>& out) const {
   append_ratelimit_headers(api_, state_, SysClock::now(), out);
 }
 
-void QuotaTicket::finish(int64_t n_generated_tokens) {
-  charge_output(n_generated_tokens);
+void QuotaTicket::finish(const SessionResult& r) {
+  const bool refused_by_engine = r.usage.n_generated_tokens == 0 && r.error_reason &&
+                                 error_type(*r.error_reason) == ErrorType::kOverloaded;
+  if (!refused_by_engine) {
+    charge_output(r.usage.n_generated_tokens);
+  } else if (Status s = lease_.refund_admission(); !s.ok()) {
+    log::warn("admission not refunded: the quota store failed", {{"tenant", tenant_}, {"error", s.to_string()}});
+  }
   lease_.release();
 }
 
@@ -215,7 +221,7 @@ void QuotaGate::attach(std::shared_ptr<QuotaTicket> ticket, SessionOptions& opti
     ticket->append_headers(headers);
   });
   options.on_done = [ticket, prev = std::move(options.on_done)](const SessionResult& r) {
-    ticket->finish(r.usage.n_generated_tokens);
+    ticket->finish(r);
     if (prev) prev(r);
   };
 }

@@ -70,6 +70,12 @@ key = "sk-conc"
 max_concurrent = 1
 
 [[key]]
+name = "refund"
+key = "sk-refund"
+requests_per_minute = 6
+input_tokens_per_minute = 6000
+
+[[key]]
 name = "free"
 key = "sk-free"
 )";
@@ -300,6 +306,21 @@ TEST(ServerQuota, MaxConcurrentRefusesWhileARequestRunsAndNotAfter) {
   EXPECT_EQ(post("/v1/messages", kMsg, "sk-other").status, 200);  // other keys run meanwhile
   slow.close_now();  // the client goes away: its slot comes back
   EXPECT_TRUE(wait_until([] { return post("/v1/messages", kMsg, "sk-conc").status == 200; }));
+}
+
+TEST(ServerQuota, ARequestTheEngineRefusesCostsNothing) {
+  const std::string overload = R"({"model":"m","max_tokens":5,"messages":[{"role":"user","content":"[[fake:overload]]"}]})";
+  for (const std::string& body : {overload, std::string(overload).insert(1, R"("stream":true,)")}) {
+    HttpReply r = post("/v1/messages", body, "sk-refund");
+    EXPECT_EQ(r.status, 529) << r.body;
+  }
+  // Only this request counts: the two refused ones were given back.
+  const auto t0 = Clock::now();
+  HttpReply ok = post("/v1/messages", kMsg, "sk-refund");
+  ASSERT_EQ(ok.status, 200);
+  const int64_t n_in = parse_obj(ok.body)["usage"].as_object()["input_tokens"].as_int64();
+  expect_charged(6, num(ok, "anthropic-ratelimit-requests-remaining"), 1, 6, Clock::now() - t0);
+  expect_charged(6000, num(ok, "anthropic-ratelimit-input-tokens-remaining"), n_in, 6000, Clock::now() - t0);
 }
 
 TEST(ServerQuota, SighupReloadsTheKeysFile) {

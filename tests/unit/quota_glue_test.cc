@@ -236,6 +236,31 @@ TEST(QuotaGate, AClientThatLeftIsChargedWhatWasGenerated) {
   EXPECT_EQ(f.quota.in_flight("a"), 0);
 }
 
+TEST(QuotaGate, ARequestTheEngineRefusedCostsNothing) {
+  Fixture f;
+  for (bool stream : {false, true}) {
+    SessionOptions o;
+    o.stream = stream;
+    QuotaDecision d = f.gate->admit("a", ApiKind::kAnthropic, 10);
+    QuotaGate::attach(d.ticket, o);
+    std::vector<http::Header> h;
+    for (auto& add : o.head_headers) add(Usage{}, h);  // the 529's head
+    o.on_done(SessionResult{.status = 529, .error_reason = ErrorReason::kOverloaded});
+    EXPECT_EQ(f.quota.in_flight("a"), 0);
+  }
+  QuotaDecision after = f.gate->admit("a", ApiKind::kAnthropic, 10);
+  EXPECT_EQ(after.ticket ? 1 : 0, 1);
+  std::vector<http::Header> h;
+  after.ticket->append_headers(h);
+  EXPECT_EQ(as_map(h).at("anthropic-ratelimit-requests-remaining"), "9");  // only this one counted
+  // Another failure (500) with no token is charged as it is.
+  after.ticket->finish(SessionResult{.status = 500, .error_reason = ErrorReason::kInternalServerError});
+  EXPECT_EQ(f.gate->admit("a", ApiKind::kAnthropic, 10, {.dry_run = true}).ticket ? 1 : 0, 1);
+  h.clear();
+  f.gate->admit("a", ApiKind::kAnthropic, 10, {.dry_run = true}).ticket->append_headers(h);
+  EXPECT_EQ(as_map(h).at("anthropic-ratelimit-requests-remaining"), "9");
+}
+
 TEST(QuotaGate, AValidateRequestChargesNothing) {
   Fixture f;
   SessionOptions o;

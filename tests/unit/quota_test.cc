@@ -122,6 +122,37 @@ TEST(Quota, TheChargeUpdatesTheOutputEntryOnly) {
   EXPECT_DOUBLE_EQ(b.lease.snapshot()[Limit::kRequests].level, 59);
 }
 
+TEST(Quota, ARequestTheEngineRefusedIsRefundedOnce) {
+  Clock clock;
+  LocalBucketStore store(clock.fn());
+  QuotaManager q(store);
+  const KeyEntry k = key("a", {.requests_per_minute = 10, .input_tokens_per_minute = 100,
+                               .output_tokens_per_minute = 100});
+  Admission a = q.admit(k, 40);
+  ASSERT_TRUE(a.lease.charge_output(0).ok());  // the error answer's head came first
+  ASSERT_TRUE(a.lease.refund_admission().ok());
+  ASSERT_TRUE(a.lease.refund_admission().ok());  // once
+  Admission b = q.admit(k, 40);
+  EXPECT_EQ(b.snapshot[Limit::kRequests].remaining(), 9);
+  EXPECT_EQ(b.snapshot[Limit::kInputTokens].remaining(), 60);
+  // Not once output was charged, nor for what admission did not charge.
+  ASSERT_TRUE(b.lease.charge_output(5).ok());
+  ASSERT_TRUE(b.lease.refund_admission().ok());
+  Admission hit = q.admit(k, 40, {.charge_tokens = false});
+  ASSERT_TRUE(hit.lease.refund_admission().ok());
+  Admission dry = q.admit(k, 40, {.dry_run = true});
+  ASSERT_TRUE(dry.lease.refund_admission().ok());
+  Admission c = q.admit(k, 0);
+  EXPECT_EQ(c.snapshot[Limit::kRequests].remaining(), 7);  // b, hit and c
+  EXPECT_EQ(c.snapshot[Limit::kInputTokens].remaining(), 60);
+  EXPECT_EQ(c.snapshot[Limit::kOutputTokens].remaining(), 95);
+  // A refund into a full bucket never reports more than the limit.
+  clock.t += 600;
+  Admission d = q.admit(k, 10);
+  ASSERT_TRUE(d.lease.refund_admission().ok());
+  EXPECT_EQ(q.admit(k, 0, {.dry_run = true}).snapshot[Limit::kInputTokens].remaining(), 100);
+}
+
 TEST(Quota, AMovedLeaseChargesOnceAndADestroyedOneChargesNothing) {
   Clock clock;
   LocalBucketStore store(clock.fn());
