@@ -6,6 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+#include <vector>
+
 namespace zl::limits {
 namespace {
 
@@ -194,6 +198,38 @@ TEST(Quota, ConcurrencyIsReleasedByTheLease) {
   }
   EXPECT_EQ(q.in_flight("a"), 1);  // released once, by the lease it moved into
   b.lease = Lease();
+  EXPECT_EQ(q.in_flight("a"), 0);
+}
+
+TEST(Quota, ConcurrentAdmissionsNeverExceedMaxConcurrent) {
+  LocalBucketStore store;  // the real clock
+  QuotaManager q(store);
+  const KeyEntry k = key("a", {.requests_per_minute = 1'000'000'000, .max_concurrent = 3});
+  std::atomic<int> running{0}, peak{0}, n_admitted{0}, n_refused{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 2000; ++i) {
+        Admission a = q.admit(k, 1);
+        if (!a.status.ok()) {
+          EXPECT_EQ(refused_limit(a), "concurrent");
+          ++n_refused;
+          continue;
+        }
+        const int now = ++running;
+        int p = peak.load();
+        while (now > p && !peak.compare_exchange_weak(p, now)) {
+        }
+        ++n_admitted;
+        --running;  // before the slot goes back
+        a.lease.release();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_LE(peak.load(), 3);
+  EXPECT_EQ(n_admitted + n_refused, 8000);
+  EXPECT_GT(n_admitted.load(), 0);
   EXPECT_EQ(q.in_flight("a"), 0);
 }
 
