@@ -72,7 +72,8 @@ Status bucket_refusal(const TakePlan& plan, const TakeResult& r, std::string_vie
       limit = plan.limits[i];
     }
   }
-  const int64_t ms = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(wait_s * 1000 - 1e-6)));  // (not 1 ms more for a rounding error)
+  // (- 1e-6: not 1 ms more for a rounding error)
+  const int64_t ms = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(wait_s * 1000 - 1e-6)));
   return refusal(limit, ms, key_name);
 }
 

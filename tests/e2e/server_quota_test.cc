@@ -309,7 +309,8 @@ TEST(ServerQuota, MaxConcurrentRefusesWhileARequestRunsAndNotAfter) {
 }
 
 TEST(ServerQuota, ARequestTheEngineRefusesCostsNothing) {
-  const std::string overload = R"({"model":"m","max_tokens":5,"messages":[{"role":"user","content":"[[fake:overload]]"}]})";
+  const std::string overload =
+      R"({"model":"m","max_tokens":5,"messages":[{"role":"user","content":"[[fake:overload]]"}]})";
   for (const std::string& body : {overload, std::string(overload).insert(1, R"("stream":true,)")}) {
     HttpReply r = post("/v1/messages", body, "sk-refund");
     EXPECT_EQ(r.status, 529) << r.body;

@@ -110,7 +110,8 @@ TEST(Quota, TheChargeUpdatesTheOutputEntryOnly) {
   Clock clock;
   LocalBucketStore store(clock.fn());
   QuotaManager q(store);
-  const KeyEntry k = key("a", {.requests_per_minute = 60, .input_tokens_per_minute = 60, .output_tokens_per_minute = 60});
+  const KeyEntry k =
+      key("a", {.requests_per_minute = 60, .input_tokens_per_minute = 60, .output_tokens_per_minute = 60});
   Admission a = q.admit(k, 30);
   clock.t += 10;  // the request runs 10 s: 10 requests, 10 input tokens come back meanwhile
   ASSERT_TRUE(a.lease.charge_output(45).ok());
