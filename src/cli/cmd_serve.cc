@@ -24,6 +24,9 @@
 #include "core/log.h"
 #include "http/server.h"
 #include "limits/response_cache.h"
+#include "limits/bucket_store.h"
+#include "limits/keys.h"
+#include "limits/quota.h"
 
 namespace zl::cli {
 namespace {
@@ -60,6 +63,24 @@ void drain(http::HttpServer& server, int sig, int64_t timeout_s, const sigset_t&
     }
   }
   log::info("requests drained, stopping");
+}
+
+// SIGHUP: the keys file again (limits::reload_keys); a bad file keeps the
+// keys in force and says why. `reloads`: zerolayer_keys_reloads_total{result}.
+void reload_keys(limits::KeyStore* keys, limits::QuotaManager* quota, obs::Family* reloads) {
+  if (!keys) {
+    log::info("SIGHUP received: no keys file to reload (--keys)");
+    return;
+  }
+  auto r = limits::reload_keys(*keys, *quota);
+  reloads->counter({r.ok() ? "ok" : "error"}).add();
+  if (!r.ok()) {
+    log::error("keys file not reloaded: the previous keys stay in force", {{"error", r.status().message()}});
+    return;
+  }
+  log::info("keys file reloaded", {{"path", keys->path()}, {"n_keys", static_cast<int64_t>(r->n_keys)},
+                                   {"n_added", static_cast<int64_t>(r->n_added)},
+                                   {"n_removed", static_cast<int64_t>(r->n_removed)}});
 }
 
 }  // namespace
@@ -140,12 +161,15 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
   const ServeConfig& cfg = cmdline->config;
   if (!cfg.log_format.empty()) log::set_format(cfg.log_format == "text" ? log::Format::kText : log::Format::kJson);
 
-  // SIGINT/SIGTERM are taken by sigwait below; block them before any thread starts.
+  // SIGINT/SIGTERM (and SIGHUP, the keys file's reload) are taken by
+  // sigwait below; block them before any thread starts.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  sigset_t wait_signals = stop_signals;
+  sigaddset(&wait_signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &wait_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
   // Before the engine (which reports into it) and destroyed after it.
@@ -176,6 +200,25 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
                                                                      &metrics->registry);
   }
   api_cfg.kv_admission = {.degrade = cfg.degrade == "max-tokens", .high_watermark = cfg.kv_high_watermark};
+  // --keys: the keys file and per-key quotas over local token buckets
+  // (limits/keys.h, limits/quota.h). Destroyed after the server.
+  std::unique_ptr<limits::KeyStore> keys;
+  std::unique_ptr<limits::BucketStore> buckets;
+  std::unique_ptr<limits::QuotaManager> quota;
+  obs::Family* key_reloads = nullptr;
+  if (!cfg.keys_file.empty()) {
+    auto k = limits::KeyStore::open(cfg.keys_file);
+    if (!k.ok()) return report_error("serve", k.status());
+    keys = std::move(k).value();
+    buckets = std::make_unique<limits::LocalBucketStore>();
+    quota = std::make_unique<limits::QuotaManager>(*buckets);
+    api_cfg.keys = keys.get();
+    api_cfg.quota = quota.get();
+    key_reloads = &metrics->registry.add("zerolayer_keys_reloads_total", "Reloads of the keys file (SIGHUP), by result",
+                                         obs::MetricType::kCounter, {"result"});
+    key_reloads->counter({"ok"});
+    key_reloads->counter({"error"});
+  }
   api::ApiService service(api_cfg, b.engine.get(), b.codec.get());
   http::Router router;
   service.register_routes(router);
@@ -220,11 +263,15 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
                           ":" + std::to_string(server.port());
   std::printf("zerolayer: serving %s at %s (Anthropic base URL %s, OpenAI base URL %s/v1)%s\n",
               api_cfg.model_alias.c_str(), url.c_str(), url.c_str(), url.c_str(),
-              cfg.api_keys.empty() ? "" : ", API key required");
+              cfg.api_keys.empty() && !keys ? "" : ", API key required");
   std::fflush(stdout);
 
   int sig = 0;
-  sigwait(&stop_signals, &sig);
+  for (;;) {
+    sigwait(&wait_signals, &sig);
+    if (sig != SIGHUP) break;
+    reload_keys(keys.get(), quota.get(), key_reloads);
+  }
   if (cfg.drain_timeout_s > 0) {
     drain(server, sig, cfg.drain_timeout_s, stop_signals);
   } else {
