@@ -1,0 +1,105 @@
+// guard/token_mask.h: the phrase automaton and the per-token table against a
+// brute-force reference (substring search on the whole output) on random
+// phrase sets, vocabularies and token streams.
+#include "guard/token_mask.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace zl::guard {
+namespace {
+
+// The rule (lowest index) of a phrase that occurs in `text` and ends after
+// byte `old_size`, i.e. an occurrence completed by the bytes appended; -1.
+int32_t brute_completed(const std::vector<MaskPhrase>& phrases, const std::string& text, size_t old_size) {
+  int32_t best = -1;
+  for (const MaskPhrase& p : phrases) {
+    if (p.text.empty()) continue;
+    for (size_t at = text.find(p.text); at != std::string::npos; at = text.find(p.text, at + 1)) {
+      if (at + p.text.size() > old_size) {
+        if (best < 0 || p.rule < best) best = p.rule;
+        break;
+      }
+    }
+  }
+  return best;
+}
+
+std::string random_string(std::mt19937& rng, std::string_view alphabet, size_t min_len, size_t max_len) {
+  std::uniform_int_distribution<size_t> len(min_len, max_len);
+  std::uniform_int_distribution<size_t> pick(0, alphabet.size() - 1);
+  std::string s(len(rng), ' ');
+  for (char& c : s) c = alphabet[pick(rng)];
+  return s;
+}
+
+TEST(PhraseAutomaton, FindsEveryPhraseAndOnlyThose) {
+  const std::vector<MaskPhrase> phrases{{"he", 0}, {"she", 1}, {"his", 2}, {"hers", 3}};
+  PhraseAutomaton a(phrases);
+  EXPECT_EQ(a.feed(PhraseAutomaton::kRoot, "ushers"), -1 - 0);  // "she" and "he" end together: rule 0 wins
+  EXPECT_EQ(a.feed(PhraseAutomaton::kRoot, "hi"), a.feed(a.feed(PhraseAutomaton::kRoot, "h"), "i"));
+  EXPECT_GE(a.feed(PhraseAutomaton::kRoot, "hxsxh"), 0);
+  EXPECT_EQ(a.feed(a.feed(PhraseAutomaton::kRoot, "xxh"), "is"), -1 - 2);
+  EXPECT_EQ(a.byte_class('x'), 0);
+}
+
+TEST(PhraseAutomaton, EmptyPhrasesNeverMatch) {
+  const std::vector<MaskPhrase> phrases{{"", 0}};
+  PhraseAutomaton a(phrases);
+  EXPECT_TRUE(a.empty());
+  EXPECT_EQ(a.feed(PhraseAutomaton::kRoot, "anything"), PhraseAutomaton::kRoot);
+}
+
+TEST(TokenMaskTable, InertTokensResetToRoot) {
+  const std::vector<MaskPhrase> phrases{{"ab", 0}};
+  const std::vector<std::string> vocab{"a", "b", "xy", "", "ba"};
+  TokenMaskTable t(phrases, vocab);
+  EXPECT_FALSE(t.can_advance(2));
+  EXPECT_FALSE(t.can_advance(3));
+  EXPECT_TRUE(t.can_advance(4));
+  const MaskStep after_a = t.step(PhraseAutomaton::kRoot, 0);
+  EXPECT_NE(after_a.state, PhraseAutomaton::kRoot);
+  EXPECT_EQ(t.step(after_a.state, 2).state, PhraseAutomaton::kRoot);
+  EXPECT_TRUE(t.step(after_a.state, 1).refused());
+  EXPECT_TRUE(t.step(after_a.state, 4).refused());          // "a" + "ba" contains "ab"
+  EXPECT_EQ(t.step(after_a.state, 4).state, after_a.state);  // refused: unchanged
+  EXPECT_FALSE(t.step(after_a.state, 99).refused());         // outside the vocabulary
+}
+
+// Random phrases, vocabularies and streams: at each step a random token is
+// proposed; the table's verdict must equal the brute force's, and a refused
+// token is not appended (as the engine resamples).
+TEST(TokenMaskTable, MatchesBruteForceOnRandomStreams) {
+  std::mt19937 rng(1234);
+  int n_refused = 0;
+  for (int round = 0; round < 200; ++round) {
+    std::vector<MaskPhrase> phrases;
+    const int n_phrases = 1 + static_cast<int>(rng() % 6);
+    for (int i = 0; i < n_phrases; ++i) {
+      phrases.push_back({random_string(rng, "abc ", 1, 5), static_cast<int32_t>(rng() % 3)});
+    }
+    std::vector<std::string> vocab;
+    for (int i = 0; i < 40; ++i) vocab.push_back(random_string(rng, "abc x", 0, 4));
+    TokenMaskTable table(phrases, vocab);
+    std::string text;
+    int32_t state = PhraseAutomaton::kRoot;
+    for (int i = 0; i < 200; ++i) {
+      const auto token = static_cast<int32_t>(rng() % vocab.size());
+      const MaskStep s = table.step(state, token);
+      const int32_t want = brute_completed(phrases, text + vocab[token], text.size());
+      ASSERT_EQ(s.rule, want) << "round " << round << " text '" << text << "' token '" << vocab[token] << "'";
+      if (s.refused()) {
+        ++n_refused;
+        EXPECT_EQ(s.state, state);
+        continue;
+      }
+      text += vocab[token];
+      state = s.state;
+    }
+  }
+  EXPECT_GT(n_refused, 100);  // the streams did exercise refusals
+}
+
+}  // namespace
+}  // namespace zl::guard
