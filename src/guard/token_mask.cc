@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <deque>
 
+#include "core/utf8.h"
+
 namespace zl::guard {
 namespace {
 
@@ -18,21 +20,21 @@ int32_t lower_rule(int32_t a, int32_t b) {
 PhraseAutomaton::PhraseAutomaton(std::span<const MaskPhrase> phrases) {
   // Character classes: one per distinct phrase byte, 0 for every other byte.
   for (const MaskPhrase& p : phrases) {
-    for (char ch : p.text) {
+    for (char ch : p.normalized) {
       uint8_t& c = class_of_[static_cast<uint8_t>(ch)];
       if (c == 0) c = static_cast<uint8_t>(n_classes_++);
     }
   }
   // The trie, in the dense table (-1: no edge yet).
   size_t n_bytes = 0;
-  for (const MaskPhrase& p : phrases) n_bytes += p.text.size();
+  for (const MaskPhrase& p : phrases) n_bytes += p.normalized.size();
   delta_.reserve((n_bytes + 1) * n_classes_);
   delta_.assign(n_classes_, -1);
   match_.assign(1, -1);
   for (const MaskPhrase& p : phrases) {
-    if (p.text.empty()) continue;
+    if (p.normalized.empty()) continue;
     int32_t node = kRoot;
-    for (char ch : p.text) {
+    for (char ch : p.normalized) {
       const size_t at = static_cast<size_t>(node) * n_classes_ + class_of_[static_cast<uint8_t>(ch)];
       if (delta_[at] < 0) {
         delta_[at] = n_states_++;
@@ -41,7 +43,7 @@ PhraseAutomaton::PhraseAutomaton(std::span<const MaskPhrase> phrases) {
       }
       node = delta_[at];
     }
-    match_[node] = lower_rule(match_[node], p.rule);
+    match_[node] = lower_rule(match_[node], static_cast<int32_t>(p.rule));
   }
   // Failure transitions, breadth first: a missing edge goes where the
   // node's failure state goes; a node's match includes its failure state's.
@@ -104,8 +106,9 @@ TokenMaskTable::TokenMaskTable(std::span<const MaskPhrase> phrases, std::span<co
 
 MaskStep TokenMaskTable::step(int32_t state, int32_t token) const {
   if (token < 0 || token >= n_vocab()) return {.state = state};
-  // A token without a phrase byte: every byte of it leads to the root.
-  if (!can_advance(token)) return {.state = PhraseAutomaton::kRoot};
+  // A token without a phrase byte: every byte of it leads to the root (a
+  // token without text changes nothing).
+  if (!can_advance(token)) return {.state = offsets_[token] == offsets_[token + 1] ? state : PhraseAutomaton::kRoot};
   if (state == PhraseAutomaton::kRoot) {
     const int32_t r = root_state_[token];
     return r >= 0 ? MaskStep{.state = r} : MaskStep{.state = state, .rule = -1 - r};
@@ -117,6 +120,27 @@ MaskStep TokenMaskTable::step(int32_t state, int32_t token) const {
     if (rule >= 0) return {.state = state, .rule = rule};
   }
   return {.state = s};
+}
+
+}  // namespace zl::guard
+
+namespace zl::guard {
+
+size_t TokenMaskTable::memory_bytes() const {
+  return automaton_.n_states() * static_cast<size_t>(automaton_.n_classes() + 1) * sizeof(int32_t) +
+         classes_.size() + offsets_.size() * sizeof(uint32_t) + advances_.size() * sizeof(uint64_t) +
+         root_state_.size() * sizeof(int32_t);
+}
+
+std::shared_ptr<const TokenMaskTable> build_token_mask(const Guard& guard, std::span<const std::string> token_pieces) {
+  const std::vector<MaskPhrase> phrases = guard.mask_phrases();
+  if (phrases.empty()) return nullptr;
+  std::vector<std::string> texts;
+  texts.reserve(token_pieces.size());
+  for (const std::string& piece : token_pieces) {
+    texts.push_back(utf8::is_valid(piece) ? normalize_text(piece) : piece);
+  }
+  return std::make_shared<const TokenMaskTable>(phrases, texts);
 }
 
 }  // namespace zl::guard

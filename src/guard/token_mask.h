@@ -12,7 +12,8 @@
 // tokenizer) is translated to character classes once, and what every token
 // does from the root state is precomputed, so checking a sampled token costs
 //   - O(1) when the token has no byte of any phrase (it "cannot advance a
-//     match": the state falls back to the root whatever it was) or the
+//     match": the state falls back to the root whatever it was; a token
+//     without text leaves it as it was) or the
 //     sequence is at the root state (the usual case),
 //   - else one table lookup per byte of the token (a few),
 // never a scan of the vocabulary. The engine samples a token, asks step(),
@@ -36,15 +37,16 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <memory>
 #include <vector>
+
+#include "guard/guard.h"  // Guard::MaskPhrase
 
 namespace zl::guard {
 
-// One banned phrase, already normalised, and the index of its rule.
-struct MaskPhrase {
-  std::string text;  // empty phrases are ignored
-  int32_t rule = 0;
-};
+// One banned phrase, already normalised (empty phrases are ignored), and the
+// index of its rule.
+using MaskPhrase = Guard::MaskPhrase;
 
 class PhraseAutomaton {
  public:
@@ -97,6 +99,8 @@ class TokenMaskTable {
     return token >= 0 && token < n_vocab() && ((advances_[token >> 6] >> (token & 63)) & 1);
   }
   const PhraseAutomaton& automaton() const { return automaton_; }
+  // Bytes held by the tables (DFA and per-token data).
+  size_t memory_bytes() const;
 
  private:
   PhraseAutomaton automaton_;
@@ -105,5 +109,12 @@ class TokenMaskTable {
   std::vector<uint64_t> advances_;    // bitset: can_advance
   std::vector<int32_t> root_state_;   // step(kRoot, id): state or -1 - rule
 };
+
+// The table of `guard`'s mask rules (Guard::mask_phrases) over a vocabulary
+// given as each token's raw text (Tokenizer::token_to_piece): pieces that are
+// valid UTF-8 are normalised (normalize_text), others (byte tokens, a piece
+// ending inside a character) are compared as their raw bytes. Null when the
+// guard has no mask rule. Cost: one normalisation per token.
+std::shared_ptr<const TokenMaskTable> build_token_mask(const Guard& guard, std::span<const std::string> token_pieces);
 
 }  // namespace zl::guard

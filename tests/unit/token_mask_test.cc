@@ -10,17 +10,23 @@
 namespace zl::guard {
 namespace {
 
-// The rule (lowest index) of a phrase that occurs in `text` and ends after
-// byte `old_size`, i.e. an occurrence completed by the bytes appended; -1.
+// The rule of the first phrase occurrence in `text` that ends after byte
+// `old_size` (completed by the bytes appended): earliest end, then the lowest
+// rule index; -1 when there is none.
 int32_t brute_completed(const std::vector<MaskPhrase>& phrases, const std::string& text, size_t old_size) {
   int32_t best = -1;
+  size_t best_end = SIZE_MAX;
   for (const MaskPhrase& p : phrases) {
-    if (p.text.empty()) continue;
-    for (size_t at = text.find(p.text); at != std::string::npos; at = text.find(p.text, at + 1)) {
-      if (at + p.text.size() > old_size) {
-        if (best < 0 || p.rule < best) best = p.rule;
-        break;
+    if (p.normalized.empty()) continue;
+    for (size_t at = text.find(p.normalized); at != std::string::npos; at = text.find(p.normalized, at + 1)) {
+      const size_t end = at + p.normalized.size();
+      if (end <= old_size) continue;
+      const auto rule = static_cast<int32_t>(p.rule);
+      if (end < best_end || (end == best_end && rule < best)) {
+        best = rule;
+        best_end = end;
       }
+      break;
     }
   }
   return best;
@@ -35,7 +41,7 @@ std::string random_string(std::mt19937& rng, std::string_view alphabet, size_t m
 }
 
 TEST(PhraseAutomaton, FindsEveryPhraseAndOnlyThose) {
-  const std::vector<MaskPhrase> phrases{{"he", 0}, {"she", 1}, {"his", 2}, {"hers", 3}};
+  const std::vector<MaskPhrase> phrases{{0, "he"}, {1, "she"}, {2, "his"}, {3, "hers"}};
   PhraseAutomaton a(phrases);
   EXPECT_EQ(a.feed(PhraseAutomaton::kRoot, "ushers"), -1 - 0);  // "she" and "he" end together: rule 0 wins
   EXPECT_EQ(a.feed(PhraseAutomaton::kRoot, "hi"), a.feed(a.feed(PhraseAutomaton::kRoot, "h"), "i"));
@@ -45,14 +51,14 @@ TEST(PhraseAutomaton, FindsEveryPhraseAndOnlyThose) {
 }
 
 TEST(PhraseAutomaton, EmptyPhrasesNeverMatch) {
-  const std::vector<MaskPhrase> phrases{{"", 0}};
+  const std::vector<MaskPhrase> phrases{{0, ""}};
   PhraseAutomaton a(phrases);
   EXPECT_TRUE(a.empty());
   EXPECT_EQ(a.feed(PhraseAutomaton::kRoot, "anything"), PhraseAutomaton::kRoot);
 }
 
 TEST(TokenMaskTable, InertTokensResetToRoot) {
-  const std::vector<MaskPhrase> phrases{{"ab", 0}};
+  const std::vector<MaskPhrase> phrases{{0, "ab"}};
   const std::vector<std::string> vocab{"a", "b", "xy", "", "ba"};
   TokenMaskTable t(phrases, vocab);
   EXPECT_FALSE(t.can_advance(2));
@@ -77,7 +83,7 @@ TEST(TokenMaskTable, MatchesBruteForceOnRandomStreams) {
     std::vector<MaskPhrase> phrases;
     const int n_phrases = 1 + static_cast<int>(rng() % 6);
     for (int i = 0; i < n_phrases; ++i) {
-      phrases.push_back({random_string(rng, "abc ", 1, 5), static_cast<int32_t>(rng() % 3)});
+      phrases.push_back({static_cast<uint32_t>(rng() % 3), random_string(rng, "abc ", 1, 5)});
     }
     std::vector<std::string> vocab;
     for (int i = 0; i < 40; ++i) vocab.push_back(random_string(rng, "abc x", 0, 4));
@@ -88,7 +94,8 @@ TEST(TokenMaskTable, MatchesBruteForceOnRandomStreams) {
       const auto token = static_cast<int32_t>(rng() % vocab.size());
       const MaskStep s = table.step(state, token);
       const int32_t want = brute_completed(phrases, text + vocab[token], text.size());
-      ASSERT_EQ(s.rule, want) << "round " << round << " text '" << text << "' token '" << vocab[token] << "'";
+      std::string ps; for (auto& p : phrases) ps += "[" + p.normalized + "]" + std::to_string(p.rule);
+      ASSERT_EQ(s.rule, want) << ps << " round " << round << " text '" << text << "' token '" << vocab[token] << "'";
       if (s.refused()) {
         ++n_refused;
         EXPECT_EQ(s.state, state);
