@@ -32,6 +32,7 @@
 #include "api/request_log.h"
 #include "api/server_timing.h"
 #include "engine/request.h"
+#include "guard/guard.h"
 #include "http/router.h"
 #include "obs/trace_exporter.h"
 
@@ -57,6 +58,10 @@ struct ApiConfig {
   std::shared_ptr<obs::ServerMetrics> metrics;
   bool metrics_vllm_compat = false;  // --metrics-compat vllm: the vllm:* aliases
   bool metrics_auth = false;         // /metrics requires an API key (when keys are configured)
+  // The guard (--guard): its input rules screen every generation and
+  // count_tokens request (api/guard_input.h); the engine applies its output
+  // rules (EngineConfig::guard). Null: none.
+  std::shared_ptr<const guard::Guard> guard;
 };
 
 class ApiService {

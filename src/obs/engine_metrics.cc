@@ -23,7 +23,10 @@ EngineMetrics::EngineMetrics(Registry& r)
       preemptions_(r.add("engine_preemptions_total",
                          "Sequences preempted (KV blocks freed, recomputed later) to make room for others",
                          MetricType::kCounter)
-                       .counter()) {}
+                       .counter()),
+      guard_actions_(r.add("engine_guard_actions_total",
+                           "Guard actions by rule, direction (input, output) and action (block, redact, mask, stop)",
+                           MetricType::kCounter, {"rule", "direction", "action"})) {}
 
 void EngineMetrics::on_decode_step(double t_step_s, int n_batch) {
   decode_.observe(t_step_s);
@@ -38,5 +41,9 @@ void EngineMetrics::on_first_token(double t_queue_s, double t_prefill_s) {
 void EngineMetrics::on_inter_token(double t_s) { inter_token_.observe(t_s); }
 
 void EngineMetrics::on_preemptions(int n) { preemptions_.add(n); }
+
+void EngineMetrics::on_guard_action(std::string_view rule, std::string_view direction, std::string_view action) {
+  guard_actions_.counter({std::string(rule), std::string(direction), std::string(action)}).add();
+}
 
 }  // namespace zl::obs

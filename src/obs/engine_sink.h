@@ -8,6 +8,8 @@
 // compiles the calls (and the clock reads behind them) away.
 #pragma once
 
+#include <string_view>
+
 namespace zl::obs {
 
 class EngineSink {
@@ -24,6 +26,12 @@ class EngineSink {
   virtual void on_inter_token(double t_s) = 0;
   // Sequences preempted (blocks freed, to recompute) in one step.
   virtual void on_preemptions(int n) = 0;
+  // A guard action (guard/guard.h): the rule's name, "input" or "output",
+  // and what was done ("block", "redact", "mask", "stop"). Rare (not per
+  // token in normal traffic): may take a lock. Also called by the API layer
+  // for input actions (any thread).
+  virtual void on_guard_action(std::string_view /*rule*/, std::string_view /*direction*/,
+                               std::string_view /*action*/) {}
 };
 
 }  // namespace zl::obs
