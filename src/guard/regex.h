@@ -1,0 +1,76 @@
+// Bounded regular expressions for guard rules: a small Thompson-NFA engine
+// whose patterns have a known longest match, which the stream redactor's
+// hold-back needs (std::regex and RE2 cannot say whether a prefix is still
+// alive at the end of the text; this engine can).
+//
+// Syntax: literals, `.`, classes `[a-z0-9_]` `[^...]`, escapes \d \D \w \W
+// \s \S \n \t \r and escaped punctuation, groups `( )` `(?: )`,
+// alternation `|`, quantifiers `?` `{n}` `{n,m}` (m <= 1000; a trailing
+// lazy `?` is accepted and changes nothing: matches are longest). Rejected
+// at load: `*`, `+`, `{n,}` (unbounded), anchors, backreferences,
+// lookaround, a pattern that can match the empty string, a longest match
+// over kMaxRegexBytes, an expansion over kMaxRegexStates states.
+//
+// Matching is on the normalised view (case folded): letters in the pattern
+// are folded too, so patterns are case-insensitive ("TICKET-[0-9]{6}"
+// matches "ticket-123456" and "ＴＩＣＫＥＴ-123456").
+//
+// Thread-safety: a compiled BoundedRegex is immutable; match/live_at_end
+// use thread-local scratch space and may run concurrently.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+
+namespace zl::guard {
+
+constexpr size_t kMaxRegexBytes = 1024;
+constexpr size_t kMaxRegexStates = 20000;
+
+class BoundedRegex {
+ public:
+  // InvalidArgument naming the problem: "unbounded quantifier '+' at
+  // offset 3 (use {n,m})".
+  static Result<BoundedRegex> compile(std::string_view pattern);
+
+  // Longest possible match, in bytes of the view.
+  size_t max_len() const { return max_len_; }
+  // Length of the longest match of the pattern anchored at v[s] (s at a
+  // code point boundary), 0 if none. Cost O(max_len x states).
+  size_t match(std::string_view v, size_t s) const;
+  // Whether text appended to v could still make a match at s appear or
+  // grow (the NFA has a live state at the end of v).
+  bool live_at_end(std::string_view v, size_t s) const;
+
+ private:
+  struct State {
+    enum Op : uint8_t { kSet, kSplit, kMatch } op;
+    int32_t out = -1;
+    int32_t out2 = -1;   // kSplit
+    int32_t set = -1;    // kSet: index into sets_
+  };
+  using Ranges = std::vector<std::pair<uint32_t, uint32_t>>;  // inclusive, code points
+  struct Set {
+    Ranges ranges;
+    bool negated = false;
+    bool contains(uint32_t cp) const;
+  };
+  friend class RegexCompiler;
+
+  // Runs the NFA from s; returns the longest match and whether a state is
+  // alive at the end of v.
+  std::pair<size_t, bool> run(std::string_view v, size_t s) const;
+
+  std::vector<State> states_;
+  std::vector<Set> sets_;
+  int32_t start_ = -1;
+  size_t max_len_ = 0;
+};
+
+}  // namespace zl::guard
