@@ -101,6 +101,7 @@ void normalize_segment(std::string_view s, size_t b, size_t e, uint32_t base, No
     if (u_charType(c) == U_FORMAT_CHAR) continue;
     uint32_t cp = static_cast<uint32_t>(c);
     if (u_charType(c) == U_SPACE_SEPARATOR) cp = ' ';
+    if (u_charType(c) == U_DASH_PUNCTUATION || c == 0x2212) cp = '-';  // hyphens, dashes, minus
     cp = fold_code_point(cp, upper);
     emit(cp, base + static_cast<uint32_t>(b), base + static_cast<uint32_t>(e),
          upper ? NormalizedText::kWasUpper : 0, out);

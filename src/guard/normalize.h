@@ -9,6 +9,7 @@
 //      default-ignorable code points vanish: U+200B..U+200D, U+2060, U+FEFF,
 //      U+00AD (soft hyphen) and the other format characters;
 //   2. every Unicode space separator (NBSP, U+2000..U+200A, U+3000, ...) as ' ';
+//      every dash (U+2010..U+2015, U+2212 minus, ...) as '-';
 //      every decimal digit of any script as its ASCII digit;
 //   3. common Cyrillic and Greek homoglyphs as the Latin letter they imitate
 //      (fold_code_point below), so that "prоject" with a Cyrillic о is "project".
