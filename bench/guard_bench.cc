@@ -14,8 +14,11 @@
 // concurrency level, `reps` times in alternation (guarded, then plain),
 // `streams` concurrent streaming POST /v1/chat/completions (greedy, EOS
 // banned, include_usage) each on its own connection and thread; tokens/s =
-// generated tokens (usage) / phase wall time. Reported: the median over reps
-// of each, and the median of the per-rep ratios guarded/plain.
+// generated tokens (usage) / phase wall time. Then the same requests
+// straight to each server's engine (no HTTP), alternating likewise.
+// Reported: the median over reps of each, and the median of the per-rep
+// ratios guarded/plain; then the guard's per-token costs alone (mask step,
+// redactor feed) and its hold-back on story text.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -162,6 +165,44 @@ double run_phase(int port, int streams, int max_tokens, int rep) {
   return static_cast<double>(n) / s;
 }
 
+// The same requests submitted straight to a server's engine (no HTTP, no
+// input screening): what the output guard costs the decode loop, without
+// the stream coalescing that held-back text brings to the served phase.
+double run_engine(const Served& s, int streams, int max_tokens, int rep) {
+  std::vector<std::shared_ptr<zl::RequestChannel>> channels;
+  const auto t0 = Clock::now();
+  for (int i = 0; i < streams; ++i) {
+    zl::api::ChatRequest chat;
+    chat.messages.push_back({.role = "user", .content = "Story " + std::to_string(rep) + "-" + std::to_string(i) +
+                                                        ": once upon a time, a little girl"});
+    zl::Request r;
+    r.id = "engine-" + std::to_string(i);
+    r.prompt_ids = s.backend.codec->encode_chat(chat).value();
+    r.sampling.temperature = 0;
+    r.sampling.logit_bias[2] = -100;
+    r.stop.max_tokens = max_tokens;
+    channels.push_back(s.backend.engine->submit(std::move(r)));
+  }
+  // Every channel drained as it fills (an undrained one would pause its
+  // sequence: backpressure), waiting on the first unfinished one.
+  int64_t n = 0;
+  std::vector<bool> done(channels.size(), false);
+  for (size_t n_done = 0, first = 0; n_done < channels.size();) {
+    while (done[first]) ++first;
+    for (size_t i = first; i < channels.size(); ++i) {
+      if (done[i]) continue;
+      auto events = i == first ? channels[i]->wait_and_drain(std::chrono::milliseconds(1)) : channels[i]->drain();
+      for (zl::Event& e : events) {
+        if (e.kind == zl::EventKind::kText) continue;
+        n += e.usage.n_generated_tokens;
+        done[i] = true;
+        ++n_done;
+      }
+    }
+  }
+  return static_cast<double>(n) / std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
 // The guard's own per-token costs on the decode path, alone: the mask
 // table's step() and the stream redactor's feed(), over a story's tokens.
 void per_token_costs(const std::string& model, const zl::guard::Guard& guard) {
@@ -197,10 +238,32 @@ void per_token_costs(const std::string& model, const zl::guard::Guard& guard) {
     n_out += redactor.finish().text.size();
   }
   const double redact_us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / (10.0 * ids.size());
+  // The hold-back: bytes held after each token, and how many tokens each
+  // byte waited before it was released.
+  zl::guard::StreamRedactor redactor(std::shared_ptr<const zl::guard::Guard>(&guard, [](const zl::guard::Guard*) {}));
+  std::vector<size_t> fed_at;  // per byte fed: the token index
+  size_t released = 0, held_sum = 0, held_max = 0, wait_max = 0;
+  double wait_sum = 0;
+  for (size_t t = 0; t < ids.size(); ++t) {
+    fed_at.insert(fed_at.end(), pieces[ids[t]].size(), t);
+    const size_t out = redactor.feed(pieces[ids[t]]).text.size();
+    // Released bytes map to fed bytes one to one without matches (this text has none).
+    for (size_t b = released; b < std::min(released + out, fed_at.size()); ++b) {
+      wait_sum += static_cast<double>(t - fed_at[b]);
+      wait_max = std::max(wait_max, t - fed_at[b]);
+    }
+    released += out;
+    held_sum += redactor.held_bytes();
+    held_max = std::max(held_max, redactor.held_bytes());
+  }
   std::printf("\nper token, alone: mask step %.1f ns (table %.1f MB, %d states, built in %.1f ms), "
-              "redactor feed %.2f us (%zu tokens, %lld refused, %zu bytes out)\n",
+              "redactor feed %.2f us (%zu tokens, %lld refused, %zu bytes out)\n"
+              "hold-back on this text: %.1f bytes held after a token on average, %zu at most; a byte waits %.2f "
+              "tokens on average, %zu at most\n",
               mask_ns, static_cast<double>(mask->memory_bytes()) / 1e6, mask->automaton().n_states(), build_ms,
-              redact_us, ids.size(), static_cast<long long>(n_refused), n_out / 10);
+              redact_us, ids.size(), static_cast<long long>(n_refused), n_out / 10,
+              static_cast<double>(held_sum) / static_cast<double>(ids.size()), held_max,
+              wait_sum / static_cast<double>(std::max<size_t>(released, 1)), wait_max);
 }
 
 }  // namespace
@@ -240,9 +303,10 @@ int main(int argc, char** argv) {
 
   const int reps = std::max(1, std::atoi(a["reps"].c_str()));
   const int max_tokens = std::atoi(a["max-tokens"].c_str());
-  std::printf("| streams | max_tokens | no guard tok/s | guard tok/s | guard/no guard |\n|---|---|---|---|---|\n");
+  std::printf("| streams | max_tokens | served: no guard tok/s | guard tok/s | guard/no guard | engine alone: "
+              "no guard tok/s | guard tok/s | guard/no guard |\n|---|---|---|---|---|---|---|---|\n");
   for (int streams : parse_list(a["streams"])) {
-    std::vector<double> with, without, ratios;
+    std::vector<double> with, without, ratios, e_with, e_without, e_ratios;
     run_phase(guarded->server->port(), streams, max_tokens, -1);  // warm-up
     run_phase(plain->server->port(), streams, max_tokens, -1);
     for (int rep = 0; rep < reps; ++rep) {
@@ -254,9 +318,16 @@ int main(int argc, char** argv) {
       with.push_back(g);
       without.push_back(p);
       ratios.push_back(g / p);
+      double eg = 0, ep = 0;
+      if (rep % 2 == 0) eg = run_engine(*guarded, streams, max_tokens, rep);
+      ep = run_engine(*plain, streams, max_tokens, rep);
+      if (rep % 2 == 1) eg = run_engine(*guarded, streams, max_tokens, rep);
+      e_with.push_back(eg);
+      e_without.push_back(ep);
+      e_ratios.push_back(eg / ep);
     }
-    std::printf("| %d | %d | %.0f | %.0f | %.1f%% |\n", streams, max_tokens, median(without), median(with),
-                100.0 * median(ratios));
+    std::printf("| %d | %d | %.0f | %.0f | %.1f%% | %.0f | %.0f | %.1f%% |\n", streams, max_tokens, median(without),
+                median(with), 100.0 * median(ratios), median(e_without), median(e_with), 100.0 * median(e_ratios));
     std::fflush(stdout);
   }
   per_token_costs(a["model"], *cfg.guard);
