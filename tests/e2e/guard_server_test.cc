@@ -293,6 +293,30 @@ TEST(GuardServerTest, RedactHoldsBackSoThatNoDeltaCarriesAPrefixOfTheMatch) {
       EXPECT_EQ(a.output_tokens, kMaxTokens);
     }
     EXPECT_GE(guard_actions(port, "word", "output", "redact"), 2);
+    if (openai_api) continue;
+    // Stop strings hold back text too: both compose. A stop string after
+    // the first redacted occurrence ends the answer there, redacted.
+    std::string stop;
+    for (const std::string& w : words(plain)) {
+      if (lower(w) != lower(word) && !contains_ci(w, word) && plain.find(w) > lower(plain).find(lower(word))) {
+        stop = w;
+        break;
+      }
+    }
+    ASSERT_FALSE(stop.empty()) << plain;
+    const std::string want = replace_ci(plain.substr(0, plain.find(stop)), word, "[REDACTED:word]");
+    for (bool stream : {false, true}) {
+      SCOPED_TRACE(std::string("stop sequence '") + stop + "'" + (stream ? " stream" : ""));
+      const Answer a = anthropic(port, anthropic_body(kPrompt, stream, R"(,"stop_sequences":[)" + jquote(stop) + "]"));
+      ASSERT_EQ(a.status, 200);
+      EXPECT_EQ(a.stop_reason, "stop_sequence");
+      EXPECT_EQ(a.text, want);
+      std::string so_far;
+      for (const std::string& d : a.deltas) {
+        so_far += d;
+        ASSERT_EQ(want.compare(0, so_far.size(), so_far), 0) << "leaked after delta '" << d << "': " << so_far;
+      }
+    }
   }
 }
 

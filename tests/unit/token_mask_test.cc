@@ -7,6 +7,9 @@
 
 #include <random>
 
+#include "guard/guard.h"
+#include "guard/policy.h"
+
 namespace zl::guard {
 namespace {
 
@@ -106,6 +109,37 @@ TEST(TokenMaskTable, MatchesBruteForceOnRandomStreams) {
     }
   }
   EXPECT_GT(n_refused, 100);  // the streams did exercise refusals
+}
+
+// build_token_mask: the guard's normalised phrases against normalised token
+// pieces: case, full-width forms and zero-width pieces do not hide a phrase.
+TEST(BuildTokenMask, NormalisesPhrasesAndTokenPieces) {
+  auto policy = parse_policy("[[rule]]\nname = \"codename\"\nphrases = [\"Project Falcon\"]\noutput = \"mask\"\n");
+  ASSERT_TRUE(policy.ok()) << policy.status().to_string();
+  auto guard = Guard::compile(std::move(policy).value());
+  ASSERT_TRUE(guard.ok());
+  //                                   0      1       2        3      4           5     6
+  const std::vector<std::string> vocab{"Pro", "JECT", " fal", "CON", "\u200b", "con", "\uff23on"};
+  auto table = build_token_mask(**guard, vocab);
+  ASSERT_NE(table, nullptr);
+  auto feed = [&](std::initializer_list<int32_t> ids) {
+    int32_t state = PhraseAutomaton::kRoot;
+    for (int32_t id : ids) {
+      const MaskStep s = table->step(state, id);
+      EXPECT_FALSE(s.refused()) << "token " << id;
+      state = s.state;
+    }
+    return state;
+  };
+  const int32_t after = feed({0, 1, 4, 2});  // "Pro" "JECT" ZWSP " fal"
+  EXPECT_TRUE(table->step(after, 3).refused());
+  EXPECT_TRUE(table->step(after, 5).refused());
+  EXPECT_TRUE(table->step(after, 6).refused());  // full-width C
+  EXPECT_FALSE(table->step(feed({0, 2}), 3).refused());  // "Pro fal" + "CON": not the phrase
+  // No mask rule: no table.
+  auto redact_only = Guard::compile(parse_policy("[[rule]]\nname = \"r\"\nphrases = [\"x\"]\noutput = \"redact\"\n").value());
+  ASSERT_TRUE(redact_only.ok());
+  EXPECT_EQ(build_token_mask(**redact_only, vocab), nullptr);
 }
 
 }  // namespace
