@@ -201,6 +201,8 @@ size_t iban_match(View v, size_t s) {
   while (true) {
     while (is_alnum(at(v, p))) {
       if (compact.size() == 34) return best;
+      // Country letters, then check digits: most words fail here, cheaply.
+      if (compact.size() >= 2 && compact.size() < 4 && !is_digit(at(v, p))) return best;
       compact.push_back(static_cast<char>(at(v, p++)));
     }
     if (compact.size() >= 15 && iban_ok(compact)) best = p - s;
