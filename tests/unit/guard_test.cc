@@ -275,6 +275,16 @@ TEST(GuardStream, ReleasesPlainTextAtOnceAndHoldsAPossibleMatch) {
   EXPECT_EQ(r.finish().text, "");
 }
 
+TEST(GuardStream, TextWithoutSpacesIsNotHeldForLong) {
+  const auto g = make(kPolicy);
+  StreamRedactor r(g);
+  std::string out;
+  // 30 CJK characters (90 bytes), no '@': at most 64 bytes may wait for one.
+  for (int i = 0; i < 30; ++i) out += r.feed("\u4E2D").text;
+  EXPECT_GE(out.size(), 90u - 64u);
+  EXPECT_LE(r.held_bytes(), 64u);
+}
+
 TEST(GuardStream, HoldBackIsBounded) {
   const auto g = make(kPolicy);
   StreamRedactor r(g);
