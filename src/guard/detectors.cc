@@ -34,14 +34,26 @@ size_t count_digits(View v, size_t p) {
 
 // ---- email ------------------------------------------------------------------
 
-bool email_local(unsigned char c) { return is_alnum(c) || one_of(c, "._%+-"); }
+// Bytes >= 0x80 are letters of other scripts (the view is valid UTF-8):
+// internationalised addresses (m.müller@example.de, user@bücher.de).
+bool email_local(unsigned char c) { return is_alnum(c) || c >= 0x80 || one_of(c, "._%+-"); }
+bool email_label(unsigned char c) { return is_alnum(c) || c >= 0x80 || c == '-'; }
 bool email_class(unsigned char c) { return email_local(c) || c == '@'; }
-bool email_start(View v, size_t s) { return is_alnum(at(v, s)) && !email_local(prev(v, s)) && prev(v, s) != '@'; }
+bool email_start(View v, size_t s) {
+  const unsigned char c = at(v, s);
+  return (is_alnum(c) || c >= 0xC0) && !email_local(prev(v, s)) && prev(v, s) != '@';
+}
+// A run without '@' is a local part for at most 64 bytes: "hello" is held
+// (it could become hello@x.com), a long word of another script is not.
+bool email_prefix(View v, size_t s) {
+  const size_t at_sign = v.text.find('@', s);
+  return at_sign != std::string_view::npos || v.text.size() - s <= 64;
+}
 
 bool tld_ok(View v, size_t b, size_t e) {
   if (e - b < 2 || e - b > 24) return false;
   for (size_t i = b; i < e; ++i) {
-    if (!is_lower(at(v, i))) return false;
+    if (!is_lower(at(v, i)) && at(v, i) < 0x80) return false;
   }
   return true;
 }
@@ -58,10 +70,10 @@ size_t email_match(View v, size_t s) {
   size_t best = 0;
   for (int labels = 1;; ++labels) {
     const size_t q = p;
-    while (is_alnum(at(v, p)) || at(v, p) == '-') ++p;
+    while (email_label(at(v, p))) ++p;
     if (p == q || p - q > 63 || at(v, q) == '-' || at(v, p - 1) == '-' || p - domain > 253) return best;
     if (labels >= 2 && tld_ok(v, q, p)) best = p - s;
-    if (at(v, p) != '.' || !is_alnum(at(v, p + 1))) return best;
+    if (at(v, p) != '.' || !email_label(at(v, p + 1)) || at(v, p + 1) == '-') return best;
     ++p;
   }
 }
@@ -201,6 +213,8 @@ size_t iban_match(View v, size_t s) {
   while (true) {
     while (is_alnum(at(v, p))) {
       if (compact.size() == 34) return best;
+      // Country letters, then check digits: most words fail here, cheaply.
+      if (compact.size() >= 2 && compact.size() < 4 && !is_digit(at(v, p))) return best;
       compact.push_back(static_cast<char>(at(v, p++)));
     }
     if (compact.size() >= 15 && iban_ok(compact)) best = p - s;
@@ -303,7 +317,7 @@ bool key_prefix(View v, size_t s) {
 // ---- table ------------------------------------------------------------------
 
 const Detector kDetectors[] = {
-    {PiiKind::kEmail, 64 + 1 + 253, email_class, email_start, email_match, always},
+    {PiiKind::kEmail, 64 + 1 + 253, email_class, email_start, email_match, email_prefix},
     {PiiKind::kPhone, 60, phone_class, phone_start, phone_match, always},
     {PiiKind::kCreditCard, 40, card_class, card_start, card_match, always},
     {PiiKind::kIban, 68, iban_class, iban_start, iban_match, iban_prefix},

@@ -135,8 +135,10 @@ NormalizedText normalize(std::string_view s, uint32_t base) {
     // NFKC_Casefold leaves it alone except for the case.
     if (c < 0x80 && (i + 1 == s.size() || static_cast<unsigned char>(s[i + 1]) < 0x80)) {
       const bool upper = c >= 'A' && c <= 'Z';
-      emit(upper ? c + 32 : c, base + static_cast<uint32_t>(i), base + static_cast<uint32_t>(i + 1),
-           upper ? NormalizedText::kWasUpper : 0, &out);
+      out.text.push_back(static_cast<char>(upper ? c + 32 : c));
+      out.src_begin.push_back(base + static_cast<uint32_t>(i));
+      out.src_end.push_back(base + static_cast<uint32_t>(i + 1));
+      out.flags.push_back(upper ? NormalizedText::kWasUpper : 0);
       ++i;
       continue;
     }

@@ -147,7 +147,9 @@ class RegexCompiler {
       if (eat('?')) {
         if (!eat(':')) return error("unsupported group '(?' (only '(?:' is)");
       }
+      if (++depth_ > kMaxDepth) return error("groups nested deeper than " + std::to_string(kMaxDepth));
       RETURN_IF_ERROR(parse_alt(out));
+      --depth_;
       if (!eat(')')) return error("missing ')'");
       return Status::ok_status();
     }
@@ -312,8 +314,10 @@ class RegexCompiler {
     return next;
   }
 
+  static constexpr int kMaxDepth = 32;  // the parser recurses per group
   std::string_view p_;
   size_t pos_ = 0;
+  int depth_ = 0;
   BoundedRegex* re_;
   std::vector<Node> nodes_;
 };
@@ -381,6 +385,54 @@ std::pair<size_t, bool> BoundedRegex::run(std::string_view v, size_t s) const {
     p = q;
   }
   return {best, !t.cur.empty() && p >= v.size()};
+}
+
+size_t BoundedRegex::earliest_live(std::string_view v, size_t from, const std::vector<char>& starts) const {
+  // Threads are kept in order of their start (older first; a new thread is
+  // added after the stepped ones), so when two reach one state the earlier
+  // start wins and the first live thread at the end has the smallest start.
+  thread_local Scratch t;
+  thread_local std::vector<size_t> cur_start, next_start;
+  if (t.mark.size() < states_.size()) t.mark.assign(states_.size(), 0);
+  auto add = [&](std::vector<int32_t>* list, std::vector<size_t>* list_start, int32_t st, size_t start) {
+    t.stack.clear();
+    t.stack.push_back(st);
+    while (!t.stack.empty()) {
+      const int32_t x = t.stack.back();
+      t.stack.pop_back();
+      if (t.mark[x] == t.gen) continue;
+      t.mark[x] = t.gen;
+      const State& state = states_[x];
+      if (state.op == State::kSplit) {
+        t.stack.push_back(state.out2);
+        t.stack.push_back(state.out);
+      } else if (state.op == State::kSet) {
+        list->push_back(x);
+        list_start->push_back(start);
+      }
+    }
+  };
+  t.cur.clear();
+  cur_start.clear();
+  size_t p = from;
+  while (p < v.size()) {
+    if (++t.gen == 0) t.mark.assign(states_.size(), 0), t.gen = 1;
+    for (int32_t x : t.cur) t.mark[x] = t.gen;  // the stepped list owns its states this round
+    if (starts[p - from]) add(&t.cur, &cur_start, start_, p);
+    size_t q = p;
+    const uint32_t cp = utf8::decode_one(v, &q);
+    if (++t.gen == 0) t.mark.assign(states_.size(), 0), t.gen = 1;
+    t.next.clear();
+    next_start.clear();
+    for (size_t i = 0; i < t.cur.size(); ++i) {
+      const int32_t x = t.cur[i];
+      if (sets_[states_[x].set].contains(cp)) add(&t.next, &next_start, states_[x].out, cur_start[i]);
+    }
+    t.cur.swap(t.next);
+    cur_start.swap(next_start);
+    p = q;
+  }
+  return t.cur.empty() ? v.size() : cur_start.front();
 }
 
 size_t BoundedRegex::match(std::string_view v, size_t s) const { return run(v, s).first; }

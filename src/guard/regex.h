@@ -47,6 +47,11 @@ class BoundedRegex {
   // Whether text appended to v could still make a match at s appear or
   // grow (the NFA has a live state at the end of v).
   bool live_at_end(std::string_view v, size_t s) const;
+  // The smallest s in [from, v.size()) with `is_start(s)` and
+  // live_at_end(v, s), or v.size() if none: one simulation with a thread
+  // started at each start position, O((v.size() - from) x states).
+  template <typename IsStart>
+  size_t earliest_live_start(std::string_view v, size_t from, IsStart is_start) const;
 
  private:
   struct State {
@@ -66,11 +71,21 @@ class BoundedRegex {
   // Runs the NFA from s; returns the longest match and whether a state is
   // alive at the end of v.
   std::pair<size_t, bool> run(std::string_view v, size_t s) const;
+  // earliest_live_start's simulation; starts[i] says whether a thread
+  // starts at v[from + i].
+  size_t earliest_live(std::string_view v, size_t from, const std::vector<char>& starts) const;
 
   std::vector<State> states_;
   std::vector<Set> sets_;
   int32_t start_ = -1;
   size_t max_len_ = 0;
 };
+
+template <typename IsStart>
+size_t BoundedRegex::earliest_live_start(std::string_view v, size_t from, IsStart is_start) const {
+  std::vector<char> starts(v.size() > from ? v.size() - from : 0);
+  for (size_t i = 0; i < starts.size(); ++i) starts[i] = is_start(from + i) ? 1 : 0;
+  return earliest_live(v, from, starts);
+}
 
 }  // namespace zl::guard

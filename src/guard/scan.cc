@@ -51,12 +51,7 @@ size_t hold_position(const Matchers& m, const NormalizedText& view, size_t from,
   for (const Matchers::Regex& re : m.regexes) {
     if (!active[re.rule]) continue;
     const size_t lo = std::max(from, end > re.re.max_len() ? end - re.re.max_len() : size_t{0});
-    for (size_t s = lo; s < hold; ++s) {
-      if (segment_start(view, s) && re.re.live_at_end(view.text, s)) {
-        hold = s;
-        break;
-      }
-    }
+    hold = std::min(hold, re.re.earliest_live_start(view.text, lo, [&](size_t s) { return segment_start(view, s); }));
   }
   return hold;
 }

@@ -43,6 +43,8 @@ TEST(GuardDetectors, Email) {
   EXPECT_EQ(found("JOHN@EXAMPLE.COM"), V{"email:JOHN@EXAMPLE.COM"});
   EXPECT_EQ(found("x＠example.com"), V{"email:x＠example.com"});  // full-width at sign
   EXPECT_EQ(found("jo\u200Bhn@exam\u200Bple.com"), V{"email:jo\u200Bhn@exam\u200Bple.com"});
+  EXPECT_EQ(found("reach m.m\u00FCller@example.de now"), V{"email:m.m\u00FCller@example.de"});
+  EXPECT_EQ(found("user@b\u00FCcher.de"), V{"email:user@b\u00FCcher.de"});
   EXPECT_EQ(found("name at example dot com"), V{});
   EXPECT_EQ(found("user@localhost"), V{});
   EXPECT_EQ(found("a..b@example.com"), V{});

@@ -168,6 +168,8 @@ TEST(GuardRegex, BoundedOnlyAndKnowsItsLongestMatch) {
                           "ab)", "a{5,2}", "a{1001}"}) {
     EXPECT_FALSE(BoundedRegex::compile(bad).ok()) << bad;
   }
+  EXPECT_FALSE(BoundedRegex::compile(std::string(5000, '(') + "a" + std::string(5000, ')')).ok());
+  EXPECT_FALSE(BoundedRegex::compile("(a{1000}){1000}").ok());
   auto re = BoundedRegex::compile("TICKET-[0-9]{6}");
   ASSERT_TRUE(re.ok());
   EXPECT_EQ(re->max_len(), 13u);
@@ -175,6 +177,11 @@ TEST(GuardRegex, BoundedOnlyAndKnowsItsLongestMatch) {
   EXPECT_EQ(re->match("ticket-12345x", 0), 0u);
   EXPECT_TRUE(re->live_at_end("see ticket-12", 4));
   EXPECT_FALSE(re->live_at_end("see ticket-1x", 4));
+  auto all = [](size_t) { return true; };
+  EXPECT_EQ(re->earliest_live_start("see ticket-12", 0, all), 4u);
+  EXPECT_EQ(re->earliest_live_start("ticket-1 tick", 0, all), 9u);
+  EXPECT_EQ(re->earliest_live_start("ticket-123456", 0, all), 13u);  // complete: nothing still alive
+  EXPECT_EQ(re->earliest_live_start("see ticket-12", 5, all), 13u);
   auto alt = BoundedRegex::compile("(?:ab|abcd){1,2}x?");
   ASSERT_TRUE(alt.ok());
   EXPECT_EQ(alt->match("abcdabx", 0), 7u);  // longest
@@ -268,6 +275,16 @@ TEST(GuardStream, ReleasesPlainTextAtOnceAndHoldsAPossibleMatch) {
   EXPECT_EQ(r.finish().text, "");
 }
 
+TEST(GuardStream, TextWithoutSpacesIsNotHeldForLong) {
+  const auto g = make(kPolicy);
+  StreamRedactor r(g);
+  std::string out;
+  // 30 CJK characters (90 bytes), no '@': at most 64 bytes may wait for one.
+  for (int i = 0; i < 30; ++i) out += r.feed("\u4E2D").text;
+  EXPECT_GE(out.size(), 90u - 64u);
+  EXPECT_LE(r.held_bytes(), 64u);
+}
+
 TEST(GuardStream, HoldBackIsBounded) {
   const auto g = make(kPolicy);
   StreamRedactor r(g);
@@ -344,6 +361,31 @@ TEST(GuardStream, RandomSplitsOfRandomTextsEqualTheWholeRedaction) {
       while (g->rule(matches[i]).output != OutputAction::kStop) ++i;
       const std::vector<Match> before(matches.begin(), matches.begin() + i);
       ASSERT_EQ(out, apply_redactions(*g, std::string_view(text).substr(0, matches[i].start), before)) << text;
+    }
+  }
+}
+
+// Arbitrary bytes (invalid UTF-8, lone combining marks, controls): no crash,
+// offsets inside the text, and the stream agrees with the whole.
+TEST(GuardStream, ArbitraryBytes) {
+  const auto g = make(kPolicy);
+  std::mt19937 rng(5);
+  const std::string alphabet = std::string("a@.-1 9(+\xcc\x81\xe2\x80\x8b\xff\xc3\xa9\x00\n", 22) + "TICKET-0";
+  for (int t = 0; t < 2000; ++t) {
+    std::string text;
+    for (int i = 0, n = static_cast<int>(rng() % 64); i < n; ++i) {
+      text += rng() % 4 == 0 ? static_cast<char>(rng() % 256) : alphabet[rng() % alphabet.size()];
+    }
+    for (const Match& m : g->scan(text)) {
+      ASSERT_LT(m.start, m.end);
+      ASSERT_LE(m.end, text.size());
+    }
+    StreamRedactor r(g);
+    std::string out;
+    for (size_t at = 0; at < text.size(); at += 3) out += r.feed(std::string_view(text).substr(at, 3)).text;
+    out += r.finish().text;
+    if (!r.stopped()) {
+      ASSERT_EQ(out, g->redact(text, Direction::kOutput));
     }
   }
 }
