@@ -384,9 +384,10 @@ void Engine::emit(Live& live, std::string text, std::vector<int32_t> ids) {
 }
 
 void Engine::finish(Live& live, FinishReason reason, Status error, std::optional<int32_t> final_token) {
-  if (reason != FinishReason::kError && reason != FinishReason::kSafety) {
+  if (reason != FinishReason::kError && !live.out_guard.stopped()) {
     // Release what the detokenizer and the stop matcher still hold (after a
-    // stop string: nothing), then what the guard holds.
+    // stop string: nothing), then what the guard holds (after a guard stop:
+    // nothing; a mask that left no token releases the text before it).
     std::string tail;
     if (reason != FinishReason::kStopSequence) {
       StopFeed fed = live.stop.feed(live.detok.flush());

@@ -55,6 +55,8 @@ class OutputGuard {
   // Whether text must go through feed() / finish() (the guard has output rules).
   bool redacts() const { return redactor_.has_value(); }
   bool masks() const { return mask_ != nullptr; }
+  // A stop rule matched: nothing more is released.
+  bool stopped() const { return redactor_ && redactor_->stopped(); }
   const guard::Guard* guard() const { return guard_.get(); }
 
   // The sampler's veto for the current state (null when nothing is masked).
