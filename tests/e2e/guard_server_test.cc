@@ -21,6 +21,7 @@
 #include <boost/json.hpp>
 #include <cctype>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -411,14 +412,31 @@ TEST(GuardServerTest, InputRedactMakesTheModelSeeThePlaceholderInEveryMessageOnB
   ASSERT_EQ(o.status, 200);
   EXPECT_EQ(o.input_tokens, openai(port, seen, false).input_tokens);
   EXPECT_EQ(o.text, openai(port, seen, false).text);
-  // The system prompt and a tool result are screened too.
-  auto with_system_and_tool = [](const std::string& s) {
+  // A raw /v1/completions prompt too.
+  auto completion_prompt_tokens = [&](const std::string& prompt) {
+    HttpReply r = fetch(port, "POST", "/v1/completions",
+                        R"({"model":"m","max_tokens":1,"temperature":0,"prompt":)" + jquote(prompt) + "}");
+    EXPECT_EQ(r.status, 200) << r.body;
+    return num(at(parse_obj(r.body), {"usage", "prompt_tokens"}));
+  };
+  EXPECT_EQ(completion_prompt_tokens(secret), completion_prompt_tokens(seen));
+  // The system prompt and a tool result are screened too (each on its own).
+  auto system_body = [](const std::string& s) {
     return R"({"model":"m","max_tokens":4,"system":)" + jquote("contact " + s) +
-           R"(,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":)" +
+           R"(,"messages":[{"role":"user","content":"hi"}]})";
+  };
+  auto tool_body = [](const std::string& s) {
+    return R"({"model":"m","max_tokens":4,"messages":[{"role":"user","content":"hi"},)"
+           R"({"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{}}]},)"
+           R"({"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":)" +
            jquote("found " + s) + "}]}]}";
   };
-  EXPECT_EQ(count_tokens(port, with_system_and_tool("ann@example.org")),
-            count_tokens(port, with_system_and_tool("[REDACTED:email]")));
+  const std::string address = "a.much.longer.mailbox.name@subdomain.example.org";
+  for (const auto& body : {std::function<std::string(const std::string&)>(system_body),
+                           std::function<std::string(const std::string&)>(tool_body)}) {
+    EXPECT_EQ(count_tokens(port, body(address)), count_tokens(port, body("[REDACTED:email]")));
+    EXPECT_NE(count_tokens(plain_port(), body(address)), count_tokens(plain_port(), body("[REDACTED:email]")));
+  }
   EXPECT_GE(guard_actions(port, "pii", "input", "redact"), 4);
 }
 
