@@ -47,7 +47,9 @@ struct Engine::Live {
         sampler(request.sampling, request.prompt_ids),
         detok(tok),
         stop(request.stop.stop_strings),
-        out_guard(std::move(g), mask) {}
+        out_guard(std::move(g), mask) {
+    out_guard.start_after(request.prompt_ids);
+  }
 };
 
 EngineConfig resolve_engine_config(const ModelConfig& model, EngineConfig c) {

@@ -28,6 +28,16 @@ void OutputGuard::accept(int32_t token) {
   if (mask_) mask_state_ = mask_->step(mask_state_, token).state;
 }
 
+void OutputGuard::start_after(std::span<const int32_t> prompt) {
+  if (!mask_) return;
+  // The automaton's state depends on the last (longest phrase) bytes only;
+  // 256 tokens cover phrases of 256 bytes whatever the tokens (costs < 1 µs).
+  constexpr size_t kTail = 256;
+  for (int32_t id : prompt.subspan(prompt.size() > kTail ? prompt.size() - kTail : 0)) {
+    mask_state_ = mask_->advance(mask_state_, id);
+  }
+}
+
 GuardedText OutputGuard::take(guard::Release r) {
   GuardedText out{.text = std::move(r.text), .stop = r.stop.has_value()};
   for (const guard::Match& m : r.matches) {

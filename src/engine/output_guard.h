@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -67,6 +68,9 @@ class OutputGuard {
   std::optional<GuardAction> take_refusal();
   // The sampled token was kept: the phrase automaton moves past it.
   void accept(int32_t token);
+  // The prompt's last tokens: an answer that continues the prompt (an
+  // assistant prefill, a raw completion) cannot finish a phrase it began.
+  void start_after(std::span<const int32_t> prompt);
 
   // The next piece of text (after stop strings); after a stop, nothing.
   GuardedText feed(std::string_view text);

@@ -122,6 +122,12 @@ MaskStep TokenMaskTable::step(int32_t state, int32_t token) const {
   return {.state = s};
 }
 
+int32_t TokenMaskTable::advance(int32_t state, int32_t token) const {
+  if (token < 0 || token >= n_vocab()) return state;
+  for (uint32_t i = offsets_[token]; i < offsets_[token + 1]; ++i) state = automaton_.next_class(state, classes_[i]);
+  return state;
+}
+
 }  // namespace zl::guard
 
 namespace zl::guard {

@@ -93,6 +93,10 @@ class TokenMaskTable {
   // What appending `token` does from `state`. Ids outside the vocabulary
   // leave the state unchanged and are never refused. O(1) or O(token bytes).
   MaskStep step(int32_t state, int32_t token) const;
+  // The state after `token` whether or not it completes a phrase: for text
+  // the sampler did not choose (the prompt's tail, which an answer may
+  // continue). O(token bytes).
+  int32_t advance(int32_t state, int32_t token) const;
   // Whether `token` contains a byte of some phrase (only those can advance
   // or complete a match).
   bool can_advance(int32_t token) const {

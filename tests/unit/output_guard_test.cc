@@ -58,6 +58,19 @@ TEST(OutputGuard, VetoRefusesTheTokenThatCompletesAPhraseAndReportsItOnce) {
   EXPECT_EQ(*sampler.sample(l2, nullptr, og.veto()), 1);
 }
 
+TEST(OutputGuard, AnAnswerCannotFinishAPhraseThePromptBegan) {
+  auto g = compile(kPolicy);
+  const std::vector<std::string> vocab{"fal", "con", "cons", "x"};
+  auto table = guard::build_token_mask(*g, vocab);
+  OutputGuard og(g, table.get());
+  const std::vector<int32_t> prompt{3, 0};  // "xfal"
+  og.start_after(prompt);
+  EXPECT_TRUE(og.veto()(1));
+  EXPECT_FALSE(og.veto()(3));
+  OutputGuard fresh(g, table.get());
+  EXPECT_FALSE(fresh.veto()(1));
+}
+
 TEST(OutputGuard, RedactsAcrossPiecesAndReleasesTheRestAtTheEnd) {
   auto g = compile(kPolicy);
   OutputGuard og(g, nullptr);
