@@ -370,7 +370,8 @@ TEST(GuardStream, RandomSplitsOfRandomTextsEqualTheWholeRedaction) {
 TEST(GuardStream, ArbitraryBytes) {
   const auto g = make(kPolicy);
   std::mt19937 rng(5);
-  const std::string alphabet = std::string("a@.-1 9(+\xcc\x81\xe2\x80\x8b\xff\xc3\xa9\x00\n", 22) + "TICKET-0";
+  static constexpr char kBytes[] = "a@.-1 9(+\xcc\x81\xe2\x80\x8b\xff\xc3\xa9\x00\n";
+  const std::string alphabet = std::string(kBytes, sizeof kBytes - 1) + "TICKET-0";
   for (int t = 0; t < 2000; ++t) {
     std::string text;
     for (int i = 0, n = static_cast<int>(rng() % 64); i < n; ++i) {
