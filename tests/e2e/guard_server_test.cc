@@ -14,7 +14,9 @@
 //           U+200B splits the phrase) and redact (count_tokens and usage
 //           count the placeholder the model saw), both APIs;
 //   start   a bad policy file stops the server with exit 2, naming the line.
-// Skipped, with a message, when ../shared is absent.
+// The model tests are skipped, with a message, when ../shared is absent; the
+// input actions are also checked on the test server's fake engine, and the
+// bad file needs no model.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -438,6 +440,32 @@ TEST(GuardServerTest, InputRedactMakesTheModelSeeThePlaceholderInEveryMessageOnB
     EXPECT_NE(count_tokens(plain_port(), body(address)), count_tokens(plain_port(), body("[REDACTED:email]")));
   }
   EXPECT_GE(guard_actions(port, "pii", "input", "redact"), 4);
+}
+
+// The input side needs no model: the test server's fake engine and
+// byte-per-token codec (tests/support/fake_engine.h), so this runs without
+// ../shared too.
+TEST(GuardServerTest, InputActionsOnTheFakeEngine) {
+  const std::string path = testing_support::temp_file("zl_guard_server_test", "fake_input.toml");
+  {
+    std::ofstream f(path);
+    f << kInputPolicy;
+  }
+  ServerProcess s({"--fake-engine", "--guard", path}, ZL_TEST_SERVER);
+  ASSERT_TRUE(s.ok());
+  const Answer b = anthropic(s.port(), anthropic_body("about Project\u200b Falcon", false));
+  EXPECT_EQ(b.status, 400);
+  EXPECT_EQ(str(at(b.raw, {"error", "detail", "rule"})), "codename");
+  const Answer o = openai(s.port(), "about PROJECT FALCON", false);
+  EXPECT_EQ(o.status, 400);
+  EXPECT_EQ(str(at(o.raw, {"error", "code"})), "safety_violation");
+  // One token per byte: the count is the length of what the model saw.
+  const int64_t n_secret = count_tokens(s.port(), anthropic_body("mail bob@example.com", false));
+  const int64_t n_seen = count_tokens(s.port(), anthropic_body("mail [REDACTED:email]", false));
+  EXPECT_EQ(n_secret, n_seen);
+  const Answer r = anthropic(s.port(), anthropic_body("mail bob@example.com", false));
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.input_tokens, n_seen);
 }
 
 TEST(GuardServerTest, ABadPolicyFileStopsTheStartWithExit2NamingTheLine) {
