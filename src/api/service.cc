@@ -9,6 +9,7 @@
 #include "api/anthropic/messages.h"
 #include "api/errors.h"
 #include "api/generation.h"
+#include "api/guard_input.h"
 #include "api/json_util.h"
 #include "api/openai/chat_completions.h"
 #include "api/trace_request.h"
@@ -185,6 +186,9 @@ void ApiService::send_json(const http::HttpRequest& req, http::Responder& res, c
 void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Responder> res,
                           const std::string& route, const std::string& key_id, ChatRequest chat,
                           ServerTiming timing, const FormatterFactory& make_formatter) {
+  if (auto refused = guard_chat_input(config_.guard.get(), chat, req.request_id, &metrics_root_->engine)) {
+    return send_error(req, *res, route, *refused, &timing);
+  }
   const EngineStats stats = engine_->stats();
   const auto t_prepare = RequestLog::Clock::now();
   ApiResult<Prepared> prepared = prepare_request(chat, *codec_, stats.n_ctx, req.request_id, key_id);
@@ -330,6 +334,10 @@ void ApiService::handle_count_tokens(http::HttpRequest& req, std::shared_ptr<htt
   if (!authorize(req, *res, route)) return;
   ApiResult<ChatRequest> chat = anthropic::parse_count_tokens_request(req.body);
   if (!chat.ok()) return send_error(req, *res, route, chat.error());
+  // What the model would see: redacted (or refused) as a generation would be.
+  if (auto refused = guard_chat_input(config_.guard.get(), chat.value(), req.request_id, &metrics_root_->engine)) {
+    return send_error(req, *res, route, *refused);
+  }
   Result<std::vector<int32_t>> ids = codec_->encode_chat(chat.value());
   if (!ids.ok()) return send_error(req, *res, route, from_status(ids.status()));
   send_json(req, *res, route, boost::json::serialize(boost::json::object{{"input_tokens", ids->size()}}));

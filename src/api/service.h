@@ -33,6 +33,7 @@
 #include "api/request_log.h"
 #include "api/server_timing.h"
 #include "engine/request.h"
+#include "guard/guard.h"
 #include "http/router.h"
 #include "limits/response_cache.h"
 #include "limits/kv_admission.h"
@@ -70,6 +71,10 @@ struct ApiConfig {
   // authentication on beside api_keys.
   limits::KeyStore* keys = nullptr;
   limits::QuotaManager* quota = nullptr;
+  // The guard (--guard): its input rules screen every generation and
+  // count_tokens request (api/guard_input.h); the engine applies its output
+  // rules (EngineConfig::guard). Null: none.
+  std::shared_ptr<const guard::Guard> guard;
 };
 
 class ApiService {

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "api/guard_input.h"
 #include "api/service.h"
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -22,6 +23,7 @@
 #include "cli/serve_config.h"
 #include "cli/serve_engine.h"
 #include "core/log.h"
+#include "guard/guard.h"
 #include "http/server.h"
 #include "limits/response_cache.h"
 #include "limits/bucket_store.h"
@@ -158,6 +160,15 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
   auto cmdline = parse_serve_command(argc, argv, first, hooks.extra_flags,
                                      [](const char* n) { return std::getenv(n); }, &code);
   if (!cmdline) return code;
+  if (!cmdline->config.guard_file.empty()) {
+    // Before the model loads: a bad policy fails the start at once.
+    auto guard = guard::Guard::load(cmdline->config.guard_file);
+    if (!guard.ok()) {
+      report_error("serve", guard.status());
+      return kExitUsage;
+    }
+    cmdline->config.guard = std::move(guard).value();
+  }
   const ServeConfig& cfg = cmdline->config;
   if (!cfg.log_format.empty()) log::set_format(cfg.log_format == "text" ? log::Format::kText : log::Format::kJson);
 
@@ -219,6 +230,8 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
     key_reloads->counter({"ok"});
     key_reloads->counter({"error"});
   }
+  api_cfg.guard = cfg.guard;
+  if (cfg.guard) api::register_guard_metrics(*cfg.guard, metrics->engine.guard_actions());
   api::ApiService service(api_cfg, b.engine.get(), b.codec.get());
   http::Router router;
   service.register_routes(router);

@@ -9,10 +9,15 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
+
+namespace zl::guard {
+class Guard;
+}
 
 namespace zl::cli {
 
@@ -62,6 +67,10 @@ struct ServeConfig {
   int64_t response_cache_mb = 0;      // exact-match response cache size; 0: off
   // The guard (src/guard/): a TOML policy file; empty: no guard.
   std::string guard_file;
+  // guard_file compiled: loaded by run_serve before the backend (a bad file
+  // stops the start with exit 2, naming the line), shared by the engine
+  // (output rules, make_backend) and the API (input rules). Not a setting.
+  std::shared_ptr<const guard::Guard> guard;
   // Where each setting that was given came from, as a user would write it:
   // "--kv-size 100000000", "ZEROLAYER_KV_SIZE=100000000",
   // "kv_size = 100000000 in /etc/zl.toml". Absent: the default.

@@ -45,7 +45,8 @@ Result<ServeBackend> make_backend(const ServeConfig& config, obs::EngineSink* ob
                   .kv_type = config.kv_type == "f32" ? KvType::kF32 : KvType::kF16,
                   .n_threads = static_cast<int>(config.threads),
                   .max_pending_events = static_cast<size_t>(config.max_pending_events),
-                  .obs_sink = obs_sink};
+                  .obs_sink = obs_sink,
+                  .guard = config.guard};
   // Admission control: the bounded queue (engine.h); -1: 4 × --parallel.
   ec.max_queue = config.max_queue >= 0 ? config.max_queue : 4 * config.parallel;
   ec.max_queue_tokens = config.max_queue_tokens;

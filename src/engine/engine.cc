@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "core/log.h"
 #include "core/memory.h"
 #include "obs/metrics.h"  // kEnabled
 
@@ -56,18 +57,23 @@ struct Engine::Live {
   Sampler sampler;
   IncrementalDetokenizer detok;
   StopMatcher stop;
+  OutputGuard out_guard;
   Usage usage;
   Timings timings;
   bool admitted_once = false;
   bool queued = true;           // counted in EngineStats::n_queued until first admission or its end
   int64_t n_queued_tokens = 0;  // what it adds to n_queued_prompt_tokens meanwhile
 
-  Live(Request r, std::shared_ptr<RequestChannel> ch, const Tokenizer& tok)
+  Live(Request r, std::shared_ptr<RequestChannel> ch, const Tokenizer& tok,
+       std::shared_ptr<const guard::Guard> g, const guard::TokenMaskTable* mask)
       : request(std::move(r)),
         channel(std::move(ch)),
         sampler(request.sampling, request.prompt_ids),
         detok(tok),
-        stop(request.stop.stop_strings) {}
+        stop(request.stop.stop_strings),
+        out_guard(std::move(g), mask) {
+    out_guard.start_after(request.prompt_ids);
+  }
 };
 
 EngineConfig resolve_engine_config(const ModelConfig& model, EngineConfig c) {
@@ -149,6 +155,11 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, EngineConfig conf
   stats_.n_ctx = config_.n_ctx;
   stats_.kv_block_size = config_.block_size;
   stats_.n_kv_blocks_total = blocks_.n_blocks();
+  if (config_.guard) {
+    std::vector<std::string> pieces(static_cast<size_t>(model.config.n_vocab));
+    for (size_t id = 0; id < pieces.size(); ++id) pieces[id] = tokenizer.token_to_piece(static_cast<int32_t>(id));
+    mask_ = guard::build_token_mask(*config_.guard, pieces);
+  }
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -312,7 +323,7 @@ void Engine::admit(Request request, std::shared_ptr<RequestChannel> channel, Tim
                     .priority = request.priority};
   auto seq = scheduler_.submit(std::move(spec));
   if (!seq.ok()) return fail(seq.status());
-  auto live = std::make_unique<Live>(std::move(request), std::move(channel), tokenizer_);
+  auto live = std::make_unique<Live>(std::move(request), std::move(channel), tokenizer_, config_.guard, mask_.get());
   live->seq = *seq;
   live->usage.n_prompt_tokens = n_prompt;
   live->n_queued_tokens = n_prompt;
@@ -456,8 +467,16 @@ bool Engine::step() {
       finish(live, FinishReason::kMaxTokens);
       continue;
     }
-    auto token = live.sampler.sample(std::span(logits_.data() + row * n_vocab, n_vocab));
+    auto token = live.sampler.sample(std::span(logits_.data() + row * n_vocab, n_vocab), nullptr, live.out_guard.veto());
     ++row;
+    const std::optional<GuardAction> masked = live.out_guard.take_refusal();
+    if (masked) report_guard(live, *masked);
+    if (!token.ok() && masked) {
+      // Every allowed token would complete a banned phrase: a safety stop.
+      scheduler_.on_step_done(it.id, 0);
+      finish(live, FinishReason::kSafety);
+      continue;
+    }
     if (!token.ok()) {
       // Every id banned: the step must still be reported with a token before
       // the sequence can end; the placeholder is never emitted.
@@ -465,6 +484,7 @@ bool Engine::step() {
       finish(live, FinishReason::kError, token.status());
       continue;
     }
+    live.out_guard.accept(*token);
     scheduler_.on_step_done(it.id, *token);
     handle_token(live, *token);
   }
@@ -491,9 +511,13 @@ void Engine::handle_token(Live& live, int32_t token) {
     return finish(live, FinishReason::kEndOfSequence, Status(), token);
   }
   StopFeed fed = live.stop.feed(live.detok.push(token));
+  bool guard_stop = false;
+  std::string text = guard_text(live, std::move(fed.text), /*end=*/false, &guard_stop);
   std::vector<int32_t> ids;
-  if (live.request.return_token_ids) ids.push_back(token);
-  emit(live, std::move(fed.text), std::move(ids));
+  // With redaction, ids would reveal what the text holds back: none are sent.
+  if (live.request.return_token_ids && !live.out_guard.redacts()) ids.push_back(token);
+  emit(live, std::move(text), std::move(ids));
+  if (guard_stop) return finish(live, FinishReason::kSafety);
   if (fed.stop) return finish(live, FinishReason::kStopSequence);
   const Sequence& s = scheduler_.sequence(live.seq);
   if (live.usage.n_generated_tokens >= sp.max_tokens) return finish(live, FinishReason::kMaxTokens);
@@ -509,15 +533,23 @@ void Engine::emit(Live& live, std::string text, std::vector<int32_t> ids) {
 }
 
 void Engine::finish(Live& live, FinishReason reason, Status error, std::optional<int32_t> final_token) {
-  if (reason != FinishReason::kStopSequence && reason != FinishReason::kError) {
-    // Release what the detokenizer and the stop matcher still hold.
-    StopFeed fed = live.stop.feed(live.detok.flush());
-    std::string tail = std::move(fed.text);
-    if (fed.stop) {
-      reason = FinishReason::kStopSequence;
-    } else {
-      tail += live.stop.flush();
+  if (reason != FinishReason::kError && !live.out_guard.stopped()) {
+    // Release what the detokenizer and the stop matcher still hold (after a
+    // stop string: nothing), then what the guard holds (after a guard stop:
+    // nothing; a mask that left no token releases the text before it).
+    std::string tail;
+    if (reason != FinishReason::kStopSequence) {
+      StopFeed fed = live.stop.feed(live.detok.flush());
+      tail = std::move(fed.text);
+      if (fed.stop) {
+        reason = FinishReason::kStopSequence;
+      } else {
+        tail += live.stop.flush();
+      }
     }
+    bool guard_stop = false;
+    tail = guard_text(live, std::move(tail), /*end=*/true, &guard_stop);
+    if (guard_stop) reason = FinishReason::kSafety;
     emit(live, std::move(tail), {});
   }
   Event e{.kind = error.ok() ? EventKind::kFinish : EventKind::kError, .finish = reason};
@@ -532,6 +564,24 @@ void Engine::finish(Live& live, FinishReason reason, Status error, std::optional
   const SeqId id = live.seq;
   scheduler_.finish(id);
   live_.erase(id);
+}
+
+std::string Engine::guard_text(Live& live, std::string text, bool end, bool* stop) {
+  if (!live.out_guard.redacts()) return text;
+  GuardedText g = end ? live.out_guard.finish(text) : live.out_guard.feed(text);
+  for (const GuardAction& a : g.actions) report_guard(live, a);
+  *stop = g.stop;
+  return std::move(g.text);
+}
+
+void Engine::report_guard(const Live& live, const GuardAction& a) {
+  const std::string& rule = live.out_guard.guard()->policy().rules[a.rule].name;
+  if constexpr (obs::kEnabled) {
+    if (config_.obs_sink) config_.obs_sink->on_guard_action(rule, "output", a.action);
+  }
+  // Never the matched text: the rule, the kind and what was done.
+  log::info("guard action", {{"request_id", live.request.id}, {"rule", rule}, {"direction", "output"},
+                             {"action", a.action}, {"kind", a.kind}});
 }
 
 void Engine::report_token(const Timings& t, bool first, Timings::Clock::time_point now) {

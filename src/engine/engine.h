@@ -39,6 +39,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "engine/kv_cache.h"
+#include "engine/output_guard.h"
 #include "engine/request.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
@@ -76,6 +77,10 @@ struct EngineConfig {
   // times, batch sizes and preemptions (engine thread; not owned; must
   // outlive the engine). Null: nothing is reported.
   obs::EngineSink* obs_sink = nullptr;
+  // The guard (guard/guard.h; immutable, shared with the API layer): its
+  // output rules apply to every sequence (engine/output_guard.h). Mask rules
+  // are compiled over the vocabulary once, at create(). Null: no guard.
+  std::shared_ptr<const guard::Guard> guard;
 };
 
 // The smallest KV cache, in blocks, whatever the settings ask.
@@ -160,6 +165,11 @@ class Engine final : public EngineApi {
   // a final EOS/stop token that produced no text), frees its blocks.
   void finish(Live& live, FinishReason reason, Status error = Status(), std::optional<int32_t> final_token = std::nullopt);
   void emit(Live& live, std::string text, std::vector<int32_t> ids);
+  // The guard's output rules on text about to be emitted (finish: the end of
+  // the text); counts and logs their actions. Sets *stop on a stop rule.
+  std::string guard_text(Live& live, std::string text, bool end, bool* stop);
+  // Counts (obs sink) and logs one guard action of a sequence.
+  void report_guard(const Live& live, const GuardAction& action);
   void publish_stats();
   // obs_sink: queue and prefill times at a first token, else the inter-token gap.
   void report_token(const Timings& t, bool first, Timings::Clock::time_point now);
@@ -172,6 +182,7 @@ class Engine final : public EngineApi {
   KvStorage kv_;
   BlockPool blocks_;
   Scheduler scheduler_;
+  std::shared_ptr<const guard::TokenMaskTable> mask_;  // config_.guard's mask rules over the vocabulary
   std::unordered_map<SeqId, std::unique_ptr<Live>> live_;
   std::vector<float> logits_;
   std::vector<BatchSequence> batch_;

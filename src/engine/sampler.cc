@@ -224,9 +224,7 @@ void Sampler::transform(std::span<float> logits, const TokenMask* mask) const {
   if (mask) sampling::apply_mask(logits, *mask);
 }
 
-Result<std::vector<TokenProb>> Sampler::distribution(std::span<float> logits,
-                                                     const TokenMask* mask) {
-  transform(logits, mask);
+Result<std::vector<TokenProb>> Sampler::truncated(std::span<float> logits) const {
   if (params_.temperature <= 0.0f) {
     const int32_t id = sampling::argmax(logits);
     if (id < 0) return no_token();
@@ -240,11 +238,41 @@ Result<std::vector<TokenProb>> Sampler::distribution(std::span<float> logits,
   return c;
 }
 
+Result<std::vector<TokenProb>> Sampler::distribution(std::span<float> logits,
+                                                     const TokenMask* mask) {
+  transform(logits, mask);
+  return truncated(logits);
+}
+
+int32_t Sampler::choose(const std::vector<TokenProb>& c) {
+  return params_.temperature <= 0.0f ? c[0].id : sampling::draw(c, next_uniform());
+}
+
 Result<int32_t> Sampler::sample(std::span<float> logits, const TokenMask* mask) {
   ASSIGN_OR_RETURN(std::vector<TokenProb> c, distribution(logits, mask));
-  const int32_t id = params_.temperature <= 0.0f ? c[0].id : sampling::draw(c, next_uniform());
+  const int32_t id = choose(c);
   accept(id);
   return id;
+}
+
+Result<int32_t> Sampler::sample(std::span<float> logits, const TokenMask* mask, const Veto& veto) {
+  if (!veto) return sample(logits, mask);
+  transform(logits, mask);
+  for (int n_refused = 0;; ++n_refused) {
+    if (n_refused == kMaxVetoRetries) {
+      // The model insists: settle every remaining candidate in one pass.
+      for (size_t id = 0; id < logits.size(); ++id) {
+        if (logits[id] > kNegInf && veto(static_cast<int32_t>(id))) logits[id] = kNegInf;
+      }
+    }
+    ASSIGN_OR_RETURN(std::vector<TokenProb> c, truncated(logits));
+    const int32_t id = choose(c);
+    if (n_refused >= kMaxVetoRetries || !veto(id)) {
+      accept(id);
+      return id;
+    }
+    logits[id] = kNegInf;
+  }
 }
 
 double Sampler::next_uniform() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }

@@ -35,6 +35,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <random>
 #include <span>
@@ -101,6 +102,19 @@ class Sampler {
   // every token is banned, masked or non-finite.
   Result<int32_t> sample(std::span<float> logits, const TokenMask* mask = nullptr);
 
+  // Refuses a drawn candidate (the guard's phrase mask, guard/token_mask.h): true forbids the
+  // id at this step. Must be a pure function of the id during one sample() call.
+  using Veto = std::function<bool(int32_t id)>;
+  // After this many refusals in one step, every remaining candidate is checked at once.
+  static constexpr int kMaxVetoRetries = 8;
+  // sample() with a veto: steps 1-3 once, then steps 4-9 are repeated with each refused id's
+  // logit at -inf (the answer goes on with the best allowed token: greedy stays deterministic,
+  // a seeded draw stays reproducible). After kMaxVetoRetries refusals the veto is asked about
+  // every finite id once (O(vocab) calls) before the last draw. Only the accepted token enters
+  // the penalty window. Error invalid_argument when every token is refused, banned or masked.
+  // A null veto is sample(logits, mask).
+  Result<int32_t> sample(std::span<float> logits, const TokenMask* mask, const Veto& veto);
+
   // The transformed, truncated distribution sample() would draw from (steps 1-8), without
   // drawing or accepting. Greedy parameters give the single argmax with p = 1.
   Result<std::vector<TokenProb>> distribution(std::span<float> logits,
@@ -123,6 +137,10 @@ class Sampler {
   void apply_penalties(std::span<float> logits) const;
   // Steps 1-3 in place.
   void transform(std::span<float> logits, const TokenMask* mask) const;
+  // Steps 4-8 on transformed logits.
+  Result<std::vector<TokenProb>> truncated(std::span<float> logits) const;
+  // Step 9 on a truncated distribution (greedy: its only candidate).
+  int32_t choose(const std::vector<TokenProb>& c);
   double next_uniform();
 
   SamplingParams params_;

@@ -28,7 +28,10 @@ EngineMetrics::EngineMetrics(Registry& r)
                                "Sequences preempted because their client stopped reading for --max-pause-ms "
                                "(resumed when it catches up)",
                                MetricType::kCounter)
-                             .counter()) {}
+                             .counter()),
+      guard_actions_(r.add("engine_guard_actions_total",
+                           "Guard actions by rule, direction (input, output) and action (block, redact, mask, stop)",
+                           MetricType::kCounter, {"rule", "direction", "action"})) {}
 
 void EngineMetrics::on_decode_step(double t_step_s, int n_batch) {
   decode_.observe(t_step_s);
@@ -45,5 +48,8 @@ void EngineMetrics::on_inter_token(double t_s) { inter_token_.observe(t_s); }
 void EngineMetrics::on_preemptions(int n) { preemptions_.add(n); }
 
 void EngineMetrics::on_pause_preemptions(int n) { pause_preemptions_.add(n); }
+void EngineMetrics::on_guard_action(std::string_view rule, std::string_view direction, std::string_view action) {
+  guard_actions_.counter({std::string(rule), std::string(direction), std::string(action)}).add();
+}
 
 }  // namespace zl::obs

@@ -10,8 +10,9 @@ namespace zl::obs {
 
 // engine_queue_time_seconds, engine_prefill_duration_seconds,
 // engine_decode_latency_seconds, engine_inter_token_latency_seconds,
-// engine_batch_size, engine_preemptions_total, engine_pause_preemptions_total.
-// Thread-safe, lock-free.
+// engine_batch_size, engine_preemptions_total, engine_pause_preemptions_total,
+// engine_guard_actions_total.
+// Thread-safe, lock-free (guard actions: a family lookup under its lock).
 class EngineMetrics final : public EngineSink {
  public:
   explicit EngineMetrics(Registry& registry);
@@ -21,6 +22,10 @@ class EngineMetrics final : public EngineSink {
   void on_inter_token(double t_s) override;
   void on_preemptions(int n) override;
   void on_pause_preemptions(int n) override;
+  void on_guard_action(std::string_view rule, std::string_view direction, std::string_view action) override;
+  // engine_guard_actions_total{rule,direction,action}: series listed at 0
+  // from the start (the rules of the loaded policy).
+  Family& guard_actions() { return guard_actions_; }
 
  private:
   Histogram& queue_;
@@ -30,6 +35,7 @@ class EngineMetrics final : public EngineSink {
   Histogram& batch_size_;
   Counter& preemptions_;
   Counter& pause_preemptions_;
+  Family& guard_actions_;
 };
 
 // The registry every layer of one server reports into. The engine's families

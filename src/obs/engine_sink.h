@@ -8,6 +8,8 @@
 // compiles the calls (and the clock reads behind them) away.
 #pragma once
 
+#include <string_view>
+
 namespace zl::obs {
 
 class EngineSink {
@@ -27,6 +29,12 @@ class EngineSink {
   // Sequences preempted in one step because their client stopped reading
   // for --max-pause-ms (EngineConfig::max_pause_ms); not in on_preemptions.
   virtual void on_pause_preemptions(int n) { (void)n; }
+  // A guard action (guard/guard.h): the rule's name, "input" or "output",
+  // and what was done ("block", "redact", "mask", "stop"). Rare (not per
+  // token in normal traffic): may take a lock. Also called by the API layer
+  // for input actions (any thread).
+  virtual void on_guard_action(std::string_view /*rule*/, std::string_view /*direction*/,
+                               std::string_view /*action*/) {}
 };
 
 }  // namespace zl::obs

@@ -303,5 +303,60 @@ TEST(Sampler, FixedSeedGivesAFixedStreamAcrossBuilds) {
   EXPECT_EQ(run(s, 12), (std::vector<int32_t>{3, 1, 2, 3, 0, 1, 1, 0, 2, 1, 1, 2}));
 }
 
+TEST(Sampler, VetoedGreedyTokenGivesTheNextBestDeterministically) {
+  for (int i = 0; i < 2; ++i) {  // the same answer each time
+    Sampler s(greedy());
+    std::vector<float> l{1.0f, 4.0f, 3.0f, 2.0f};
+    std::vector<int32_t> asked;
+    auto token = s.sample(l, nullptr, [&](int32_t id) {
+      asked.push_back(id);
+      return id == 1 || id == 2;
+    });
+    ASSERT_TRUE(token.ok());
+    EXPECT_EQ(*token, 3);
+    EXPECT_EQ(asked, (std::vector<int32_t>{1, 2, 3}));
+  }
+}
+
+TEST(Sampler, VetoedDrawsStayReproducibleAndNeverReturnARefusedId) {
+  auto run_vetoed = [](uint64_t seed) {
+    Sampler s({.temperature = 1.0f, .seed = seed});
+    std::vector<int32_t> out;
+    for (int i = 0; i < 64; ++i) {
+      std::vector<float> l = logits_of({0.7f, 0.1f, 0.1f, 0.1f});
+      auto t = s.sample(l, nullptr, [](int32_t id) { return id == 0; });
+      EXPECT_TRUE(t.ok());
+      out.push_back(t.ok() ? *t : -1);
+    }
+    return out;
+  };
+  const std::vector<int32_t> a = run_vetoed(7);
+  EXPECT_EQ(a, run_vetoed(7));
+  for (int32_t id : a) EXPECT_NE(id, 0);
+}
+
+TEST(Sampler, AVetoThatRefusesManySettlesEveryCandidateOnceThenErrsWhenNoneIsLeft) {
+  Sampler s({.temperature = 1.0f, .seed = 1});
+  std::vector<float> l(100, 0.0f);
+  int n_asked = 0;
+  auto t = s.sample(l, nullptr, [&](int32_t id) {
+    ++n_asked;
+    return id != 57;
+  });
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(*t, 57);
+  EXPECT_LE(n_asked, Sampler::kMaxVetoRetries + 100);
+  std::vector<float> l2(4, 0.0f);
+  EXPECT_FALSE(s.sample(l2, nullptr, [](int32_t) { return true; }).ok());
+}
+
+TEST(Sampler, RefusedTokensDoNotEnterThePenaltyWindow) {
+  Sampler s({.temperature = 0.0f, .presence_penalty = 10.0f});
+  std::vector<float> l{5.0f, 4.0f, 0.0f, 0.0f};
+  ASSERT_EQ(*s.sample(l, nullptr, [](int32_t id) { return id == 0; }), 1);
+  std::vector<float> l2{5.0f, 4.0f, 0.0f, 0.0f};
+  EXPECT_EQ(*s.sample(l2), 0);  // 0 was refused, not accepted: no penalty on it
+}
+
 }  // namespace
 }  // namespace zl

@@ -1,0 +1,78 @@
+#include "api/guard_input.h"
+
+#include <map>
+#include <string>
+
+#include "core/log.h"
+
+namespace zl::api {
+namespace {
+
+// What screening found across the request's texts.
+struct Screening {
+  std::optional<uint32_t> blocked_by;
+  std::map<uint32_t, int64_t> n_redacted;  // rule -> matches replaced
+};
+
+// Screens one text in place; false when a block rule matched.
+bool screen(const guard::Guard& guard, std::string& text, Screening& s) {
+  if (text.empty()) return true;
+  guard::InputDecision d = guard.screen_input(text);
+  if (d.blocked_by) {
+    s.blocked_by = d.blocked_by;
+    return false;
+  }
+  for (const guard::Match& m : d.matches) {
+    if (guard.rule(m).input == guard::InputAction::kRedact) ++s.n_redacted[m.rule];
+  }
+  text = std::move(d.text);
+  return true;
+}
+
+bool screen_chat(const guard::Guard& guard, ChatRequest& chat, Screening& s) {
+  if (!screen(guard, chat.prompt, s)) return false;
+  for (ChatMessage& m : chat.messages) {
+    if (!screen(guard, m.content, s)) return false;
+    for (ToolCall& call : m.tool_calls) {
+      if (!screen(guard, call.arguments_json, s)) return false;
+    }
+  }
+  return true;
+}
+
+void report(std::string_view request_id, const std::string& rule, std::string_view action, int64_t n_matches,
+            obs::EngineSink* sink) {
+  if (sink) {
+    for (int64_t i = 0; i < n_matches; ++i) sink->on_guard_action(rule, "input", action);
+  }
+  log::info("guard action", {{"request_id", request_id}, {"rule", rule}, {"direction", "input"},
+                             {"action", action}, {"n_matches", n_matches}});
+}
+
+}  // namespace
+
+std::optional<ApiError> guard_chat_input(const guard::Guard* guard, ChatRequest& chat, std::string_view request_id,
+                                         obs::EngineSink* sink) {
+  if (!guard || !guard->has_input_rules()) return std::nullopt;
+  Screening s;
+  if (!screen_chat(*guard, chat, s)) {
+    const std::string& rule = guard->policy().rules[*s.blocked_by].name;
+    report(request_id, rule, "block", 1, sink);
+    return ApiError{.reason = ErrorReason::kSafetyViolation,
+                    .message = "the request was refused by the guard rule '" + rule + "'",
+                    .labels = {.rule = rule}};
+  }
+  for (const auto& [index, n] : s.n_redacted) report(request_id, guard->policy().rules[index].name, "redact", n, sink);
+  return std::nullopt;
+}
+
+void register_guard_metrics(const guard::Guard& guard, obs::Family& actions) {
+  for (const guard::Rule& r : guard.policy().rules) {
+    if (r.input != guard::InputAction::kAllow) actions.counter({r.name, "input", std::string(input_action_name(r.input))});
+    if (r.output != guard::OutputAction::kAllow) {
+      actions.counter({r.name, "output", std::string(output_action_name(r.output))});
+    }
+  }
+}
+
+}  // namespace zl::api
