@@ -3,7 +3,9 @@
 // and the stream redactor's release, hold-back and stop behaviour.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdio>
+#include <thread>
 #include <fstream>
 #include <random>
 #include <string>
@@ -255,6 +257,23 @@ TEST(GuardGuard, RedactPerDirectionAndScreenInput) {
   ASSERT_EQ(m.size(), 1u);
   EXPECT_EQ(m[0].start, 0u);
   EXPECT_EQ(m[0].end, std::string("\uFF21@example.com").size());
+}
+
+TEST(GuardGuard, ConcurrentScansAgree) {
+  const auto g = make(kPolicy);
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "mail a" + std::to_string(i) + "@example.com about TICKET-12345" + std::to_string(i % 10) + " and project falcon. ";
+  const std::string want = g->redact(text, Direction::kOutput);
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 20; ++i) bad += g->redact(text, Direction::kOutput) != want;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_NE(want.find("[REDACTED:ticket]"), std::string::npos);
 }
 
 // ---- stream redactor ----------------------------------------------------------
