@@ -204,7 +204,9 @@ size_t card_match(View v, size_t s) {
 // ---- IBAN -------------------------------------------------------------------
 
 bool iban_class(unsigned char c) { return is_alnum(c) || c == ' '; }
-bool iban_start(View v, size_t s) { return is_lower(at(v, s)) && is_lower(at(v, s + 1)) && !is_alnum(prev(v, s)); }
+// Reads nothing after s (in a stream v[s + 1] may not have come yet);
+// iban_match and iban_prefix check the second letter.
+bool iban_start(View v, size_t s) { return is_lower(at(v, s)) && !is_alnum(prev(v, s)); }
 
 size_t iban_match(View v, size_t s) {
   std::string compact;
@@ -214,11 +216,12 @@ size_t iban_match(View v, size_t s) {
     while (is_alnum(at(v, p))) {
       if (compact.size() == 34) return best;
       // Country letters, then check digits: most words fail here, cheaply.
-      if (compact.size() >= 2 && compact.size() < 4 && !is_digit(at(v, p))) return best;
+      if (compact.size() < 2 ? !is_lower(at(v, p)) : compact.size() < 4 && !is_digit(at(v, p))) return best;
       compact.push_back(static_cast<char>(at(v, p++)));
     }
     if (compact.size() >= 15 && iban_ok(compact)) best = p - s;
-    if (at(v, p) == ' ' && is_alnum(at(v, p + 1))) {
+    // Country and check digits are one group (as iban_prefix requires).
+    if (at(v, p) == ' ' && is_alnum(at(v, p + 1)) && compact.size() >= 4) {
       ++p;
     } else {
       return best;

@@ -34,7 +34,7 @@ struct Detector {
   PiiKind kind;
   size_t max_len;                          // longest match, in view bytes
   bool (*in_class)(unsigned char c);       // bytes a match and its run consist of
-  bool (*start_ok)(View v, size_t s);      // may a match start at s (reads v[s-1], v[s])
+  bool (*start_ok)(View v, size_t s);      // may a match start at s (reads v[s-2..s], never past s)
   size_t (*match)(View v, size_t s);       // length of the longest valid match at s, 0 if none
   // Whether v[s, v.size()) could still grow into a match: false lets the
   // stream redactor release a trailing run early ("hello" is no API key).

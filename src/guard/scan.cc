@@ -97,13 +97,13 @@ PassResult scan_pass(const Matchers& m, const NormalizedText& view, size_t from,
   for (size_t r = 0; r < active.size(); ++r) phrases_active |= active[r] && m.phrase_max[r] > 0;
   const size_t hold = eof ? end : hold_position(m, view, from, active, depth, phrases_active);
 
-  // The longest active phrase starting at each position before the hold.
-  std::vector<std::pair<uint32_t, uint32_t>> best(hold > from ? hold - from : 0, {0, 0});  // (len, rule)
-  for (const auto& o : occurrences) {
-    if (!active[o.rule] || o.start >= hold || o.start < from) continue;
-    auto& b = best[o.start - from];
-    if (o.len > b.first || (o.len == b.first && o.rule < b.second)) b = {static_cast<uint32_t>(o.len), o.rule};
-  }
+  // Active phrase occurrences before the hold, by start; at one start the
+  // longest (then the earliest rule) first. Few: only real occurrences.
+  std::erase_if(occurrences, [&](const PhraseSet::Occurrence& o) { return !active[o.rule] || o.start >= hold || o.start < from; });
+  std::sort(occurrences.begin(), occurrences.end(), [](const PhraseSet::Occurrence& a, const PhraseSet::Occurrence& b) {
+    return a.start != b.start ? a.start < b.start : a.len != b.len ? a.len > b.len : a.rule < b.rule;
+  });
+  size_t next_occurrence = 0;
 
   const detect::View dv{view.text, view.flags.data()};
   size_t p = from;
@@ -114,7 +114,11 @@ PassResult scan_pass(const Matchers& m, const NormalizedText& view, size_t from,
       const detect::Detector& d = detect::detector(pii.kind);
       if (d.start_ok(dv, p)) offer.consider(d.match(dv, p), pii.rule, MatcherType::kPii, pii.kind);
     }
-    if (best[p - from].first > 0) offer.consider(best[p - from].first, best[p - from].second, MatcherType::kPhrase, PiiKind::kEmail);
+    while (next_occurrence < occurrences.size() && occurrences[next_occurrence].start < p) ++next_occurrence;
+    if (next_occurrence < occurrences.size() && occurrences[next_occurrence].start == p) {
+      const PhraseSet::Occurrence& o = occurrences[next_occurrence];
+      offer.consider(o.len, o.rule, MatcherType::kPhrase, PiiKind::kEmail);
+    }
     for (const Matchers::Regex& re : m.regexes) {
       if (active[re.rule]) offer.consider(re.re.match(view.text, p), re.rule, MatcherType::kRegex, PiiKind::kEmail);
     }

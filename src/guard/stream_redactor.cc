@@ -18,7 +18,9 @@ constexpr size_t kContextViewBytes = 4;
 }  // namespace
 
 StreamRedactor::StreamRedactor(std::shared_ptr<const Guard> guard, StreamOptions options)
-    : guard_(std::move(guard)), options_(options) {}
+    : guard_(std::move(guard)),
+      options_(options),
+      active_(active_rules(guard_->policy(), Direction::kOutput, options_.redact_mask_rules)) {}
 
 Release StreamRedactor::feed(std::string_view delta) {
   if (stopped_) return {};
@@ -35,14 +37,13 @@ Release StreamRedactor::step(bool eof) {
   Release out;
   const size_t stable = eof ? pending_.size() : stable_prefix_length(pending_);
   if (stable == 0) return out;
-  const std::vector<char> active = active_rules(guard_->policy(), Direction::kOutput, options_.redact_mask_rules);
   const size_t ctx = context_.size();
   std::string window = context_;
   window.append(pending_, 0, stable);
   const NormalizedText view = normalize(window);
   const size_t from = static_cast<size_t>(
       std::lower_bound(view.src_begin.begin(), view.src_begin.end(), static_cast<uint32_t>(ctx)) - view.src_begin.begin());
-  const PassResult pass = scan_pass(guard_->matchers(), view, from, active, eof);
+  const PassResult pass = scan_pass(guard_->matchers(), view, from, active_, eof);
   size_t cut = pass.rest >= view.size() ? stable : view.src_begin[pass.rest] - ctx;
 
   std::vector<Match> matches = to_original(view, pass.matches, ctx);

@@ -67,6 +67,7 @@ class StreamRedactor {
 
   std::shared_ptr<const Guard> guard_;
   StreamOptions options_;
+  std::vector<char> active_;  // rules taking part (scan.h active_rules)
   std::string context_;   // the last released original bytes (left context for boundaries)
   std::string pending_;   // original bytes fed, not yet released
   size_t pending_offset_ = 0;  // stream offset of pending_[0]
