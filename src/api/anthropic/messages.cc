@@ -69,12 +69,20 @@ void parse_message(const json::value& v, const std::string& param, std::vector<C
         tool.content = "Error: " + tool.content;
       }
       out->push_back(std::move(tool));
+    } else if (type == "thinking" && role == "assistant") {
+      msg.thinking.push_back(ThinkingBlock{
+          .text = json_string(require_field(b, "thinking", bp + ".thinking"), bp + ".thinking"),
+          .signature = b.contains("signature") ? json_string(b.at("signature"), bp + ".signature") : ""});
+    } else if (type == "redacted_thinking" && role == "assistant") {
+      msg.thinking.push_back(ThinkingBlock{.redacted = true});
     } else if (type == "image" || type == "document") {
       throw_field_error(bp + ".type", "'" + type + "' content is not supported by this model", ErrorReason::kUnsupportedContent);
     }
-    // thinking, redacted_thinking, search_result, server tool blocks: nothing for the prompt.
+    // search_result, server tool blocks: nothing for the prompt.
   }
-  if (!msg.content.empty() || !msg.tool_calls.empty() || blocks.empty()) out->push_back(std::move(msg));
+  if (!msg.content.empty() || !msg.tool_calls.empty() || !msg.thinking.empty() || blocks.empty()) {
+    out->push_back(std::move(msg));
+  }
 }
 
 // One client tool entry as OpenAI writes a function tool (ToolDef): the

@@ -41,6 +41,10 @@ ChatMessage parse_message(const json::value& v, const std::string& param) {
     throw_field_error(param + ".role", "must be 'system', 'developer', 'user', 'assistant' or 'tool'", ErrorReason::kInvalidRole);
   }
   msg.content = content_text(find_field(m, "content"), param + ".content");
+  if (const auto* rc = find_field(m, "reasoning_content"); rc && msg.role == "assistant" && !rc->is_null()) {
+    std::string text = json_string(*rc, param + ".reasoning_content");
+    if (!text.empty()) msg.thinking.push_back(ThinkingBlock{.text = std::move(text)});
+  }
   if (msg.role == "tool") {
     if (const auto* id = find_field(m, "tool_call_id")) msg.tool_call_id = json_string(*id, param + ".tool_call_id");
   }
