@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/memory.h"
+#include "engine/span_budget.h"
 #include "obs/metrics.h"  // kEnabled
 
 namespace zl {
@@ -56,6 +57,7 @@ struct Engine::Live {
   Sampler sampler;
   IncrementalDetokenizer detok;
   StopMatcher stop;
+  std::optional<SpanBudgetTracker> span;  // StopParams::span
   Usage usage;
   Timings timings;
   bool admitted_once = false;
@@ -67,7 +69,9 @@ struct Engine::Live {
         channel(std::move(ch)),
         sampler(request.sampling, request.prompt_ids),
         detok(tok),
-        stop(request.stop.stop_strings) {}
+        stop(request.stop.stop_strings) {
+    if (request.stop.span) span.emplace(*request.stop.span);
+  }
 };
 
 EngineConfig resolve_engine_config(const ModelConfig& model, EngineConfig c) {
@@ -305,6 +309,14 @@ void Engine::admit(Request request, std::shared_ptr<RequestChannel> channel, Tim
                               .numbers = {.n_prompt_tokens = n_prompt, .n_ctx = config_.n_ctx, .max_tokens_fit = 0}}));
   }
   if (request.stop.max_tokens < 1) return fail(invalid_argument("max_tokens must be at least 1"));
+  if (const auto& sp = request.stop.span) {
+    if (sp->end_text.empty() || (sp->budget > 0 && sp->end_ids.empty()) || sp->budget < 0) {
+      return fail(invalid_argument("span: an end text is required, and end ids with a budget"));
+    }
+    for (int32_t id : sp->end_ids) {
+      if (id < 0 || id >= model_.config.n_vocab) return fail(invalid_argument("span end id outside the vocabulary"));
+    }
+  }
   const int64_t max_total = std::min<int64_t>(config_.n_ctx, n_prompt + request.stop.max_tokens);
   SequenceSpec spec{.tenant = request.tenant,
                     .prompt = request.prompt_ids,
@@ -456,7 +468,11 @@ bool Engine::step() {
       finish(live, FinishReason::kMaxTokens);
       continue;
     }
-    auto token = live.sampler.sample(std::span(logits_.data() + row * n_vocab, n_vocab));
+    // A budgeted span whose budget is spent: its end is forced, not sampled.
+    const std::optional<int32_t> forced = live.span ? live.span->forced_next() : std::nullopt;
+    if (forced) live.sampler.accept(*forced);
+    auto token = forced ? Result<int32_t>(*forced)
+                        : live.sampler.sample(std::span(logits_.data() + row * n_vocab, n_vocab));
     ++row;
     if (!token.ok()) {
       // Every id banned: the step must still be reported with a token before
@@ -490,7 +506,9 @@ void Engine::handle_token(Live& live, int32_t token) {
   if (stop_id || (!sp.ignore_eos && tokenizer_.vocab().is_eog(token))) {
     return finish(live, FinishReason::kEndOfSequence, Status(), token);
   }
-  StopFeed fed = live.stop.feed(live.detok.push(token));
+  std::string piece = live.detok.push(token);
+  if (live.span) live.span->observe(piece);
+  StopFeed fed = live.stop.feed(piece);
   std::vector<int32_t> ids;
   if (live.request.return_token_ids) ids.push_back(token);
   emit(live, std::move(fed.text), std::move(ids));
