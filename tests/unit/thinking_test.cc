@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
+#include <chrono>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -91,6 +93,44 @@ TEST(ThinkingParser, UnterminatedThoughtIsThoughtToTheEnd) {
 
 TEST(ThinkingParser, OnlyTheFirstCloseEndsIt) {
   expect_all_splits(true, "a</think>b</think>c", "a", "b</think>c");
+}
+
+// What the parser costs per delta, beside appending the delta to a string
+// (what a collected answer does anyway): a report, not an assertion. A
+// thought then an answer, 4-byte deltas (about a token each).
+TEST(ThinkingParser, CostReport) {
+  std::string output = "<think>\n";
+  while (output.size() < (4 << 20)) output += "Let me weigh x < y and </thought> again.\n";
+  output += "</think>\n\nDone.";
+  using Clock = std::chrono::steady_clock;
+  auto time_ns = [&](auto&& fn) {
+    const auto t0 = Clock::now();
+    fn();
+    return std::chrono::duration<double, std::nano>(Clock::now() - t0).count();
+  };
+  size_t n_thought = 0;
+  const double parse_ns = time_ns([&] {
+    ThinkingParser p(/*starts_inside=*/false);
+    std::vector<ThoughtPiece> out;
+    for (size_t i = 0; i < output.size(); i += 4) {
+      out.clear();
+      p.push(std::string_view(output).substr(i, 4), &out);
+      for (const ThoughtPiece& piece : out) n_thought += piece.thought ? piece.text.size() : 0;
+    }
+  });
+  std::string copy;
+  const double copy_ns = time_ns([&] {
+    for (size_t i = 0; i < output.size(); i += 4) copy.append(std::string_view(output).substr(i, 4));
+  });
+  EXPECT_GT(n_thought, output.size() - 32);
+  const double n_deltas = static_cast<double>(output.size()) / 4;
+  std::printf("thinking parser: %.1f ns/delta (appending the delta: %.1f ns), %.0f MB/s\n", parse_ns / n_deltas,
+              copy_ns / n_deltas, output.size() / parse_ns * 1e3);
+  SpanBudgetTracker t(SpanBudget{.open_at_start = true, .end_text = "</think>", .end_ids = {1}, .budget = 0});
+  const double span_ns = time_ns([&] {
+    for (size_t i = 0; i < output.size(); i += 4) t.observe(std::string_view(output).substr(i, 4));
+  });
+  std::printf("engine span tracker: %.1f ns/token\n", span_ns / n_deltas);
 }
 
 // ---- templates ----
