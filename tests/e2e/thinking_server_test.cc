@@ -8,6 +8,7 @@
 // the template says, and bad `thinking` fields are 400s naming the field.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <memory>
 #include <string>
@@ -101,6 +102,34 @@ TEST(ThinkingServerTest, AnthropicThinkingBlockThenTextStreamedAndNot) {
   EXPECT_EQ(thinking, sv(thought.at("thinking")));
   EXPECT_EQ(signature, sv(thought.at("signature")));
   EXPECT_EQ(text, answer);
+}
+
+// stream_options shapes the thought as it shapes text: no thinking_delta
+// carries more than max_buffer_size bytes, and the thought is the same.
+TEST(ThinkingServerTest, StreamOptionsSplitTheThoughtToo) {
+  REQUIRE_MODEL();
+  const std::string fields = R"("max_tokens":1100,"thinking":{"type":"enabled","budget_tokens":1024},"stream":true)";
+  auto thought_of = [&](const std::string& extra, size_t* longest) {
+    HttpReply r = fetch(port(), "POST", "/v1/messages", anthropic_body(fields + extra), {}, 120000);
+    EXPECT_EQ(r.status, 200);
+    std::string thinking;
+    for (const SseEvent& e : parse_sse(r.body)) {
+      if (e.event != "content_block_delta") continue;
+      const json::object d = json::parse(e.data).as_object();
+      if (sv(d.at("delta").at("type")) != "thinking_delta") continue;
+      const std::string piece = sv(d.at("delta").at("thinking"));
+      *longest = std::max(*longest, piece.size());
+      thinking += piece;
+    }
+    return thinking;
+  };
+  size_t longest_plain = 0, longest_shaped = 0;
+  const std::string plain = thought_of("", &longest_plain);
+  const std::string shaped = thought_of(R"(,"stream_options":{"max_buffer_size":4,"min_delay_ms":1})", &longest_shaped);
+  EXPECT_EQ(shaped, plain);
+  EXPECT_FALSE(plain.empty());
+  EXPECT_GT(longest_plain, 4u);  // (so the split is the shaper's)
+  EXPECT_LE(longest_shaped, 4u);
 }
 
 TEST(ThinkingServerTest, OpenAiReasoningContentStreamedAndNot) {
