@@ -48,11 +48,11 @@ size_t last_query_index(std::span<const ChatMessage> messages) {
 // An assistant turn's content under a thinking template: a thought the
 // client left in the text is stripped (QwQ/R1 split on </think>), and after
 // the last user query (keeps_recent) the reasoning is rendered before it.
-void assistant_with_thought(PromptBuilder& b, const ThinkingFormat& f, const ChatMessage& m, bool recent) {
+void assistant_with_thought(PromptBuilder& b, const ThinkingFormat& f, const ChatMessage& m, bool recent, bool last) {
   std::string_view c = m.content;
   const size_t close = c.rfind(ThinkingFormat::kClose);
   if (close != std::string_view::npos) c = lstrip_newlines(c.substr(close + ThinkingFormat::kClose.size()));
-  if (f.keeps_recent && recent) {
+  if (f.keeps_recent && recent && (!f.recent_needs_reasoning || last || !trim(m.reasoning).empty())) {
     b.markup("<think>\n");
     b.content(trim(m.reasoning));
     b.markup("\n</think>\n\n");
@@ -129,19 +129,27 @@ ThinkingFormat detect_thinking_format(ChatTemplateKind kind, std::string_view ji
     return {};
   }
   ThinkingFormat f{.enabled = true};
+  // The generation prompt is what follows the last add_generation_prompt
+  // test (Qwen3 also writes "\n<think>\n" for history turns, earlier).
+  const size_t gen = jinja.rfind("add_generation_prompt");
+  const std::string_view tail = gen == std::string_view::npos ? std::string_view() : jinja.substr(gen);
+  auto tail_has = [&](std::string_view marker) { return tail.find(marker) != std::string_view::npos; };
   // Sources write newlines as the two characters \n inside string literals.
-  if (has("<think>\\n'") || has("<think>\\n\"")) f.gen_on = "<think>\n";
-  if (has("<think>\\n\\n</think>\\n\\n")) {
+  if (tail_has("<think>\\n'") || tail_has("<think>\\n\"")) f.gen_on = "<think>\n";
+  if (tail_has("<think>\\n\\n</think>\\n\\n")) {
     f.gen_off = "<think>\n\n</think>\n\n";
   } else if (has("enable_thinking") && !f.gen_on.empty()) {
     f.gen_off = f.gen_on + "</think>";  // QwQ: closes the opened thought at once
   }
   f.keeps_recent = has("reasoning_content");
+  f.recent_needs_reasoning = has("not loop.last and reasoning_content");
   return f;
 }
 
 ThinkingFormat thinking_format_for_name(std::string_view name) {
-  if (name == "qwen3") return {.enabled = true, .gen_off = "<think>\n\n</think>\n\n", .keeps_recent = true};
+  if (name == "qwen3") {
+    return {.enabled = true, .gen_off = "<think>\n\n</think>\n\n", .keeps_recent = true, .recent_needs_reasoning = true};
+  }
   if (name == "qwen3.5") {
     return {.enabled = true, .gen_on = "<think>\n", .gen_off = "<think>\n\n</think>\n\n", .keeps_recent = true};
   }
@@ -268,7 +276,7 @@ Result<ChatPrompt> ChatTemplate::render(std::span<const ChatMessage> messages, c
       case ChatTemplateKind::kChatml:
         b.markup("<|im_start|>" + m.role + "\n");
         if (thinking_.enabled && m.role == "assistant") {
-          assistant_with_thought(b, thinking_, m, i > last_query);
+          assistant_with_thought(b, thinking_, m, i > last_query, i + 1 == messages.size());
         } else {
           b.content(c);
         }
@@ -277,7 +285,7 @@ Result<ChatPrompt> ChatTemplate::render(std::span<const ChatMessage> messages, c
       case ChatTemplateKind::kDeepseek:
         if (m.role == "assistant") {
           b.markup("<｜Assistant｜>");
-          assistant_with_thought(b, thinking_, m, i > last_query);
+          assistant_with_thought(b, thinking_, m, i > last_query, i + 1 == messages.size());
           if (!open) b.markup("<｜end▁of▁sentence｜>");
         } else {
           if (user) b.markup("<｜User｜>");

@@ -70,11 +70,15 @@ ChatTemplateKind detect_chat_template(std::string_view jinja);
 //            user query is rendered "<think>\nR\n</think>\n\nC" (Qwen3,
 //            Qwen3.5); earlier turns' reasoning, and every turn's where
 //            false (QwQ, R1: they strip it), is dropped
+//   recent_needs_reasoning  Qwen3 (not 3.5): a turn after the last query
+//            without reasoning, other than the last message, is rendered
+//            without the (empty) thought
 struct ThinkingFormat {
   bool enabled = false;  // the template has thinking markers at all
   std::string gen_on;
   std::string gen_off;
   bool keeps_recent = false;
+  bool recent_needs_reasoning = false;
   static constexpr std::string_view kOpen = "<think>";
   static constexpr std::string_view kClose = "</think>";
 };

@@ -166,6 +166,54 @@ TEST(ThinkingTemplates, DetectedFromTheRealTemplates) {
   EXPECT_FALSE(real_template("deepseek-ai-DeepSeek-V3.1").thinking().enabled);
 }
 
+// Qwen3's own template (not in ../shared; its parts that matter here, as
+// published): the history writes "\n<think>\n" but the generation prompt
+// does not open the thought; the switch renders an empty one.
+TEST(ThinkingTemplates, Qwen3IsDetectedFromItsGenerationPrompt) {
+  const std::string jinja = R"J({%- for message in messages %}
+    {%- if message.role == "assistant" %}
+        {%- set reasoning_content = '' %}
+        {%- if message.reasoning_content is string %}{%- set reasoning_content = message.reasoning_content %}{%- endif %}
+        {%- if loop.index0 > ns.last_query_index %}
+            {%- if loop.last or (not loop.last and reasoning_content) %}
+                {{- '<|im_start|>' + message.role + '\n<think>\n' + reasoning_content.strip('\n') + '\n</think>\n\n' + content.lstrip('\n') }}
+            {%- else %}
+                {{- '<|im_start|>' + message.role + '\n' + content }}
+            {%- endif %}
+        {%- endif %}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\n' }}
+    {%- if enable_thinking is defined and enable_thinking is false %}
+        {{- '<think>\n\n</think>\n\n' }}
+    {%- endif %}
+{%- endif %})J";
+  const ChatTemplateKind kind = detect_chat_template(jinja);
+  ASSERT_EQ(kind, ChatTemplateKind::kChatml);
+  const ThinkingFormat f = detect_thinking_format(kind, jinja);
+  EXPECT_TRUE(f.enabled);
+  EXPECT_EQ(f.gen_on, "");
+  EXPECT_EQ(f.gen_off, "<think>\n\n</think>\n\n");
+  EXPECT_TRUE(f.keeps_recent);
+  EXPECT_TRUE(f.recent_needs_reasoning);
+  const ThinkingFormat by_name = thinking_format_for_name("qwen3");
+  EXPECT_EQ(by_name.gen_on, f.gen_on);
+  EXPECT_EQ(by_name.gen_off, f.gen_off);
+  EXPECT_EQ(by_name.recent_needs_reasoning, f.recent_needs_reasoning);
+  // After the last query, a turn without reasoning is plain (Qwen3) or
+  // gets an empty thought (Qwen3.5).
+  const std::vector<ChatMessage> h = {{.role = "user", .content = "Q"},
+                                      {.role = "assistant", .content = "<tool_call>x</tool_call>"},
+                                      {.role = "user", .content = "<tool_response>\n9\n</tool_response>"}};
+  const std::string tail = "<|im_start|>user\n<tool_response>\n9\n</tool_response><|im_end|>\n<|im_start|>assistant\n";
+  EXPECT_EQ(ChatTemplate(kind, "<s>", "</s>", f).render(h)->text(),
+            "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n<tool_call>x</tool_call><|im_end|>\n" + tail);
+  EXPECT_EQ(ChatTemplate(kind, "<s>", "</s>", thinking_format_for_name("qwen3.5")).render(h)->text(),
+            "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n<tool_call>x</tool_call>"
+            "<|im_end|>\n" + tail + "<think>\n");
+}
+
 // llama.cpp's renders (expected.json) of the conversations without tools.
 TEST(ThinkingTemplates, RendersMatchLlamaCpp) {
   if (template_file("Qwen-QwQ-32B").empty()) GTEST_SKIP() << "SKIPPED: ../shared/templates not found";
