@@ -28,11 +28,32 @@ struct ToolDef {
   std::string json;
 };
 
+// A thinking block of an assistant turn sent back in the history (Anthropic
+// thinking / redacted_thinking, OpenAI reasoning_content). The chat template
+// decides whether the model sees it (api/thinking.h).
+struct ThinkingBlock {
+  std::string text;       // the reasoning ("" when redacted)
+  std::string signature;  // as sent (Anthropic); "" from OpenAI
+  bool redacted = false;  // redacted_thinking {data}: nothing the model can read
+};
+
 struct ChatMessage {
   std::string role;     // "system", "user", "assistant", "tool"
   std::string content;  // text blocks concatenated
   std::vector<ToolCall> tool_calls;  // assistant turns
   std::string tool_call_id;          // role "tool": the call it answers
+  std::vector<ThinkingBlock> thinking;  // assistant turns, in order
+};
+
+// Reasoning switches of a request (Anthropic `thinking`, OpenAI
+// chat_template_kwargs.enable_thinking / reasoning_effort "none").
+struct ThinkingOptions {
+  // nullopt: the template's default (thinking models think); false: the
+  // template's switch off (Qwen3's empty <think></think>) where it has one.
+  std::optional<bool> enabled;
+  // Anthropic thinking.budget_tokens: the engine closes the thought after
+  // this many thinking tokens (StopParams::span_budget). nullopt: no budget.
+  std::optional<int32_t> budget_tokens;
 };
 
 struct ChatRequest {
@@ -63,6 +84,7 @@ struct ChatRequest {
   bool include_usage = false;         // OpenAI stream_options.include_usage
   std::optional<http::StreamShape> shape;  // stream_options (stream only)
   std::string user;                   // metadata.user_id / user
+  ThinkingOptions thinking;
 };
 
 }  // namespace zl::api

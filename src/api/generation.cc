@@ -34,6 +34,11 @@ ApiResult<Prepared> prepare_request(const ChatRequest& chat, const PromptCodec& 
   }
   Prepared p;
   p.tools = plan_tools(chat, codec.tool_syntax());
+  if (p.tools.prefill.empty()) {  // (a forced call is the answer itself)
+    ApiResult<ThinkingPlan> thinking = plan_thinking(chat, codec, &p.request.stop);
+    if (!thinking.ok()) return thinking.error();
+    p.thinking = thinking.value();
+  }
   p.n_prompt_tokens = static_cast<int64_t>(ids->size());
   p.n_ctx = n_ctx;
   // At least one token must fit after the prompt.
@@ -59,6 +64,7 @@ GenerationSession::GenerationSession(SessionOptions options, std::unique_ptr<Eve
     : options_(std::move(options)), formatter_(std::move(formatter)), responder_(std::move(responder)) {
   if (options_.t_start != Clock::time_point{}) t_start_ = options_.t_start;
   if (options_.stream && options_.shape) shaper_.emplace(*options_.shape);
+  if (options_.thinking.active) thinking_parser_.emplace(options_.thinking.starts_inside);
   if (options_.tools.active()) {
     // Streams stream a call's arguments as they are written; a collected
     // answer takes calls whole (a call that fails is then simply text).
@@ -222,7 +228,7 @@ void GenerationSession::pump() {
       // The stream starts with the first text: its head, its start and what
       // this pump writes go out together (one socket write for the first token).
       prepare_start();
-      take_text(e.text, out);
+      take_output(e.text, out);
       if (call_abort_) {
         send_out(out);
         return abort_call(out);
@@ -248,6 +254,13 @@ void GenerationSession::pump() {
       return;
     }
     final_event_ = std::move(e);
+    if (thinking_parser_) {
+      std::vector<ThoughtPiece> rest;
+      thinking_parser_->finish(&rest);
+      if (!rest.empty()) prepare_start();
+      take_thoughts(rest, out);
+      end_thought(out);  // an unterminated thought ends with the output
+    }
     if (tool_parser_) {
       // The output is complete: what the parser still holds is decided now
       // (a call, or the text of one that failed; a forced call's seed is
@@ -272,6 +285,45 @@ void GenerationSession::pump() {
     return;
   }
   if (final_event_) finish(*final_event_);
+}
+
+void GenerationSession::take_output(std::string_view text, std::string& out) {
+  if (!thinking_parser_) return take_text(text, out);
+  std::vector<ThoughtPiece> pieces;
+  thinking_parser_->push(text, &pieces);
+  take_thoughts(pieces, out);
+}
+
+void GenerationSession::take_thoughts(std::vector<ThoughtPiece>& pieces, std::string& out) {
+  for (ThoughtPiece& p : pieces) {
+    if (p.thought) {
+      deliver_thought(p.text, out);
+    } else {
+      end_thought(out);
+      take_text(p.text, out);
+    }
+  }
+}
+
+void GenerationSession::deliver_thought(std::string_view text, std::string& out) {
+  if (text.empty()) return;
+  if (!options_.stream) {
+    if (answer_.empty() || answer_.back().kind != AnswerPart::Kind::kThinking) {
+      answer_.push_back(AnswerPart{.kind = AnswerPart::Kind::kThinking});
+    }
+    answer_.back().text.append(text);
+    return;
+  }
+  in_thought_ = true;
+  if (shaper_) return shaper_->push(text);  // paced and split like text
+  formatter_->stream_thinking(text, out);
+}
+
+void GenerationSession::end_thought(std::string& out) {
+  if (!in_thought_) return;
+  flush_shaper(out);  // the thought's last pieces, before its end
+  formatter_->stream_thinking_end(out);
+  in_thought_ = false;
 }
 
 void GenerationSession::take_text(std::string_view text, std::string& out) {
@@ -316,6 +368,8 @@ void GenerationSession::deliver(AnswerPart part, std::string& out) {
     case Kind::kToolCallAbort:
       call_abort_ = part.abort_reason;
       return;
+    case Kind::kThinking:
+      return deliver_thought(part.text, out);
   }
 }
 
@@ -327,6 +381,8 @@ void GenerationSession::flush_shaper(std::string& out) {
 void GenerationSession::stream_piece(std::string_view piece, std::string& out) {
   if (in_call_) {
     formatter_->stream_tool_call_delta(piece, out);
+  } else if (in_thought_) {
+    formatter_->stream_thinking(piece, out);
   } else {
     formatter_->stream_text(piece, out);
   }

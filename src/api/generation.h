@@ -55,6 +55,7 @@
 #include "api/errors.h"
 #include "api/prompt_codec.h"
 #include "api/server_timing.h"
+#include "api/thinking.h"
 #include "api/tool_calls.h"
 #include "api/tool_prompt.h"
 #include "engine/request.h"
@@ -70,6 +71,7 @@ struct Prepared {
   int64_t n_ctx = 0;             // 0: unknown (no check)
   bool max_tokens_clamped = false;  // the window, not the client's max_tokens, bounds the answer
   ToolPlan tools;                   // how tools were rendered, and how to parse the output
+  ThinkingPlan thinking;            // whether the output holds a thought (api/thinking.h)
 };
 
 // Builds the engine request for `chat`. `n_ctx` <= 0 disables the window check.
@@ -120,6 +122,11 @@ class EventFormatter {
   virtual void stream_error(const ApiError& e, std::string& out) = 0;
   // A keep-alive frame that the API's clients skip.
   virtual void stream_ping(std::string& out) = 0;
+  // The model's thought (api/thinking.h), before any text or call: pieces,
+  // then its end once (also when the output ends inside it). A non-streamed
+  // answer has it as kThinking parts. Formats without thoughts ignore them.
+  virtual void stream_thinking(std::string_view text, std::string& out) {}
+  virtual void stream_thinking_end(std::string& out) {}
   // The whole answer: text pieces and tool calls in order (empty: no text).
   virtual http::HttpResponse complete(const std::vector<AnswerPart>& answer, const Completion& c) = 0;
   virtual http::HttpResponse error(const ApiError& e) = 0;
@@ -156,6 +163,8 @@ struct SessionOptions {
   std::chrono::milliseconds ping_interval{0};
   // Prepared::tools: when active, the output is parsed for tool calls.
   ToolPlan tools;
+  // Prepared::thinking: when active, the output is parsed for a thought first.
+  ThinkingPlan thinking;
   // The API layer's phases (parse, tokenize): the Server-Timing header
   // (api/server_timing.h) of a non-streamed answer adds the engine's phases
   // from its last event; a stream's head, those known when it goes out.
@@ -211,7 +220,12 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   // Writes `out` and clears it; a stream prepared (prepare_start) but not
   // committed yet is committed with `out` after its start: one socket write.
   void send_out(std::string& out);
-  // Text from the engine, through the tool-call parser when there is one.
+  // Text from the engine: the thought apart (thinking parser), the answer on.
+  void take_output(std::string_view text, std::string& out);
+  void take_thoughts(std::vector<ThoughtPiece>& pieces, std::string& out);
+  void deliver_thought(std::string_view text, std::string& out);
+  void end_thought(std::string& out);  // the thought is over: its last pieces, then its end
+  // Answer text, through the tool-call parser when there is one.
   void take_text(std::string_view text, std::string& out);
   void deliver(AnswerPart part, std::string& out);
   void deliver_text(std::string_view text, std::string& out);
@@ -240,6 +254,8 @@ class GenerationSession : public std::enable_shared_from_this<GenerationSession>
   std::optional<http::StreamShaper> shaper_;
   std::optional<Event> final_event_;  // kFinish held back while the shaper drains
   std::optional<ToolCallParser> tool_parser_;
+  std::optional<ThinkingParser> thinking_parser_;
+  bool in_thought_ = false;    // a streamed thought is open: shaper pieces are thought
   std::vector<AnswerPart> answer_;    // non-streaming: the whole answer
   int n_tool_calls_ = 0;
   bool in_call_ = false;       // a streamed call is open: shaper pieces are its arguments

@@ -12,6 +12,7 @@
 #include "api/chat.h"
 #include "api/tool_calls.h"
 #include "core/status.h"
+#include "tokenizer/chat_template.h"  // ThinkingFormat
 
 namespace zl::api {
 
@@ -30,6 +31,15 @@ class PromptCodec {
   virtual ToolSyntax tool_syntax() const { return ToolSyntax::kNone; }
   // The chat template's name (validate mode reports it); "" when unknown.
   virtual std::string template_name() const { return {}; }
+  // Reasoning models (api/thinking.h): how the template writes a thought
+  // (ThinkingFormat{}: it does not), whether the prompt of `chat` opens
+  // one, and template markup as token ids (special-token text honoured, no
+  // BOS: what the engine forces at a thinking budget). Thread-safe.
+  virtual ThinkingFormat thinking_format() const { return {}; }
+  virtual bool prompt_opens_thought(const ChatRequest& chat) const { return false; }
+  virtual Result<std::vector<int32_t>> encode_markup(std::string_view text) const {
+    return unsupported("this codec cannot encode template markup");
+  }
 };
 
 }  // namespace zl::api

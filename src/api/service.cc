@@ -206,6 +206,7 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
   opts.n_prompt_tokens = prepared.value().n_prompt_tokens;
   opts.ping_interval = config_.sse_ping_interval;
   opts.tools = prepared.value().tools;
+  opts.thinking = prepared.value().thinking;
   // KV-aware admission: a 400 kv_cache_overflow, or a lower max_tokens.
   if (std::optional<ApiError> e = admit_kv(req, key_id, chat, stats, prepared.value(), opts)) {
     return send_error(req, *res, route, *e, &timing);
@@ -218,6 +219,7 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
     opts.stream = false;
     opts.shape.reset();
     opts.tools = ToolPlan{};
+    opts.thinking = ThinkingPlan{};
     const int64_t n_kv_available =
         stats.n_kv_blocks_total > 0 ? (stats.n_kv_blocks_total - stats.n_kv_blocks_used) * stats.kv_block_size : -1;
     formatter = make_validate_formatter(ValidateContext{.n_ctx = stats.n_ctx,
@@ -325,7 +327,8 @@ void ApiService::handle_messages(http::HttpRequest& req, std::shared_ptr<http::R
   if (!chat.ok()) return send_error(req, *res, route, chat.error(), &timing);
   const std::string model = chat.value().model;
   generate(req, std::move(res), route, *key_id, std::move(chat.value()), timing, [&](const Prepared& p) {
-    return anthropic::make_formatter(model, req.request_id, /*lazy_blocks=*/p.tools.active());
+    // (a thought, when there is one, must be block 0: blocks open lazily)
+    return anthropic::make_formatter(model, req.request_id, /*lazy_blocks=*/p.tools.active() || p.thinking.active);
   });
 }
 

@@ -26,6 +26,17 @@ std::string leading_system(const ChatRequest& chat, size_t* next) {
   return system;
 }
 
+// The reasoning of an assistant turn as the template sees it.
+std::string reasoning_of(const ChatMessage& m) {
+  std::string r;
+  for (const ThinkingBlock& b : m.thinking) {
+    if (b.redacted || b.text.empty()) continue;
+    if (!r.empty()) r += '\n';
+    r += b.text;
+  }
+  return r;
+}
+
 }  // namespace
 
 ToolSyntax TokenizerCodec::tool_syntax() const { return tool_syntax_for(template_.kind()); }
@@ -56,7 +67,7 @@ std::vector<zl::ChatMessage> TokenizerCodec::generic_messages(const ChatRequest&
         if (!content.empty()) content += "\n";
         content += "[tool call " + tc.name + "] " + tc.arguments_json;
       }
-      out.push_back({m.role, std::move(content)});
+      out.push_back({.role = m.role, .content = std::move(content), .reasoning = reasoning_of(m)});
     }
   }
   return out;
@@ -87,7 +98,7 @@ std::vector<zl::ChatMessage> TokenizerCodec::hermes_messages(const ChatRequest& 
       if (!content.empty()) content += "\n";
       content += hermes_call(tc);
     }
-    out.push_back({m.role, std::move(content)});
+    out.push_back({.role = m.role, .content = std::move(content), .reasoning = reasoning_of(m)});
   }
   return out;
 }
@@ -143,7 +154,17 @@ Result<ChatPrompt> TokenizerCodec::render(const ChatRequest& chat) const {
   opts.continue_final_message = (chat.continue_final_message || forced_call) && !messages.empty() &&
                                 messages.back().role == "assistant";
   opts.add_generation_prompt = !opts.continue_final_message;
+  opts.enable_thinking = chat.thinking.enabled;
   return template_.render(messages, opts);
+}
+
+bool TokenizerCodec::prompt_opens_thought(const ChatRequest& chat) const {
+  if (chat.continue_final_message || !plan_tools(chat, tool_syntax()).prefill.empty()) return false;
+  return template_.prompt_opens_thought(ChatRenderOptions{.enable_thinking = chat.thinking.enabled});
+}
+
+Result<std::vector<int32_t>> TokenizerCodec::encode_markup(std::string_view text) const {
+  return tokenizer_->encode(text, EncodeOptions{.add_special = false, .parse_special = true});
 }
 
 Result<std::vector<int32_t>> TokenizerCodec::encode_chat(const ChatRequest& chat) const {

@@ -16,7 +16,10 @@
 //     text as "[tool call <name>] <arguments json>", and a tool result is a
 //     user turn "[tool result <id>] …";
 //   - a forced call (tool_choice "any" / a named tool, ToolPlan::prefill)
-//     opens the assistant turn the prompt ends with.
+//     opens the assistant turn the prompt ends with;
+//   - thinking blocks of assistant turns (non-redacted, joined by "\n") are
+//     the turn's reasoning, which the template renders or drops
+//     (ThinkingFormat); ChatRequest::thinking.enabled is enable_thinking.
 #pragma once
 
 #include <memory>
@@ -38,6 +41,9 @@ class TokenizerCodec final : public PromptCodec {
   Result<std::vector<int32_t>> encode_text(std::string_view text) const override;
   ToolSyntax tool_syntax() const override;
   std::string template_name() const override { return template_.name(); }
+  ThinkingFormat thinking_format() const override { return template_.thinking(); }
+  bool prompt_opens_thought(const ChatRequest& chat) const override;
+  Result<std::vector<int32_t>> encode_markup(std::string_view text) const override;
 
   // The template's view of `chat`, a forced call's prefill last (exposed for tests).
   std::vector<zl::ChatMessage> to_template_messages(const ChatRequest& chat) const;

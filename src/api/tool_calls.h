@@ -116,6 +116,7 @@ struct AnswerPart {
     kToolCallDelta,  // the next piece of its arguments (text, never empty)
     kToolCallEnd,    // it is complete and valid (call: the whole call)
     kToolCallAbort,  // it turned out not to be a valid call (abort_reason); nothing follows
+    kThinking,       // the model's thought (text; api/thinking.h), before the answer
   };
   Kind kind = Kind::kText;
   std::string text;

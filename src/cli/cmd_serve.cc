@@ -101,7 +101,7 @@ std::vector<FlagSpec> serve_flags() {
       {"kv-type", true, "KV cache type: f16 (default) or f32"},
       {"batch-tokens", true, "token budget of one engine step: prefill chunks + decodes (default 512)"},
       {"model-alias", true, "model id listed by /v1/models (default: the model file's name)"},
-      {"chat-template", true, "chat template family (default: detected from the model)"},
+      {"chat-template", true, "chat template family (default: detected from the model; with thoughts: qwen3, qwen3.5, qwq, deepseek-r1)"},
       {"io-threads", true, "HTTP I/O threads (default 1)"},
       {"max-body-bytes", true, "largest request body; larger is 413 (default 33554432)"},
       {"header-timeout-ms", true, "time to send the request headers (default 10000)"},

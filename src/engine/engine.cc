@@ -6,6 +6,7 @@
 
 #include "core/log.h"
 #include "core/memory.h"
+#include "engine/span_budget.h"
 #include "obs/metrics.h"  // kEnabled
 
 namespace zl {
@@ -58,6 +59,7 @@ struct Engine::Live {
   IncrementalDetokenizer detok;
   StopMatcher stop;
   OutputGuard out_guard;
+  std::optional<SpanBudgetTracker> span;  // StopParams::span
   Usage usage;
   Timings timings;
   bool admitted_once = false;
@@ -73,6 +75,7 @@ struct Engine::Live {
         stop(request.stop.stop_strings),
         out_guard(std::move(g), mask) {
     out_guard.start_after(request.prompt_ids);
+    if (request.stop.span) span.emplace(*request.stop.span);
   }
 };
 
@@ -316,6 +319,14 @@ void Engine::admit(Request request, std::shared_ptr<RequestChannel> channel, Tim
                               .numbers = {.n_prompt_tokens = n_prompt, .n_ctx = config_.n_ctx, .max_tokens_fit = 0}}));
   }
   if (request.stop.max_tokens < 1) return fail(invalid_argument("max_tokens must be at least 1"));
+  if (const auto& sp = request.stop.span) {
+    if (sp->end_text.empty() || (sp->budget > 0 && sp->end_ids.empty()) || sp->budget < 0) {
+      return fail(invalid_argument("span: an end text is required, and end ids with a budget"));
+    }
+    for (int32_t id : sp->end_ids) {
+      if (id < 0 || id >= model_.config.n_vocab) return fail(invalid_argument("span end id outside the vocabulary"));
+    }
+  }
   const int64_t max_total = std::min<int64_t>(config_.n_ctx, n_prompt + request.stop.max_tokens);
   SequenceSpec spec{.tenant = request.tenant,
                     .prompt = request.prompt_ids,
@@ -467,7 +478,13 @@ bool Engine::step() {
       finish(live, FinishReason::kMaxTokens);
       continue;
     }
-    auto token = live.sampler.sample(std::span(logits_.data() + row * n_vocab, n_vocab), nullptr, live.out_guard.veto());
+    // A budgeted span whose budget is spent: its end is forced, not sampled
+    // (nor vetoed by the guard's mask, which still sees it through accept()).
+    const std::optional<int32_t> forced = live.span ? live.span->forced_next() : std::nullopt;
+    if (forced) live.sampler.accept(*forced);
+    auto token = forced ? Result<int32_t>(*forced)
+                        : live.sampler.sample(std::span(logits_.data() + row * n_vocab, n_vocab), nullptr,
+                                              live.out_guard.veto());
     ++row;
     const std::optional<GuardAction> masked = live.out_guard.take_refusal();
     if (masked) report_guard(live, *masked);
@@ -510,7 +527,9 @@ void Engine::handle_token(Live& live, int32_t token) {
   if (stop_id || (!sp.ignore_eos && tokenizer_.vocab().is_eog(token))) {
     return finish(live, FinishReason::kEndOfSequence, Status(), token);
   }
-  StopFeed fed = live.stop.feed(live.detok.push(token));
+  std::string piece = live.detok.push(token);
+  if (live.span) live.span->observe(piece);
+  StopFeed fed = live.stop.feed(piece);
   bool guard_stop = false;
   std::string text = guard_text(live, std::move(fed.text), /*end=*/false, &guard_stop);
   std::vector<int32_t> ids;

@@ -37,6 +37,30 @@ struct SamplingParams {
   std::map<int32_t, float> logit_bias{};  // added to the logit; -inf bans the token
 };
 
+// A budgeted span of the output: a stretch the caller wants bounded in
+// tokens, as a reasoning model's thought is (api/thinking.h builds it from
+// the template's markers; the engine knows nothing of thinking or formats).
+// The span opens at the first generated token (open_at_start: the prompt
+// already opened it) or right after the output first contains `start_text`,
+// and closes once the output contains `end_text` (matched on the
+// detokenized output, so any tokenization of the marker counts). Only the
+// first span is tracked. When `budget` tokens have been generated inside the
+// span without its end, the engine forces `end_ids`: one per step, each in
+// place of the sampled token (the step's logits are discarded), counted as
+// generated, accepted into the penalty window and emitted like any other
+// token; then sampling resumes. So a thought holds at most `budget` sampled
+// tokens, then end_ids (which should decode to text containing end_text).
+// EOS, stop strings, max_tokens and the window end the request as usual,
+// forcing or not. Costs: O(|start_text| + |end_text|) per generated token
+// while the span is undecided or open, nothing after it closes.
+struct SpanBudget {
+  bool open_at_start = false;
+  std::string start_text;        // ignored with open_at_start
+  std::string end_text;          // non-empty
+  std::vector<int32_t> end_ids;  // forced at the budget; non-empty when budget > 0
+  int32_t budget = 0;            // sampled tokens inside the span at most; 0: unbounded (tracked only)
+};
+
 struct StopParams {
   int32_t max_tokens = 256;                // generated tokens at most (clamped to the context)
   std::vector<int32_t> stop_token_ids;     // in addition to EOS/EOT unless ignore_eos
@@ -46,6 +70,7 @@ struct StopParams {
   // finishes (kMaxTokens, no token sampled or emitted, n_generated_tokens 0)
   // with its usage and timings (t_prefilled set, t_first_token not).
   bool prefill_only = false;
+  std::optional<SpanBudget> span;  // a budgeted span (reasoning), see SpanBudget
 };
 
 struct Request {

@@ -10,8 +10,9 @@ namespace {
 // cache_key() writes every field of these structs. A field added to them may
 // change the engine's events: add it to the key, then update the size here.
 static_assert(sizeof(SamplingParams) == 96, "SamplingParams changed: add the new field to cache_key()");
-static_assert(sizeof(StopParams) == 64, "StopParams changed: add the new field to cache_key()");
-static_assert(sizeof(Request) == 256, "Request changed: add the new field to cache_key() if it can change the answer");
+static_assert(sizeof(StopParams) == 176, "StopParams changed: add the new field to cache_key()");
+static_assert(sizeof(SpanBudget) == 104, "SpanBudget changed: add the new field to cache_key()");
+static_assert(sizeof(Request) == 368, "Request changed: add the new field to cache_key() if it can change the answer");
 
 // Bumped when the key's layout changes (keys never outlive the process; the
 // byte only keeps layouts apart if two ever coexist).
@@ -87,6 +88,14 @@ std::string cache_key(const Request& r, bool single_call) {
   for (const std::string& stop : st.stop_strings) w.str(stop);
   w.u8(st.ignore_eos);
   w.u8(st.prefill_only);
+  w.u8(st.span.has_value());  // a reasoning budget shapes the answer too
+  if (st.span) {
+    w.u8(st.span->open_at_start);
+    w.str(st.span->start_text);
+    w.str(st.span->end_text);
+    w.ids(st.span->end_ids);
+    w.i32(st.span->budget);
+  }
   w.u8(r.return_token_ids);
   w.u8(single_call);
   return w.take();

@@ -29,6 +29,38 @@ class PromptBuilder {
   ChatPrompt prompt_;
 };
 
+std::string_view lstrip_newlines(std::string_view s) {
+  while (!s.empty() && s.front() == '\n') s.remove_prefix(1);
+  return s;
+}
+
+// The index of the last user query: a user turn that is not only a tool
+// response (Qwen3's last_query_index); size() - 1 when there is none.
+size_t last_query_index(std::span<const ChatMessage> messages) {
+  for (size_t i = messages.size(); i-- > 0;) {
+    if (messages[i].role != "user") continue;
+    const std::string_view c = trim(messages[i].content);
+    if (!(c.starts_with("<tool_response>") && c.ends_with("</tool_response>"))) return i;
+  }
+  return messages.size() - 1;
+}
+
+// An assistant turn's content under a thinking template: a thought the
+// client left in the text is stripped (QwQ/R1 split on </think>), and after
+// the last user query (keeps_recent) the reasoning is rendered before it.
+void assistant_with_thought(PromptBuilder& b, const ThinkingFormat& f, const ChatMessage& m, bool recent, bool last) {
+  std::string_view c = m.content;
+  const size_t close = c.rfind(ThinkingFormat::kClose);
+  if (close != std::string_view::npos) c = lstrip_newlines(c.substr(close + ThinkingFormat::kClose.size()));
+  if (f.keeps_recent && recent && (!f.recent_needs_reasoning || last || !trim(m.reasoning).empty())) {
+    b.markup("<think>\n");
+    b.content(trim(m.reasoning));
+    b.markup("\n</think>\n\n");
+    c = lstrip_newlines(c);
+  }
+  b.content(c);
+}
+
 bool folds_system(ChatTemplateKind k) {
   return k == ChatTemplateKind::kLlama2 || k == ChatTemplateKind::kMistral || k == ChatTemplateKind::kGemma;
 }
@@ -45,6 +77,7 @@ const char* chat_template_name(ChatTemplateKind kind) {
     case ChatTemplateKind::kPhi3: return "phi3";
     case ChatTemplateKind::kGemma: return "gemma";
     case ChatTemplateKind::kZephyr: return "zephyr";
+    case ChatTemplateKind::kDeepseek: return "deepseek";
   }
   return "?";
 }
@@ -62,12 +95,16 @@ Result<ChatTemplateKind> chat_template_from_name(std::string_view name) {
       {"smollm", ChatTemplateKind::kChatml},   {"mistral", ChatTemplateKind::kMistral},
       {"phi3", ChatTemplateKind::kPhi3},       {"phi-3", ChatTemplateKind::kPhi3},
       {"gemma", ChatTemplateKind::kGemma},     {"zephyr", ChatTemplateKind::kZephyr},
+      {"qwen3", ChatTemplateKind::kChatml},    {"qwen3.5", ChatTemplateKind::kChatml},
+      {"qwq", ChatTemplateKind::kChatml},      {"deepseek", ChatTemplateKind::kDeepseek},
+      {"deepseek-r1", ChatTemplateKind::kDeepseek},
   };
   for (const Entry& e : kNames) {
     if (e.name == name) return e.kind;
   }
   return invalid_argument("unknown chat template '" + std::string(name) +
-                          "' (known: plain, llama2, llama3, chatml, mistral, phi3, gemma, zephyr)");
+                          "' (known: plain, llama2, llama3, chatml, mistral, phi3, gemma, zephyr, deepseek;"
+                          " reasoning: qwen3, qwen3.5, qwq, deepseek-r1)");
 }
 
 ChatTemplateKind detect_chat_template(std::string_view jinja) {
@@ -78,7 +115,53 @@ ChatTemplateKind detect_chat_template(std::string_view jinja) {
   if (has("<start_of_turn>")) return ChatTemplateKind::kGemma;
   if (has("[INST]")) return has("<<SYS>>") ? ChatTemplateKind::kLlama2 : ChatTemplateKind::kMistral;
   if (has("<|user|>")) return has("<|end|>") ? ChatTemplateKind::kPhi3 : ChatTemplateKind::kZephyr;
+  // DeepSeek-R1 and its distills (V3.1's hybrid template writes its
+  // thought differently and stays unrecognised).
+  if (has("<｜User｜>") && has("<｜Assistant｜><think>\\n")) return ChatTemplateKind::kDeepseek;
   return ChatTemplateKind::kPlain;
+}
+
+ThinkingFormat detect_thinking_format(ChatTemplateKind kind, std::string_view jinja) {
+  auto has = [&](std::string_view marker) { return jinja.find(marker) != std::string_view::npos; };
+  // Only families whose turns we render can carry a thought.
+  if ((kind != ChatTemplateKind::kChatml && kind != ChatTemplateKind::kDeepseek) || !has("<think>") ||
+      !has("</think>")) {
+    return {};
+  }
+  ThinkingFormat f{.enabled = true};
+  // The generation prompt is what follows the last add_generation_prompt
+  // test (Qwen3 also writes "\n<think>\n" for history turns, earlier).
+  const size_t gen = jinja.rfind("add_generation_prompt");
+  const std::string_view tail = gen == std::string_view::npos ? std::string_view() : jinja.substr(gen);
+  auto tail_has = [&](std::string_view marker) { return tail.find(marker) != std::string_view::npos; };
+  // Sources write newlines as the two characters \n inside string literals.
+  if (tail_has("<think>\\n'") || tail_has("<think>\\n\"")) f.gen_on = "<think>\n";
+  if (tail_has("<think>\\n\\n</think>\\n\\n")) {
+    f.gen_off = "<think>\n\n</think>\n\n";
+  } else if (has("enable_thinking") && !f.gen_on.empty()) {
+    f.gen_off = f.gen_on + "</think>";  // QwQ: closes the opened thought at once
+  }
+  f.keeps_recent = has("reasoning_content");
+  f.recent_needs_reasoning = has("not loop.last and reasoning_content");
+  return f;
+}
+
+ThinkingFormat thinking_format_for_name(std::string_view name) {
+  if (name == "qwen3") {
+    return {.enabled = true, .gen_off = "<think>\n\n</think>\n\n", .keeps_recent = true, .recent_needs_reasoning = true};
+  }
+  if (name == "qwen3.5") {
+    return {.enabled = true, .gen_on = "<think>\n", .gen_off = "<think>\n\n</think>\n\n", .keeps_recent = true};
+  }
+  if (name == "qwq") return {.enabled = true, .gen_on = "<think>\n", .gen_off = "<think>\n</think>"};
+  if (name == "deepseek-r1" || name == "deepseek") return {.enabled = true, .gen_on = "<think>\n"};
+  return {};
+}
+
+bool ChatTemplate::prompt_opens_thought(const ChatRenderOptions& opts) const {
+  if (!thinking_.enabled) return false;
+  const bool off = opts.enable_thinking == false && !thinking_.gen_off.empty();
+  return !off && thinking_.gen_on.find(ThinkingFormat::kOpen) != std::string::npos;
 }
 
 std::string ChatPrompt::text() const {
@@ -96,12 +179,14 @@ std::vector<TextSegment> ChatPrompt::segments() const {
 
 Result<ChatTemplate> ChatTemplate::for_vocab(const Vocab& vocab, std::string_view override_name) {
   ChatTemplateKind kind = detect_chat_template(vocab.chat_template());
+  ThinkingFormat thinking = detect_thinking_format(kind, vocab.chat_template());
   if (!override_name.empty()) {
     ASSIGN_OR_RETURN(kind, chat_template_from_name(override_name));
+    thinking = thinking_format_for_name(override_name);
   }
   std::string bos = vocab.bos() != kNoToken ? vocab.text(vocab.bos()) : "<s>";
   std::string eos = vocab.eos() != kNoToken ? vocab.text(vocab.eos()) : "</s>";
-  return ChatTemplate(kind, std::move(bos), std::move(eos));
+  return ChatTemplate(kind, std::move(bos), std::move(eos), std::move(thinking));
 }
 
 Result<ChatPrompt> ChatTemplate::render(std::span<const ChatMessage> messages, const ChatRenderOptions& opts) const {
@@ -136,6 +221,7 @@ Result<ChatPrompt> ChatTemplate::render(std::span<const ChatMessage> messages, c
 
   PromptBuilder b;
   bool first_user = true;
+  const size_t last_query = last_query_index(messages);
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     const bool user = m.role == "user";
@@ -189,8 +275,22 @@ Result<ChatPrompt> ChatTemplate::render(std::span<const ChatMessage> messages, c
         break;
       case ChatTemplateKind::kChatml:
         b.markup("<|im_start|>" + m.role + "\n");
-        b.content(c);
+        if (thinking_.enabled && m.role == "assistant") {
+          assistant_with_thought(b, thinking_, m, i > last_query, i + 1 == messages.size());
+        } else {
+          b.content(c);
+        }
         if (!open) b.markup("<|im_end|>\n");
+        break;
+      case ChatTemplateKind::kDeepseek:
+        if (m.role == "assistant") {
+          b.markup("<｜Assistant｜>");
+          assistant_with_thought(b, thinking_, m, i > last_query, i + 1 == messages.size());
+          if (!open) b.markup("<｜end▁of▁sentence｜>");
+        } else {
+          if (user) b.markup("<｜User｜>");
+          b.content(c);  // a system text stands alone, where it was sent
+        }
         break;
       case ChatTemplateKind::kPhi3:
       case ChatTemplateKind::kZephyr:
@@ -218,10 +318,15 @@ Result<ChatPrompt> ChatTemplate::render(std::span<const ChatMessage> messages, c
       case ChatTemplateKind::kMistral: break;  // "[/INST]" already hands over
       case ChatTemplateKind::kLlama3: b.markup("<|start_header_id|>assistant<|end_header_id|>\n\n"); break;
       case ChatTemplateKind::kChatml: b.markup("<|im_start|>assistant\n"); break;
+      case ChatTemplateKind::kDeepseek: b.markup("<｜Assistant｜>"); break;
       case ChatTemplateKind::kPhi3:
       case ChatTemplateKind::kZephyr: b.markup("<|assistant|>\n"); break;
       case ChatTemplateKind::kGemma: b.markup("<start_of_turn>model\n"); break;
       case ChatTemplateKind::kPlain: b.markup("Assistant:"); break;
+    }
+    if (thinking_.enabled) {
+      const bool off = opts.enable_thinking == false && !thinking_.gen_off.empty();
+      b.markup(off ? thinking_.gen_off : thinking_.gen_on);
     }
   }
   return b.take();

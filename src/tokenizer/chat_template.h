@@ -27,6 +27,8 @@
 //   zephyr   <|R|>\nC</s>\n per message; [gen] = <|assistant|>\n
 //   plain    (no or unrecognised template) "System: S\n\nUser: U\n\nAssistant: A\n\n";
 //            [gen] = "Assistant:"; prefill "Assistant: A"
+//   deepseek {S}<｜User｜>U<｜Assistant｜>A<｜end▁of▁sentence｜> (DeepSeek-R1 and its
+//            distills; every system text at the start, in order); [gen] = <｜Assistant｜>
 // llama2, mistral and gemma have no system turn: a leading system message is
 // folded into the first user message; a system message elsewhere is an error.
 // <s>/</s> above are the vocabulary's BOS/EOS texts when built for_vocab().
@@ -34,6 +36,7 @@
 // Immutable; render() is thread-safe.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -44,19 +47,52 @@
 
 namespace zl {
 
-enum class ChatTemplateKind { kPlain, kLlama2, kLlama3, kChatml, kMistral, kPhi3, kGemma, kZephyr };
+enum class ChatTemplateKind { kPlain, kLlama2, kLlama3, kChatml, kMistral, kPhi3, kGemma, kZephyr, kDeepseek };
 
-// "plain", "llama2", "llama3", "chatml", "mistral", "phi3", "gemma", "zephyr".
+// "plain", "llama2", "llama3", "chatml", "mistral", "phi3", "gemma", "zephyr", "deepseek".
 const char* chat_template_name(ChatTemplateKind kind);
 // Accepts the names above plus aliases (qwen, qwen2, smollm -> chatml; llama-2,
-// llama-3 ...). InvalidArgument for anything else, listing the names.
+// llama-3 ...; the reasoning templates qwen3, qwen3.5, qwq -> chatml and
+// deepseek-r1 -> deepseek, see thinking_format_for_name). InvalidArgument
+// for anything else, listing the names.
 Result<ChatTemplateKind> chat_template_from_name(std::string_view name);
 // Recognises a Jinja template by its markers; kPlain if empty or unknown.
 ChatTemplateKind detect_chat_template(std::string_view jinja);
 
+// How a reasoning model's template writes its thought (<think>…</think>).
+// Detected from the Jinja source, or set by a reasoning template's name.
+//   gen_on   what the generation prompt adds while thinking is on: "<think>\n"
+//            (QwQ, Qwen3.5, DeepSeek-R1: the model starts inside its
+//            thought) or "" (Qwen3: the model opens it itself)
+//   gen_off  what it adds with enable_thinking=false: Qwen3's empty thought
+//            "<think>\n\n</think>\n\n"; "" where the template has no switch
+//   keeps_recent  history: the reasoning of assistant turns after the last
+//            user query is rendered "<think>\nR\n</think>\n\nC" (Qwen3,
+//            Qwen3.5); earlier turns' reasoning, and every turn's where
+//            false (QwQ, R1: they strip it), is dropped
+//   recent_needs_reasoning  Qwen3 (not 3.5): a turn after the last query
+//            without reasoning, other than the last message, is rendered
+//            without the (empty) thought
+struct ThinkingFormat {
+  bool enabled = false;  // the template has thinking markers at all
+  std::string gen_on;
+  std::string gen_off;
+  bool keeps_recent = false;
+  bool recent_needs_reasoning = false;
+  static constexpr std::string_view kOpen = "<think>";
+  static constexpr std::string_view kClose = "</think>";
+};
+// From a Jinja template's source (its markers and literals).
+ThinkingFormat detect_thinking_format(ChatTemplateKind kind, std::string_view jinja);
+// For a template name: qwen3, qwen3.5, qwq, deepseek-r1; none for the others.
+ThinkingFormat thinking_format_for_name(std::string_view name);
+
 struct ChatMessage {
   std::string role;  // "system", "user" or "assistant" (llama3: also "ipython")
   std::string content;
+  // Assistant turns: the reasoning, rendered as ThinkingFormat says (never
+  // when the template has none).
+  std::string reasoning;
   // Rendered as it is, where the family trims contents: text the caller has
   // already put in the family's own shape (tool prompts, tool results).
   bool verbatim = false;
@@ -65,6 +101,9 @@ struct ChatMessage {
 struct ChatRenderOptions {
   bool add_generation_prompt = true;    // open an assistant turn at the end
   bool continue_final_message = false;  // last message is an assistant prefill: leave it open
+  // Thinking templates (ThinkingFormat): false renders gen_off where there
+  // is one; nullopt/true gen_on.
+  std::optional<bool> enable_thinking;
 };
 
 struct ChatPrompt {
@@ -81,14 +120,19 @@ struct ChatPrompt {
 
 class ChatTemplate {
  public:
-  explicit ChatTemplate(ChatTemplateKind kind, std::string bos_text = "<s>", std::string eos_text = "</s>")
-      : kind_(kind), bos_text_(std::move(bos_text)), eos_text_(std::move(eos_text)) {}
+  explicit ChatTemplate(ChatTemplateKind kind, std::string bos_text = "<s>", std::string eos_text = "</s>",
+                        ThinkingFormat thinking = {})
+      : kind_(kind), bos_text_(std::move(bos_text)), eos_text_(std::move(eos_text)), thinking_(std::move(thinking)) {}
   // The template of a vocabulary: detected from its tokenizer.chat_template
   // (or `override_name` if non-empty), with its BOS/EOS texts.
   static Result<ChatTemplate> for_vocab(const Vocab& vocab, std::string_view override_name = {});
 
   ChatTemplateKind kind() const { return kind_; }
   const char* name() const { return chat_template_name(kind_); }
+  const ThinkingFormat& thinking() const { return thinking_; }
+  // The generation prompt opens the model's thought (thinking on, gen_on
+  // holds the open marker): its output starts inside it.
+  bool prompt_opens_thought(const ChatRenderOptions& opts) const;
 
   // InvalidArgument for an empty list, an unknown role, a misplaced system
   // message (families without a system turn), or continue_final_message
@@ -99,6 +143,7 @@ class ChatTemplate {
   ChatTemplateKind kind_;
   std::string bos_text_;
   std::string eos_text_;
+  ThinkingFormat thinking_;
 };
 
 }  // namespace zl

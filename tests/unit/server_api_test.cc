@@ -50,7 +50,7 @@ ApiError parse_err(std::string_view body) {
 
 TEST(AnthropicParse, EveryField) {
   ChatRequest r = parse_ok(R"({
-    "model":"claude-x","max_tokens":77,"temperature":0.25,"top_p":0.5,"top_k":7,
+    "model":"claude-x","max_tokens":4096,"temperature":0.25,"top_p":0.5,"top_k":7,
     "stop_sequences":["\n\nHuman:","END"],"metadata":{"user_id":"u-1"},"stream":true,
     "stream_options":{"max_buffer_size":16,"min_delay_ms":20,"network_rtt_ms":80},
     "system":[{"type":"text","text":"sys A","cache_control":{"type":"ephemeral"}},{"type":"text","text":"sys B"}],
@@ -67,7 +67,8 @@ TEST(AnthropicParse, EveryField) {
     "thinking":{"type":"enabled","budget_tokens":2048},"context_management":{"edits":[]},"output_config":{"effort":"high"},
     "service_tier":"auto","unknown_future_field":{"a":[1,2,3]}})");
   EXPECT_EQ(r.model, "claude-x");
-  EXPECT_EQ(r.max_tokens, 77);
+  EXPECT_EQ(r.max_tokens, 4096);  // (more than thinking.budget_tokens, as Anthropic requires)
+  EXPECT_EQ(r.thinking.budget_tokens, 2048);
   EXPECT_FLOAT_EQ(r.sampling.temperature, 0.25f);
   EXPECT_FLOAT_EQ(r.sampling.top_p, 0.5f);
   EXPECT_EQ(r.sampling.top_k, 7);
@@ -84,6 +85,8 @@ TEST(AnthropicParse, EveryField) {
   EXPECT_EQ(r.messages[1].content, "hello");
   EXPECT_EQ(r.messages[2].role, "assistant");
   EXPECT_EQ(r.messages[2].content, "calling");
+  ASSERT_EQ(r.messages[2].thinking.size(), 1u);
+  EXPECT_EQ(r.messages[2].thinking[0].text, "hm");
   ASSERT_EQ(r.messages[2].tool_calls.size(), 1u);
   EXPECT_EQ(r.messages[2].tool_calls[0].name, "get_weather");
   EXPECT_EQ(r.messages[2].tool_calls[0].arguments_json, R"({"city":"Paris"})");

@@ -4,6 +4,7 @@
 
 #include "api/json_fields.h"
 #include "api/json_util.h"
+#include "api/thinking.h"
 #include "core/random_id.h"
 #include "http/sse.h"
 
@@ -69,12 +70,20 @@ void parse_message(const json::value& v, const std::string& param, std::vector<C
         tool.content = "Error: " + tool.content;
       }
       out->push_back(std::move(tool));
+    } else if (type == "thinking" && role == "assistant") {
+      msg.thinking.push_back(ThinkingBlock{
+          .text = json_string(require_field(b, "thinking", bp + ".thinking"), bp + ".thinking"),
+          .signature = b.contains("signature") ? json_string(b.at("signature"), bp + ".signature") : ""});
+    } else if (type == "redacted_thinking" && role == "assistant") {
+      msg.thinking.push_back(ThinkingBlock{.redacted = true});
     } else if (type == "image" || type == "document") {
       throw_field_error(bp + ".type", "'" + type + "' content is not supported by this model", ErrorReason::kUnsupportedContent);
     }
-    // thinking, redacted_thinking, search_result, server tool blocks: nothing for the prompt.
+    // search_result, server tool blocks: nothing for the prompt.
   }
-  if (!msg.content.empty() || !msg.tool_calls.empty() || blocks.empty()) out->push_back(std::move(msg));
+  if (!msg.content.empty() || !msg.tool_calls.empty() || !msg.thinking.empty() || blocks.empty()) {
+    out->push_back(std::move(msg));
+  }
 }
 
 // One client tool entry as OpenAI writes a function tool (ToolDef): the
@@ -170,6 +179,7 @@ void parse_generation_fields(const json::object& o, ChatRequest* r) {
     if (!r->stream) throw_field_error("stream_options", "only allowed with stream: true", ErrorReason::kInvalidValue);
     r->shape = parse_stream_options(*f, nullptr);
   }
+  if (const auto* f = find_field(o, "thinking")) r->thinking = parse_anthropic_thinking(*f, r->max_tokens);
 }
 
 void append_usage(std::string& out, const Usage& u) {
@@ -223,6 +233,35 @@ class MessagesFormatter final : public EventFormatter {
     http::append_sse_event(out, "content_block_delta", d);
   }
 
+  // A thinking block: start with empty thinking and signature,
+  // thinking_delta pieces, then the signature (signature_delta) and stop.
+  void stream_thinking(std::string_view text, std::string& out) override {
+    if (thinking_index_ < 0) {
+      thinking_index_ = n_blocks_++;
+      http::append_sse_event(out, "content_block_start",
+                             "{\"type\":\"content_block_start\",\"index\":" + std::to_string(thinking_index_) +
+                                 ",\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}");
+    }
+    signer_.update(text);
+    std::string d = "{\"type\":\"content_block_delta\",\"index\":" + std::to_string(thinking_index_) +
+                    ",\"delta\":{\"type\":\"thinking_delta\",\"thinking\":";
+    append_json_string(d, text);
+    d += "}}";
+    http::append_sse_event(out, "content_block_delta", d);
+  }
+
+  void stream_thinking_end(std::string& out) override {
+    if (thinking_index_ < 0) return;
+    const std::string index = std::to_string(thinking_index_);
+    std::string d = "{\"type\":\"content_block_delta\",\"index\":" + index +
+                    ",\"delta\":{\"type\":\"signature_delta\",\"signature\":";
+    append_json_string(d, signer_.signature());
+    d += "}}";
+    http::append_sse_event(out, "content_block_delta", d);
+    http::append_sse_event(out, "content_block_stop", "{\"type\":\"content_block_stop\",\"index\":" + index + "}");
+    thinking_index_ = -1;
+  }
+
   // A tool_use block: start with `input: {}`, input_json_delta pieces, stop.
   void stream_tool_call_start(std::string_view name, std::string& out) override {
     close_text_block(out);
@@ -267,7 +306,9 @@ class MessagesFormatter final : public EventFormatter {
   // The API's own keep-alive; @anthropic-ai/sdk skips it (core/streaming.ts).
   void stream_ping(std::string& out) override { http::append_sse_event(out, "ping", R"({"type":"ping"})"); }
 
-  // Without tool calls: one text block, even an empty one (as always).
+  // A thought first (a thinking block with its signature). Then, without
+  // tool calls: one text block, even an empty one (as always; none after a
+  // thought when the model wrote nothing else).
   // With calls: the non-empty text blocks and the tool_use blocks in order.
   http::HttpResponse complete(const std::vector<AnswerPart>& answer, const Completion& c) override {
     http::HttpResponse r;
@@ -275,15 +316,31 @@ class MessagesFormatter final : public EventFormatter {
     d = "{\"id\":\"" + id_ + "\",\"type\":\"message\",\"role\":\"assistant\",\"model\":";
     append_json_string(d, model_);
     d += ",\"content\":[";
+    bool first = true;
+    for (const AnswerPart& p : answer) {
+      if (p.kind != AnswerPart::Kind::kThinking) continue;
+      if (!first) d += ',';
+      first = false;
+      d += "{\"type\":\"thinking\",\"thinking\":";
+      append_json_string(d, p.text);
+      d += ",\"signature\":";
+      append_json_string(d, thought_signature(p.text));
+      d += '}';
+    }
     if (c.n_tool_calls == 0) {
       std::string text;
-      for (const AnswerPart& p : answer) text += p.text;
-      d += "{\"type\":\"text\",\"text\":";
-      append_json_string(d, text);
-      d += '}';
-    } else {
-      bool first = true;
       for (const AnswerPart& p : answer) {
+        if (p.kind == AnswerPart::Kind::kText) text += p.text;
+      }
+      if (first || !text.empty()) {
+        if (!first) d += ',';
+        d += "{\"type\":\"text\",\"text\":";
+        append_json_string(d, text);
+        d += '}';
+      }
+    } else {
+      for (const AnswerPart& p : answer) {
+        if (p.kind == AnswerPart::Kind::kThinking) continue;
         if (p.kind == AnswerPart::Kind::kText && p.text.empty()) continue;
         if (!first) d += ',';
         first = false;
@@ -329,6 +386,8 @@ class MessagesFormatter final : public EventFormatter {
   int n_blocks_ = 0;     // blocks opened so far: the next one's index
   int text_index_ = -1;  // the open text block, -1: none
   int tool_index_ = -1;  // the open tool_use block, -1: none
+  int thinking_index_ = -1;  // the open thinking block, -1: none
+  ThoughtSigner signer_;     // over the streamed thought
 };
 
 }  // namespace
@@ -341,7 +400,11 @@ ApiResult<ChatRequest> parse_messages_request(std::string_view body) {
 }
 
 ApiResult<ChatRequest> parse_count_tokens_request(std::string_view body) {
-  return parse_object_with<ChatRequest>(body, [](const json::object& o, ChatRequest* r) { parse_conversation(o, r); });
+  return parse_object_with<ChatRequest>(body, [](const json::object& o, ChatRequest* r) {
+    parse_conversation(o, r);
+    // (it changes the prompt where the template has a switch)
+    if (const auto* f = find_field(o, "thinking")) r->thinking = parse_anthropic_thinking(*f, std::nullopt);
+  });
 }
 
 std::string_view stop_reason(const Completion& c) {

@@ -41,6 +41,10 @@ ChatMessage parse_message(const json::value& v, const std::string& param) {
     throw_field_error(param + ".role", "must be 'system', 'developer', 'user', 'assistant' or 'tool'", ErrorReason::kInvalidRole);
   }
   msg.content = content_text(find_field(m, "content"), param + ".content");
+  if (const auto* rc = find_field(m, "reasoning_content"); rc && msg.role == "assistant" && !rc->is_null()) {
+    std::string text = json_string(*rc, param + ".reasoning_content");
+    if (!text.empty()) msg.thinking.push_back(ThinkingBlock{.text = std::move(text)});
+  }
   if (msg.role == "tool") {
     if (const auto* id = find_field(m, "tool_call_id")) msg.tool_call_id = json_string(*id, param + ".tool_call_id");
   }
@@ -58,6 +62,32 @@ ChatMessage parse_message(const json::value& v, const std::string& param) {
     }
   }
   return msg;
+}
+
+// Reasoning switches (api/thinking.h): chat_template_kwargs.enable_thinking
+// (llama.cpp, vLLM) and reasoning_effort "none" turn the template's
+// thinking off; other efforts keep it on. thinking_budget_tokens: the
+// engine's budget, as Anthropic's thinking.budget_tokens.
+void parse_thinking_switch(const json::object& o, ChatRequest* r) {
+  if (const auto* f = find_field(o, "reasoning_effort")) {
+    const std::string effort = json_string(*f, "reasoning_effort");
+    if (effort != "none" && effort != "minimal" && effort != "low" && effort != "medium" && effort != "high" &&
+        effort != "xhigh") {
+      throw_field_error("reasoning_effort", "must be 'none', 'minimal', 'low', 'medium', 'high' or 'xhigh'",
+                        ErrorReason::kInvalidValue);
+    }
+    r->thinking.enabled = effort != "none";
+  }
+  // llama.cpp's extension: the thinking budget in tokens (no minimum).
+  if (const auto* f = find_field(o, "thinking_budget_tokens")) {
+    r->thinking.budget_tokens = static_cast<int32_t>(json_int(*f, "thinking_budget_tokens", 1, INT32_MAX));
+  }
+  if (const auto* f = find_field(o, "chat_template_kwargs")) {
+    const auto& kw = json_object(*f, "chat_template_kwargs");
+    if (const auto* e = find_field(kw, "enable_thinking")) {
+      r->thinking.enabled = json_bool(*e, "chat_template_kwargs.enable_thinking");
+    }
+  }
 }
 
 // Sampling, stop and stream fields shared by both endpoints.
@@ -172,6 +202,15 @@ class Formatter final : public EventFormatter {
 
   void stream_tool_call_end(std::string&) override {}
 
+  // llama.cpp's and DeepSeek's field: delta.reasoning_content.
+  void stream_thinking(std::string_view text, std::string& out) override {
+    if (kind_ != Kind::kChat) return;
+    std::string d = "{\"reasoning_content\":";
+    append_json_string(d, text);
+    d += '}';
+    chunk(out, d, nullptr);
+  }
+
   void stream_finish(const Completion& c, std::string& out) override {
     chunk(out, kind_ == Kind::kChat ? "{}" : "\"\"", &c);
     if (include_usage_) {
@@ -198,7 +237,8 @@ class Formatter final : public EventFormatter {
     http::HttpResponse r;
     std::string& d = r.body;
     std::string text;
-    for (const AnswerPart& p : answer) text += p.text;
+    std::string reasoning;
+    for (const AnswerPart& p : answer) (p.kind == AnswerPart::Kind::kThinking ? reasoning : text) += p.text;
     d = head();
     d += "\"choices\":[{\"index\":0,";
     if (kind_ == Kind::kChat) {
@@ -209,6 +249,10 @@ class Formatter final : public EventFormatter {
         append_json_string(d, text);
       }
       if (c.n_tool_calls > 0) append_tool_calls(d, answer);
+      if (!reasoning.empty()) {
+        d += ",\"reasoning_content\":";
+        append_json_string(d, reasoning);
+      }
       d += ",\"refusal\":null},";
     } else {
       d += "\"text\":";
@@ -291,6 +335,7 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
     if (msgs.empty()) throw_field_error("messages", "must contain at least one message", ErrorReason::kEmptyMessages);
     for (size_t i = 0; i < msgs.size(); ++i) r->messages.push_back(parse_message(msgs[i], index_param("messages", i)));
     r->continue_final_message = r->messages.back().role == "assistant";
+    parse_thinking_switch(o, r);
     if (const auto* t = find_field(o, "tools")) {
       const auto& arr = json_array(*t, "tools");
       for (size_t i = 0; i < arr.size(); ++i) {
