@@ -28,11 +28,44 @@ struct ToolDef {
   std::string json;
 };
 
+// A thinking block of an assistant turn sent back in history (Anthropic
+// `thinking` / `redacted_thinking`), in the turn's order. Whether and how a
+// block is rendered is the chat template's business (api/tokenizer_codec.cc);
+// context editing (api/context_edits.h) removes the blocks of earlier turns.
+struct ThinkingBlock {
+  std::string text;       // `thinking`; empty for a redacted block
+  std::string signature;  // as sent, opaque
+  bool redacted = false;  // redacted_thinking: an encrypted payload with no text
+};
+
 struct ChatMessage {
   std::string role;     // "system", "user", "assistant", "tool"
   std::string content;  // text blocks concatenated
   std::vector<ToolCall> tool_calls;  // assistant turns
   std::string tool_call_id;          // role "tool": the call it answers
+  std::vector<ThinkingBlock> thinking;  // assistant turns (Anthropic)
+};
+
+// Anthropic context editing (`context_management.edits`, parsed by
+// api/context_edits.h, applied there before the prompt is prepared).
+struct ClearToolUsesEdit {
+  enum class Trigger { kInputTokens, kToolUses };
+  Trigger trigger = Trigger::kInputTokens;
+  int64_t trigger_value = 100000;  // the edit applies when the prompt exceeds this
+  int64_t keep_tool_uses = 3;      // the most recent tool uses are never cleared
+  int64_t clear_at_least = 0;      // input tokens; 0: not set
+  bool clear_all_inputs = false;   // clear_tool_inputs: true
+  std::vector<std::string> clear_input_tools;  // clear_tool_inputs: [names]
+  std::vector<std::string> exclude_tools;      // never cleared
+};
+struct ClearThinkingEdit {
+  std::optional<int64_t> keep_turns = 1;  // nullopt: "all"
+};
+// Either edit or both; when both, thinking is cleared first (the order the
+// API requires the client to send them in).
+struct ContextManagement {
+  std::optional<ClearThinkingEdit> clear_thinking;
+  std::optional<ClearToolUsesEdit> clear_tool_uses;
 };
 
 struct ChatRequest {
@@ -63,6 +96,8 @@ struct ChatRequest {
   bool include_usage = false;         // OpenAI stream_options.include_usage
   std::optional<http::StreamShape> shape;  // stream_options (stream only)
   std::string user;                   // metadata.user_id / user
+  // Anthropic context_management; nullopt when the request has none.
+  std::optional<ContextManagement> context_management;
 };
 
 }  // namespace zl::api
