@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <boost/json/object.hpp>
 #include <initializer_list>
+#include <string_view>
+#include <unordered_map>
 
 #include "api/json_fields.h"
 #include "api/json_util.h"
@@ -90,21 +92,22 @@ struct ToolUse {
   std::string name;                            // "" for a result without its call
 };
 
+// O(messages + calls): calls waiting for their result are found by id.
 std::vector<ToolUse> collect_tool_uses(const ChatRequest& chat) {
   std::vector<ToolUse> uses;
+  std::unordered_map<std::string_view, std::vector<size_t>> waiting;  // id -> unanswered uses, oldest first
   for (size_t i = 0; i < chat.messages.size(); ++i) {
     const ChatMessage& m = chat.messages[i];
     for (size_t j = 0; j < m.tool_calls.size(); ++j) {
+      waiting[m.tool_calls[j].id].push_back(uses.size());
       uses.push_back(ToolUse{.call_msg = i, .call_index = j, .name = m.tool_calls[j].name});
     }
     if (m.role != "tool") continue;
     // The newest unanswered call with this id (ids repeat only in odd clients).
-    auto it = std::find_if(uses.rbegin(), uses.rend(), [&](const ToolUse& u) {
-      return u.result_msg == SIZE_MAX && u.call_msg != SIZE_MAX &&
-             chat.messages[u.call_msg].tool_calls[u.call_index].id == m.tool_call_id;
-    });
-    if (it != uses.rend()) {
-      it->result_msg = i;
+    auto it = waiting.find(m.tool_call_id);
+    if (it != waiting.end() && !it->second.empty()) {
+      uses[it->second.back()].result_msg = i;
+      it->second.pop_back();
     } else {
       uses.push_back(ToolUse{.result_msg = i});
     }

@@ -283,6 +283,31 @@ TEST(ContextEdits, ClearToolInputsAllOrByName) {
   EXPECT_EQ(cleared_results(n), (std::vector<bool>{true, true, true, false}));
 }
 
+// Parallel calls answered in another order are paired by id; a result
+// whose call is not in the history is a tool use of its own.
+TEST(ContextEdits, ResultsArePairedWithTheirCallsById) {
+  const std::string big(200, 'r');
+  const std::string body = R"({"model":"m","max_tokens":5,"messages":[{"role":"user","content":"go"},
+      {"role":"user","content":[{"type":"tool_result","tool_use_id":"gone","content":")" + big + R"("}]},
+      {"role":"assistant","content":[{"type":"tool_use","id":"a","name":"grep","input":{}},
+                                     {"type":"tool_use","id":"b","name":"memory","input":{}}]},
+      {"role":"user","content":[{"type":"tool_result","tool_use_id":"b","content":")" + big + R"("},
+                                {"type":"tool_result","tool_use_id":"a","content":")" + big + R"("}]}],
+      "context_management":{"edits":[{"type":"clear_tool_uses_20250919","trigger":{"type":"input_tokens","value":10},
+       "keep":{"type":"tool_uses","value":1}}]}})";
+  ChatRequest c = parse(body);
+  ByteCodec codec;
+  ApiResult<ContextEditReport> r = apply_context_edits(&c, codec);
+  ASSERT_TRUE(r.ok());
+  // Uses in order: the orphan, a, b. b (the most recent) stays: it is the first result sent back.
+  EXPECT_EQ(cleared_results(c), (std::vector<bool>{true, false, true}));
+  EXPECT_EQ(r.value().applied[0].n_cleared, 2);
+  // With grep (a's tool) excluded only the orphan is cleared.
+  ChatRequest x = parse(body.substr(0, body.size() - 4) + R"(,"exclude_tools":["grep"]}]}})");
+  ASSERT_TRUE(apply_context_edits(&x, codec).ok());
+  EXPECT_EQ(cleared_results(x), (std::vector<bool>{true, false, false}));
+}
+
 TEST(ContextEdits, ToolUsesTrigger) {
   const std::string cm = R"({"edits":[{"type":"clear_tool_uses_20250919","trigger":{"type":"tool_uses","value":5},
       "keep":{"type":"tool_uses","value":1}}]})";
