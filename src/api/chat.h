@@ -29,11 +29,13 @@ struct ToolDef {
 };
 
 // A thinking block of an assistant turn sent back in the history (Anthropic
-// thinking / redacted_thinking, OpenAI reasoning_content). The chat template
-// decides whether the model sees it (api/thinking.h).
+// thinking / redacted_thinking, OpenAI reasoning_content), in the turn's
+// order. Whether and how a block is rendered is the chat template's business
+// (api/thinking.h); context editing (api/context_edits.h) removes the blocks
+// of earlier turns.
 struct ThinkingBlock {
   std::string text;       // the reasoning ("" when redacted)
-  std::string signature;  // as sent (Anthropic); "" from OpenAI
+  std::string signature;  // as sent, opaque (Anthropic); "" from OpenAI
   bool redacted = false;  // redacted_thinking {data}: nothing the model can read
 };
 
@@ -54,6 +56,28 @@ struct ThinkingOptions {
   // Anthropic thinking.budget_tokens: the engine closes the thought after
   // this many thinking tokens (StopParams::span_budget). nullopt: no budget.
   std::optional<int32_t> budget_tokens;
+};
+
+// Anthropic context editing (`context_management.edits`, parsed by
+// api/context_edits.h, applied there before the prompt is prepared).
+struct ClearToolUsesEdit {
+  enum class Trigger { kInputTokens, kToolUses };
+  Trigger trigger = Trigger::kInputTokens;
+  int64_t trigger_value = 100000;  // the edit applies when the prompt exceeds this
+  int64_t keep_tool_uses = 3;      // the most recent tool uses are never cleared
+  int64_t clear_at_least = 0;      // input tokens; 0: not set
+  bool clear_all_inputs = false;   // clear_tool_inputs: true
+  std::vector<std::string> clear_input_tools;  // clear_tool_inputs: [names]
+  std::vector<std::string> exclude_tools;      // never cleared
+};
+struct ClearThinkingEdit {
+  std::optional<int64_t> keep_turns = 1;  // nullopt: "all"
+};
+// Either edit or both; when both, thinking is cleared first (the order the
+// API requires the client to send them in).
+struct ContextManagement {
+  std::optional<ClearThinkingEdit> clear_thinking;
+  std::optional<ClearToolUsesEdit> clear_tool_uses;
 };
 
 struct ChatRequest {
@@ -85,6 +109,8 @@ struct ChatRequest {
   std::optional<http::StreamShape> shape;  // stream_options (stream only)
   std::string user;                   // metadata.user_id / user
   ThinkingOptions thinking;
+  // Anthropic context_management; nullopt when the request has none.
+  std::optional<ContextManagement> context_management;
 };
 
 }  // namespace zl::api

@@ -7,6 +7,7 @@
 #include <ctime>
 
 #include "api/anthropic/messages.h"
+#include "api/context_edits.h"
 #include "api/errors.h"
 #include "api/generation.h"
 #include "api/guard_input.h"
@@ -325,10 +326,14 @@ void ApiService::handle_messages(http::HttpRequest& req, std::shared_ptr<http::R
   ApiResult<ChatRequest> chat = anthropic::parse_messages_request(req.body);
   ServerTiming timing{.parse_ms = ms_since(received_at(req))};
   if (!chat.ok()) return send_error(req, *res, route, chat.error(), &timing);
+  // Context editing (api/context_edits.h): what the model sees, reported on the answer.
+  ApiResult<ContextEditReport> edits = apply_context_edits(&chat.value(), *codec_);
+  if (!edits.ok()) return send_error(req, *res, route, edits.error(), &timing);
   const std::string model = chat.value().model;
   generate(req, std::move(res), route, *key_id, std::move(chat.value()), timing, [&](const Prepared& p) {
     // (a thought, when there is one, must be block 0: blocks open lazily)
-    return anthropic::make_formatter(model, req.request_id, /*lazy_blocks=*/p.tools.active() || p.thinking.active);
+    return anthropic::make_formatter(model, req.request_id, /*lazy_blocks=*/p.tools.active() || p.thinking.active,
+                                     edits.value());
   });
 }
 
@@ -340,6 +345,13 @@ void ApiService::handle_count_tokens(http::HttpRequest& req, std::shared_ptr<htt
   // What the model would see: redacted (or refused) as a generation would be.
   if (auto refused = guard_chat_input(config_.guard.get(), chat.value(), req.request_id, &metrics_root_->engine)) {
     return send_error(req, *res, route, *refused);
+  }
+  ApiResult<ContextEditReport> edits = apply_context_edits(&chat.value(), *codec_);
+  if (!edits.ok()) return send_error(req, *res, route, edits.error());
+  if (edits.value().requested) {  // the edited count, exact, and the count as sent
+    return send_json(req, *res, route, boost::json::serialize(boost::json::object{
+        {"input_tokens", edits.value().n_tokens},
+        {"context_management", boost::json::object{{"original_input_tokens", edits.value().n_original_tokens}}}}));
   }
   Result<std::vector<int32_t>> ids = codec_->encode_chat(chat.value());
   if (!ids.ok()) return send_error(req, *res, route, from_status(ids.status()));

@@ -3,7 +3,7 @@
 // the API), then what the server does next with a parsed request: the prompt
 // rendered and tokenized (prepare_request, on the demo vocabulary with its
 // own template and the chatml / llama3 / gemma families, so tools are
-// rendered in every syntax), and the API's formatter writing an answer that
+// rendered in every syntax) after context editing, and the API's formatter writing an answer that
 // echoes the request's fields.
 // Invariants: a parse is a ChatRequest or a 4xx with a message, never an
 // exception or a crash; stream_options only with stream; a forced tool is
@@ -18,6 +18,7 @@
 #include <string_view>
 
 #include "api/chat.h"
+#include "api/context_edits.h"
 #include "api/errors.h"
 #include "api/generation.h"
 #include "fuzz/fuzz_support.h"
@@ -102,12 +103,32 @@ inline void check_prepared(const api::ChatRequest& chat, size_t codec_index) {
   }
 }
 
+// Context editing (api/context_edits.h) on a parsed request, in place: the
+// report's counts are the prompt's, before and after, and add up.
+inline void check_context_edits(api::ChatRequest* chat, size_t codec_index) {
+  const api::TokenizerCodec& codec = fuzz_codec(codec_index);
+  auto r = api::apply_context_edits(chat, codec);
+  if (!r.ok()) {
+    FUZZ_CHECK(api::http_status(r.error()) >= 400 && api::http_status(r.error()) < 500);
+    return;
+  }
+  const api::ContextEditReport& e = r.value();
+  FUZZ_CHECK(e.requested == chat->context_management.has_value());
+  if (!e.requested) return;
+  int64_t saved = 0;
+  for (const api::AppliedEdit& a : e.applied) saved += a.n_cleared_tokens;
+  FUZZ_CHECK(e.n_original_tokens - saved == e.n_tokens);
+  auto ids = codec.encode_chat(*chat);
+  FUZZ_CHECK(ids.ok() && static_cast<int64_t>(ids->size()) == e.n_tokens);
+}
+
 inline int fuzz_request(const RequestApi& api, const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
   for (auto* parse : {api.parse, api.parse_other}) {
     auto r = parse(body);
     check_parsed(r);
     if (!r.ok()) continue;
+    check_context_edits(&r.value(), size % kNumFuzzCodecs);
     check_prepared(r.value(), size % kNumFuzzCodecs);
     check_formatter(api, r.value());
   }

@@ -97,6 +97,41 @@ test('anthropic: count_tokens equals usage.input_tokens', async () => {
   assert.equal(msg.usage.cache_read_input_tokens ?? 0, 0);
 });
 
+// Context editing through the SDK's beta surface: the request as Claude Code
+// sends it, the report on the message and on the stream's final message
+// (BetaMessageStream takes it from message_delta), and count_tokens.
+test('anthropic: context editing via beta.messages (applied_edits, finalMessage, countTokens)', { skip: REAL && 'sized for the fake engine window' }, async () => {
+  const messages = [{ role: 'user', content: 'Find the ball.' }];
+  for (let i = 0; i < 22; i++) {
+    messages.push({ role: 'assistant', content: [{ type: 'thinking', thinking: `Box ${i} next.`, signature: 'c2ln' },
+      { type: 'tool_use', id: `toolu_${i}`, name: 'look', input: { place: `box ${i}` } }] });
+    messages.push({ role: 'user', content: [{ type: 'tool_result', tool_use_id: `toolu_${i}`, content: `Nothing in box ${i}. `.repeat(12) }] });
+  }
+  const tools = [{ name: 'look', description: 'Look in a place.', input_schema: { type: 'object', properties: { place: { type: 'string' } } } }];
+  const context_management = { edits: [
+    { type: 'clear_thinking_20251015', keep: { type: 'thinking_turns', value: 1 } },
+    { type: 'clear_tool_uses_20250919', trigger: { type: 'input_tokens', value: 2000 }, keep: { type: 'tool_uses', value: 3 } }] };
+  const betas = ['context-management-2025-06-27'];
+  const plain = await anthropic.beta.messages.countTokens({ model: 'm', tools, messages, betas });
+  const count = await anthropic.beta.messages.countTokens({ model: 'm', tools, messages, context_management, betas });
+  assert.equal(count.context_management.original_input_tokens, plain.input_tokens);
+  assert.ok(count.input_tokens < plain.input_tokens - 19 * 100, `${count.input_tokens} vs ${plain.input_tokens}`);
+  const params = { model: 'm', max_tokens: 20, tools, messages, context_management, betas, metadata: { user_id: `edits-${Date.now()}` } };
+  const msg = await anthropic.beta.messages.create(params);
+  const [thinking, uses] = msg.context_management.applied_edits;
+  assert.equal(thinking.type, 'clear_thinking_20251015');
+  assert.equal(thinking.cleared_thinking_turns, 21);
+  assert.equal(uses.type, 'clear_tool_uses_20250919');
+  assert.equal(uses.cleared_tool_uses, 19);
+  assert.equal(thinking.cleared_input_tokens + uses.cleared_input_tokens, plain.input_tokens - count.input_tokens);
+  assert.equal(msg.usage.input_tokens + (msg.usage.cache_read_input_tokens ?? 0), count.input_tokens);
+  const final = await anthropic.beta.messages.stream(params).finalMessage();
+  assert.deepEqual(final.context_management, msg.context_management);
+  // A malformed edit: the SDK's BadRequestError, naming the field.
+  await assert.rejects(anthropic.beta.messages.create({ ...params, context_management: { edits: [{ type: 'clear_tool_uses_20250919', keep: { type: 'tool_uses', value: -1 } }] } }),
+    (e) => e instanceof Anthropic.BadRequestError && /context_management\.edits\[0\]\.keep\.value/.test(e.message));
+});
+
 test('anthropic: models list and retrieve', async () => {
   const page = await anthropic.models.list();
   assert.equal(page.data.length, 1);

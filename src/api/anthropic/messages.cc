@@ -33,6 +33,15 @@ std::string text_of(const json::value& content, const std::string& param) {
   return out;
 }
 
+// A thinking or redacted_thinking block of an assistant turn.
+ThinkingBlock parse_thinking(const json::object& b, const std::string& type, const std::string& bp) {
+  ThinkingBlock t{.redacted = type == "redacted_thinking"};
+  if (t.redacted) return t;
+  if (const auto* f = find_field(b, "thinking")) t.text = json_string(*f, bp + ".thinking");
+  if (const auto* f = find_field(b, "signature")) t.signature = json_string(*f, bp + ".signature");
+  return t;
+}
+
 // One `messages` entry; tool_result blocks become role "tool" messages placed
 // before the turn's own text.
 void parse_message(const json::value& v, const std::string& param, std::vector<ChatMessage>* out) {
@@ -70,16 +79,12 @@ void parse_message(const json::value& v, const std::string& param, std::vector<C
         tool.content = "Error: " + tool.content;
       }
       out->push_back(std::move(tool));
-    } else if (type == "thinking" && role == "assistant") {
-      msg.thinking.push_back(ThinkingBlock{
-          .text = json_string(require_field(b, "thinking", bp + ".thinking"), bp + ".thinking"),
-          .signature = b.contains("signature") ? json_string(b.at("signature"), bp + ".signature") : ""});
-    } else if (type == "redacted_thinking" && role == "assistant") {
-      msg.thinking.push_back(ThinkingBlock{.redacted = true});
+    } else if ((type == "thinking" || type == "redacted_thinking") && role == "assistant") {
+      msg.thinking.push_back(parse_thinking(b, type, bp));
     } else if (type == "image" || type == "document") {
       throw_field_error(bp + ".type", "'" + type + "' content is not supported by this model", ErrorReason::kUnsupportedContent);
     }
-    // search_result, server tool blocks: nothing for the prompt.
+    // search_result, server tool blocks (and thinking outside assistant turns): nothing for the prompt.
   }
   if (!msg.content.empty() || !msg.tool_calls.empty() || !msg.thinking.empty() || blocks.empty()) {
     out->push_back(std::move(msg));
@@ -149,6 +154,9 @@ void parse_conversation(const json::object& o, ChatRequest* r) {
     }
   }
   check_tool_choice(*r, "tool_choice.name");
+  if (const auto* cm = find_field(o, "context_management")) {
+    r->context_management = parse_context_management(*cm, "context_management");
+  }
 }
 
 void parse_generation_fields(const json::object& o, ChatRequest* r) {
@@ -209,8 +217,9 @@ void append_stop(std::string& out, const Completion& c) {
 // call has no empty text block before it. Indices follow the blocks' order.
 class MessagesFormatter final : public EventFormatter {
  public:
-  MessagesFormatter(std::string model, std::string request_id, bool lazy_blocks)
-      : model_(std::move(model)), request_id_(std::move(request_id)), id_(random_id("msg_")), lazy_blocks_(lazy_blocks) {}
+  MessagesFormatter(std::string model, std::string request_id, bool lazy_blocks, ContextEditReport edits)
+      : model_(std::move(model)), request_id_(std::move(request_id)), id_(random_id("msg_")), lazy_blocks_(lazy_blocks),
+        edits_(std::move(edits)) {}
 
   void stream_start(const Usage& usage, std::string& out) override {
     std::string d = "{\"type\":\"message_start\",\"message\":{\"id\":\"" + id_ +
@@ -294,6 +303,7 @@ class MessagesFormatter final : public EventFormatter {
     append_stop(d, c);
     d += "},\"usage\":";
     append_usage(d, c.usage);
+    append_applied_edits(d, edits_);
     d += '}';
     http::append_sse_event(out, "message_delta", d);
     http::append_sse_event(out, "message_stop", R"({"type":"message_stop"})");
@@ -359,6 +369,7 @@ class MessagesFormatter final : public EventFormatter {
     append_stop(d, c);
     d += ",\"usage\":";
     append_usage(d, c.usage);
+    append_applied_edits(d, edits_);
     d += '}';
     return r;
   }
@@ -383,6 +394,7 @@ class MessagesFormatter final : public EventFormatter {
   std::string request_id_;
   std::string id_;
   bool lazy_blocks_;
+  ContextEditReport edits_;
   int n_blocks_ = 0;     // blocks opened so far: the next one's index
   int text_index_ = -1;  // the open text block, -1: none
   int tool_index_ = -1;  // the open tool_use block, -1: none
@@ -418,8 +430,9 @@ std::string_view stop_reason(const Completion& c) {
   }
 }
 
-std::unique_ptr<EventFormatter> make_formatter(std::string model, std::string request_id, bool lazy_blocks) {
-  return std::make_unique<MessagesFormatter>(std::move(model), std::move(request_id), lazy_blocks);
+std::unique_ptr<EventFormatter> make_formatter(std::string model, std::string request_id, bool lazy_blocks,
+                                               ContextEditReport edits) {
+  return std::make_unique<MessagesFormatter>(std::move(model), std::move(request_id), lazy_blocks, std::move(edits));
 }
 
 }  // namespace zl::api::anthropic

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "api/chat.h"
+#include "api/context_edits.h"
 #include "api/errors.h"
 #include "api/generation.h"
 
@@ -24,7 +25,11 @@ std::string_view stop_reason(const Completion& c);
 
 // Formats one Messages answer. `model` is echoed as sent. lazy_blocks (the
 // request offers tools): a stream opens each content block when it has
-// something for it; else text block 0 opens with the stream.
-std::unique_ptr<EventFormatter> make_formatter(std::string model, std::string request_id, bool lazy_blocks = false);
+// something for it; else text block 0 opens with the stream. `edits`: the
+// context editing the prompt went through (api/context_edits.h), reported as
+// `context_management.applied_edits` on the message and on the stream's
+// final message_delta when the request asked for it.
+std::unique_ptr<EventFormatter> make_formatter(std::string model, std::string request_id, bool lazy_blocks = false,
+                                               ContextEditReport edits = {});
 
 }  // namespace zl::api::anthropic
