@@ -33,7 +33,16 @@ struct ChatMessage {
   std::string content;  // text blocks concatenated
   std::vector<ToolCall> tool_calls;  // assistant turns
   std::string tool_call_id;          // role "tool": the call it answers
+  // The client's messages[i] this came from (an Anthropic turn with
+  // tool_result blocks gives several); -1: not from `messages` (the
+  // top-level system prompt). Truncation (api/context_policy.h) never
+  // splits one client message and counts what it drops in them.
+  int32_t source_index = -1;
 };
+
+// What to do when the prompt and the reserved output do not fit the window
+// (api/context_policy.h): --context-policy, or the body's `context_policy`.
+enum class ContextPolicy { kError, kDropOldest, kMiddleOut };
 
 struct ChatRequest {
   std::string model;
@@ -63,6 +72,7 @@ struct ChatRequest {
   bool include_usage = false;         // OpenAI stream_options.include_usage
   std::optional<http::StreamShape> shape;  // stream_options (stream only)
   std::string user;                   // metadata.user_id / user
+  std::optional<ContextPolicy> context_policy;  // the body's `context_policy`; none: the server's
 };
 
 }  // namespace zl::api

@@ -9,6 +9,7 @@
 #include <functional>
 #include <string>
 
+#include "api/context_policy.h"
 #include "engine/request.h"
 
 namespace zl::api {
@@ -31,6 +32,7 @@ struct RequestLog {
   double t_total_ms = 0;         // t_start -> the answer was complete (generation only)
   Clock::time_point t_submit{};  // the request was handed to the engine (EngineApi::submit)
   Timings engine;                // the engine's own (zero when it never ran)
+  ContextTruncation truncation;  // what a truncation policy dropped (generation only)
 };
 
 // {"ts":"…","level":"info","request_id":…,"route":…,"status":…,…} (no newline).

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "api/context_policy.h"
 #include "api/errors.h"
 #include "api/generation.h"
 #include "api/metrics.h"
@@ -64,6 +65,10 @@ struct ApiConfig {
   std::shared_ptr<limits::ResponseCache> response_cache;
   // KV-aware admission: --degrade max-tokens, --kv-high-watermark (limits/kv_admission.h).
   limits::KvAdmissionConfig kv_admission;
+  // Truncation policies (api/context_policy.h): --context-policy (a request's
+  // `context_policy` overrides it) and --context-reserve.
+  ContextPolicy context_policy = ContextPolicy::kError;
+  int64_t context_reserve = kDefaultContextReserve;
 };
 
 class ApiService {

@@ -62,6 +62,10 @@ struct ServeConfig {
   int64_t response_cache_mb = 0;      // exact-match response cache size; 0: off
   // The guard (src/guard/): a TOML policy file; empty: no guard.
   std::string guard_file;
+  // Truncation policies (api/context_policy.h): error, drop_oldest or
+  // middle_out; tokens kept for the answer (min(max_tokens, this)).
+  std::string context_policy = "error";
+  int64_t context_reserve = 256;
   // Where each setting that was given came from, as a user would write it:
   // "--kv-size 100000000", "ZEROLAYER_KV_SIZE=100000000",
   // "kv_size = 100000000 in /etc/zl.toml". Absent: the default.
