@@ -52,6 +52,75 @@ size_t leading_systems(const std::vector<ChatMessage>& messages) {
   return i;
 }
 
+// What a message puts into the prompt, in bytes (text, calls, ids): the
+// estimate's weight only; template markup is not counted.
+size_t message_bytes(const ChatMessage& m) {
+  size_t n = m.content.size() + m.tool_call_id.size();
+  for (const ToolCall& tc : m.tool_calls) n += tc.id.size() + tc.name.size() + tc.arguments_json.size();
+  return n;
+}
+
+// The first guess of the units to drop, in [1, m]: the fewest whose bytes,
+// at the prompt's tokens per byte, cover `excess` tokens. O(messages + m).
+size_t guess_units(const ChatRequest& chat, const std::vector<DropUnit>& units, bool middle, int64_t n_prompt,
+                   int64_t excess) {
+  size_t total = chat.tools_json.size();
+  for (const ChatMessage& m : chat.messages) total += message_bytes(m);
+  const double per_byte = static_cast<double>(n_prompt) / static_cast<double>(std::max<size_t>(total, 1));
+  const size_t m = units.size();
+  std::vector<double> prefix(m + 1, 0.0);  // estimated tokens of units [0, u)
+  for (size_t u = 0; u < m; ++u) {
+    size_t bytes = 0;
+    for (size_t i = units[u].begin; i < units[u].end; ++i) bytes += message_bytes(chat.messages[i]);
+    prefix[u + 1] = prefix[u] + static_cast<double>(bytes) * per_byte;
+  }
+  for (size_t k = 1; k < m; ++k) {
+    const size_t s = middle ? (m - k) / 2 : 0;
+    if (prefix[s + k] - prefix[s] >= static_cast<double>(excess)) return k;
+  }
+  return m;
+}
+
+// The fewest units in [1, m] whose dropping fits (probe(k) -> ApiResult<bool>
+// encodes and says), starting from `guess`: a step down (or up) that doubles
+// until the answer is bracketed, then bisection. Usually 2-3 probes; at most
+// about 2 log2(m). 0 when even m units do not fit. Dropping none is known
+// not to fit.
+template <typename Probe>
+ApiResult<size_t> search_units(size_t m, size_t guess, Probe&& probe) {
+  size_t lo = 0, hi = 0;  // lo: known not to fit; hi: known to fit (0: none known yet)
+  ApiResult<bool> f = probe(guess);
+  if (!f.ok()) return f.error();
+  if (f.value()) {
+    hi = guess;
+    for (size_t step = 1; hi > lo + step; step *= 2) {
+      ApiResult<bool> g = probe(hi - step);
+      if (!g.ok()) return g.error();
+      if (!g.value()) {
+        lo = hi - step;
+        break;
+      }
+      hi -= step;
+    }
+  } else {
+    lo = guess;
+    for (size_t step = 1; hi == 0; step *= 2) {
+      if (lo == m) return size_t{0};
+      const size_t k = std::min(m, lo + step);
+      ApiResult<bool> g = probe(k);
+      if (!g.ok()) return g.error();
+      (g.value() ? hi : lo) = k;
+    }
+  }
+  while (hi - lo > 1) {
+    const size_t mid = lo + (hi - lo) / 2;
+    ApiResult<bool> g = probe(mid);
+    if (!g.ok()) return g.error();
+    (g.value() ? hi : lo) = mid;
+  }
+  return hi;
+}
+
 }  // namespace
 
 std::string_view context_policy_name(ContextPolicy policy) {
@@ -141,37 +210,27 @@ ApiResult<FittedPrompt> fit_context(const ChatRequest& chat, const PromptCodec& 
   const int64_t n_original = static_cast<int64_t>(ids.size());
   const std::vector<DropUnit> units = drop_units(chat.messages);
   const size_t m = units.size();
-  ChatRequest probe = chat;  // every field but the messages stays as sent
-  // Encodes the chat without `count` units (oldest first, or centred).
-  auto encode_without = [&](size_t count, int* n_messages) -> ApiResult<std::vector<int32_t>> {
-    const size_t start = policy == ContextPolicy::kMiddleOut ? (m - count) / 2 : 0;
-    probe.messages = without_units(chat.messages, units, start, count, n_messages);
-    Result<std::vector<int32_t>> r = codec.encode_chat(probe);
-    if (!r.ok()) return from_status(r.status());
-    return std::move(r).value();
-  };
-  FittedPrompt best{.ids = std::move(ids)};
+  FittedPrompt best{.ids = std::move(ids)};  // the latest probe that fits (or, failing all, the shortest)
   if (m > 0) {
-    // Invariant: `lo` units do not fit; `hi` units fit (or are all there is).
-    size_t lo = 0, hi = m;
-    ApiResult<std::vector<int32_t>> all = encode_without(m, &best.truncation.n_messages);
-    if (!all.ok()) return all.error();
-    best.ids = std::move(all.value());
-    if (fits(best.ids)) {
-      while (hi - lo > 1) {
-        const size_t mid = lo + (hi - lo) / 2;
-        int n_messages = 0;
-        ApiResult<std::vector<int32_t>> r = encode_without(mid, &n_messages);
-        if (!r.ok()) return r.error();
-        if (fits(r.value())) {
-          hi = mid;
-          best.ids = std::move(r.value());
-          best.truncation.n_messages = n_messages;
-        } else {
-          lo = mid;
-        }
+    ChatRequest candidate = chat;  // every field but the messages stays as sent
+    // Encodes the chat without k units (oldest first, or centred).
+    auto probe = [&](size_t k) -> ApiResult<bool> {
+      int n_messages = 0;
+      candidate.messages = without_units(chat.messages, units, policy == ContextPolicy::kMiddleOut ? (m - k) / 2 : 0, k,
+                                         &n_messages);
+      Result<std::vector<int32_t>> r = codec.encode_chat(candidate);
+      if (!r.ok()) return from_status(r.status());
+      const bool ok = fits(r.value());
+      if (ok || k == m) {
+        best.ids = std::move(r).value();
+        best.truncation.n_messages = n_messages;
       }
-    }
+      return ok;
+    };
+    const size_t guess = guess_units(chat, units, policy == ContextPolicy::kMiddleOut, n_original,
+                                     n_original + reserve - window);
+    ApiResult<size_t> k = search_units(m, guess, probe);
+    if (!k.ok()) return k.error();
   }
   const int64_t n_kept = static_cast<int64_t>(best.ids.size());
   if (n_kept >= n_ctx) {

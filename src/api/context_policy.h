@@ -24,13 +24,16 @@
 // tool_result blocks and text). A system message inside the conversation
 // goes with the unit before it.
 //
-// Exact counts: each candidate is rendered and tokenized by the PromptCodec.
-// The number of dropped units is found by binary search over 1..m units
-// (m = the units), so a truncation costs about log2(m) + 1 encodings of at
-// most the original prompt, never one per unit. The prompt kept is the one
-// with the fewest dropped units that fits (token counts fall as more units
-// go; should a template make them rise by a token somewhere, the search
-// still ends on a candidate that was measured to fit).
+// Exact counts: each candidate is rendered and tokenized by the PromptCodec,
+// never estimated. The number k of dropped units (of m) is searched for:
+// a first guess from the units' bytes at the prompt's tokens per byte, a
+// step down (or up) from it that doubles until k is bracketed by a measured
+// fit and a measured miss, then bisection. A truncation thus costs usually
+// 2-3 encodings of at most the original prompt, at most about 2 log2(m),
+// never one per unit. The prompt kept is the one with the fewest dropped
+// units that fits (token counts fall as more units go; should a template
+// make them rise by a token somewhere, the search still ends on a
+// candidate that was measured to fit).
 //
 // Fit: n_prompt + reserve <= window, where reserve = min(max_tokens,
 // --context-reserve) (at least 1; no max_tokens: --context-reserve) and
