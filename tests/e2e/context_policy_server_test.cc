@@ -50,6 +50,11 @@ ServerProcess& real_server(const std::string& name, const std::vector<std::strin
 }
 int plain_port() { return real_server("plain", {}).port(); }  // --context-policy error (the default)
 int oldest_port() { return real_server("oldest", {"--context-policy", "drop_oldest"}).port(); }
+// A KV cache of half a context: one sequence holds at most 128 tokens.
+constexpr int64_t kKvTokens = 128;
+int small_kv_port() {
+  return real_server("small_kv", {"--context-policy", "drop_oldest", "--kv-size", std::to_string(kKvTokens)}).port();
+}
 
 // A message of the API-neutral conversation; a tool call is an assistant
 // turn with call_id set, a result a "tool" turn.
@@ -262,6 +267,14 @@ TEST(ContextPolicyServer, TheServerDefaultAppliesAndARequestOverridesIt) {
     if (const json::value* u = c.if_contains("usage"); u && u->is_object()) streamed_prompt = openai_prompt(c);
   }
   EXPECT_EQ(streamed_prompt, n_kept);
+  // Validate mode applies the policy and says so, without counting it.
+  const double before = metric(port, "engine_context_truncations_total", {{"policy", "drop_oldest"}});
+  HttpReply v = fetch(port, "POST", "/v1/messages", anthropic_body(chat, ""), {"X-Engine-Mode: validate"}, 60000);
+  ASSERT_EQ(v.status, 200) << v.body;
+  EXPECT_EQ(parse_obj(v.body).at("status").as_string(), "validated");
+  EXPECT_EQ(num(parse_obj(v.body).if_contains("input_tokens")), n_kept) << v.body;
+  EXPECT_EQ(v.header("x-engine-context-truncated"), a.header("x-engine-context-truncated"));
+  EXPECT_EQ(metric(port, "engine_context_truncations_total", {{"policy", "drop_oldest"}}), before);
   // context_policy "error" on this server: the prompt is served as it is
   // when it leaves a token, else the 400.
   HttpReply e = fetch(port, "POST", "/v1/messages", anthropic_body(chat, R"("context_policy":"error")"), {}, 60000);
@@ -269,6 +282,24 @@ TEST(ContextPolicyServer, TheServerDefaultAppliesAndARequestOverridesIt) {
   if (count_tokens(port, chat) >= kCtx) {
     EXPECT_EQ(e.status, 400) << e.body;
   }
+}
+
+TEST(ContextPolicyServer, AKvCacheSmallerThanTheWindowIsTheLimit) {
+  REQUIRE_MODEL();
+  const int port = small_kv_port();
+  ASSERT_GT(port, 0);
+  const std::vector<Turn> chat = story_chat(4);
+  // The first k with prompt + reserve <= the cache, not the 256-token window.
+  size_t k = 0;
+  std::vector<Turn> kept = chat;
+  while (count_tokens(port, kept) + kMaxTokens > kKvTokens) kept = without_exchanges(chat, 0, ++k);
+  ASSERT_GT(k, 0u);
+  ASSERT_LE(count_tokens(port, without_exchanges(chat, 0, k - 1)) + kMaxTokens, kCtx) << "the window alone would fit";
+  HttpReply o = fetch(port, "POST", "/v1/chat/completions", openai_body(chat, ""), {}, 60000);
+  ASSERT_EQ(o.status, 200) << o.body;  // admitted: no kv_cache_overflow for max_tokens 8
+  EXPECT_EQ(o.header("x-engine-context-truncated").rfind("messages=" + std::to_string(2 * k) + ", ", 0), 0u)
+      << o.header("x-engine-context-truncated");
+  EXPECT_EQ(openai_prompt(parse_obj(o.body)), count_tokens(port, kept));
 }
 
 TEST(ContextPolicyServer, AToolCallGoesWithItsResult) {
