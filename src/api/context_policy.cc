@@ -14,7 +14,7 @@ namespace {
 // and no tool call/result pair spans the boundary before it.
 std::vector<bool> allowed_cuts(const std::vector<ChatMessage>& messages) {
   const size_t n = messages.size();
-  std::vector<int> span(n + 1, 0);  // difference array of the call -> result spans
+  std::vector<int> span(n + 1, 0);                  // difference array of the call -> result spans
   std::unordered_map<std::string, size_t> call_at;  // call id -> its assistant turn (latest so far)
   std::optional<size_t> last_call;                  // the nearest assistant turn with calls so far
   for (size_t i = 0; i < n; ++i) {
@@ -26,7 +26,8 @@ std::vector<bool> allowed_cuts(const std::vector<ChatMessage>& messages) {
       last_call = i;
     } else if (m.role == "tool") {
       std::optional<size_t> c = last_call;
-      if (auto it = call_at.find(m.tool_call_id); !m.tool_call_id.empty() && it != call_at.end()) c = it->second;
+      if (auto it = call_at.find(m.tool_call_id); !m.tool_call_id.empty() && it != call_at.end())
+        c = it->second;
       if (c) {  // no cut in (c, i]
         ++span[*c + 1];
         --span[i + 1];
@@ -37,14 +38,19 @@ std::vector<bool> allowed_cuts(const std::vector<ChatMessage>& messages) {
   int open = 0;
   for (size_t i = 0; i < n; ++i) {
     open += span[i];
-    const bool same_source = i > 0 && messages[i].source_index >= 0 && messages[i].source_index == messages[i - 1].source_index;
+    const bool same_source = i > 0 && messages[i].source_index >= 0 &&
+                             messages[i].source_index == messages[i - 1].source_index;
     cut[i] = i > 0 && open == 0 && !same_source;
   }
   return cut;
 }
 
-bool is_user_turn(const ChatMessage& m) { return m.role == "user"; }
-bool is_call_turn(const ChatMessage& m) { return m.role == "assistant" && !m.tool_calls.empty(); }
+bool is_user_turn(const ChatMessage& m) {
+  return m.role == "user";
+}
+bool is_call_turn(const ChatMessage& m) {
+  return m.role == "assistant" && !m.tool_calls.empty();
+}
 
 size_t leading_systems(const std::vector<ChatMessage>& messages) {
   size_t i = 0;
@@ -56,17 +62,19 @@ size_t leading_systems(const std::vector<ChatMessage>& messages) {
 // estimate's weight only; template markup is not counted.
 size_t message_bytes(const ChatMessage& m) {
   size_t n = m.content.size() + m.tool_call_id.size();
-  for (const ToolCall& tc : m.tool_calls) n += tc.id.size() + tc.name.size() + tc.arguments_json.size();
+  for (const ToolCall& tc : m.tool_calls)
+    n += tc.id.size() + tc.name.size() + tc.arguments_json.size();
   return n;
 }
 
 // The first guess of the units to drop, in [1, m]: the fewest whose bytes,
 // at the prompt's tokens per byte, cover `excess` tokens. O(messages + m).
-size_t guess_units(const ChatRequest& chat, const std::vector<DropUnit>& units, bool middle, int64_t n_prompt,
-                   int64_t excess) {
+size_t guess_units(const ChatRequest& chat, const std::vector<DropUnit>& units, bool middle,
+                   int64_t n_prompt, int64_t excess) {
   size_t total = chat.tools_json.size();
   for (const ChatMessage& m : chat.messages) total += message_bytes(m);
-  const double per_byte = static_cast<double>(n_prompt) / static_cast<double>(std::max<size_t>(total, 1));
+  const double per_byte =
+      static_cast<double>(n_prompt) / static_cast<double>(std::max<size_t>(total, 1));
   const size_t m = units.size();
   std::vector<double> prefix(m + 1, 0.0);  // estimated tokens of units [0, u)
   for (size_t u = 0; u < m; ++u) {
@@ -125,15 +133,19 @@ ApiResult<size_t> search_units(size_t m, size_t guess, Probe&& probe) {
 
 std::string_view context_policy_name(ContextPolicy policy) {
   switch (policy) {
-    case ContextPolicy::kError: return "error";
-    case ContextPolicy::kDropOldest: return "drop_oldest";
-    case ContextPolicy::kMiddleOut: return "middle_out";
+    case ContextPolicy::kError:
+      return "error";
+    case ContextPolicy::kDropOldest:
+      return "drop_oldest";
+    case ContextPolicy::kMiddleOut:
+      return "middle_out";
   }
   return "error";
 }
 
 std::optional<ContextPolicy> parse_context_policy(std::string_view name) {
-  for (ContextPolicy p : {ContextPolicy::kError, ContextPolicy::kDropOldest, ContextPolicy::kMiddleOut}) {
+  for (ContextPolicy p :
+       {ContextPolicy::kError, ContextPolicy::kDropOldest, ContextPolicy::kMiddleOut}) {
     if (name == context_policy_name(p)) return p;
   }
   return std::nullopt;
@@ -145,7 +157,8 @@ void parse_context_policy_field(const boost::json::object& body, ChatRequest* ch
   const std::string name = json_string(*f, "context_policy");
   const std::optional<ContextPolicy> p = parse_context_policy(name);
   if (!p) {
-    throw_field_error("context_policy", "must be 'error', 'drop_oldest' or 'middle_out', not '" + name + "'",
+    throw_field_error("context_policy",
+                      "must be 'error', 'drop_oldest' or 'middle_out', not '" + name + "'",
                       ErrorReason::kInvalidValue);
   }
   chat->context_policy = *p;
@@ -176,8 +189,9 @@ std::vector<DropUnit> drop_units(const std::vector<ChatMessage>& messages) {
   return units;
 }
 
-std::vector<ChatMessage> without_units(const std::vector<ChatMessage>& messages, const std::vector<DropUnit>& units,
-                                       size_t first, size_t count, int* n_client_messages) {
+std::vector<ChatMessage> without_units(const std::vector<ChatMessage>& messages,
+                                       const std::vector<DropUnit>& units, size_t first,
+                                       size_t count, int* n_client_messages) {
   std::vector<ChatMessage> kept;
   kept.reserve(messages.size());
   int n_dropped = 0;
@@ -198,26 +212,33 @@ std::vector<ChatMessage> without_units(const std::vector<ChatMessage>& messages,
   return kept;
 }
 
-ApiResult<FittedPrompt> fit_context(const ChatRequest& chat, const PromptCodec& codec, std::vector<int32_t> ids,
-                                    int64_t n_ctx, const ContextOptions& options) {
+ApiResult<FittedPrompt> fit_context(const ChatRequest& chat, const PromptCodec& codec,
+                                    std::vector<int32_t> ids, int64_t n_ctx,
+                                    const ContextOptions& options) {
   const ContextPolicy policy = options.policy;
-  if (policy == ContextPolicy::kError || n_ctx <= 0 || chat.raw_prompt) return FittedPrompt{.ids = std::move(ids)};
+  if (policy == ContextPolicy::kError || n_ctx <= 0 || chat.raw_prompt)
+    return FittedPrompt{.ids = std::move(ids)};
   const int64_t window = options.n_window > 0 ? std::min(n_ctx, options.n_window) : n_ctx;
-  const int64_t reserve = std::max<int64_t>(1, std::min(chat.max_tokens.value_or(options.reserve), options.reserve));
-  auto fits = [&](const std::vector<int32_t>& p) { return static_cast<int64_t>(p.size()) + reserve <= window; };
+  const int64_t reserve =
+      std::max<int64_t>(1, std::min(chat.max_tokens.value_or(options.reserve), options.reserve));
+  auto fits = [&](const std::vector<int32_t>& p) {
+    return static_cast<int64_t>(p.size()) + reserve <= window;
+  };
   if (fits(ids)) return FittedPrompt{.ids = std::move(ids)};
 
   const int64_t n_original = static_cast<int64_t>(ids.size());
   const std::vector<DropUnit> units = drop_units(chat.messages);
   const size_t m = units.size();
-  FittedPrompt best{.ids = std::move(ids)};  // the latest probe that fits (or, failing all, the shortest)
+  FittedPrompt best{
+      .ids = std::move(ids)};  // the latest probe that fits (or, failing all, the shortest)
   if (m > 0) {
     ChatRequest candidate = chat;  // every field but the messages stays as sent
     // Encodes the chat without k units (oldest first, or centred).
     auto probe = [&](size_t k) -> ApiResult<bool> {
       int n_messages = 0;
-      candidate.messages = without_units(chat.messages, units, policy == ContextPolicy::kMiddleOut ? (m - k) / 2 : 0, k,
-                                         &n_messages);
+      candidate.messages =
+          without_units(chat.messages, units, policy == ContextPolicy::kMiddleOut ? (m - k) / 2 : 0,
+                        k, &n_messages);
       Result<std::vector<int32_t>> r = codec.encode_chat(candidate);
       if (!r.ok()) return from_status(r.status());
       const bool ok = fits(r.value());
@@ -235,8 +256,10 @@ ApiResult<FittedPrompt> fit_context(const ChatRequest& chat, const PromptCodec& 
   const int64_t n_kept = static_cast<int64_t>(best.ids.size());
   if (n_kept >= n_ctx) {
     ApiError e = context_length_error(n_kept, n_ctx);
-    e.message += "; context_policy " + std::string(context_policy_name(policy)) + " kept the system prompt, the tools "
-                 "and the last user turn (" + std::to_string(n_original) + " tokens before truncation)";
+    e.message += "; context_policy " + std::string(context_policy_name(policy)) +
+                 " kept the system prompt, the tools "
+                 "and the last user turn (" +
+                 std::to_string(n_original) + " tokens before truncation)";
     return e;
   }
   best.truncation.policy = policy;

@@ -85,8 +85,8 @@ struct ContextOptions {
 // request log, the metric).
 struct ContextTruncation {
   ContextPolicy policy = ContextPolicy::kError;
-  int n_messages = 0;        // client messages dropped
-  int64_t n_tokens = 0;      // prompt tokens removed (original - kept)
+  int n_messages = 0;    // client messages dropped
+  int64_t n_tokens = 0;  // prompt tokens removed (original - kept)
   bool applied() const { return n_messages > 0; }
   std::string header_value() const;  // "messages=<n>, tokens=<t>"
 };
@@ -103,8 +103,9 @@ std::vector<DropUnit> drop_units(const std::vector<ChatMessage>& messages);
 
 // The messages left after dropping units[first, first + count), and the
 // client messages that removes (their distinct source indices).
-std::vector<ChatMessage> without_units(const std::vector<ChatMessage>& messages, const std::vector<DropUnit>& units,
-                                       size_t first, size_t count, int* n_client_messages);
+std::vector<ChatMessage> without_units(const std::vector<ChatMessage>& messages,
+                                       const std::vector<DropUnit>& units, size_t first,
+                                       size_t count, int* n_client_messages);
 
 struct FittedPrompt {
   std::vector<int32_t> ids;  // the kept prompt, encoded
@@ -117,7 +118,8 @@ struct FittedPrompt {
 // else the truncated prompt, or the 400 context_length_exceeded when even
 // the shortest one leaves no token of the window. Encoding errors pass
 // through. Cost: see the design comment.
-ApiResult<FittedPrompt> fit_context(const ChatRequest& chat, const PromptCodec& codec, std::vector<int32_t> ids,
-                                    int64_t n_ctx, const ContextOptions& options);
+ApiResult<FittedPrompt> fit_context(const ChatRequest& chat, const PromptCodec& codec,
+                                    std::vector<int32_t> ids, int64_t n_ctx,
+                                    const ContextOptions& options);
 
 }  // namespace zl::api
