@@ -343,7 +343,7 @@ TEST(ContextPolicy, TheSearchFindsTheFewestUnitsWhateverTheEstimate) {
   std::printf("skewed estimate, 24 units: at most %d encodings per truncation\n", max_encodes);
 }
 
-TEST(ContextPolicy, ALongConversationCostsLogarithmicallyManyEncodings) {
+TEST(ContextPolicy, ALongConversationCostsAFewEncodings) {
   CountingCodec codec;
   const ChatRequest chat = chat_of(1000, 40);
   const std::vector<int32_t> ids = *codec.encode_chat(chat);
