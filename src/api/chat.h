@@ -78,7 +78,16 @@ struct ClearThinkingEdit {
 struct ContextManagement {
   std::optional<ClearThinkingEdit> clear_thinking;
   std::optional<ClearToolUsesEdit> clear_tool_uses;
+  // The client's messages[i] this came from (an Anthropic turn with
+  // tool_result blocks gives several); -1: not from `messages` (the
+  // top-level system prompt). Truncation (api/context_policy.h) never
+  // splits one client message and counts what it drops in them.
+  int32_t source_index = -1;
 };
+
+// What to do when the prompt and the reserved output do not fit the window
+// (api/context_policy.h): --context-policy, or the body's `context_policy`.
+enum class ContextPolicy { kError, kDropOldest, kMiddleOut };
 
 struct ChatRequest {
   std::string model;
@@ -111,6 +120,7 @@ struct ChatRequest {
   ThinkingOptions thinking;
   // Anthropic context_management; nullopt when the request has none.
   std::optional<ContextManagement> context_management;
+  std::optional<ContextPolicy> context_policy;  // the body's `context_policy`; none: the server's
 };
 
 }  // namespace zl::api

@@ -23,7 +23,7 @@ std::string tenant_of(std::string_view key_id, std::string_view user) {
 }
 
 ApiResult<Prepared> prepare_request(const ChatRequest& chat, const PromptCodec& codec, int64_t n_ctx,
-                                    std::string request_id, std::string_view key_id) {
+                                    std::string request_id, std::string_view key_id, const ContextOptions& context) {
   Result<std::vector<int32_t>> ids = chat.raw_prompt ? codec.encode_text(chat.prompt) : codec.encode_chat(chat);
   if (!ids.ok()) {
     ApiError e = from_status(ids.status());
@@ -32,7 +32,12 @@ ApiResult<Prepared> prepare_request(const ChatRequest& chat, const PromptCodec& 
     }
     return e;
   }
+  // A truncation policy drops messages until the prompt and its reserve fit.
+  ApiResult<FittedPrompt> fitted = fit_context(chat, codec, std::move(ids).value(), n_ctx, context);
+  if (!fitted.ok()) return fitted.error();
+  ids = std::move(fitted.value().ids);
   Prepared p;
+  p.truncation = fitted.value().truncation;
   p.tools = plan_tools(chat, codec.tool_syntax());
   if (p.tools.prefill.empty()) {  // (a forced call is the answer itself)
     ApiResult<ThinkingPlan> thinking = plan_thinking(chat, codec, &p.request.stop);

@@ -52,6 +52,7 @@
 #include <string>
 
 #include "api/chat.h"
+#include "api/context_policy.h"
 #include "api/errors.h"
 #include "api/prompt_codec.h"
 #include "api/server_timing.h"
@@ -72,13 +73,17 @@ struct Prepared {
   bool max_tokens_clamped = false;  // the window, not the client's max_tokens, bounds the answer
   ToolPlan tools;                   // how tools were rendered, and how to parse the output
   ThinkingPlan thinking;            // whether the output holds a thought (api/thinking.h)
+  ContextTruncation truncation;     // what a truncation policy dropped (api/context_policy.h)
 };
 
 // Builds the engine request for `chat`. `n_ctx` <= 0 disables the window check.
 // `key_id`: the identity of the authenticated API key ("" on a server
 // without keys); with chat.user it makes Request::tenant (tenant_of).
+// `context`: the truncation policy for a prompt that does not fit
+// (api/context_policy.h; the default: the 400, as without one).
 ApiResult<Prepared> prepare_request(const ChatRequest& chat, const PromptCodec& codec, int64_t n_ctx,
-                                    std::string request_id, std::string_view key_id = {});
+                                    std::string request_id, std::string_view key_id = {},
+                                    const ContextOptions& context = {});
 
 // The prefix-cache tenant of a request: the API key first, then the client's
 // user id (metadata.user_id / user) within the key. Two keys never share a

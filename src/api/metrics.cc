@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "api/context_policy.h"  // context_policy_name
 #include "api/errors.h"  // error_reason_name
 
 namespace zl::api {
@@ -109,6 +110,18 @@ ApiMetrics::ApiMetrics(obs::ServerMetrics* metrics, MetricsOptions options)
   for (limits::KvDegrade d : {limits::KvDegrade::kKvCacheOverflow, limits::KvDegrade::kKvPressure}) {
     degraded_[static_cast<size_t>(d)] = &degraded.counter({std::string(limits::kv_degrade_name(d))});
   }
+  obs::Family& truncations = r.add("engine_context_truncations_total",
+                                   "Prompts that a truncation policy shortened to fit the window "
+                                   "(--context-policy / context_policy), by policy",
+                                   MetricType::kCounter, {"policy"});
+  obs::Family& truncated = r.add("engine_context_truncated_tokens_total",
+                                 "Prompt tokens removed by truncation policies, by policy", MetricType::kCounter,
+                                 {"policy"});
+  for (ContextPolicy p : {ContextPolicy::kDropOldest, ContextPolicy::kMiddleOut}) {
+    const std::string name(context_policy_name(p));
+    truncations_[static_cast<size_t>(p)] = &truncations.counter({name});
+    truncated_tokens_[static_cast<size_t>(p)] = &truncated.counter({name});
+  }
   if (options_.vllm_compat) {
     const std::vector<std::string> model{options_.model_name};
     vllm_running_ = &r.add("vllm:num_requests_running", "vLLM-compatible alias of engine_requests_running",
@@ -150,6 +163,13 @@ void ApiMetrics::on_tool_calls(ApiKind api, int n_calls, const std::array<int, k
 
 void ApiMetrics::on_degraded(limits::KvDegrade reason) {
   if (obs::Counter* c = degraded_[static_cast<size_t>(reason)]) c->add();
+}
+
+void ApiMetrics::on_truncation(ContextPolicy policy, int64_t n_tokens) {
+  const size_t p = static_cast<size_t>(policy);
+  if (!truncations_[p]) return;  // kError truncates nothing
+  truncations_[p]->add();
+  if (n_tokens > 0) truncated_tokens_[p]->add(n_tokens);
 }
 
 void ApiMetrics::on_error(ApiKind api, ErrorReason reason) {

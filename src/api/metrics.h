@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "api/chat.h"  // ContextPolicy
 #include "api/tool_calls.h"
 #include "core/error_reason.h"
 #include "engine/request.h"
@@ -56,6 +57,10 @@ class ApiMetrics {
   void on_error(ApiKind api, ErrorReason reason);
   // A request admitted with a lower max_tokens (engine_degraded_requests_total{reason}).
   void on_degraded(limits::KvDegrade reason);
+  // A prompt truncated by a context policy (api/context_policy.h), by
+  // n_tokens: engine_context_truncations_total{policy} and
+  // engine_context_truncated_tokens_total{policy}.
+  void on_truncation(ContextPolicy policy, int64_t n_tokens);
   // The exposition: the engine's state is copied into the gauges first.
   std::string render(const EngineStats& engine);
 
@@ -73,6 +78,8 @@ class ApiMetrics {
   std::array<std::array<obs::Counter*, kNumToolFallbacks>, kNumApis> tool_fallbacks_{};
   std::array<std::array<obs::Counter*, kNumErrorReasons>, kNumApis> errors_{};
   std::array<obs::Counter*, 3> degraded_{};  // by limits::KvDegrade (kNone unused)
+  std::array<obs::Counter*, 3> truncations_{};  // by ContextPolicy (kError unused)
+  std::array<obs::Counter*, 3> truncated_tokens_{};
   obs::Histogram& ttft_;
   obs::Histogram& e2e_;
   // Gauges and mirrored counters set from EngineStats at render().

@@ -45,6 +45,12 @@ std::string format_request_log_json(const RequestLog& r) {
       out += ",\"finish\":";
       append_json_string(out, finish_reason_name(r.finish));
     }
+    if (r.truncation.applied()) {
+      out += ",\"context_truncated\":{\"policy\":";
+      append_json_string(out, context_policy_name(r.truncation.policy));
+      out += ",\"messages\":" + std::to_string(r.truncation.n_messages) +
+             ",\"tokens\":" + std::to_string(r.truncation.n_tokens) + "}";
+    }
     add_ms(out, "t_first_token_ms", r.t_first_token_ms);
     add_ms(out, "t_queued_ms", ms_between(r.engine.t_submit, r.engine.t_scheduled));
     add_ms(out, "t_prefill_ms", ms_between(r.engine.t_scheduled, r.engine.t_first_token));
@@ -77,6 +83,10 @@ std::string format_request_log_human(const RequestLog& r) {
   if (r.generation) {
     n = std::snprintf(buf, sizeof buf, " total %.1f ms", r.t_total_ms);
     out.append(buf, static_cast<size_t>(std::max(n, 0)));
+  }
+  if (r.truncation.applied()) {
+    out += " truncated " + std::string(context_policy_name(r.truncation.policy)) + " " +
+           std::to_string(r.truncation.n_messages) + " msg " + std::to_string(r.truncation.n_tokens) + " tok";
   }
   if (r.finish != FinishReason::kNone) out.append(" ").append(finish_reason_name(r.finish));
   if (!r.error_reason.empty()) out += " error=" + r.error_reason;

@@ -9,6 +9,7 @@
 #include <functional>
 #include <string>
 
+#include "api/context_policy.h"
 #include "engine/request.h"
 
 namespace zl::api {
@@ -32,6 +33,7 @@ struct RequestLog {
   Clock::time_point t_submit{};  // the request was handed to the engine (EngineApi::submit)
   Timings engine;                // the engine's own (zero when it never ran)
   std::string tenant;            // the keys-file name of the request's key ("" otherwise)
+  ContextTruncation truncation;  // what a truncation policy dropped (generation only)
 };
 
 // {"ts":"…","level":"info","request_id":…,"route":…,"status":…,…} (no newline).

@@ -192,7 +192,11 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
   }
   const EngineStats stats = engine_->stats();
   const auto t_prepare = RequestLog::Clock::now();
-  ApiResult<Prepared> prepared = prepare_request(chat, *codec_, stats.n_ctx, req.request_id, key_id);
+  // A sequence holds at most the KV cache's capacity when it is below n_ctx.
+  const ContextOptions context{.policy = chat.context_policy.value_or(config_.context_policy),
+                               .reserve = config_.context_reserve,
+                               .n_window = limits::kv_max_tokens_fit(limits::kv_snapshot(stats), 0).value_or(0)};
+  ApiResult<Prepared> prepared = prepare_request(chat, *codec_, stats.n_ctx, req.request_id, key_id, context);
   timing.tokenize_ms = ms_since(t_prepare);
   if (!prepared.ok()) {
     send_error(req, *res, route, prepared.error(), &timing);
@@ -208,6 +212,13 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
   opts.ping_interval = config_.sse_ping_interval;
   opts.tools = prepared.value().tools;
   opts.thinking = prepared.value().thinking;
+  const ContextTruncation truncation = prepared.value().truncation;
+  if (truncation.applied()) {  // x-engine-context-truncated, the metric; the request log below
+    if (!is_validate_mode(req)) metrics_.on_truncation(truncation.policy, truncation.n_tokens);
+    opts.head_headers.push_back([v = truncation.header_value()](const Usage&, std::vector<http::Header>& h) {
+      h.emplace_back("x-engine-context-truncated", v);
+    });
+  }
   // KV-aware admission: a 400 kv_cache_overflow, or a lower max_tokens.
   if (std::optional<ApiError> e = admit_kv(req, key_id, chat, stats, prepared.value(), opts)) {
     return send_error(req, *res, route, *e, &timing);
@@ -266,7 +277,7 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
   if (config_.tracer) trace_parent = obs::parse_traceparent(req.header("traceparent"));
   opts.on_done = [this, route, t_start, api = api_of(req), id = req.request_id, method = req.method,
                   stream = chat.stream && !validate, validate, trace_parent,
-                  rtt_us = req.tcp_rtt_us, tenant = quota.tenant](const SessionResult& r) {
+                  rtt_us = req.tcp_rtt_us, tenant = quota.tenant, truncation](const SessionResult& r) {
     if (config_.tracer) config_.tracer->record(request_trace(r, trace_parent, id, api_kind_name(api), route,
                                                              config_.model_alias, t_start));
     metrics_.on_request(route, r.status);
@@ -285,7 +296,8 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
                                    .error_reason = r.error_reason ? std::string(error_reason_name(*r.error_reason)) : "",
                                    .t_start = t_start,
                                    .t_first_token_ms = r.t_first_ms, .t_total_ms = r.t_total_ms,
-                                   .t_submit = r.t_submit, .engine = r.timings, .tenant = tenant});
+                                   .t_submit = r.t_submit, .engine = r.timings, .tenant = tenant,
+                                   .truncation = truncation});
   };
   if (quota.ticket) QuotaGate::attach(std::move(quota.ticket), opts);
   GenerationSession::start(cache_hit ? static_cast<EngineApi&>(replay) : *engine_, std::move(prepared.value().request),

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "api/context_policy.h"
 #include "api/errors.h"
 #include "api/generation.h"
 #include "api/metrics.h"
@@ -75,6 +76,10 @@ struct ApiConfig {
   // count_tokens request (api/guard_input.h); the engine applies its output
   // rules (EngineConfig::guard). Null: none.
   std::shared_ptr<const guard::Guard> guard;
+  // Truncation policies (api/context_policy.h): --context-policy (a request's
+  // `context_policy` overrides it) and --context-reserve.
+  ContextPolicy context_policy = ContextPolicy::kError;
+  int64_t context_reserve = kDefaultContextReserve;
 };
 
 class ApiService {

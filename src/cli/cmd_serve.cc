@@ -131,6 +131,10 @@ std::vector<FlagSpec> serve_flags() {
       {"redis-fail", true, "when Redis is unreachable: open (local buckets, default) or closed (503)"},
       {"response-cache-mb", true, "exact-match cache of greedy/seeded answers, in MiB (default 0: off)"},
       {"guard", true, "TOML guard policy: input screening, output masking and redaction"},
+      {"context-policy", true,
+       "a prompt that leaves no room for the reserved output: error (400, default), drop_oldest or middle_out "
+       "(drop whole turns until it fits; a request's context_policy overrides it)"},
+      {"context-reserve", true, "tokens kept free for the answer when truncating: min(max_tokens, this) (default 256)"},
       {"config", true, "TOML file with any of these settings (keys with '_' for '-')"},
   };
 }
@@ -232,6 +236,8 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
   }
   api_cfg.guard = cfg.guard;
   if (cfg.guard) api::register_guard_metrics(*cfg.guard, metrics->engine.guard_actions());
+  api_cfg.context_policy = api::parse_context_policy(cfg.context_policy).value_or(api::ContextPolicy::kError);
+  api_cfg.context_reserve = cfg.context_reserve;
   api::ApiService service(api_cfg, b.engine.get(), b.codec.get());
   http::Router router;
   service.register_routes(router);

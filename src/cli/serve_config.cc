@@ -156,7 +156,7 @@ const std::vector<std::string>& serve_setting_names() {
       "sse-ping-interval", "otlp-endpoint", "log-format", "metrics-compat", "metrics-auth",
       "keys",            "max-queue",      "max-queue-tokens", "queue-timeout-ms", "max-pause-ms",
       "degrade",         "kv-high-watermark", "redis",       "redis-fail",      "response-cache-mb",
-      "guard"};
+      "guard",           "context-policy", "context-reserve"};
   return kNames;
 }
 
@@ -269,6 +269,12 @@ Result<ServeConfig> resolve_serve_config(const std::map<std::string, std::string
   }
   RETURN_IF_ERROR(parse_int(src, "response-cache-mb", 0, 1 << 20, &c.response_cache_mb));
   str("guard", &c.guard_file);
+  str("context-policy", &c.context_policy);
+  if (c.context_policy != "error" && c.context_policy != "drop_oldest" && c.context_policy != "middle_out") {
+    return invalid_argument(src.origin.at("context-policy") +
+                            ": context-policy must be error, drop_oldest or middle_out, got '" + c.context_policy + "'");
+  }
+  RETURN_IF_ERROR(parse_int(src, "context-reserve", 1, 1 << 24, &c.context_reserve));
   // API keys: the highest source that gives any wins, like every setting.
   std::vector<std::string> keys = flag_api_keys;
   if (keys.empty()) {

@@ -71,6 +71,10 @@ struct ServeConfig {
   // stops the start with exit 2, naming the line), shared by the engine
   // (output rules, make_backend) and the API (input rules). Not a setting.
   std::shared_ptr<const guard::Guard> guard;
+  // Truncation policies (api/context_policy.h): error, drop_oldest or
+  // middle_out; tokens kept for the answer (min(max_tokens, this)).
+  std::string context_policy = "error";
+  int64_t context_reserve = 256;
   // Where each setting that was given came from, as a user would write it:
   // "--kv-size 100000000", "ZEROLAYER_KV_SIZE=100000000",
   // "kv_size = 100000000 in /etc/zl.toml". Absent: the default.

@@ -86,6 +86,19 @@ inline void check_formatter(const RequestApi& api, const api::ChatRequest& chat)
 inline void check_prepared(const api::ChatRequest& chat, size_t codec_index) {
   constexpr int64_t kCtx = 512;
   const api::TokenizerCodec& codec = fuzz_codec(codec_index);
+  // Truncation policies (api/context_policy.h) on a small window: a typed
+  // 4xx, or a prompt that leaves room, shortened by what the report says.
+  for (api::ContextPolicy policy : {api::ContextPolicy::kDropOldest, api::ContextPolicy::kMiddleOut}) {
+    constexpr int64_t kSmall = 96;
+    auto t = api::prepare_request(chat, codec, kSmall, "req_fuzz", "", {.policy = policy, .reserve = 16});
+    if (!t.ok()) {
+      FUZZ_CHECK(api::http_status(t.error()) >= 400 && api::http_status(t.error()) < 500);
+      continue;
+    }
+    FUZZ_CHECK(t.value().n_prompt_tokens < kSmall);
+    FUZZ_CHECK(t.value().truncation.n_tokens >= 0);
+    FUZZ_CHECK(t.value().truncation.applied() || t.value().truncation.n_tokens == 0);
+  }
   auto p = api::prepare_request(chat, codec, kCtx, "req_fuzz");
   if (!p.ok()) {
     const int status = api::http_status(p.error());

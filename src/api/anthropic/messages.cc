@@ -2,6 +2,7 @@
 
 #include <boost/json/serialize.hpp>
 
+#include "api/context_policy.h"
 #include "api/json_fields.h"
 #include "api/json_util.h"
 #include "api/thinking.h"
@@ -116,7 +117,11 @@ void parse_conversation(const json::object& o, ChatRequest* r) {
   }
   const auto& msgs = json_array(require_field(o, "messages", "messages"), "messages");
   if (msgs.empty()) throw_field_error("messages", "must contain at least one message", ErrorReason::kEmptyMessages);
-  for (size_t i = 0; i < msgs.size(); ++i) parse_message(msgs[i], index_param("messages", i), &r->messages);
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    const size_t before = r->messages.size();
+    parse_message(msgs[i], index_param("messages", i), &r->messages);
+    for (size_t j = before; j < r->messages.size(); ++j) r->messages[j].source_index = static_cast<int32_t>(i);
+  }
   // An assistant turn at the end is a prefill: the answer continues it.
   const json::object& last = msgs.back().get_object();
   r->continue_final_message = last.at("role").get_string() == "assistant";
@@ -188,6 +193,7 @@ void parse_generation_fields(const json::object& o, ChatRequest* r) {
     r->shape = parse_stream_options(*f, nullptr);
   }
   if (const auto* f = find_field(o, "thinking")) r->thinking = parse_anthropic_thinking(*f, r->max_tokens);
+  parse_context_policy_field(o, r);  // extension (api/context_policy.h)
 }
 
 void append_usage(std::string& out, const Usage& u) {

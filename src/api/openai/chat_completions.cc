@@ -3,6 +3,7 @@
 #include <boost/json/serialize.hpp>
 #include <ctime>
 
+#include "api/context_policy.h"
 #include "api/json_fields.h"
 #include "api/json_util.h"
 #include "core/random_id.h"
@@ -333,7 +334,11 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
     parse_common(o, r);
     const auto& msgs = json_array(require_field(o, "messages", "messages"), "messages");
     if (msgs.empty()) throw_field_error("messages", "must contain at least one message", ErrorReason::kEmptyMessages);
-    for (size_t i = 0; i < msgs.size(); ++i) r->messages.push_back(parse_message(msgs[i], index_param("messages", i)));
+    for (size_t i = 0; i < msgs.size(); ++i) {
+      r->messages.push_back(parse_message(msgs[i], index_param("messages", i)));
+      r->messages.back().source_index = static_cast<int32_t>(i);
+    }
+    parse_context_policy_field(o, r);  // extension (api/context_policy.h)
     r->continue_final_message = r->messages.back().role == "assistant";
     parse_thinking_switch(o, r);
     if (const auto* t = find_field(o, "tools")) {
