@@ -45,6 +45,11 @@ struct ChatMessage {
   std::vector<ToolCall> tool_calls;  // assistant turns
   std::string tool_call_id;          // role "tool": the call it answers
   std::vector<ThinkingBlock> thinking;  // assistant turns, in order
+  // The client's messages[i] this came from (an Anthropic turn with
+  // tool_result blocks gives several); -1: not from `messages` (the
+  // top-level system prompt). Truncation (api/context_policy.h) never
+  // splits one client message and counts what it drops in them.
+  int32_t source_index = -1;
 };
 
 // Reasoning switches of a request (Anthropic `thinking`, OpenAI
@@ -78,11 +83,6 @@ struct ClearThinkingEdit {
 struct ContextManagement {
   std::optional<ClearThinkingEdit> clear_thinking;
   std::optional<ClearToolUsesEdit> clear_tool_uses;
-  // The client's messages[i] this came from (an Anthropic turn with
-  // tool_result blocks gives several); -1: not from `messages` (the
-  // top-level system prompt). Truncation (api/context_policy.h) never
-  // splits one client message and counts what it drops in them.
-  int32_t source_index = -1;
 };
 
 // What to do when the prompt and the reserved output do not fit the window
