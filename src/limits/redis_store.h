@@ -1,0 +1,91 @@
+// RedisBucketStore: the token buckets of limits/bucket_store.h kept in Redis,
+// so that every replica pointed at one Redis (`--redis`) enforces one budget
+// per key.
+//
+// One take() is one EVALSHA of a Lua script (kTakeScript in redis_store.cc)
+// that does exactly what LocalBucketStore::take does, atomically inside
+// Redis: refill every named bucket from its last touch at limit/60 per second
+// (capped at the capacity; a bucket never seen is full), check every op's
+// need, subtract every amount or none. The clock is Redis's own
+// (`redis.call('TIME')`), so replicas whose clocks differ still agree. Each
+// bucket is a hash `<prefix><key>` with fields `l` (level) and `t` (last
+// touch, seconds), with PEXPIRE set to when it would be full again: a full
+// bucket and a missing one behave the same, so Redis holds only buckets that
+// are in use. Levels cross the wire as %.17g strings (exact doubles; a Lua
+// number returned to Redis would be truncated to an integer).
+//
+// Timeouts: connect 100 ms, each command 50 ms by default (RedisOptions). A
+// timed-out or broken connection is dropped at once and take() then fails
+// fast (no reconnect inside take(): requests never wait on a connect);
+// connect() builds a new connection, called at start-up and by the failover
+// wrapper's reconnect thread (limits/failover_store.h).
+//
+// Thread-safety: take() and connect() may be called from any thread. take()
+// holds one mutex around one connection for its round trip (loopback: tens of
+// µs, see the benchmark in tests/unit/redis_store_test.cc), so concurrent
+// takes queue behind each other; connect() does its slow part outside it.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "limits/failover_store.h"
+
+struct redisContext;
+
+namespace zl::limits {
+
+// The parts of `redis://HOST:PORT[/DB]`.
+struct RedisUrl {
+  std::string host;  // a name, an IPv4 address, or an IPv6 address (given in [brackets])
+  int port = 6379;
+  int db = 0;
+};
+
+// Parses `redis://HOST[:PORT][/DB]` (port 1..65535, default 6379; db 0..
+// 1000000, default 0). Errors (kInvalidArgument) say what is wrong and show
+// the expected form; the caller prefixes the setting's origin (--redis).
+// No user name, password or query: this server does not send AUTH.
+Result<RedisUrl> parse_redis_url(std::string_view url);
+
+struct RedisOptions {
+  RedisUrl url;
+  std::chrono::milliseconds connect_timeout{100};
+  std::chrono::milliseconds command_timeout{50};
+  std::string key_prefix = "zl:bucket:";  // every bucket's hash is <prefix><BucketOp::key>
+};
+
+class RedisBucketStore final : public SharedBucketStore {
+ public:
+  explicit RedisBucketStore(RedisOptions options);
+  ~RedisBucketStore() override;
+  RedisBucketStore(const RedisBucketStore&) = delete;
+  RedisBucketStore& operator=(const RedisBucketStore&) = delete;
+
+  // Connects (replacing any connection), SELECTs the db and loads the script.
+  // Blocks up to about connect_timeout + 3 command timeouts. Thread-safe.
+  BackendFailure connect(std::string* error) override;
+  // One EVALSHA (and, after NOSCRIPT, one SCRIPT LOAD and one retry). Without
+  // a connection it fails at once with kConnect. Thread-safe.
+  Result<TakeResult> take_shared(std::span<const BucketOp> ops, BackendFailure* failure) override;
+  std::string describe() const override;
+
+ private:
+  struct ContextDeleter {
+    void operator()(redisContext* c) const;
+  };
+  using Context = std::unique_ptr<redisContext, ContextDeleter>;
+
+  // The EVALSHA round trip on `ctx` (mu_ held).
+  Result<TakeResult> eval_take(redisContext* ctx, std::span<const BucketOp> ops, BackendFailure* failure);
+
+  const RedisOptions options_;
+  std::mutex mu_;
+  Context ctx_;      // null while disconnected
+  std::string sha_;  // the script's SHA1, as SCRIPT LOAD answered
+};
+
+}  // namespace zl::limits
