@@ -131,6 +131,7 @@ void FailoverBucketStore::reconnect_loop() {
     const BackendFailure f = primary_->connect(&error);
     lock.lock();
     if (f == BackendFailure::kNone) {
+      local_.forget_except({});  // the outage's buckets: stale now, and this bounds their memory
       up_.store(true, std::memory_order_release);
       set_up_gauge(true);
       backoff = options_.backoff_min;

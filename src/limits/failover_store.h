@@ -4,7 +4,9 @@
 //   --redis-fail open (default): a take that finds the backend down is served
 //     by a LocalBucketStore in this process. Each replica then enforces every
 //     limit on its own (N replicas admit up to N budgets) until the backend
-//     is back; the shared buckets resume where Redis left them.
+//     is back; the shared buckets resume where Redis left them, and the
+//     local ones are dropped (the next outage starts with full buckets; their
+//     memory is bounded by the keys used during one outage).
 //   --redis-fail closed: such a take fails with ErrorReason::
 //     kQuotaBackendUnavailable (HTTP 503 on both APIs, retry-after 1 s).
 //

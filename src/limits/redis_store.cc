@@ -309,4 +309,17 @@ Result<TakeResult> RedisBucketStore::eval_take(redisContext* ctx, std::span<cons
   return out;
 }
 
+Result<std::unique_ptr<FailoverBucketStore>> open_redis_bucket_store(std::string_view url, std::string_view fail_mode,
+                                                                     obs::Registry* registry) {
+  ASSIGN_OR_RETURN(RedisUrl u, parse_redis_url(url));
+  if (fail_mode != "open" && fail_mode != "closed") {
+    return invalid_argument("redis-fail must be open or closed, got '" + std::string(fail_mode) + "'");
+  }
+  auto store = std::make_unique<FailoverBucketStore>(
+      std::make_unique<RedisBucketStore>(RedisOptions{.url = std::move(u)}),
+      FailoverOptions{.mode = fail_mode == "open" ? FailMode::kOpen : FailMode::kClosed, .registry = registry});
+  store->start();
+  return store;
+}
+
 }  // namespace zl::limits

@@ -88,4 +88,12 @@ class RedisBucketStore final : public SharedBucketStore {
   std::string sha_;  // the script's SHA1, as SCRIPT LOAD answered
 };
 
+// The bucket store of `serve --redis URL --redis-fail open|closed`: a
+// FailoverBucketStore over a RedisBucketStore, started (one connect attempt,
+// at most ~250 ms; a failure is logged and retried in the background),
+// reporting its metrics into `registry`. Errors: a bad URL or mode
+// (kInvalidArgument; resolve_serve_config has checked both already).
+Result<std::unique_ptr<FailoverBucketStore>> open_redis_bucket_store(std::string_view url, std::string_view fail_mode,
+                                                                     obs::Registry* registry);
+
 }  // namespace zl::limits
