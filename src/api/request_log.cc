@@ -32,6 +32,10 @@ std::string format_request_log_json(const RequestLog& r) {
   out += ",\"route\":";
   append_json_string(out, r.route);
   out += ",\"status\":" + std::to_string(r.status);
+  if (!r.tenant.empty()) {
+    out += ",\"tenant\":";
+    append_json_string(out, r.tenant);
+  }
   if (r.generation) {
     out += std::string(",\"stream\":") + (r.stream ? "true" : "false");
     out += ",\"n_prompt_tokens\":" + std::to_string(r.usage.n_prompt_tokens);
@@ -60,6 +64,7 @@ std::string format_request_log_human(const RequestLog& r) {
   int n = std::snprintf(buf, sizeof buf, "%d %s %s %s", r.status, r.method.c_str(), r.route.c_str(),
                         r.request_id.c_str());
   std::string out(buf, static_cast<size_t>(std::max(n, 0)));
+  if (!r.tenant.empty()) out += " tenant=" + r.tenant;
   if (r.generation) {
     n = std::snprintf(buf, sizeof buf, " %lld+%lld tok", static_cast<long long>(r.usage.n_prompt_tokens),
                       static_cast<long long>(r.usage.n_generated_tokens));

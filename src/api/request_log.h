@@ -31,6 +31,7 @@ struct RequestLog {
   double t_total_ms = 0;         // t_start -> the answer was complete (generation only)
   Clock::time_point t_submit{};  // the request was handed to the engine (EngineApi::submit)
   Timings engine;                // the engine's own (zero when it never ran)
+  std::string tenant;            // the keys-file name of the request's key ("" otherwise)
 };
 
 // {"ts":"…","level":"info","request_id":…,"route":…,"status":…,…} (no newline).

@@ -72,6 +72,7 @@ ApiService::ApiService(ApiConfig config, EngineApi* engine, const PromptCodec* c
                                                    .model_name = config_.model_alias}) {
   if (config_.model_created_unix == 0) config_.model_created_unix = std::time(nullptr);
   for (const std::string& k : config_.api_keys) key_ids_.push_back(key_identity(k));
+  if (config_.keys && config_.quota) quota_ = std::make_unique<QuotaGate>(config_.keys, config_.quota, metrics_root_->registry);
 }
 
 ApiService::Api ApiService::api_of(const http::HttpRequest& req) {
@@ -126,7 +127,7 @@ void ApiService::register_routes(http::Router& router) {
 
 std::optional<std::string> ApiService::authorize(const http::HttpRequest& req, http::Responder& res,
                                                  const std::string& route) {
-  if (config_.api_keys.empty()) return std::string();
+  if (config_.api_keys.empty() && !quota_) return std::string();
   std::string_view key = req.header("x-api-key");
   if (key.empty()) {
     std::string_view auth = req.header("authorization");
@@ -138,6 +139,9 @@ std::optional<std::string> ApiService::authorize(const http::HttpRequest& req, h
     for (size_t i = 0; i < config_.api_keys.size(); ++i) {
       if (key_equals(key, config_.api_keys[i])) match = i;
     }
+    // The keys file too, whatever the list gave (api/quota_glue.h).
+    std::optional<std::string> file_key = quota_ ? quota_->identify(key) : std::nullopt;
+    if (file_key) return file_key;
     if (match) return key_ids_[*match];
   }
   ApiError e{.reason = key.empty() ? ErrorReason::kMissingApiKey : ErrorReason::kInvalidApiKey,
@@ -147,9 +151,11 @@ std::optional<std::string> ApiService::authorize(const http::HttpRequest& req, h
 }
 
 void ApiService::send_error(const http::HttpRequest& req, http::Responder& res, const std::string& route,
-                            const ApiError& e, const ServerTiming* timing) {
+                            const ApiError& e, const ServerTiming* timing, std::vector<http::Header> headers,
+                            std::string_view tenant) {
   http::HttpResponse r = api_of(req) == Api::kOpenAI ? openai_error_response(e) : anthropic_error_response(e, req.request_id);
-  record(req, route, r.status, error_reason_name(e.reason));
+  record(req, route, r.status, error_reason_name(e.reason), tenant);
+  for (http::Header& h : headers) r.headers.push_back(std::move(h));
   metrics_.on_error(api_of(req), e.reason);
   if (timing) {
     std::string value = timing->header_value();
@@ -159,11 +165,11 @@ void ApiService::send_error(const http::HttpRequest& req, http::Responder& res, 
 }
 
 void ApiService::record(const http::HttpRequest& req, const std::string& route, int status,
-                        std::string_view error_reason) {
+                        std::string_view error_reason, std::string_view tenant) {
   metrics_.on_request(route, status);
   if (!config_.request_log) return;
   RequestLog log{.request_id = req.request_id, .method = req.method, .route = route, .status = status,
-                 .error_reason = std::string(error_reason), .t_start = received_at(req)};
+                 .error_reason = std::string(error_reason), .t_start = received_at(req), .tenant = std::string(tenant)};
   config_.request_log(log);
 }
 
@@ -184,6 +190,14 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
     send_error(req, *res, route, prepared.error(), &timing);
     return;
   }
+  // Per-key quotas (api/quota_glue.h): admitted with the exact prompt count,
+  // before the engine sees the request; refused: 429 and nothing runs.
+  const bool validate = is_validate_mode(req);
+  QuotaDecision quota;
+  if (quota_) {
+    quota = quota_->admit(key_id, api_of(req), prepared.value().n_prompt_tokens, {.dry_run = validate});
+    if (quota.error) return send_error(req, *res, route, *quota.error, &timing, std::move(quota.headers), quota.tenant);
+  }
   SessionOptions opts;
   opts.timing = timing;
   opts.stream = chat.stream;
@@ -193,7 +207,6 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
   opts.ping_interval = config_.sse_ping_interval;
   opts.tools = prepared.value().tools;
   std::unique_ptr<EventFormatter> formatter = make_formatter(prepared.value());
-  const bool validate = is_validate_mode(req);
   if (validate) {
     // Everything above ran as for a real request; the engine prefills and
     // stops (validate.h). The answer is JSON, whatever `stream` asked.
@@ -219,7 +232,7 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
   if (config_.tracer) trace_parent = obs::parse_traceparent(req.header("traceparent"));
   opts.on_done = [this, route, t_start, api = api_of(req), id = req.request_id, method = req.method,
                   stream = chat.stream && !validate, validate, trace_parent,
-                  rtt_us = req.tcp_rtt_us](const SessionResult& r) {
+                  rtt_us = req.tcp_rtt_us, tenant = quota.tenant](const SessionResult& r) {
     if (config_.tracer) config_.tracer->record(request_trace(r, trace_parent, id, api_kind_name(api), route,
                                                              config_.model_alias, t_start));
     metrics_.on_request(route, r.status);
@@ -238,8 +251,9 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
                                    .error_reason = r.error_reason ? std::string(error_reason_name(*r.error_reason)) : "",
                                    .t_start = t_start,
                                    .t_first_token_ms = r.t_first_ms, .t_total_ms = r.t_total_ms,
-                                   .t_submit = r.t_submit, .engine = r.timings});
+                                   .t_submit = r.t_submit, .engine = r.timings, .tenant = tenant});
   };
+  if (quota.ticket) QuotaGate::attach(std::move(quota.ticket), opts);
   GenerationSession::start(*engine_, std::move(prepared.value().request), std::move(opts), std::move(formatter),
                            std::move(res));
 }

@@ -29,6 +29,7 @@
 #include "api/generation.h"
 #include "api/metrics.h"
 #include "api/prompt_codec.h"
+#include "api/quota_glue.h"
 #include "api/request_log.h"
 #include "api/server_timing.h"
 #include "engine/request.h"
@@ -57,6 +58,11 @@ struct ApiConfig {
   std::shared_ptr<obs::ServerMetrics> metrics;
   bool metrics_vllm_compat = false;  // --metrics-compat vllm: the vllm:* aliases
   bool metrics_auth = false;         // /metrics requires an API key (when keys are configured)
+  // --keys (api/quota_glue.h): the keys file and the quotas over its
+  // buckets. Both or neither; must outlive the service. A keys file turns
+  // authentication on beside api_keys.
+  limits::KeyStore* keys = nullptr;
+  limits::QuotaManager* quota = nullptr;
 };
 
 class ApiService {
@@ -73,15 +79,19 @@ class ApiService {
   using Api = ApiKind;
   static Api api_of(const http::HttpRequest& req);
   // The identity of the request's API key (its prefix-cache tenant; "" when
-  // the server has no keys), or nullopt after answering 401.
+  // the server has no keys), or nullopt after answering 401. A keys-file
+  // key's identity is its entry's name (a key in both lists: the file's).
   std::optional<std::string> authorize(const http::HttpRequest& req, http::Responder& res, const std::string& route);
   // `timing`: the phases known so far, sent as Server-Timing (none: no header).
+  // `headers`: added to the answer (rate-limit headers); `tenant`: the request log's.
   void send_error(const http::HttpRequest& req, http::Responder& res, const std::string& route, const ApiError& e,
-                  const ServerTiming* timing = nullptr);
+                  const ServerTiming* timing = nullptr, std::vector<http::Header> headers = {},
+                  std::string_view tenant = {});
   void send_json(const http::HttpRequest& req, http::Responder& res, const std::string& route, std::string body);
   // Metrics and the request log of an answer without generation.
   // `error_reason`: the request log's error_reason (a reason's table name; "stalled" for /ready).
-  void record(const http::HttpRequest& req, const std::string& route, int status, std::string_view error_reason = {});
+  void record(const http::HttpRequest& req, const std::string& route, int status, std::string_view error_reason = {},
+              std::string_view tenant = {});
 
   void handle_messages(http::HttpRequest& req, std::shared_ptr<http::Responder> res);
   void handle_count_tokens(http::HttpRequest& req, std::shared_ptr<http::Responder> res);
@@ -108,6 +118,7 @@ class ApiService {
   const PromptCodec* codec_;
   std::shared_ptr<obs::ServerMetrics> metrics_root_;  // declared before metrics_, which registers in it
   ApiMetrics metrics_;
+  std::unique_ptr<QuotaGate> quota_;  // a keys file was given (ApiConfig::keys)
   std::function<void()> on_scrape_;
   std::mutex ready_mu_;
   int64_t last_steps_ = -1;

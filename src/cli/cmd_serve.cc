@@ -23,6 +23,9 @@
 #include "cli/serve_engine.h"
 #include "core/log.h"
 #include "http/server.h"
+#include "limits/bucket_store.h"
+#include "limits/keys.h"
+#include "limits/quota.h"
 
 namespace zl::cli {
 namespace {
@@ -59,6 +62,23 @@ void drain(http::HttpServer& server, int sig, int64_t timeout_s, const sigset_t&
     }
   }
   log::info("requests drained, stopping");
+}
+
+// SIGHUP: the keys file again (limits::reload_keys); a bad file keeps the
+// keys in force and says why.
+void reload_keys(limits::KeyStore* keys, limits::QuotaManager* quota) {
+  if (!keys) {
+    log::info("SIGHUP received: no keys file to reload (--keys)");
+    return;
+  }
+  auto r = limits::reload_keys(*keys, *quota);
+  if (!r.ok()) {
+    log::error("keys file not reloaded: the previous keys stay in force", {{"error", r.status().message()}});
+    return;
+  }
+  log::info("keys file reloaded", {{"path", keys->path()}, {"n_keys", static_cast<int64_t>(r->n_keys)},
+                                   {"n_added", static_cast<int64_t>(r->n_added)},
+                                   {"n_removed", static_cast<int64_t>(r->n_removed)}});
 }
 
 }  // namespace
@@ -139,12 +159,15 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
   const ServeConfig& cfg = cmdline->config;
   if (!cfg.log_format.empty()) log::set_format(cfg.log_format == "text" ? log::Format::kText : log::Format::kJson);
 
-  // SIGINT/SIGTERM are taken by sigwait below; block them before any thread starts.
+  // SIGINT/SIGTERM (and SIGHUP, the keys file's reload) are taken by
+  // sigwait below; block them before any thread starts.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  sigset_t wait_signals = stop_signals;
+  sigaddset(&wait_signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &wait_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
   // Before the engine (which reports into it) and destroyed after it.
@@ -170,6 +193,20 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
   api_cfg.metrics = metrics;
   api_cfg.metrics_vllm_compat = cfg.metrics_compat == "vllm";
   api_cfg.metrics_auth = cfg.metrics_auth;
+  // --keys: the keys file and per-key quotas over local token buckets
+  // (limits/keys.h, limits/quota.h). Destroyed after the server.
+  std::unique_ptr<limits::KeyStore> keys;
+  std::unique_ptr<limits::BucketStore> buckets;
+  std::unique_ptr<limits::QuotaManager> quota;
+  if (!cfg.keys_file.empty()) {
+    auto k = limits::KeyStore::open(cfg.keys_file);
+    if (!k.ok()) return report_error("serve", k.status());
+    keys = std::move(k).value();
+    buckets = std::make_unique<limits::LocalBucketStore>();
+    quota = std::make_unique<limits::QuotaManager>(*buckets);
+    api_cfg.keys = keys.get();
+    api_cfg.quota = quota.get();
+  }
   api::ApiService service(api_cfg, b.engine.get(), b.codec.get());
   http::Router router;
   service.register_routes(router);
@@ -214,11 +251,15 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
                           ":" + std::to_string(server.port());
   std::printf("zerolayer: serving %s at %s (Anthropic base URL %s, OpenAI base URL %s/v1)%s\n",
               api_cfg.model_alias.c_str(), url.c_str(), url.c_str(), url.c_str(),
-              cfg.api_keys.empty() ? "" : ", API key required");
+              cfg.api_keys.empty() && !keys ? "" : ", API key required");
   std::fflush(stdout);
 
   int sig = 0;
-  sigwait(&stop_signals, &sig);
+  for (;;) {
+    sigwait(&wait_signals, &sig);
+    if (sig != SIGHUP) break;
+    reload_keys(keys.get(), quota.get());
+  }
   if (cfg.drain_timeout_s > 0) {
     drain(server, sig, cfg.drain_timeout_s, stop_signals);
   } else {

@@ -1,0 +1,190 @@
+#include "api/quota_glue.h"
+
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+
+#include "core/log.h"
+
+namespace zl::api {
+namespace {
+
+using limits::BucketReport;
+using limits::Limit;
+using SysClock = std::chrono::system_clock;
+
+SysClock::time_point reset_time(SysClock::time_point now, const BucketReport& b) {
+  const auto ms = static_cast<int64_t>(std::ceil(std::max(0.0, b.seconds_to_full) * 1000));
+  return now + std::chrono::milliseconds(ms);
+}
+
+// name, then value, for each of limit / remaining / reset.
+void add_anthropic(std::string_view what, const BucketReport& b, SysClock::time_point now,
+                   std::vector<http::Header>& out) {
+  if (!b.set()) return;
+  const std::string prefix = "anthropic-ratelimit-" + std::string(what);
+  out.emplace_back(prefix + "-limit", std::to_string(b.limit_per_minute));
+  out.emplace_back(prefix + "-remaining", std::to_string(b.remaining()));
+  out.emplace_back(prefix + "-reset", rfc3339_utc_ceil(reset_time(now, b)));
+}
+
+void add_openai(std::string_view what, const BucketReport& b, std::vector<http::Header>& out) {
+  if (!b.set()) return;
+  out.emplace_back("x-ratelimit-limit-" + std::string(what), std::to_string(b.limit_per_minute));
+  out.emplace_back("x-ratelimit-remaining-" + std::string(what), std::to_string(b.remaining()));
+  out.emplace_back("x-ratelimit-reset-" + std::string(what), go_duration(b.seconds_to_full));
+}
+
+// A keys-file name never contains ':'; --api-key identities are "key:…".
+bool is_keys_file_id(std::string_view key_id) { return !key_id.empty() && key_id.find(':') == std::string_view::npos; }
+
+}  // namespace
+
+std::string rfc3339_utc_ceil(SysClock::time_point t) {
+  const auto s = std::chrono::ceil<std::chrono::seconds>(t.time_since_epoch()).count();
+  const std::time_t tt = static_cast<std::time_t>(s);
+  std::tm tm{};
+  gmtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string go_duration(double seconds) {
+  // Rounded up: a client that waits this long finds the bucket full.
+  const double ms_f = std::ceil(std::max(0.0, seconds) * 1000 - 1e-6);
+  const int64_t ms = ms_f > 9e15 ? int64_t{9'000'000'000'000'000} : std::max<int64_t>(0, static_cast<int64_t>(ms_f));
+  if (ms == 0) return "0s";
+  if (ms < 1000) return std::to_string(ms) + "ms";
+  const int64_t h = ms / 3'600'000;
+  const int64_t m = ms / 60'000 % 60;
+  const int64_t s = ms / 1000 % 60;
+  const int64_t frac = ms % 1000;
+  std::string out;
+  if (h > 0) out += std::to_string(h) + "h";
+  if (h > 0 || m > 0) out += std::to_string(m) + "m";
+  out += std::to_string(s);
+  if (frac > 0) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, ".%03lld", static_cast<long long>(frac));
+    std::string f = buf;
+    while (f.back() == '0') f.pop_back();
+    out += f;
+  }
+  out += 's';
+  return out;
+}
+
+void append_ratelimit_headers(ApiKind api, const limits::QuotaSnapshot& s, SysClock::time_point now,
+                              std::vector<http::Header>& out) {
+  const BucketReport& requests = s[Limit::kRequests];
+  const BucketReport& input = s[Limit::kInputTokens];
+  const BucketReport& output = s[Limit::kOutputTokens];
+  if (api == ApiKind::kAnthropic) {
+    add_anthropic("requests", requests, now, out);
+    add_anthropic("input-tokens", input, now, out);
+    add_anthropic("output-tokens", output, now, out);
+    return;
+  }
+  add_openai("requests", requests, out);
+  add_openai("tokens", input.set() ? input : output, out);
+  add_openai("input-tokens", input, out);
+  add_openai("output-tokens", output, out);
+}
+
+// ---- QuotaTicket ----
+
+void QuotaTicket::charge_output(int64_t n_generated_tokens) {
+  if (lease_.output_charged()) return;  // charged already, or nothing to charge (cache hit, validate)
+  const Status s = lease_.charge_output(n_generated_tokens);
+  if (!s.ok()) {
+    log::warn("output tokens not charged: the quota store failed",
+              {{"tenant", tenant_}, {"n_tokens", n_generated_tokens}, {"error", s.to_string()}});
+    return;
+  }
+  gate_->count_tokens(tenant_, "output", n_generated_tokens);
+}
+
+void QuotaTicket::append_headers(std::vector<http::Header>& out) const {
+  append_ratelimit_headers(api_, lease_.snapshot(), SysClock::now(), out);
+}
+
+void QuotaTicket::finish(int64_t n_generated_tokens) {
+  charge_output(n_generated_tokens);
+  lease_.release();
+}
+
+// ---- QuotaGate ----
+
+QuotaGate::QuotaGate(limits::KeyStore* keys, limits::QuotaManager* quota, obs::Registry& registry)
+    : keys_(keys),
+      quota_(quota),
+      rejections_(registry.add("zerolayer_quota_rejections_total",
+                               "Requests refused by a per-key limit (429), by keys-file name and limit",
+                               obs::MetricType::kCounter, {"tenant", "limit"})),
+      requests_(registry.add("zerolayer_tenant_requests_total", "Requests admitted, by keys-file name",
+                             obs::MetricType::kCounter, {"tenant"})),
+      tokens_(registry.add("zerolayer_tenant_tokens_total",
+                           "Tokens charged to a key's quota, by keys-file name and direction (input, output)",
+                           obs::MetricType::kCounter, {"tenant", "direction"})) {}
+
+std::optional<std::string> QuotaGate::identify(std::string_view presented) const {
+  const std::shared_ptr<const limits::KeyTable> table = keys_->current();
+  const limits::KeyEntry* e = table->find(presented);
+  if (!e) return std::nullopt;
+  return e->name;
+}
+
+void QuotaGate::count_tokens(const std::string& tenant, std::string_view direction, int64_t n) {
+  if (n > 0) tokens_.counter({tenant, std::string(direction)}).add(n);
+}
+
+QuotaDecision QuotaGate::admit(std::string_view key_id, ApiKind api, int64_t n_input_tokens,
+                               limits::AdmitOptions options) {
+  QuotaDecision d;
+  if (!is_keys_file_id(key_id)) return d;
+  const std::shared_ptr<const limits::KeyTable> table = keys_->current();
+  const limits::KeyEntry* entry = table->by_name(key_id);
+  if (!entry) {  // removed by a reload since authorize()
+    d.error = ApiError{.reason = ErrorReason::kInvalidApiKey, .message = "invalid API key"};
+    return d;
+  }
+  d.tenant = entry->name;
+  limits::Admission a = quota_->admit(*entry, n_input_tokens, options);
+  if (!a.status.ok()) {
+    append_ratelimit_headers(api, a.snapshot, SysClock::now(), d.headers);
+    if (a.status.reason() == ErrorReason::kRateLimitExceeded) {
+      d.error = from_status(a.status);
+      rejections_.counter({d.tenant, a.status.detail()->labels.limit}).add();
+    } else {
+      log::warn("request refused: the quota store failed", {{"tenant", d.tenant}, {"error", a.status.to_string()}});
+      d.error = ApiError{.reason = ErrorReason::kQuotaBackendUnavailable,
+                         .message = "the quota backend is unavailable; retry later",
+                         .numbers = {.retry_after_ms = 1000}};
+    }
+    return d;
+  }
+  if (!options.dry_run) {
+    requests_.counter({d.tenant}).add();
+    if (options.charge_tokens) count_tokens(d.tenant, "input", n_input_tokens);
+  }
+  d.ticket = std::make_shared<QuotaTicket>(this, d.tenant, api, std::move(a.lease));
+  return d;
+}
+
+void QuotaGate::attach(std::shared_ptr<QuotaTicket> ticket, SessionOptions& options) {
+  const bool stream = options.stream;
+  // A whole answer's head (or an error head) is built once the usage is
+  // final: charge it first, so `remaining` includes it. A stream's head
+  // precedes its output: it reports the figures after admission.
+  options.head_headers.push_back([ticket, stream](const Usage& usage, std::vector<http::Header>& headers) {
+    if (!stream) ticket->charge_output(usage.n_generated_tokens);
+    ticket->append_headers(headers);
+  });
+  options.on_done = [ticket, prev = std::move(options.on_done)](const SessionResult& r) {
+    ticket->finish(r.usage.n_generated_tokens);
+    if (prev) prev(r);
+  };
+}
+
+}  // namespace zl::api
