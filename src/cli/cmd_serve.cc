@@ -26,6 +26,7 @@
 #include "limits/bucket_store.h"
 #include "limits/keys.h"
 #include "limits/quota.h"
+#include "limits/redis_store.h"
 
 namespace zl::cli {
 namespace {
@@ -202,11 +203,18 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
     auto k = limits::KeyStore::open(cfg.keys_file);
     if (!k.ok()) return report_error("serve", k.status());
     keys = std::move(k).value();
-    buckets = std::make_unique<limits::LocalBucketStore>();
+    if (!cfg.redis_url.empty()) {  // --redis: buckets shared by replicas (limits/redis_store.h)
+      auto shared = limits::open_redis_bucket_store(cfg.redis_url, cfg.redis_fail, &metrics->registry);
+      if (!shared.ok()) return report_error("serve", shared.status().with_context("--redis"));
+      buckets = std::move(shared).value();
+    } else {
+      buckets = std::make_unique<limits::LocalBucketStore>();
+    }
     quota = std::make_unique<limits::QuotaManager>(*buckets);
     api_cfg.keys = keys.get();
     api_cfg.quota = quota.get();
   }
+  if (!cfg.redis_url.empty() && !quota) log::warn("--redis is unused without --keys: no per-key quotas to share");
   api::ApiService service(api_cfg, b.engine.get(), b.codec.get());
   http::Router router;
   service.register_routes(router);
