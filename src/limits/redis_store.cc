@@ -142,6 +142,32 @@ Status bad_op(const BucketOp& op) {
   return Status::ok_status();
 }
 
+// {admitted, level_1 .. level_n} -> TakeResult, with the bucket states
+// computed as LocalBucketStore::take computes them.
+Result<TakeResult> parse_take_reply(const redisReply* r, std::span<const BucketOp> ops, BackendFailure* failure) {
+  auto bad_reply = [&](const std::string& why) {
+    *failure = BackendFailure::kReply;
+    return io_error("redis: " + why);
+  };
+  if (r->type == REDIS_REPLY_ERROR) return bad_reply(std::string(r->str, r->len));
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != ops.size() + 1 || r->element[0]->type != REDIS_REPLY_INTEGER) {
+    return bad_reply("unexpected reply to the take script");
+  }
+  TakeResult out;
+  out.admitted = r->element[0]->integer == 1;
+  out.buckets.resize(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) {
+    double level = 0;
+    if (!parse_double(r->element[i + 1], &level)) return bad_reply("unexpected level in the take script's reply");
+    const BucketOp& op = ops[i];
+    const double rate = op.limit_per_minute / 60.0;
+    out.buckets[i] = BucketState{.level = level,
+                                 .seconds_to_full = std::max(0.0, (op.limit_per_minute - level) / rate),
+                                 .seconds_to_need = level >= op.need ? 0.0 : (op.need - level) / rate};
+  }
+  return out;
+}
+
 Result<int> parse_int_part(std::string_view s, int lo, int hi, const char* what, std::string_view url) {
   int v = 0;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
@@ -250,22 +276,35 @@ BackendFailure RedisBucketStore::connect(std::string* error) {
   return BackendFailure::kNone;
 }
 
+// Leader/follower batching: a take queues itself; if no batch is in flight
+// it leads one, sending every queued take in one write (a pipeline) and
+// reading their replies in order; otherwise it waits for a leader to
+// answer it. Concurrent takes thus share round trips instead of queueing
+// for one each.
 Result<TakeResult> RedisBucketStore::take_shared(std::span<const BucketOp> ops, BackendFailure* failure) {
   *failure = BackendFailure::kNone;
   for (const BucketOp& op : ops) RETURN_IF_ERROR(bad_op(op));
   if (ops.empty()) return TakeResult{.admitted = true};
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!ctx_) {
-    *failure = BackendFailure::kConnect;
-    return io_error("redis: not connected");
+  Pending me{.ops = ops};
+  std::unique_lock<std::mutex> lock(queue_mu_);
+  queue_.push_back(&me);
+  queue_cv_.wait(lock, [&] { return me.done || !batch_in_flight_; });
+  if (!me.done) {
+    batch_in_flight_ = true;
+    std::vector<Pending*> batch;
+    batch.swap(queue_);
+    lock.unlock();
+    run_batch(batch);
+    lock.lock();
+    for (Pending* p : batch) p->done = true;
+    batch_in_flight_ = false;
+    queue_cv_.notify_all();
   }
-  auto r = eval_take(ctx_.get(), ops, failure);
-  if (!r.ok() && ctx_->err) ctx_.reset();  // the connection is unusable after an I/O error or timeout
-  return r;
+  *failure = me.failure;
+  return std::move(*me.result);
 }
 
-Result<TakeResult> RedisBucketStore::eval_take(redisContext* ctx, std::span<const BucketOp> ops,
-                                               BackendFailure* failure) {
+std::vector<std::string> RedisBucketStore::take_args(std::span<const BucketOp> ops) const {
   std::vector<std::string> args;
   args.reserve(3 + 4 * ops.size());
   args.insert(args.end(), {"EVALSHA", sha_, std::to_string(ops.size())});
@@ -275,38 +314,73 @@ Result<TakeResult> RedisBucketStore::eval_take(redisContext* ctx, std::span<cons
     args.push_back(format_number(op.need));
     args.push_back(format_number(op.amount));
   }
-  std::string error;
-  Reply r = command(ctx, args, /*connecting=*/false, failure, &error);
-  if (r && r->type == REDIS_REPLY_ERROR && std::string_view(r->str, r->len).starts_with("NOSCRIPT")) {
-    // The server lost its script cache (a restart, SCRIPT FLUSH): load it again, once.
-    sha_ = load_script(ctx, /*connecting=*/false, failure, &error);
-    if (sha_.empty()) return io_error("redis: " + error);
-    args[1] = sha_;
-    r = command(ctx, args, /*connecting=*/false, failure, &error);
-  }
-  if (!r) return io_error("redis: " + error);
-  auto bad_reply = [&](const std::string& why) {
-    *failure = BackendFailure::kReply;
-    return io_error("redis: " + why);
+  return args;
+}
+
+// The whole batch under mu_ (the connection): append every EVALSHA, then
+// read the replies in order. A connection failure fails the rest of the
+// batch alike and drops the connection; takes that met NOSCRIPT run again,
+// one by one, after one SCRIPT LOAD.
+void RedisBucketStore::run_batch(std::vector<Pending*>& batch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto fail_from = [&](size_t first, BackendFailure f, const std::string& error) {
+    for (size_t i = first; i < batch.size(); ++i) {
+      batch[i]->failure = f;
+      batch[i]->result.emplace(io_error("redis: " + error));
+    }
   };
-  if (r->type == REDIS_REPLY_ERROR) return bad_reply(std::string(r->str, r->len));
-  if (r->type != REDIS_REPLY_ARRAY || r->elements != ops.size() + 1 || r->element[0]->type != REDIS_REPLY_INTEGER) {
-    return bad_reply("unexpected reply to the take script");
+  if (!ctx_) return fail_from(0, BackendFailure::kConnect, "not connected");
+  n_round_trips_.fetch_add(1, std::memory_order_relaxed);
+  n_takes_.fetch_add(static_cast<int64_t>(batch.size()), std::memory_order_relaxed);
+  for (Pending* p : batch) {
+    const std::vector<std::string> args = take_args(p->ops);
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    for (const std::string& a : args) argv.push_back(a.data()), lens.push_back(a.size());
+    if (redisAppendCommandArgv(ctx_.get(), static_cast<int>(args.size()), argv.data(), lens.data()) != REDIS_OK) {
+      ctx_.reset();  // a half-written pipeline cannot be read back
+      return fail_from(0, BackendFailure::kIo, "cannot queue the command (out of memory)");
+    }
   }
-  TakeResult out;
-  out.admitted = r->element[0]->integer == 1;
-  out.buckets.resize(ops.size());
-  for (size_t i = 0; i < ops.size(); ++i) {
-    double level = 0;
-    if (!parse_double(r->element[i + 1], &level)) return bad_reply("unexpected level in the take script's reply");
-    // The same arithmetic as LocalBucketStore::take.
-    const BucketOp& op = ops[i];
-    const double rate = op.limit_per_minute / 60.0;
-    out.buckets[i] = BucketState{.level = level,
-                                 .seconds_to_full = std::max(0.0, (op.limit_per_minute - level) / rate),
-                                 .seconds_to_need = level >= op.need ? 0.0 : (op.need - level) / rate};
+  std::vector<Pending*> again;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    void* raw = nullptr;
+    errno = 0;
+    const int rc = redisGetReply(ctx_.get(), &raw);
+    const int saved_errno = errno;
+    Reply r(static_cast<redisReply*>(raw));
+    if (rc != REDIS_OK || !r) {
+      const BackendFailure f = classify(ctx_.get(), saved_errno, /*connecting=*/false);
+      std::string error = ctx_->errstr[0] ? ctx_->errstr : "no reply";
+      if (f == BackendFailure::kTimeout) error += " (timeout)";
+      ctx_.reset();  // unusable after an I/O error or a timeout (a late reply would be misread)
+      return fail_from(i, f, error);
+    }
+    if (r->type == REDIS_REPLY_ERROR && std::string_view(r->str, r->len).starts_with("NOSCRIPT")) {
+      again.push_back(batch[i]);
+      continue;
+    }
+    batch[i]->result.emplace(parse_take_reply(r.get(), batch[i]->ops, &batch[i]->failure));
   }
-  return out;
+  if (!again.empty()) retry_after_noscript(again);
+}
+
+// The server lost its script cache (a restart, SCRIPT FLUSH): load the
+// script again, once, and run these takes one by one (mu_ held).
+void RedisBucketStore::retry_after_noscript(std::vector<Pending*>& takes) {
+  BackendFailure f = BackendFailure::kNone;
+  std::string error;
+  sha_ = load_script(ctx_.get(), /*connecting=*/false, &f, &error);
+  for (Pending* p : takes) {
+    Reply r = sha_.empty() ? nullptr : command(ctx_.get(), take_args(p->ops), /*connecting=*/false, &f, &error);
+    if (!r) {
+      p->failure = f == BackendFailure::kNone ? BackendFailure::kReply : f;
+      p->result.emplace(io_error("redis: " + error));
+      continue;
+    }
+    p->result.emplace(parse_take_reply(r.get(), p->ops, &p->failure));
+  }
+  if (ctx_->err) ctx_.reset();
 }
 
 Result<std::unique_ptr<FailoverBucketStore>> open_redis_bucket_store(std::string_view url, std::string_view fail_mode,

@@ -20,17 +20,27 @@
 // connect() builds a new connection, called at start-up and by the failover
 // wrapper's reconnect thread (limits/failover_store.h).
 //
-// Thread-safety: take() and connect() may be called from any thread. take()
-// holds one mutex around one connection for its round trip (loopback: tens of
-// µs, see the benchmark in tests/unit/redis_store_test.cc), so concurrent
-// takes queue behind each other; connect() does its slow part outside it.
+// Thread-safety and cost: take() and connect() may be called from any
+// thread. One connection per store; a take costs one loopback round trip
+// (tens of µs, see RedisBench in tests/unit/redis_store_test.cc), during
+// which the calling (I/O) thread waits. Takes that arrive while a round trip
+// is in flight are pipelined: the next caller sends all of them in one write
+// and reads their replies in order (leader/follower, no extra thread), so
+// concurrent takes share round trips. connect() does its slow part outside
+// the connection's mutex. A timed-out take may still have been applied by
+// Redis (the reply was lost, not the script): it is then both charged there
+// and, with --redis-fail open, admitted against the local fallback.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "limits/failover_store.h"
 
@@ -72,6 +82,10 @@ class RedisBucketStore final : public SharedBucketStore {
   // a connection it fails at once with kConnect. Thread-safe.
   Result<TakeResult> take_shared(std::span<const BucketOp> ops, BackendFailure* failure) override;
   std::string describe() const override;
+  // Takes sent and round trips (batches) made so far: their ratio is the
+  // pipelining's gain (the benchmark prints it).
+  int64_t n_takes() const { return n_takes_.load(std::memory_order_relaxed); }
+  int64_t n_round_trips() const { return n_round_trips_.load(std::memory_order_relaxed); }
 
  private:
   struct ContextDeleter {
@@ -79,13 +93,27 @@ class RedisBucketStore final : public SharedBucketStore {
   };
   using Context = std::unique_ptr<redisContext, ContextDeleter>;
 
-  // The EVALSHA round trip on `ctx` (mu_ held).
-  Result<TakeResult> eval_take(redisContext* ctx, std::span<const BucketOp> ops, BackendFailure* failure);
+  // One queued take (see take_shared): answered by whichever caller leads its batch.
+  struct Pending {
+    std::span<const BucketOp> ops;
+    std::optional<Result<TakeResult>> result;
+    BackendFailure failure = BackendFailure::kNone;
+    bool done = false;  // under queue_mu_
+  };
+  std::vector<std::string> take_args(std::span<const BucketOp> ops) const;  // EVALSHA sha n keys... args... (mu_ held)
+  void run_batch(std::vector<Pending*>& batch);
+  void retry_after_noscript(std::vector<Pending*>& takes);
 
   const RedisOptions options_;
-  std::mutex mu_;
+  std::mutex mu_;    // the connection: held by a batch's leader and by connect()'s swap
   Context ctx_;      // null while disconnected
   std::string sha_;  // the script's SHA1, as SCRIPT LOAD answered
+  std::mutex queue_mu_;
+  std::condition_variable queue_cv_;
+  std::vector<Pending*> queue_;   // takes waiting for the next batch
+  bool batch_in_flight_ = false;  // a leader is sending or reading a batch
+  std::atomic<int64_t> n_takes_{0};
+  std::atomic<int64_t> n_round_trips_{0};
 };
 
 // The bucket store of `serve --redis URL --redis-fail open|closed`: a

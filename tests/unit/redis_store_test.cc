@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -146,8 +147,12 @@ TEST(RedisBucketStore, AFreshBucketIsFullAndATakeIsAllOrNothing) {
   EXPECT_NEAR(r->buckets[1].seconds_to_need, 30, 1e-9);  // 50 missing at 100/60 a second
   r = store->take(std::span(ops, 1));
   ASSERT_TRUE(r->admitted);
-  EXPECT_NEAR(r->buckets[0].level, 9, 1e-3);
-  EXPECT_NEAR(r->buckets[0].seconds_to_full, 6, 1e-2);
+  // Real time passed between the two takes: at 10/60 a second, a loaded
+  // machine's second at most.
+  EXPECT_GE(r->buckets[0].level, 9);
+  EXPECT_LE(r->buckets[0].level, 9 + 10.0 / 60);
+  EXPECT_LE(r->buckets[0].seconds_to_full, 6);
+  EXPECT_GE(r->buckets[0].seconds_to_full, 5);
 }
 
 TEST(RedisBucketStore, TheLevelIsCappedAtTheCapacityLikeTheLocalStore) {
@@ -215,6 +220,29 @@ TEST(RedisBucketStore, TwoReplicasShareOneBudget) {
   EXPECT_FALSE(a->take(std::span(&req, 1))->admitted);
 }
 
+TEST(RedisBucketStore, ConcurrentTakesArePipelinedWithoutLosingOrDoublingAny) {
+  START_REDIS_OR_SKIP(redis);
+  auto store = connected_store(redis);
+  const BucketOp req{.key = "p:requests", .limit_per_minute = 200, .need = 1, .amount = 1};
+  std::atomic<int> n_admitted{0}, n_failed{0};
+  std::vector<std::thread> threads;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 50; ++i) {
+        auto r = store->take(std::span(&req, 1));
+        if (!r.ok()) ++n_failed;
+        else if (r->admitted) ++n_admitted;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(n_failed, 0);
+  // 400 takes of a 200 bucket: 200 admitted, plus what refilled meanwhile (200/60 a second).
+  EXPECT_GE(n_admitted, 200);
+  EXPECT_LE(n_admitted, 200 + static_cast<int>(std::ceil(200.0 / 60 * seconds_since(t0))));
+}
+
 TEST(RedisBucketStore, SelectsTheDatabaseOfTheUrl) {
   START_REDIS_OR_SKIP(redis);
   auto store = connected_store(redis, 5);
@@ -234,7 +262,8 @@ TEST(RedisBucketStore, LoadsTheScriptAgainAfterTheServerForgetsIt) {
   auto r = store->take_shared(std::span(&req, 1), &f);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ(f, BackendFailure::kNone);
-  EXPECT_NEAR(r->buckets[0].level, 1, 1e-3);
+  EXPECT_GE(r->buckets[0].level, 1);  // 3 - 2, plus at most a second's refill at 3/60 a second
+  EXPECT_LE(r->buckets[0].level, 1.05);
 }
 
 TEST(RedisBucketStore, FailsFastAndTypedWhenTheServerIsGoneOrFrozen) {
@@ -344,7 +373,7 @@ TEST(FailoverRedis, AFrozenServerCountsTimeouts) {
   const BucketOp req{.key = "z:requests", .limit_per_minute = 5, .need = 1, .amount = 1};
   redis.pause();
   EXPECT_TRUE(fx.store->take(std::span(&req, 1))->admitted);  // timed out, served locally
-  EXPECT_EQ(fx.metric("zerolayer_quota_backend_errors_total", "timeout"), 1);
+  EXPECT_GE(fx.metric("zerolayer_quota_backend_errors_total", "timeout"), 1);  // reconnects may time out too
   redis.resume();
   ASSERT_TRUE(test::wait_until([&] { return fx.store->up(); }));
 }
@@ -353,7 +382,8 @@ TEST(FailoverRedis, AFrozenServerCountsTimeouts) {
 
 // Not a timing assertion: prints what a take costs, local and on loopback
 // Redis (one bucket, and the three an admission takes), single-threaded and
-// with 4 threads sharing the one connection.
+// from 4 and 16 threads sharing the one (pipelined) connection, with the
+// takes each round trip carried.
 TEST(RedisBench, TakeRoundTrip) {
   START_REDIS_OR_SKIP(redis);
   auto store = connected_store(redis);
@@ -371,19 +401,29 @@ TEST(RedisBench, TakeRoundTrip) {
   const double local3 = us_per_op(n * 10, [&] { ASSERT_TRUE(local.take(three)->admitted); });
   const double redis1 = us_per_op(n, [&] { ASSERT_TRUE(store->take(one)->admitted); });
   const double redis3 = us_per_op(n, [&] { ASSERT_TRUE(store->take(three)->admitted); });
-  std::vector<std::thread> threads;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&] {
-      for (int i = 0; i < n / 4; ++i) EXPECT_TRUE(store->take(three)->admitted);
-    });
-  }
-  for (auto& t : threads) t.join();
-  const double redis3_mt = seconds_since(t0) * 1e6 / (n / 4 * 4);
+  auto threaded = [&](int n_threads) {
+    std::vector<std::thread> threads;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int t = 0; t < n_threads; ++t) {
+      threads.emplace_back([&] {
+        for (int i = 0; i < n / n_threads; ++i) EXPECT_TRUE(store->take(three)->admitted);
+      });
+    }
+    for (auto& t : threads) t.join();
+    return seconds_since(t0) * 1e6 / (n / n_threads * n_threads);
+  };
+  int64_t takes0 = store->n_takes(), trips0 = store->n_round_trips();
+  const double redis3_t4 = threaded(4);
+  const double per_trip4 = double(store->n_takes() - takes0) / double(store->n_round_trips() - trips0);
+  takes0 = store->n_takes(), trips0 = store->n_round_trips();
+  const double redis3_t16 = threaded(16);
+  const double per_trip16 = double(store->n_takes() - takes0) / double(store->n_round_trips() - trips0);
   std::printf("bench: take, 3 buckets, local: %.2f us/op\n", local3);
   std::printf("bench: take, 1 bucket, redis loopback: %.1f us/op\n", redis1);
   std::printf("bench: take, 3 buckets, redis loopback: %.1f us/op (%.0fx local)\n", redis3, redis3 / local3);
-  std::printf("bench: take, 3 buckets, redis loopback, 4 threads on one connection: %.1f us/op wall\n", redis3_mt);
+  std::printf("bench: take, 3 buckets, redis loopback, from 4 / 16 threads: %.1f / %.1f us/op wall, "
+              "%.1f / %.1f takes per round trip\n",
+              redis3_t4, redis3_t16, per_trip4, per_trip16);
 }
 
 }  // namespace
