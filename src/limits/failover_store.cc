@@ -73,6 +73,7 @@ Result<TakeResult> FailoverBucketStore::take(std::span<const BucketOp> ops) {
   if (up_.load(std::memory_order_acquire)) {
     BackendFailure f = BackendFailure::kNone;
     auto r = primary_->take_shared(ops, &f);
+    if (r.ok() && !served_.load(std::memory_order_relaxed)) served_.store(true, std::memory_order_relaxed);
     if (r.ok() || f == BackendFailure::kNone) return r;
     count(f);
     mark_down(f, r.status().message());
@@ -119,28 +120,41 @@ void FailoverBucketStore::mark_down(BackendFailure f, const std::string& message
 
 // Waits until the backend is down, then connects with a doubling backoff
 // until it is up again (or the store is destroyed). Failed attempts are
-// counted, not logged: the down transition was logged once.
+// counted, not logged: the down transition was logged once. A connection
+// that served no take before it failed (a backend that accepts connections
+// but fails every take: a wrong server, a script error) is not retried at
+// once: the backoff keeps growing across such flaps, which bounds their
+// round trips and log lines.
 void FailoverBucketStore::reconnect_loop() {
   std::unique_lock<std::mutex> lock(mu_);
   auto backoff = options_.backoff_min;
+  auto wait_backoff = [&] {
+    cv_.wait_for(lock, backoff, [this] { return stop_; });
+    backoff = std::min(backoff * 2, options_.backoff_max);
+  };
   while (!stop_) {
     cv_.wait(lock, [this] { return stop_ || !up_.load(std::memory_order_relaxed); });
     if (stop_) break;
-    lock.unlock();
-    std::string error;
-    const BackendFailure f = primary_->connect(&error);
-    lock.lock();
-    if (f == BackendFailure::kNone) {
-      local_.forget_except({});  // the outage's buckets: stale now, and this bounds their memory
-      up_.store(true, std::memory_order_release);
-      set_up_gauge(true);
+    if (served_.exchange(false, std::memory_order_relaxed)) {
       backoff = options_.backoff_min;
-      log::info("quota backend reachable again; shared buckets in use", {{"backend", primary_->describe()}});
-      continue;
+    } else {
+      wait_backoff();
     }
-    count(f);
-    cv_.wait_for(lock, backoff, [this] { return stop_; });
-    backoff = std::min(backoff * 2, options_.backoff_max);
+    while (!stop_) {
+      lock.unlock();
+      std::string error;
+      const BackendFailure f = primary_->connect(&error);
+      lock.lock();
+      if (f == BackendFailure::kNone) {
+        local_.forget_except({});  // the outage's buckets: stale now, and this bounds their memory
+        up_.store(true, std::memory_order_release);
+        set_up_gauge(true);
+        log::info("quota backend reachable again; shared buckets in use", {{"backend", primary_->describe()}});
+        break;
+      }
+      count(f);
+      wait_backoff();
+    }
   }
 }
 

@@ -125,6 +125,7 @@ class FailoverBucketStore final : public BucketStore {
   obs::Gauge* up_gauge_ = nullptr;
 
   std::atomic<bool> up_{false};
+  std::atomic<bool> served_{false};  // a take succeeded on the current connection
   std::mutex mu_;  // guards the up -> down transition, stop_, and the thread's waits
   std::condition_variable cv_;
   bool stop_ = false;

@@ -25,6 +25,7 @@ class ScriptedStore final : public SharedBucketStore {
  public:
   std::atomic<bool> healthy{true};
   std::atomic<bool> reachable{true};
+  std::atomic<bool> heal_on_connect{true};  // false: connects succeed, takes keep failing
   std::atomic<BackendFailure> failure{BackendFailure::kIo};
   std::atomic<int> n_connects{0};
   std::atomic<int> n_takes{0};
@@ -36,7 +37,7 @@ class ScriptedStore final : public SharedBucketStore {
       *error = "connection refused";
       return BackendFailure::kConnect;
     }
-    healthy = true;
+    if (heal_on_connect) healthy = true;
     return BackendFailure::kNone;
   }
   Result<TakeResult> take_shared(std::span<const BucketOp> ops, BackendFailure* f) override {
@@ -166,6 +167,31 @@ TEST(FailoverBucketStore, ConcurrentFailuresGoDownOnceAndComeBack) {
   EXPECT_LE(fx.store->n_errors(BackendFailure::kIo), 4);  // only takes that raced the down transition
   fx.shared->reachable = true;
   ASSERT_TRUE(test::wait_until([&] { return fx.store->up(); }));
+}
+
+// A backend that accepts every connection but fails every take: without
+// the growing backoff each request would reconnect and fail again (and log
+// twice). Not a timing assertion: a slow machine only makes fewer flaps.
+TEST(FailoverBucketStore, ABackendThatFailsEveryTakeIsNotReconnectedPerRequest) {
+  obs::Registry registry;
+  auto s = std::make_unique<ScriptedStore>();
+  ScriptedStore* shared = s.get();
+  FailoverBucketStore store(std::move(s), FailoverOptions{.backoff_min = std::chrono::milliseconds(20),
+                                                          .backoff_max = std::chrono::milliseconds(80),
+                                                          .registry = &registry});
+  ASSERT_TRUE(store.start());
+  shared->failure = BackendFailure::kReply;
+  shared->heal_on_connect = false;
+  shared->healthy = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  int n = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    ASSERT_TRUE(store.take(std::span(&kOne, 1)).ok());  // open: always answered
+    ++n;
+  }
+  // 300 ms of flaps at a backoff of 20, 40, 80, 80 ms: a handful of round trips, not one per take.
+  EXPECT_GT(n, 100);
+  EXPECT_LE(shared->n_takes, 12) << "takes " << n << ", connects " << shared->n_connects;
 }
 
 TEST(BackendFailure, NamesAreTheMetricLabels) {
