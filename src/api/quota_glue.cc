@@ -13,26 +13,23 @@ using limits::BucketReport;
 using limits::Limit;
 using SysClock = std::chrono::system_clock;
 
-SysClock::time_point reset_time(SysClock::time_point now, const BucketReport& b) {
-  const auto ms = static_cast<int64_t>(std::ceil(std::max(0.0, b.seconds_to_full) * 1000));
-  return now + std::chrono::milliseconds(ms);
-}
-
 // name, then value, for each of limit / remaining / reset.
-void add_anthropic(std::string_view what, const BucketReport& b, SysClock::time_point now,
+void add_anthropic(std::string_view what, const BucketReport& b, SysClock::time_point full_at,
                    std::vector<http::Header>& out) {
   if (!b.set()) return;
   const std::string prefix = "anthropic-ratelimit-" + std::string(what);
   out.emplace_back(prefix + "-limit", std::to_string(b.limit_per_minute));
   out.emplace_back(prefix + "-remaining", std::to_string(b.remaining()));
-  out.emplace_back(prefix + "-reset", rfc3339_utc_ceil(reset_time(now, b)));
+  out.emplace_back(prefix + "-reset", rfc3339_utc_ceil(full_at));
 }
 
-void add_openai(std::string_view what, const BucketReport& b, std::vector<http::Header>& out) {
+void add_openai(std::string_view what, const BucketReport& b, SysClock::time_point full_at, SysClock::time_point now,
+                std::vector<http::Header>& out) {
   if (!b.set()) return;
   out.emplace_back("x-ratelimit-limit-" + std::string(what), std::to_string(b.limit_per_minute));
   out.emplace_back("x-ratelimit-remaining-" + std::string(what), std::to_string(b.remaining()));
-  out.emplace_back("x-ratelimit-reset-" + std::string(what), go_duration(b.seconds_to_full));
+  out.emplace_back("x-ratelimit-reset-" + std::string(what),
+                   go_duration(std::chrono::duration<double>(full_at - now).count()));
 }
 
 // A keys-file name never contains ':'; --api-key identities are "key:…".
@@ -75,24 +72,44 @@ std::string go_duration(double seconds) {
   return out;
 }
 
-void append_ratelimit_headers(ApiKind api, const limits::QuotaSnapshot& s, SysClock::time_point now,
+RateLimitState RateLimitState::of(const limits::QuotaSnapshot& s, SysClock::time_point at) {
+  RateLimitState state;
+  for (int i = 0; i < limits::kNumBucketLimits; ++i) state.update(static_cast<Limit>(i), s, at);
+  return state;
+}
+
+void RateLimitState::update(Limit limit, const limits::QuotaSnapshot& s, SysClock::time_point at) {
+  const size_t i = static_cast<size_t>(limit);
+  snapshot.buckets[i] = s.buckets[i];
+  const double ms = std::ceil(std::max(0.0, s.buckets[i].seconds_to_full) * 1000);
+  full_at[i] = at + std::chrono::milliseconds(static_cast<int64_t>(std::min(ms, 1e12)));
+}
+
+void append_ratelimit_headers(ApiKind api, const RateLimitState& state, SysClock::time_point now,
                               std::vector<http::Header>& out) {
-  const BucketReport& requests = s[Limit::kRequests];
-  const BucketReport& input = s[Limit::kInputTokens];
-  const BucketReport& output = s[Limit::kOutputTokens];
+  const auto bucket = [&](Limit l) -> const BucketReport& { return state.snapshot[l]; };
+  const auto full_at = [&](Limit l) { return state.full_at[static_cast<size_t>(l)]; };
   if (api == ApiKind::kAnthropic) {
-    add_anthropic("requests", requests, now, out);
-    add_anthropic("input-tokens", input, now, out);
-    add_anthropic("output-tokens", output, now, out);
+    add_anthropic("requests", bucket(Limit::kRequests), full_at(Limit::kRequests), out);
+    add_anthropic("input-tokens", bucket(Limit::kInputTokens), full_at(Limit::kInputTokens), out);
+    add_anthropic("output-tokens", bucket(Limit::kOutputTokens), full_at(Limit::kOutputTokens), out);
     return;
   }
-  add_openai("requests", requests, out);
-  add_openai("tokens", input.set() ? input : output, out);
-  add_openai("input-tokens", input, out);
-  add_openai("output-tokens", output, out);
+  const Limit tokens = bucket(Limit::kInputTokens).set() ? Limit::kInputTokens : Limit::kOutputTokens;
+  add_openai("requests", bucket(Limit::kRequests), full_at(Limit::kRequests), now, out);
+  add_openai("tokens", bucket(tokens), full_at(tokens), now, out);
+  add_openai("input-tokens", bucket(Limit::kInputTokens), full_at(Limit::kInputTokens), now, out);
+  add_openai("output-tokens", bucket(Limit::kOutputTokens), full_at(Limit::kOutputTokens), now, out);
 }
 
 // ---- QuotaTicket ----
+
+QuotaTicket::QuotaTicket(TenantCounters* counters, std::string tenant, ApiKind api, limits::Lease lease)
+    : counters_(counters),
+      tenant_(std::move(tenant)),
+      api_(api),
+      lease_(std::move(lease)),
+      state_(RateLimitState::of(lease_.snapshot(), SysClock::now())) {}
 
 void QuotaTicket::charge_output(int64_t n_generated_tokens) {
   if (lease_.output_charged()) return;  // charged already, or nothing to charge (cache hit, validate)
@@ -102,11 +119,12 @@ void QuotaTicket::charge_output(int64_t n_generated_tokens) {
               {{"tenant", tenant_}, {"n_tokens", n_generated_tokens}, {"error", s.to_string()}});
     return;
   }
-  gate_->count_tokens(tenant_, "output", n_generated_tokens);
+  state_.update(Limit::kOutputTokens, lease_.snapshot(), SysClock::now());
+  if (n_generated_tokens > 0) counters_->output_tokens->add(n_generated_tokens);
 }
 
 void QuotaTicket::append_headers(std::vector<http::Header>& out) const {
-  append_ratelimit_headers(api_, lease_.snapshot(), SysClock::now(), out);
+  append_ratelimit_headers(api_, state_, SysClock::now(), out);
 }
 
 void QuotaTicket::finish(int64_t n_generated_tokens) {
@@ -135,8 +153,19 @@ std::optional<std::string> QuotaGate::identify(std::string_view presented) const
   return e->name;
 }
 
-void QuotaGate::count_tokens(const std::string& tenant, std::string_view direction, int64_t n) {
-  if (n > 0) tokens_.counter({tenant, std::string(direction)}).add(n);
+TenantCounters* QuotaGate::counters(const std::string& tenant) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_ptr<TenantCounters>& c = tenants_[tenant];
+  if (!c) {
+    c = std::make_unique<TenantCounters>();
+    c->requests = &requests_.counter({tenant});
+    c->input_tokens = &tokens_.counter({tenant, "input"});
+    c->output_tokens = &tokens_.counter({tenant, "output"});
+    for (size_t i = 0; i < c->rejections.size(); ++i) {
+      c->rejections[i] = &rejections_.counter({tenant, std::string(limits::limit_name(static_cast<Limit>(i)))});
+    }
+  }
+  return c.get();
 }
 
 QuotaDecision QuotaGate::admit(std::string_view key_id, ApiKind api, int64_t n_input_tokens,
@@ -150,12 +179,16 @@ QuotaDecision QuotaGate::admit(std::string_view key_id, ApiKind api, int64_t n_i
     return d;
   }
   d.tenant = entry->name;
+  TenantCounters* c = counters(d.tenant);
   limits::Admission a = quota_->admit(*entry, n_input_tokens, options);
   if (!a.status.ok()) {
-    append_ratelimit_headers(api, a.snapshot, SysClock::now(), d.headers);
+    const auto now = SysClock::now();
+    append_ratelimit_headers(api, RateLimitState::of(a.snapshot, now), now, d.headers);
     if (a.status.reason() == ErrorReason::kRateLimitExceeded) {
       d.error = from_status(a.status);
-      rejections_.counter({d.tenant, a.status.detail()->labels.limit}).add();
+      for (size_t i = 0; i < c->rejections.size(); ++i) {
+        if (limits::limit_name(static_cast<Limit>(i)) == d.error->labels.limit) c->rejections[i]->add();
+      }
     } else {
       // FailoverBucketStore (--redis-fail closed) logged its outage once; anything else is news.
       if (a.status.reason() != ErrorReason::kQuotaBackendUnavailable) {
@@ -168,10 +201,10 @@ QuotaDecision QuotaGate::admit(std::string_view key_id, ApiKind api, int64_t n_i
     return d;
   }
   if (!options.dry_run) {
-    requests_.counter({d.tenant}).add();
-    if (options.charge_tokens) count_tokens(d.tenant, "input", n_input_tokens);
+    c->requests->add();
+    if (options.charge_tokens && n_input_tokens > 0) c->input_tokens->add(n_input_tokens);
   }
-  d.ticket = std::make_shared<QuotaTicket>(this, d.tenant, api, std::move(a.lease));
+  d.ticket = std::make_shared<QuotaTicket>(c, d.tenant, api, std::move(a.lease));
   return d;
 }
 

@@ -27,11 +27,14 @@
 // session's I/O thread only.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "api/errors.h"
@@ -49,19 +52,45 @@ std::string rfc3339_utc_ceil(std::chrono::system_clock::time_point t);
 // A duration as Go's time.Duration prints it, rounded up to the
 // millisecond: "0s", "20ms", "1s", "59.5s", "6m0s", "1h0m1.25s".
 std::string go_duration(double seconds);
-// The rate-limit headers of `s` for `api` (see the file comment), at `now`.
-void append_ratelimit_headers(ApiKind api, const limits::QuotaSnapshot& s, std::chrono::system_clock::time_point now,
+// What the headers say of a key's buckets: the figures, and when each
+// bucket is full again (its snapshot's time + seconds_to_full), so that a
+// head built long after the snapshot (a whole answer after a long
+// generation) still gives the right reset.
+struct RateLimitState {
+  using SysClock = std::chrono::system_clock;
+  limits::QuotaSnapshot snapshot;
+  std::array<SysClock::time_point, limits::kNumBucketLimits> full_at{};
+
+  // Every bucket of `s`, as taken at `at`.
+  static RateLimitState of(const limits::QuotaSnapshot& s, SysClock::time_point at);
+  // Replaces one bucket's entry with `s`'s, as taken at `at`.
+  void update(limits::Limit limit, const limits::QuotaSnapshot& s, SysClock::time_point at);
+};
+
+// The rate-limit headers of `state` for `api` (see the file comment); `now`
+// is when the head is built (OpenAI's resets are durations from it).
+void append_ratelimit_headers(ApiKind api, const RateLimitState& state, std::chrono::system_clock::time_point now,
                               std::vector<http::Header>& out);
 
 class QuotaGate;
+
+// One tenant's metric series, looked up once (Family::counter scans its
+// series under a lock: with many tenants, too slow for every request).
+struct TenantCounters {
+  obs::Counter* requests = nullptr;
+  obs::Counter* input_tokens = nullptr;
+  obs::Counter* output_tokens = nullptr;
+  std::array<obs::Counter*, 4> rejections{};  // by limits::Limit
+};
 
 // An admitted request's hold on its key: the lease, and what the headers
 // and metrics need. Shared by the session's head_headers and on_done.
 class QuotaTicket {
  public:
-  QuotaTicket(QuotaGate* gate, std::string tenant, ApiKind api, limits::Lease lease)
-      : gate_(gate), tenant_(std::move(tenant)), api_(api), lease_(std::move(lease)) {}
-  // Charges the output tokens (once; later calls do nothing).
+  QuotaTicket(TenantCounters* counters, std::string tenant, ApiKind api, limits::Lease lease);
+  // Charges the output tokens (once; later calls do nothing). The headers
+  // then report the output bucket after the charge; requests and input
+  // tokens stay as admitted (this request's charge, whatever refilled since).
   void charge_output(int64_t n_generated_tokens);
   // The headers of the key's buckets as they are now known.
   void append_headers(std::vector<http::Header>& out) const;
@@ -70,10 +99,11 @@ class QuotaTicket {
   const std::string& tenant() const { return tenant_; }
 
  private:
-  QuotaGate* gate_;
+  TenantCounters* counters_;  // owned by the gate, which outlives its sessions
   std::string tenant_;
   ApiKind api_;
   limits::Lease lease_;
+  RateLimitState state_;
 };
 
 struct QuotaDecision {
@@ -112,14 +142,17 @@ class QuotaGate {
   static void attach(std::shared_ptr<QuotaTicket> ticket, SessionOptions& options);
 
  private:
-  friend class QuotaTicket;
-  void count_tokens(const std::string& tenant, std::string_view direction, int64_t n);
+  // The series of `tenant`, created on first use (never dropped: bounded by
+  // the names ever configured). One mutex and one hash lookup.
+  TenantCounters* counters(const std::string& tenant);
 
   limits::KeyStore* keys_;
   limits::QuotaManager* quota_;
   obs::Family& rejections_;
   obs::Family& requests_;
   obs::Family& tokens_;
+  std::mutex mu_;
+  std::unordered_map<std::string, std::unique_ptr<TenantCounters>> tenants_;
 };
 
 }  // namespace zl::api

@@ -66,13 +66,14 @@ void drain(http::HttpServer& server, int sig, int64_t timeout_s, const sigset_t&
 }
 
 // SIGHUP: the keys file again (limits::reload_keys); a bad file keeps the
-// keys in force and says why.
-void reload_keys(limits::KeyStore* keys, limits::QuotaManager* quota) {
+// keys in force and says why. `reloads`: zerolayer_keys_reloads_total{result}.
+void reload_keys(limits::KeyStore* keys, limits::QuotaManager* quota, obs::Family* reloads) {
   if (!keys) {
     log::info("SIGHUP received: no keys file to reload (--keys)");
     return;
   }
   auto r = limits::reload_keys(*keys, *quota);
+  reloads->counter({r.ok() ? "ok" : "error"}).add();
   if (!r.ok()) {
     log::error("keys file not reloaded: the previous keys stay in force", {{"error", r.status().message()}});
     return;
@@ -199,6 +200,7 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
   std::unique_ptr<limits::KeyStore> keys;
   std::unique_ptr<limits::BucketStore> buckets;
   std::unique_ptr<limits::QuotaManager> quota;
+  obs::Family* key_reloads = nullptr;
   if (!cfg.keys_file.empty()) {
     auto k = limits::KeyStore::open(cfg.keys_file);
     if (!k.ok()) return report_error("serve", k.status());
@@ -213,6 +215,10 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
     quota = std::make_unique<limits::QuotaManager>(*buckets);
     api_cfg.keys = keys.get();
     api_cfg.quota = quota.get();
+    key_reloads = &metrics->registry.add("zerolayer_keys_reloads_total", "Reloads of the keys file (SIGHUP), by result",
+                                         obs::MetricType::kCounter, {"result"});
+    key_reloads->counter({"ok"});
+    key_reloads->counter({"error"});
   }
   if (!cfg.redis_url.empty() && !quota) log::warn("--redis is unused without --keys: no per-key quotas to share");
   api::ApiService service(api_cfg, b.engine.get(), b.codec.get());
@@ -266,7 +272,7 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
   for (;;) {
     sigwait(&wait_signals, &sig);
     if (sig != SIGHUP) break;
-    reload_keys(keys.get(), quota.get());
+    reload_keys(keys.get(), quota.get(), key_reloads);
   }
   if (cfg.drain_timeout_s > 0) {
     drain(server, sig, cfg.drain_timeout_s, stop_signals);

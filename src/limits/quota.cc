@@ -123,14 +123,12 @@ Status Lease::charge_output(int64_t n_output_tokens) {
   charged_ = true;
   if (!charge_tokens_ || store_ == nullptr) return {};
   TakePlan plan;
-  // The output charge; the other buckets are read (amount 0) for the headers.
-  plan.add(name_, limits_, Limit::kRequests, kAlways, 0);
-  plan.add(name_, limits_, Limit::kInputTokens, kAlways, 0);
   plan.add(name_, limits_, Limit::kOutputTokens, kAlways, static_cast<double>(std::max<int64_t>(0, n_output_tokens)));
   if (plan.n == 0) return {};
   Result<TakeResult> r = store_->take(plan.span());
   if (!r.ok()) return r.status();
-  snapshot_ = snapshot_of(plan, *r);
+  const size_t out = static_cast<size_t>(Limit::kOutputTokens);
+  snapshot_.buckets[out] = snapshot_of(plan, *r).buckets[out];
   return {};
 }
 

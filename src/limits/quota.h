@@ -96,14 +96,16 @@ class Lease {
   Lease& operator=(const Lease&) = delete;
   ~Lease() { release(); }
 
-  // The key's buckets after admission, or after charge_output once it ran.
+  // The key's buckets after admission; the output bucket's entry is
+  // replaced by its state after the charge once charge_output ran.
   const QuotaSnapshot& snapshot() const { return snapshot_; }
   bool output_charged() const { return charged_; }
   // Charges `n_output_tokens` to the output bucket (one take with need -inf:
-  // never refused) and refreshes the snapshot (every set bucket's level now).
-  // Once: later calls charge nothing and return OK. A lease admitted with
-  // charge_tokens = false or dry_run charges nothing. On a store error the
-  // charge is lost (logged by the caller) and the snapshot stays.
+  // never refused; no store call when the key has no output limit) and
+  // updates the snapshot's output entry. Once: later calls charge nothing
+  // and return OK. A lease admitted with charge_tokens = false or dry_run
+  // charges nothing. On a store error the charge is lost (logged by the
+  // caller) and the snapshot stays.
   Status charge_output(int64_t n_output_tokens);
   // Gives the concurrency slot back now (idempotent).
   void release();

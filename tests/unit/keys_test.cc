@@ -74,6 +74,27 @@ TEST(Keys, ParsesEntriesWithLimitsAndFindsKeys) {
   EXPECT_NE((*t2)->find("sk-c"), nullptr);
 }
 
+TEST(Keys, FindPicksTheOneMatchingEntryAmongMany) {
+  std::string text;
+  for (int i = 0; i < 50; ++i) {
+    text += "[[key]]\nname = \"k" + std::to_string(i) + "\"\n";
+    // Half plaintext, half digests; keys sharing long prefixes.
+    const std::string k = "sk-shared-prefix-" + std::to_string(i);
+    text += i % 2 ? "key = \"" : "key_sha256 = \"";
+    text += i % 2 ? k : hex(sha256(k));
+    text += "\"\n";
+  }
+  auto t = KeyTable::parse(text, "many.toml");
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  for (int i = 0; i < 50; ++i) {
+    const KeyEntry* e = (*t)->find("sk-shared-prefix-" + std::to_string(i));
+    ASSERT_NE(e, nullptr) << i;
+    EXPECT_EQ(e->name, std::string("k").append(std::to_string(i)));
+  }
+  EXPECT_EQ((*t)->find("sk-shared-prefix-50"), nullptr);
+  EXPECT_EQ((*t)->find("sk-shared-prefix-"), nullptr);
+}
+
 TEST(Keys, AnEmptyFileHasNoKeys) {
   auto t = KeyTable::parse("# nobody yet\n", "keys.toml");
   ASSERT_TRUE(t.ok());

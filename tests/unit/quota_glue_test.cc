@@ -58,7 +58,7 @@ limits::QuotaSnapshot snapshot(bool with_input) {
 TEST(QuotaHeaders, AnthropicHeadersForEachSetLimit) {
   const SysClock::time_point now{std::chrono::seconds(1796148000) + std::chrono::milliseconds(250)};
   std::vector<http::Header> h;
-  append_ratelimit_headers(ApiKind::kAnthropic, snapshot(true), now, h);
+  append_ratelimit_headers(ApiKind::kAnthropic, RateLimitState::of(snapshot(true), now), now, h);
   EXPECT_EQ(as_map(h), (std::map<std::string, std::string>{
                            {"anthropic-ratelimit-requests-limit", "60"},
                            {"anthropic-ratelimit-requests-remaining", "41"},
@@ -71,13 +71,14 @@ TEST(QuotaHeaders, AnthropicHeadersForEachSetLimit) {
                            {"anthropic-ratelimit-output-tokens-reset", "2026-12-01T18:00:01Z"},
                        }));
   h.clear();
-  append_ratelimit_headers(ApiKind::kAnthropic, limits::QuotaSnapshot{}, now, h);
+  append_ratelimit_headers(ApiKind::kAnthropic, RateLimitState::of(limits::QuotaSnapshot{}, now), now, h);
   EXPECT_TRUE(h.empty());
 }
 
 TEST(QuotaHeaders, OpenAiTokensAreTheInputBucketWhenSetElseTheOutput) {
   std::vector<http::Header> h;
-  append_ratelimit_headers(ApiKind::kOpenAI, snapshot(true), SysClock::now(), h);
+  const SysClock::time_point now = SysClock::now();
+  append_ratelimit_headers(ApiKind::kOpenAI, RateLimitState::of(snapshot(true), now), now, h);
   EXPECT_EQ(as_map(h), (std::map<std::string, std::string>{
                            {"x-ratelimit-limit-requests", "60"},
                            {"x-ratelimit-remaining-requests", "41"},
@@ -93,10 +94,33 @@ TEST(QuotaHeaders, OpenAiTokensAreTheInputBucketWhenSetElseTheOutput) {
                            {"x-ratelimit-reset-output-tokens", "0s"},
                        }));
   h.clear();
-  append_ratelimit_headers(ApiKind::kOpenAI, snapshot(false), SysClock::now(), h);
+  append_ratelimit_headers(ApiKind::kOpenAI, RateLimitState::of(snapshot(false), now), now, h);
   const auto m = as_map(h);
   EXPECT_EQ(m.at("x-ratelimit-limit-tokens"), "40000");
   EXPECT_EQ(m.count("x-ratelimit-limit-input-tokens"), 0u);
+}
+
+TEST(QuotaHeaders, ResetsCountFromTheSnapshotNotFromTheHead) {
+  const SysClock::time_point taken{std::chrono::seconds(1796148000)};
+  RateLimitState state = RateLimitState::of(snapshot(true), taken);
+  // The head is built 10.5 s after the snapshot (a long whole answer).
+  const SysClock::time_point head = taken + std::chrono::milliseconds(10500);
+  std::vector<http::Header> h;
+  append_ratelimit_headers(ApiKind::kOpenAI, state, head, h);
+  EXPECT_EQ(as_map(h).at("x-ratelimit-reset-requests"), "7.8s");  // 18.3 - 10.5
+  EXPECT_EQ(as_map(h).at("x-ratelimit-reset-output-tokens"), "0s");  // full before the head: never negative
+  h.clear();
+  append_ratelimit_headers(ApiKind::kAnthropic, state, head, h);
+  EXPECT_EQ(as_map(h).at("anthropic-ratelimit-requests-reset"), "2026-12-01T18:00:19Z");
+  // An update replaces one bucket, as of its own time.
+  limits::QuotaSnapshot charged;
+  charged.buckets[2] = {.limit_per_minute = 40000, .level = 39000, .seconds_to_full = 1.5};
+  state.update(Limit::kOutputTokens, charged, head);
+  h.clear();
+  append_ratelimit_headers(ApiKind::kOpenAI, state, head, h);
+  EXPECT_EQ(as_map(h).at("x-ratelimit-remaining-output-tokens"), "39000");
+  EXPECT_EQ(as_map(h).at("x-ratelimit-reset-output-tokens"), "1.5s");
+  EXPECT_EQ(as_map(h).at("x-ratelimit-remaining-requests"), "41");
 }
 
 // A gate over a keys file with one limited and one unlimited key, on a
@@ -221,7 +245,7 @@ TEST(QuotaGate, AValidateRequestChargesNothing) {
   auto h = run_session(o, 5, 5, /*head=*/true);
   EXPECT_EQ(h.at("anthropic-ratelimit-requests-remaining"), "10");
   EXPECT_EQ(f.output_left(), 100);
-  EXPECT_EQ(f.registry.render().find("zerolayer_tenant_requests_total{"), std::string::npos);
+  EXPECT_NE(f.registry.render().find("zerolayer_tenant_requests_total{tenant=\"a\"} 0"), std::string::npos);
 }
 
 TEST(QuotaGate, AStoreErrorIsA503) {

@@ -102,6 +102,26 @@ TEST(Quota, OutputTokensNeedRoomAtAdmissionAndAreChargedOnceAtTheEnd) {
   EXPECT_EQ(c.snapshot[Limit::kOutputTokens].remaining(), 1);
 }
 
+TEST(Quota, TheChargeUpdatesTheOutputEntryOnly) {
+  Clock clock;
+  LocalBucketStore store(clock.fn());
+  QuotaManager q(store);
+  const KeyEntry k = key("a", {.requests_per_minute = 60, .input_tokens_per_minute = 60, .output_tokens_per_minute = 60});
+  Admission a = q.admit(k, 30);
+  clock.t += 10;  // the request runs 10 s: 10 requests, 10 input tokens come back meanwhile
+  ASSERT_TRUE(a.lease.charge_output(45).ok());
+  const QuotaSnapshot& s = a.lease.snapshot();
+  EXPECT_DOUBLE_EQ(s[Limit::kRequests].level, 59);     // as admitted
+  EXPECT_DOUBLE_EQ(s[Limit::kInputTokens].level, 30);  // as admitted
+  EXPECT_DOUBLE_EQ(s[Limit::kOutputTokens].level, 15);
+  EXPECT_DOUBLE_EQ(s[Limit::kOutputTokens].seconds_to_full, 45);
+  // Without an output limit the charge costs no store call and changes nothing.
+  Admission b = q.admit(key("b", {.requests_per_minute = 60}), 30);
+  ASSERT_TRUE(b.lease.charge_output(45).ok());
+  EXPECT_FALSE(b.lease.snapshot()[Limit::kOutputTokens].set());
+  EXPECT_DOUBLE_EQ(b.lease.snapshot()[Limit::kRequests].level, 59);
+}
+
 TEST(Quota, AMovedLeaseChargesOnceAndADestroyedOneChargesNothing) {
   Clock clock;
   LocalBucketStore store(clock.fn());
