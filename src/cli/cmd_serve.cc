@@ -125,7 +125,7 @@ std::vector<FlagSpec> serve_flags() {
       {"max-pause-ms", true, "preempt a stream whose client stops reading for this long (default 0: never)"},
       {"degrade", true, "max-tokens: admit a request that overflows the KV cache with max_tokens lowered (default none)"},
       {"kv-high-watermark", true, "KV cache usage above this fraction is pressure (default 0.9)"},
-      {"redis", true, "redis://HOST:PORT[/DB]: keep quota buckets in Redis, shared by replicas"},
+      {"redis", true, "redis://HOST:PORT[/DB]: keep the --keys quota buckets in Redis, shared by replicas"},
       {"redis-fail", true, "when Redis is unreachable: open (local buckets, default) or closed (503)"},
       {"response-cache-mb", true, "exact-match cache of greedy/seeded answers, in MiB (default 0: off)"},
       {"guard", true, "TOML guard policy: input screening, output masking and redaction"},

@@ -58,7 +58,7 @@ for i = 1, #KEYS do
 end
 for k, ms in pairs(ttl) do
   redis.call('HSET', k, 'l', string.format('%.17g', level[k]), 't', string.format('%.17g', last[k]))
-  redis.call('PEXPIRE', k, math.max(1, ms))
+  redis.call('PEXPIRE', k, string.format('%.0f', math.min(math.max(1, ms), 1e15)))  -- an integer, never 1e+15
 end
 return out
 )lua";

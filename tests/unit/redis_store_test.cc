@@ -189,6 +189,17 @@ TEST(RedisBucketStore, ChargesGoNegativeAndRefillOnRedisTime) {
   EXPECT_TRUE(test::wait_until([&] { return store->take(std::span(&room, 1))->admitted; }));
 }
 
+TEST(RedisBucketStore, AnAbsurdDebtIsStillATakeWithAnExpiry) {
+  START_REDIS_OR_SKIP(redis);
+  auto store = connected_store(redis);
+  const BucketOp charge{.key = "d:output_tokens", .limit_per_minute = 1, .need = kNegInf, .amount = 1e15};
+  auto r = store->take(std::span(&charge, 1));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_DOUBLE_EQ(r->buckets[0].level, 1 - 1e15);
+  const std::string pttl = RedisServer::command(redis.client().get(), "PTTL zl:bucket:d:output_tokens");
+  EXPECT_GT(std::stoll(pttl), 0) << pttl;  // capped (31,000 years), but set
+}
+
 TEST(RedisBucketStore, BucketsExpireWhenTheyWouldBeFullAgain) {
   START_REDIS_OR_SKIP(redis);
   auto store = connected_store(redis);
