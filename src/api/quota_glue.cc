@@ -1,8 +1,8 @@
 #include "api/quota_glue.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <ctime>
 
 #include "core/log.h"
 
@@ -38,13 +38,24 @@ bool is_keys_file_id(std::string_view key_id) { return !key_id.empty() && key_id
 }  // namespace
 
 std::string rfc3339_utc_ceil(SysClock::time_point t) {
-  const auto s = std::chrono::ceil<std::chrono::seconds>(t.time_since_epoch()).count();
-  const std::time_t tt = static_cast<std::time_t>(s);
-  std::tm tm{};
-  gmtime_r(&tt, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
+  // By hand from the civil calendar (<chrono>): strftime costs ~1 µs, and
+  // an Anthropic head has three of these.
+  using namespace std::chrono;
+  const sys_seconds s = ceil<seconds>(t);
+  const sys_days day = floor<days>(s);
+  const year_month_day ymd{day};
+  const hh_mm_ss<seconds> hms{s - day};
+  const auto put = [](char* at, unsigned v, int n_digits) {
+    for (int i = n_digits - 1; i >= 0; --i, v /= 10) at[i] = static_cast<char>('0' + v % 10);
+  };
+  std::string out = "0000-00-00T00:00:00Z";
+  put(&out[0], static_cast<unsigned>(std::clamp(static_cast<int>(ymd.year()), 0, 9999)), 4);
+  put(&out[5], static_cast<unsigned>(ymd.month()), 2);
+  put(&out[8], static_cast<unsigned>(ymd.day()), 2);
+  put(&out[11], static_cast<unsigned>(hms.hours().count()), 2);
+  put(&out[14], static_cast<unsigned>(hms.minutes().count()), 2);
+  put(&out[17], static_cast<unsigned>(hms.seconds().count()), 2);
+  return out;
 }
 
 std::string go_duration(double seconds) {
@@ -127,8 +138,14 @@ void QuotaTicket::append_headers(std::vector<http::Header>& out) const {
   append_ratelimit_headers(api_, state_, SysClock::now(), out);
 }
 
-void QuotaTicket::finish(int64_t n_generated_tokens) {
-  charge_output(n_generated_tokens);
+void QuotaTicket::finish(const SessionResult& r) {
+  const bool refused_by_engine = r.usage.n_generated_tokens == 0 && r.error_reason &&
+                                 error_type(*r.error_reason) == ErrorType::kOverloaded;
+  if (!refused_by_engine) {
+    charge_output(r.usage.n_generated_tokens);
+  } else if (Status s = lease_.refund_admission(); !s.ok()) {
+    log::warn("admission not refunded: the quota store failed", {{"tenant", tenant_}, {"error", s.to_string()}});
+  }
   lease_.release();
 }
 
@@ -218,7 +235,7 @@ void QuotaGate::attach(std::shared_ptr<QuotaTicket> ticket, SessionOptions& opti
     ticket->append_headers(headers);
   });
   options.on_done = [ticket, prev = std::move(options.on_done)](const SessionResult& r) {
-    ticket->finish(r.usage.n_generated_tokens);
+    ticket->finish(r);
     if (prev) prev(r);
   };
 }

@@ -94,8 +94,11 @@ class QuotaTicket {
   void charge_output(int64_t n_generated_tokens);
   // The headers of the key's buckets as they are now known.
   void append_headers(std::vector<http::Header>& out) const;
-  // charge_output, then the concurrency slot goes back.
-  void finish(int64_t n_generated_tokens);
+  // The session ended: charge_output of what it generated, or, when the
+  // engine refused it before its first token (a 529: queue full, queue
+  // timeout, shutting down), the admission's charge given back; then the
+  // concurrency slot goes back.
+  void finish(const SessionResult& r);
   const std::string& tenant() const { return tenant_; }
 
  private:

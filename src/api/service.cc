@@ -72,7 +72,9 @@ ApiService::ApiService(ApiConfig config, EngineApi* engine, const PromptCodec* c
                                                    .model_name = config_.model_alias}) {
   if (config_.model_created_unix == 0) config_.model_created_unix = std::time(nullptr);
   for (const std::string& k : config_.api_keys) key_ids_.push_back(key_identity(k));
-  if (config_.keys && config_.quota) quota_ = std::make_unique<QuotaGate>(config_.keys, config_.quota, metrics_root_->registry);
+  if (config_.keys && config_.quota) {
+    quota_ = std::make_unique<QuotaGate>(config_.keys, config_.quota, metrics_root_->registry);
+  }
 }
 
 ApiService::Api ApiService::api_of(const http::HttpRequest& req) {

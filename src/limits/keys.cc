@@ -86,7 +86,9 @@ Status parse_entry(toml::table& t, const std::string& path, KeyEntry* e) {
     const int64_t line = line_of(node);
     if (field == "name") {
       const std::string* s = node.is_string() ? &node.as_string()->get() : nullptr;
-      if (!s || !valid_name(*s)) return file_error(path, line, "'name' must be 1 to 64 characters of A-Z a-z 0-9 . _ -");
+      if (!s || !valid_name(*s)) {
+        return file_error(path, line, "'name' must be 1 to 64 characters of A-Z a-z 0-9 . _ -");
+      }
       e->name = *s;
       has_name = true;
     } else if (field == "key" || field == "key_sha256") {
@@ -138,7 +140,8 @@ Result<std::shared_ptr<const KeyTable>> KeyTable::parse(std::string_view text, c
   auto table = std::make_shared<KeyTable>();
   for (auto& [k, node] : doc) {
     if (k.str() != "key") {
-      return file_error(path, line_of(node), "unknown key '" + std::string(k.str()) + "' (the file holds [[key]] tables)");
+      return file_error(path, line_of(node),
+                        "unknown key '" + std::string(k.str()) + "' (the file holds [[key]] tables)");
     }
     toml::array* arr = node.as_array();
     if (!arr || !arr->is_array_of_tables()) return file_error(path, line_of(node), "'key' must be [[key]] tables");

@@ -72,7 +72,8 @@ Status bucket_refusal(const TakePlan& plan, const TakeResult& r, std::string_vie
       limit = plan.limits[i];
     }
   }
-  const int64_t ms = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(wait_s * 1000 - 1e-6)));  // (not 1 ms more for a rounding error)
+  // (- 1e-6: not 1 ms more for a rounding error)
+  const int64_t ms = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(wait_s * 1000 - 1e-6)));
   return refusal(limit, ms, key_name);
 }
 
@@ -88,7 +89,10 @@ std::string_view limit_name(Limit limit) {
   return "requests";
 }
 
-int64_t BucketReport::remaining() const { return level <= 0 ? 0 : static_cast<int64_t>(std::floor(level)); }
+int64_t BucketReport::remaining() const {
+  if (level <= 0) return 0;
+  return std::min(limit_per_minute, static_cast<int64_t>(std::floor(level)));
+}
 
 bool QuotaSnapshot::empty() const {
   return std::none_of(buckets.begin(), buckets.end(), [](const BucketReport& b) { return b.set(); });
@@ -105,11 +109,15 @@ Lease& Lease::operator=(Lease&& other) noexcept {
   name_ = std::move(other.name_);
   limits_ = other.limits_;
   in_flight_ = std::move(other.in_flight_);
+  n_input_tokens_ = other.n_input_tokens_;
+  n_output_charged_ = other.n_output_charged_;
   charge_tokens_ = other.charge_tokens_;
   charged_ = other.charged_;
+  refunded_ = other.refunded_;
   snapshot_ = other.snapshot_;
   other.in_flight_ = nullptr;
   other.charged_ = true;  // a moved-from lease charges nothing
+  other.refunded_ = true;  // and refunds nothing
   return *this;
 }
 
@@ -122,14 +130,27 @@ Status Lease::charge_output(int64_t n_output_tokens) {
   if (charged_) return {};
   charged_ = true;
   if (!charge_tokens_ || store_ == nullptr) return {};
+  n_output_charged_ = std::max<int64_t>(0, n_output_tokens);
   TakePlan plan;
-  plan.add(name_, limits_, Limit::kOutputTokens, kAlways, static_cast<double>(std::max<int64_t>(0, n_output_tokens)));
+  plan.add(name_, limits_, Limit::kOutputTokens, kAlways, static_cast<double>(n_output_charged_));
   if (plan.n == 0) return {};
   Result<TakeResult> r = store_->take(plan.span());
   if (!r.ok()) return r.status();
   const size_t out = static_cast<size_t>(Limit::kOutputTokens);
   snapshot_.buckets[out] = snapshot_of(plan, *r).buckets[out];
   return {};
+}
+
+Status Lease::refund_admission() {
+  if (refunded_ || n_output_charged_ > 0 || !charge_tokens_ || store_ == nullptr) return {};
+  refunded_ = true;
+  charged_ = true;  // nothing to charge after a refund
+  TakePlan plan;
+  plan.add(name_, limits_, Limit::kRequests, kAlways, -1);
+  plan.add(name_, limits_, Limit::kInputTokens, kAlways, -static_cast<double>(n_input_tokens_));
+  if (plan.n == 0) return {};
+  Result<TakeResult> r = store_->take(plan.span());
+  return r.ok() ? Status() : r.status();
 }
 
 // ---- QuotaManager ----
@@ -202,6 +223,7 @@ Admission QuotaManager::admit(const KeyEntry& key, int64_t n_input_tokens, Admit
   a.lease.name_ = key.name;
   a.lease.limits_ = l;
   a.lease.in_flight_ = std::move(slot);
+  a.lease.n_input_tokens_ = static_cast<int64_t>(n_in);
   a.lease.charge_tokens_ = tokens && charge;
   a.lease.charged_ = !a.lease.charge_tokens_;
   a.lease.snapshot_ = a.snapshot;

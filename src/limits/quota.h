@@ -61,7 +61,7 @@ struct BucketReport {
   double seconds_to_full = 0;    // until it is full again (the headers' reset)
 
   bool set() const { return limit_per_minute > 0; }
-  // The headers' `remaining`: whole units, never below zero.
+  // The headers' `remaining`: whole units, from zero to the limit.
   int64_t remaining() const;
 };
 
@@ -107,6 +107,13 @@ class Lease {
   // charges nothing. On a store error the charge is lost (logged by the
   // caller) and the snapshot stays.
   Status charge_output(int64_t n_output_tokens);
+  // Gives back what admission charged (the request and its input tokens),
+  // for a request the engine refused before it generated anything (queue
+  // full, shutting down): refused, it should cost nothing. Once, for a
+  // lease that charged, and not once output tokens were charged (a charge
+  // of 0 may come first: the head of the error answer). A bucket may then
+  // briefly hold more than its limit (the next take caps it).
+  Status refund_admission();
   // Gives the concurrency slot back now (idempotent).
   void release();
 
@@ -116,8 +123,11 @@ class Lease {
   std::string name_;
   KeyLimits limits_;
   std::shared_ptr<std::atomic<int64_t>> in_flight_;  // null: no slot held
+  int64_t n_input_tokens_ = 0;  // charged at admission
+  int64_t n_output_charged_ = 0;
   bool charge_tokens_ = false;
-  bool charged_ = false;
+  bool charged_ = false;   // charge_output ran (or there is nothing to charge)
+  bool refunded_ = false;
   QuotaSnapshot snapshot_;
 };
 

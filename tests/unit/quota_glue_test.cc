@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <ctime>
 #include <map>
 
 namespace zl::api {
@@ -45,6 +46,16 @@ TEST(QuotaHeaders, Rfc3339RoundsUpToTheSecond) {
   EXPECT_EQ(rfc3339_utc_ceil(t), "2026-12-01T18:00:00Z");
   EXPECT_EQ(rfc3339_utc_ceil(t + std::chrono::milliseconds(1)), "2026-12-01T18:00:01Z");
   EXPECT_EQ(rfc3339_utc_ceil(t + std::chrono::hours(8) + std::chrono::seconds(59)), "2026-12-02T02:00:59Z");
+  // Against the C library, over years, leap days and the end of a year.
+  for (int64_t unix_s : {int64_t{0}, int64_t{951782399}, int64_t{951782400}, int64_t{1709208000}, int64_t{1798761599},
+                         int64_t{4102444800}, int64_t{1796148000} + 12345}) {
+    const std::time_t tt = static_cast<std::time_t>(unix_s);
+    std::tm tm{};
+    gmtime_r(&tt, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    EXPECT_EQ(rfc3339_utc_ceil(SysClock::time_point{std::chrono::seconds(unix_s)}), buf) << unix_s;
+  }
 }
 
 limits::QuotaSnapshot snapshot(bool with_input) {
@@ -234,6 +245,31 @@ TEST(QuotaGate, AClientThatLeftIsChargedWhatWasGenerated) {
   run_session(o, 0, 17, /*head=*/false);
   EXPECT_EQ(f.output_left(), 83);
   EXPECT_EQ(f.quota.in_flight("a"), 0);
+}
+
+TEST(QuotaGate, ARequestTheEngineRefusedCostsNothing) {
+  Fixture f;
+  for (bool stream : {false, true}) {
+    SessionOptions o;
+    o.stream = stream;
+    QuotaDecision d = f.gate->admit("a", ApiKind::kAnthropic, 10);
+    QuotaGate::attach(d.ticket, o);
+    std::vector<http::Header> h;
+    for (auto& add : o.head_headers) add(Usage{}, h);  // the 529's head
+    o.on_done(SessionResult{.status = 529, .error_reason = ErrorReason::kOverloaded});
+    EXPECT_EQ(f.quota.in_flight("a"), 0);
+  }
+  QuotaDecision after = f.gate->admit("a", ApiKind::kAnthropic, 10);
+  EXPECT_EQ(after.ticket ? 1 : 0, 1);
+  std::vector<http::Header> h;
+  after.ticket->append_headers(h);
+  EXPECT_EQ(as_map(h).at("anthropic-ratelimit-requests-remaining"), "9");  // only this one counted
+  // Another failure (500) with no token is charged as it is.
+  after.ticket->finish(SessionResult{.status = 500, .error_reason = ErrorReason::kInternalServerError});
+  EXPECT_EQ(f.gate->admit("a", ApiKind::kAnthropic, 10, {.dry_run = true}).ticket ? 1 : 0, 1);
+  h.clear();
+  f.gate->admit("a", ApiKind::kAnthropic, 10, {.dry_run = true}).ticket->append_headers(h);
+  EXPECT_EQ(as_map(h).at("anthropic-ratelimit-requests-remaining"), "9");
 }
 
 TEST(QuotaGate, AValidateRequestChargesNothing) {

@@ -6,6 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+#include <vector>
+
 namespace zl::limits {
 namespace {
 
@@ -106,7 +110,8 @@ TEST(Quota, TheChargeUpdatesTheOutputEntryOnly) {
   Clock clock;
   LocalBucketStore store(clock.fn());
   QuotaManager q(store);
-  const KeyEntry k = key("a", {.requests_per_minute = 60, .input_tokens_per_minute = 60, .output_tokens_per_minute = 60});
+  const KeyEntry k =
+      key("a", {.requests_per_minute = 60, .input_tokens_per_minute = 60, .output_tokens_per_minute = 60});
   Admission a = q.admit(k, 30);
   clock.t += 10;  // the request runs 10 s: 10 requests, 10 input tokens come back meanwhile
   ASSERT_TRUE(a.lease.charge_output(45).ok());
@@ -120,6 +125,37 @@ TEST(Quota, TheChargeUpdatesTheOutputEntryOnly) {
   ASSERT_TRUE(b.lease.charge_output(45).ok());
   EXPECT_FALSE(b.lease.snapshot()[Limit::kOutputTokens].set());
   EXPECT_DOUBLE_EQ(b.lease.snapshot()[Limit::kRequests].level, 59);
+}
+
+TEST(Quota, ARequestTheEngineRefusedIsRefundedOnce) {
+  Clock clock;
+  LocalBucketStore store(clock.fn());
+  QuotaManager q(store);
+  const KeyEntry k = key("a", {.requests_per_minute = 10, .input_tokens_per_minute = 100,
+                               .output_tokens_per_minute = 100});
+  Admission a = q.admit(k, 40);
+  ASSERT_TRUE(a.lease.charge_output(0).ok());  // the error answer's head came first
+  ASSERT_TRUE(a.lease.refund_admission().ok());
+  ASSERT_TRUE(a.lease.refund_admission().ok());  // once
+  Admission b = q.admit(k, 40);
+  EXPECT_EQ(b.snapshot[Limit::kRequests].remaining(), 9);
+  EXPECT_EQ(b.snapshot[Limit::kInputTokens].remaining(), 60);
+  // Not once output was charged, nor for what admission did not charge.
+  ASSERT_TRUE(b.lease.charge_output(5).ok());
+  ASSERT_TRUE(b.lease.refund_admission().ok());
+  Admission hit = q.admit(k, 40, {.charge_tokens = false});
+  ASSERT_TRUE(hit.lease.refund_admission().ok());
+  Admission dry = q.admit(k, 40, {.dry_run = true});
+  ASSERT_TRUE(dry.lease.refund_admission().ok());
+  Admission c = q.admit(k, 0);
+  EXPECT_EQ(c.snapshot[Limit::kRequests].remaining(), 7);  // b, hit and c
+  EXPECT_EQ(c.snapshot[Limit::kInputTokens].remaining(), 60);
+  EXPECT_EQ(c.snapshot[Limit::kOutputTokens].remaining(), 95);
+  // A refund into a full bucket never reports more than the limit.
+  clock.t += 600;
+  Admission d = q.admit(k, 10);
+  ASSERT_TRUE(d.lease.refund_admission().ok());
+  EXPECT_EQ(q.admit(k, 0, {.dry_run = true}).snapshot[Limit::kInputTokens].remaining(), 100);
 }
 
 TEST(Quota, AMovedLeaseChargesOnceAndADestroyedOneChargesNothing) {
@@ -163,6 +199,38 @@ TEST(Quota, ConcurrencyIsReleasedByTheLease) {
   }
   EXPECT_EQ(q.in_flight("a"), 1);  // released once, by the lease it moved into
   b.lease = Lease();
+  EXPECT_EQ(q.in_flight("a"), 0);
+}
+
+TEST(Quota, ConcurrentAdmissionsNeverExceedMaxConcurrent) {
+  LocalBucketStore store;  // the real clock
+  QuotaManager q(store);
+  const KeyEntry k = key("a", {.requests_per_minute = 1'000'000'000, .max_concurrent = 3});
+  std::atomic<int> running{0}, peak{0}, n_admitted{0}, n_refused{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 2000; ++i) {
+        Admission a = q.admit(k, 1);
+        if (!a.status.ok()) {
+          EXPECT_EQ(refused_limit(a), "concurrent");
+          ++n_refused;
+          continue;
+        }
+        const int now = ++running;
+        int p = peak.load();
+        while (now > p && !peak.compare_exchange_weak(p, now)) {
+        }
+        ++n_admitted;
+        --running;  // before the slot goes back
+        a.lease.release();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_LE(peak.load(), 3);
+  EXPECT_EQ(n_admitted + n_refused, 8000);
+  EXPECT_GT(n_admitted.load(), 0);
   EXPECT_EQ(q.in_flight("a"), 0);
 }
 
