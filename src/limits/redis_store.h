@@ -14,7 +14,9 @@
 // are in use. Levels cross the wire as %.17g strings (exact doubles; a Lua
 // number returned to Redis would be truncated to an integer).
 //
-// Timeouts: connect 100 ms, each command 50 ms by default (RedisOptions). A
+// Timeouts: connect 100 ms, each command 50 ms by default (RedisOptions); a
+// host name is resolved at each connect (getaddrinfo, which the connect
+// timeout does not bound: use an address where that matters). A
 // timed-out or broken connection is dropped at once and take() then fails
 // fast (no reconnect inside take(): requests never wait on a connect);
 // connect() builds a new connection, called at start-up and by the failover
