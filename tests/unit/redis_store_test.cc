@@ -78,6 +78,24 @@ TEST(RedisUrl, RejectsWhatItCannotUseWithTheExpectedForm) {
   }
 }
 
+TEST(OpenRedisBucketStore, ChecksItsArgumentsAndStartsWhileRedisIsDown) {
+  obs::Registry registry;
+  EXPECT_EQ(open_redis_bucket_store("redis://h:0", "open", &registry).status().kind(), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(open_redis_bucket_store("redis://h:1", "maybe", &registry).status().kind(), ErrorKind::kInvalidArgument);
+  // Nothing listens there: the store starts anyway, down, and serves open from local buckets.
+  const std::string url = "redis://127.0.0.1:" + std::to_string(RedisServer::free_port());
+  auto store = open_redis_bucket_store(url, "open", &registry);
+  ASSERT_TRUE(store.ok()) << store.status().to_string();
+  EXPECT_FALSE((*store)->up());
+  EXPECT_EQ((*store)->mode(), FailMode::kOpen);
+  const BucketOp req{.key = "x:requests", .limit_per_minute = 1, .need = 1, .amount = 1};
+  EXPECT_TRUE((*store)->take(std::span(&req, 1))->admitted);
+  EXPECT_FALSE((*store)->take(std::span(&req, 1))->admitted);
+  const test::PromText t = test::parse_prom_text(registry.render());
+  EXPECT_EQ(t.value("zerolayer_quota_backend_up", {{"backend", "redis"}}), 0);
+  EXPECT_GE(t.value("zerolayer_quota_backend_errors_total", {{"backend", "redis"}, {"kind", "connect"}}), 1);
+}
+
 // ---------------------------------------------------------------- the store
 
 // Each bucket's limit is 6 granules and every need and amount a whole number
