@@ -207,7 +207,10 @@ QuotaDecision QuotaGate::admit(std::string_view key_id, ApiKind api, int64_t n_i
         if (limits::limit_name(static_cast<Limit>(i)) == d.error->labels.limit) c->rejections[i]->add();
       }
     } else {
-      log::warn("request refused: the quota store failed", {{"tenant", d.tenant}, {"error", a.status.to_string()}});
+      // FailoverBucketStore (--redis-fail closed) logged its outage once; anything else is news.
+      if (a.status.reason() != ErrorReason::kQuotaBackendUnavailable) {
+        log::warn("request refused: the quota store failed", {{"tenant", d.tenant}, {"error", a.status.to_string()}});
+      }
       d.error = ApiError{.reason = ErrorReason::kQuotaBackendUnavailable,
                          .message = "the quota backend is unavailable; retry later",
                          .numbers = {.retry_after_ms = 1000}};

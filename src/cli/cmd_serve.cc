@@ -29,6 +29,7 @@
 #include "limits/bucket_store.h"
 #include "limits/keys.h"
 #include "limits/quota.h"
+#include "limits/redis_store.h"
 
 namespace zl::cli {
 namespace {
@@ -127,7 +128,7 @@ std::vector<FlagSpec> serve_flags() {
       {"max-pause-ms", true, "preempt a stream whose client stops reading for this long (default 0: never)"},
       {"degrade", true, "max-tokens: admit a request that overflows the KV cache with max_tokens lowered, and halve the grants of keys that overflow under KV pressure (x-engine-degraded; default none)"},
       {"kv-high-watermark", true, "KV cache usage above this fraction is pressure for --degrade (default 0.9)"},
-      {"redis", true, "redis://HOST:PORT[/DB]: keep quota buckets in Redis, shared by replicas"},
+      {"redis", true, "redis://HOST:PORT[/DB]: keep the --keys quota buckets in Redis, shared by replicas"},
       {"redis-fail", true, "when Redis is unreachable: open (local buckets, default) or closed (503)"},
       {"response-cache-mb", true, "exact-match cache of greedy/seeded answers, in MiB (default 0: off)"},
       {"guard", true, "TOML guard policy: input screening, output masking and redaction"},
@@ -225,7 +226,13 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
     auto k = limits::KeyStore::open(cfg.keys_file);
     if (!k.ok()) return report_error("serve", k.status());
     keys = std::move(k).value();
-    buckets = std::make_unique<limits::LocalBucketStore>();
+    if (!cfg.redis_url.empty()) {  // --redis: buckets shared by replicas (limits/redis_store.h)
+      auto shared = limits::open_redis_bucket_store(cfg.redis_url, cfg.redis_fail, &metrics->registry);
+      if (!shared.ok()) return report_error("serve", shared.status().with_context("--redis"));
+      buckets = std::move(shared).value();
+    } else {
+      buckets = std::make_unique<limits::LocalBucketStore>();
+    }
     quota = std::make_unique<limits::QuotaManager>(*buckets);
     api_cfg.keys = keys.get();
     api_cfg.quota = quota.get();
@@ -238,6 +245,7 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
   if (cfg.guard) api::register_guard_metrics(*cfg.guard, metrics->engine.guard_actions());
   api_cfg.context_policy = api::parse_context_policy(cfg.context_policy).value_or(api::ContextPolicy::kError);
   api_cfg.context_reserve = cfg.context_reserve;
+  if (!cfg.redis_url.empty() && !quota) log::warn("--redis is unused without --keys: no per-key quotas to share");
   api::ApiService service(api_cfg, b.engine.get(), b.codec.get());
   http::Router router;
   service.register_routes(router);

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "limits/redis_store.h"  // parse_redis_url
 #include "obs/otlp_http.h"
 
 namespace zl::cli {
@@ -262,6 +263,11 @@ Result<ServeConfig> resolve_serve_config(const std::map<std::string, std::string
     c.kv_high_watermark = w;
   }
   str("redis", &c.redis_url);
+  if (!c.redis_url.empty()) {  // checked here, before the model loads; connected in run_serve
+    if (auto u = limits::parse_redis_url(c.redis_url); !u.ok()) {
+      return invalid_argument(src.origin.at("redis") + ": " + u.status().message());
+    }
+  }
   str("redis-fail", &c.redis_fail);
   if (c.redis_fail != "open" && c.redis_fail != "closed") {
     return invalid_argument(src.origin.at("redis-fail") + ": redis-fail must be open or closed, got '" + c.redis_fail +
