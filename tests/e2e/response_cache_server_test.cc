@@ -209,10 +209,11 @@ TEST(ResponseCacheE2E, TheSameGreedyRequestTwiceIsAHitWithoutEngineWork) {
   ASSERT_EQ(first.status, 200);
   EXPECT_EQ(first.cache, "miss");
   EXPECT_GT(first.output_tokens, 0);
-  // The engine counted the first answer's tokens before it finished.
+  // The engine publishes its counters after the step that ended the answer:
+  // wait until they include it.
+  ASSERT_TRUE(wait_until([&] { return metric(port, "engine_generation_tokens_total") >= first.output_tokens; }));
   const int64_t engine_tokens = metric(port, "engine_generation_tokens_total");
   const int64_t engine_prompt = metric(port, "engine_prompt_tokens_total");
-  ASSERT_GE(engine_tokens, first.output_tokens);
   Answer second = anthropic(port, body);
   ASSERT_EQ(second.status, 200);
   EXPECT_EQ(second.cache, "hit");
