@@ -1,5 +1,7 @@
 #include "api/guard_input.h"
 
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 #include <map>
 #include <string>
 
@@ -29,12 +31,29 @@ bool screen(const guard::Guard& guard, std::string& text, Screening& s) {
   return true;
 }
 
+// Tool-call arguments as the model will see them: JSON escapes decoded
+// (an OpenAI client sends the arguments as a JSON string it wrote itself, in
+// which "\u0040" is "@"), so that an escape cannot hide a match. Arguments
+// that are not JSON are screened as sent.
+std::string decoded_arguments(const std::string& arguments_json) {
+  boost::system::error_code ec;
+  const boost::json::value v = boost::json::parse(arguments_json, ec);
+  return ec ? arguments_json : boost::json::serialize(v);
+}
+
 bool screen_chat(const guard::Guard& guard, ChatRequest& chat, Screening& s) {
   if (!screen(guard, chat.prompt, s)) return false;
   for (ChatMessage& m : chat.messages) {
     if (!screen(guard, m.content, s)) return false;
     for (ToolCall& call : m.tool_calls) {
-      if (!screen(guard, call.arguments_json, s)) return false;
+      std::string args = decoded_arguments(call.arguments_json);
+      const std::string decoded = args;
+      if (!screen(guard, args, s)) return false;
+      if (args != decoded) call.arguments_json = std::move(args);  // redacted: the decoded form, redacted
+    }
+    // Thinking sent back in the history: a template may render it.
+    for (ThinkingBlock& t : m.thinking) {
+      if (!t.redacted && !screen(guard, t.text, s)) return false;
     }
   }
   return true;

@@ -185,6 +185,19 @@ TenantCounters* QuotaGate::counters(const std::string& tenant) {
   return c.get();
 }
 
+std::vector<http::Header> QuotaGate::headers_now(std::string_view key_id, ApiKind api) {
+  std::vector<http::Header> out;
+  if (!is_keys_file_id(key_id)) return out;
+  const std::shared_ptr<const limits::KeyTable> table = keys_->current();
+  const limits::KeyEntry* entry = table->by_name(key_id);
+  if (!entry) return out;
+  const limits::Admission a = quota_->admit(*entry, 0, {.dry_run = true});
+  if (!a.status.ok() && a.status.reason() != ErrorReason::kRateLimitExceeded) return out;  // no figures
+  const auto now = SysClock::now();
+  append_ratelimit_headers(api, RateLimitState::of(a.snapshot, now), now, out);
+  return out;
+}
+
 QuotaDecision QuotaGate::admit(std::string_view key_id, ApiKind api, int64_t n_input_tokens,
                                limits::AdmitOptions options) {
   QuotaDecision d;

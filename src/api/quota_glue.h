@@ -138,6 +138,10 @@ class QuotaGate {
   // prompt of `n_input_tokens` (see limits::AdmitOptions: a cache hit
   // charges one request only; a validate request charges nothing).
   QuotaDecision admit(std::string_view key_id, ApiKind api, int64_t n_input_tokens, limits::AdmitOptions options = {});
+  // The rate-limit headers of `key_id` as its buckets stand now, nothing
+  // charged or counted: for the answers refused before admission (a 400).
+  // Empty for keys outside the keys file, or when the store is unreachable.
+  std::vector<http::Header> headers_now(std::string_view key_id, ApiKind api);
 
   // Adds the ticket's headers to the session's head (charging the output of
   // a non-streamed answer first) and charges/releases in on_done (wrapping

@@ -178,6 +178,14 @@ void ApiService::record(const http::HttpRequest& req, const std::string& route, 
   config_.request_log(log);
 }
 
+void ApiService::send_keyed_error(const http::HttpRequest& req, http::Responder& res, const std::string& route,
+                                  const std::string& key_id, const ApiError& e, const ServerTiming* timing) {
+  std::vector<http::Header> headers = quota_ ? quota_->headers_now(key_id, api_of(req)) : std::vector<http::Header>{};
+  // A keys-file key (it has headers) names its tenant in the request log.
+  const std::string_view tenant = headers.empty() ? std::string_view() : std::string_view(key_id);
+  send_error(req, res, route, e, timing, std::move(headers), tenant);
+}
+
 void ApiService::send_json(const http::HttpRequest& req, http::Responder& res, const std::string& route,
                            std::string body) {
   record(req, route, 200);
@@ -187,9 +195,6 @@ void ApiService::send_json(const http::HttpRequest& req, http::Responder& res, c
 void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Responder> res,
                           const std::string& route, const std::string& key_id, ChatRequest chat,
                           ServerTiming timing, const FormatterFactory& make_formatter) {
-  if (auto refused = guard_chat_input(config_.guard.get(), chat, req.request_id, &metrics_root_->engine)) {
-    return send_error(req, *res, route, *refused, &timing);
-  }
   const EngineStats stats = engine_->stats();
   const auto t_prepare = RequestLog::Clock::now();
   // A sequence holds at most the KV cache's capacity when it is below n_ctx.
@@ -199,7 +204,7 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
   ApiResult<Prepared> prepared = prepare_request(chat, *codec_, stats.n_ctx, req.request_id, key_id, context);
   timing.tokenize_ms = ms_since(t_prepare);
   if (!prepared.ok()) {
-    send_error(req, *res, route, prepared.error(), &timing);
+    send_keyed_error(req, *res, route, key_id, prepared.error(), &timing);
     return;
   }
   const bool validate = is_validate_mode(req);
@@ -221,7 +226,7 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
   }
   // KV-aware admission: a 400 kv_cache_overflow, or a lower max_tokens.
   if (std::optional<ApiError> e = admit_kv(req, key_id, chat, stats, prepared.value(), opts)) {
-    return send_error(req, *res, route, *e, &timing);
+    return send_keyed_error(req, *res, route, key_id, *e, &timing);
   }
   std::unique_ptr<EventFormatter> formatter = make_formatter(prepared.value());
   if (validate) {
@@ -337,10 +342,15 @@ void ApiService::handle_messages(http::HttpRequest& req, std::shared_ptr<http::R
   if (!key_id) return;
   ApiResult<ChatRequest> chat = anthropic::parse_messages_request(req.body);
   ServerTiming timing{.parse_ms = ms_since(received_at(req))};
-  if (!chat.ok()) return send_error(req, *res, route, chat.error(), &timing);
+  if (!chat.ok()) return send_keyed_error(req, *res, route, *key_id, chat.error(), &timing);
+  // The guard's input rules first: context editing then counts (and decides
+  // on) what the model will see, and nothing it clears escapes screening.
+  if (auto refused = guard_chat_input(config_.guard.get(), chat.value(), req.request_id, &metrics_root_->engine)) {
+    return send_keyed_error(req, *res, route, *key_id, *refused, &timing);
+  }
   // Context editing (api/context_edits.h): what the model sees, reported on the answer.
   ApiResult<ContextEditReport> edits = apply_context_edits(&chat.value(), *codec_);
-  if (!edits.ok()) return send_error(req, *res, route, edits.error(), &timing);
+  if (!edits.ok()) return send_keyed_error(req, *res, route, *key_id, edits.error(), &timing);
   const std::string model = chat.value().model;
   generate(req, std::move(res), route, *key_id, std::move(chat.value()), timing, [&](const Prepared& p) {
     // (a thought, when there is one, must be block 0: blocks open lazily)
@@ -376,7 +386,10 @@ void ApiService::handle_openai(http::HttpRequest& req, std::shared_ptr<http::Res
   if (!key_id) return;
   ApiResult<ChatRequest> chat = chat_api ? openai::parse_chat_request(req.body) : openai::parse_completion_request(req.body);
   ServerTiming timing{.parse_ms = ms_since(received_at(req))};
-  if (!chat.ok()) return send_error(req, *res, route, chat.error(), &timing);
+  if (!chat.ok()) return send_keyed_error(req, *res, route, *key_id, chat.error(), &timing);
+  if (auto refused = guard_chat_input(config_.guard.get(), chat.value(), req.request_id, &metrics_root_->engine)) {
+    return send_keyed_error(req, *res, route, *key_id, *refused, &timing);
+  }
   const openai::Kind kind = chat_api ? openai::Kind::kChat : openai::Kind::kCompletion;
   const std::string model = chat.value().model;
   const bool include_usage = chat.value().include_usage;

@@ -104,6 +104,10 @@ class ApiService {
   void send_error(const http::HttpRequest& req, http::Responder& res, const std::string& route, const ApiError& e,
                   const ServerTiming* timing = nullptr, std::vector<http::Header> headers = {},
                   std::string_view tenant = {});
+  // send_error for an authenticated generation request refused before
+  // admission: with its key's rate-limit headers as they stand (keys file).
+  void send_keyed_error(const http::HttpRequest& req, http::Responder& res, const std::string& route,
+                        const std::string& key_id, const ApiError& e, const ServerTiming* timing = nullptr);
   void send_json(const http::HttpRequest& req, http::Responder& res, const std::string& route, std::string body);
   // Metrics and the request log of an answer without generation.
   // `error_reason`: the request log's error_reason (a reason's table name; "stalled" for /ready).

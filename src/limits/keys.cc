@@ -33,6 +33,8 @@ std::string field_says(std::string_view field, std::string_view what) {
   return m;
 }
 
+constexpr int64_t kMaxLimit = int64_t{1} << 53;
+
 int64_t line_of(const toml::node& n) { return static_cast<int64_t>(n.source().begin.line); }
 
 bool valid_name(std::string_view name) {
@@ -111,6 +113,11 @@ Status parse_entry(toml::table& t, const std::string& path, KeyEntry* e) {
       if (!lf) return file_error(path, line, "unknown field " + field_says(field, "in [[key]]"));
       const std::optional<int64_t> v = node.is_integer() ? node.value<int64_t>() : std::nullopt;
       if (!v || *v < 0) return file_error(path, line, field_says(field, "must be a non-negative integer"));
+      // The buckets count in doubles: above 2^53 units a limit would lose
+      // its exactness (and the headers' integers would overflow).
+      if (*v > kMaxLimit) {
+        return file_error(path, line, field_says(field, "must be at most " + std::to_string(kMaxLimit)));
+      }
       e->limits.*(lf->field) = *v;
     }
   }

@@ -468,6 +468,52 @@ TEST(GuardServerTest, InputActionsOnTheFakeEngine) {
   EXPECT_EQ(r.input_tokens, n_seen);
 }
 
+// Every place of the history a template may render is screened, before
+// context editing decides what to clear: thinking blocks sent back, tool-call
+// arguments with JSON escapes, and a tool result that an edit would clear.
+TEST(GuardServerTest, TheWholeHistoryIsScreenedBeforeContextEditing) {
+  const std::string path = testing_support::temp_file("zl_guard_server_test", "fake_history.toml");
+  {
+    std::ofstream f(path);
+    f << kInputPolicy;
+  }
+  ServerProcess s({"--fake-engine", "--guard", path}, ZL_TEST_SERVER);
+  ASSERT_TRUE(s.ok());
+  auto history = [](const std::string& thinking, const std::string& old_result, const std::string& extra) {
+    std::string m = R"({"model":"claude-x","max_tokens":16,"messages":[{"role":"user","content":"hi"},)";
+    for (int i = 0; i < 3; ++i) {
+      const std::string id = "toolu_" + std::to_string(i);
+      m += R"({"role":"assistant","content":[)";
+      if (i == 0 && !thinking.empty()) m += R"({"type":"thinking","thinking":)" + jquote(thinking) + R"(,"signature":"s"},)";
+      m += R"({"type":"tool_use","id":")" + id + R"(","name":"get","input":{}}]},)";
+      m += R"({"role":"user","content":[{"type":"tool_result","tool_use_id":")" + id + R"(","content":)" +
+           jquote(i == 0 ? old_result : "result " + std::to_string(i)) + "}]}";
+      m += i < 2 ? "," : "";
+    }
+    return m + R"(],"tools":[{"name":"get","input_schema":{"type":"object"}}])" + extra + "}";
+  };
+  const std::string clear_old =
+      R"(,"context_management":{"edits":[{"type":"clear_tool_uses_20250919","trigger":{"type":"input_tokens","value":1},)"
+      R"("keep":{"type":"tool_uses","value":1}}]})";
+  EXPECT_EQ(anthropic(s.port(), history("", "a plain result", clear_old)).status, 200);
+  // The banned phrase in a result the edit clears: still refused, both routes.
+  const Answer cleared = anthropic(s.port(), history("", "about project falcon", clear_old));
+  EXPECT_EQ(cleared.status, 400);
+  EXPECT_EQ(str(at(cleared.raw, {"error", "detail", "rule"})), "codename");
+  EXPECT_EQ(fetch(s.port(), "POST", "/v1/messages/count_tokens", history("", "about project falcon", clear_old)).status,
+            400);
+  // In a thinking block of the history.
+  EXPECT_EQ(anthropic(s.port(), history("thinking of project falcon", "ok", "")).status, 400);
+  // In OpenAI tool-call arguments, hidden behind a JSON escape.
+  const std::string openai_body =
+      R"({"model":"gpt-x","max_tokens":16,"messages":[{"role":"user","content":"hi"},)"
+      R"({"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"get",)"
+      R"("arguments":"{\"x\":\"project\\u0020falcon\"}"}}]},{"role":"tool","tool_call_id":"c1","content":"ok"}]})";
+  HttpReply o = fetch(s.port(), "POST", "/v1/chat/completions", openai_body);
+  EXPECT_EQ(o.status, 400) << o.body;
+  EXPECT_EQ(str(at(parse_obj(o.body), {"error", "code"})), "safety_violation");
+}
+
 TEST(GuardServerTest, ABadPolicyFileStopsTheStartWithExit2NamingTheLine) {
   const std::string path = testing_support::temp_file("zl_guard_server_test", "bad.toml");
   {

@@ -308,6 +308,34 @@ TEST(ServerQuota, MaxConcurrentRefusesWhileARequestRunsAndNotAfter) {
   EXPECT_TRUE(wait_until([] { return post("/v1/messages", kMsg, "sk-conc").status == 200; }));
 }
 
+// An authenticated request refused before admission (a 400) charges nothing
+// and still carries its key's rate-limit headers, on both APIs.
+TEST(ServerQuota, A400BeforeAdmissionCarriesTheHeadersAndChargesNothing) {
+  const std::string bad = R"({"model":"m","max_tokens":0,"messages":[{"role":"user","content":"hi"}]})";
+  // Buckets only refill between the answers: `remaining` never goes down.
+  int64_t requests = -1;
+  int64_t input = -1;
+  for (int i = 0; i < 3; ++i) {
+    HttpReply a = post("/v1/messages", bad, "sk-other");
+    ASSERT_EQ(a.status, 400) << a.body;
+    EXPECT_EQ(num(a, "anthropic-ratelimit-requests-limit"), 6);
+    EXPECT_GE(num(a, "anthropic-ratelimit-requests-remaining"), requests);
+    EXPECT_GE(num(a, "anthropic-ratelimit-input-tokens-remaining"), input);
+    requests = num(a, "anthropic-ratelimit-requests-remaining");
+    input = num(a, "anthropic-ratelimit-input-tokens-remaining");
+    HttpReply o = post("/v1/chat/completions", "{", "sk-other");
+    ASSERT_EQ(o.status, 400) << o.body;
+    EXPECT_EQ(num(o, "x-ratelimit-limit-requests"), 6);
+    EXPECT_GE(num(o, "x-ratelimit-remaining-requests"), requests);
+    requests = num(o, "x-ratelimit-remaining-requests");
+  }
+  EXPECT_GE(requests, 1);
+  // --api-key keys have no quota: no headers.
+  HttpReply legacy = post("/v1/messages", bad, "sk-legacy");
+  EXPECT_EQ(legacy.status, 400);
+  EXPECT_EQ(legacy.header("anthropic-ratelimit-requests-limit"), "");
+}
+
 TEST(ServerQuota, ARequestTheEngineRefusesCostsNothing) {
   const std::string overload =
       R"({"model":"m","max_tokens":5,"messages":[{"role":"user","content":"[[fake:overload]]"}]})";

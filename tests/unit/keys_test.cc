@@ -127,6 +127,7 @@ TEST(Keys, EveryErrorNamesTheFileAndTheLine) {
       {head + "key_sha256 = \"abc\"\n", "64 hex digits", 3},
       {head + "key_sha256 = \"" + std::string(63, '0') + "g\"\n", "64 hex digits", 3},
       {head + "key = \"x\"\nrequests_per_minute = -1\n", "'requests_per_minute' must be a non-negative integer", 4},
+      {head + "key = \"x\"\nmax_concurrent = 9223372036854775807\n", "'max_concurrent' must be at most 9007199254740992", 4},
       {head + "key = \"x\"\ninput_tokens_per_minute = 1.5\n", "'input_tokens_per_minute' must be a non-negative", 4},
       {head + "key = \"x\"\noutput_tokens_per_minute = \"9\"\n", "'output_tokens_per_minute' must be", 4},
       {head + "key = \"x\"\nmax_concurrent = true\n", "'max_concurrent' must be", 4},
