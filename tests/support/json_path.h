@@ -12,7 +12,8 @@
 namespace zl::test {
 
 // The value at `path` (object keys, outermost first), or nullptr.
-inline const boost::json::value* at(const boost::json::object& o, std::initializer_list<std::string_view> path) {
+inline const boost::json::value* at(const boost::json::object& o,
+                                    std::initializer_list<std::string_view> path) {
   const boost::json::value* v = nullptr;
   const boost::json::object* cur = &o;
   for (std::string_view k : path) {
@@ -29,9 +30,13 @@ inline std::string str(const boost::json::value* v) {
 }
 
 // The integer `v` holds, or -1.
-inline int64_t num(const boost::json::value* v) { return v && v->is_int64() ? v->get_int64() : -1; }
+inline int64_t num(const boost::json::value* v) {
+  return v && v->is_int64() ? v->get_int64() : -1;
+}
 
 // `s` as a JSON string literal.
-inline std::string jquote(const std::string& s) { return boost::json::serialize(boost::json::value(s)); }
+inline std::string jquote(const std::string& s) {
+  return boost::json::serialize(boost::json::value(s));
+}
 
 }  // namespace zl::test

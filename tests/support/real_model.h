@@ -18,18 +18,21 @@
 namespace zl::test {
 
 // The demo model: a 260K-parameter Llama trained on TinyStories (context 2048).
-inline std::string model_path() { return shared_dir() + "/models/stories260K.gguf"; }
+inline std::string model_path() {
+  return shared_dir() + "/models/stories260K.gguf";
+}
 
 // Skips the current test, with a message, when the demo model is absent.
-#define REQUIRE_MODEL()                                                                            \
-  do {                                                                                             \
-    if (!::zl::test::file_exists(::zl::test::model_path()))                                        \
-      GTEST_SKIP() << ::zl::test::model_path() << " is absent (needs ../shared)";                  \
+#define REQUIRE_MODEL()                                                           \
+  do {                                                                            \
+    if (!::zl::test::file_exists(::zl::test::model_path()))                       \
+      GTEST_SKIP() << ::zl::test::model_path() << " is absent (needs ../shared)"; \
   } while (0)
 
 // `zerolayer serve` on the demo model, one thread, no request log, then `extra`.
 inline std::vector<std::string> real_model_args(const std::vector<std::string>& extra = {}) {
-  std::vector<std::string> args = {"--model", model_path(), "--threads", "1", "--request-log", "false"};
+  std::vector<std::string> args = {"--model", model_path(),    "--threads",
+                                   "1",       "--request-log", "false"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
