@@ -34,7 +34,8 @@ constexpr int64_t kKvTokens = 128;
 // process and name. Thread-safe.
 ServerProcess& real_server(const std::string& name, const std::vector<std::string>& extra) {
   static LazyServers servers;
-  std::vector<std::string> args = {"--ctx", "256", "--kv-size", std::to_string(kKvTokens), "--parallel", "2"};
+  std::vector<std::string> args = {"--ctx", "256", "--kv-size", std::to_string(kKvTokens),
+                                   "--parallel", "2"};
   args.insert(args.end(), extra.begin(), extra.end());
   return servers.real(name, args);
 }
