@@ -30,6 +30,7 @@
 #include "support/http_client.h"
 #include "support/json_object.h"
 #include "support/json_path.h"
+#include "support/openai_stream.h"
 #include "support/process.h"
 #include "support/real_model.h"
 #include "support/temp_files.h"
@@ -180,18 +181,11 @@ Answer openai(int port, const std::string& content, bool stream) {
     return a;
   }
   std::vector<SseEvent> ev = parse_sse(r.body);
-  for (size_t i = 0; i + 1 < ev.size(); ++i) {
-    json::object o = parse_obj(ev[i].data);
-    const json::array& choices = o["choices"].as_array();
-    if (choices.empty()) {
-      a.input_tokens = num(at(o, {"usage", "prompt_tokens"}));
-      a.output_tokens = num(at(o, {"usage", "completion_tokens"}));
-      continue;
-    }
-    const json::object& c = choices[0].as_object();
-    if (const std::string d = str(at(c, {"delta", "content"})); !d.empty()) a.deltas.push_back(d);
-    if (auto f = str(at(c, {"finish_reason"})); !f.empty()) a.stop_reason = f;
-  }
+  const ChatStream s = read_chat_stream(ev);
+  a.input_tokens = s.prompt_tokens;
+  a.output_tokens = s.completion_tokens;
+  a.stop_reason = s.finish_reason;
+  a.deltas = s.pieces;
   for (const std::string& d : a.deltas) a.text += d;
   return a;
 }

@@ -22,6 +22,7 @@
 #include "support/http_client.h"
 #include "support/json_object.h"
 #include "support/json_path.h"
+#include "support/openai_stream.h"
 #include "support/process.h"
 #include "support/real_model.h"
 
@@ -131,18 +132,11 @@ Answer openai_chat(int port, const std::string& content, const std::string& extr
   EXPECT_FALSE(ev.empty());
   if (ev.empty()) return a;
   EXPECT_EQ(ev.back().data, "[DONE]");
-  for (size_t i = 0; i + 1 < ev.size(); ++i) {
-    json::object o = parse_obj(ev[i].data);
-    const json::array& choices = o["choices"].as_array();
-    if (choices.empty()) {
-      a.input_tokens = num(at(o, {"usage", "prompt_tokens"}));
-      a.output_tokens = num(at(o, {"usage", "completion_tokens"}));
-      continue;
-    }
-    const json::object& c = choices[0].as_object();
-    a.text += str(at(c, {"delta", "content"}));
-    if (auto f = str(at(c, {"finish_reason"})); !f.empty()) a.stop_reason = f;
-  }
+  const ChatStream s = read_chat_stream(ev);
+  a.input_tokens = s.prompt_tokens;
+  a.output_tokens = s.completion_tokens;
+  a.stop_reason = s.finish_reason;
+  for (const std::string& piece : s.pieces) a.text += piece;
   return a;
 }
 
