@@ -14,8 +14,8 @@
 namespace zl::test {
 
 struct ChatStream {
-  std::vector<std::string> pieces;  // the non-empty delta contents, in order
-  std::string finish_reason;        // the last non-empty one
+  std::vector<std::string> pieces;                     // the non-empty delta contents, in order
+  std::string finish_reason;                           // the last non-empty one
   int64_t prompt_tokens = -1, completion_tokens = -1;  // the usage chunk's (-1: none)
 };
 
