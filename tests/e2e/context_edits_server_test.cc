@@ -11,51 +11,28 @@
 
 #include <boost/json.hpp>
 #include <cstdio>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include "support/http_client.h"
 #include "support/json_object.h"
+#include "support/json_path.h"
 #include "support/process.h"
+#include "support/real_model.h"
 
 namespace zl::test {
 namespace {
 
 namespace json = boost::json;
 
-std::string model_path() { return shared_dir() + "/models/stories260K.gguf"; }
-
-#define REQUIRE_MODEL()                                                                            \
-  do {                                                                                             \
-    if (!file_exists(model_path())) GTEST_SKIP() << model_path() << " is absent (needs ../shared)"; \
-  } while (0)
-
 // One server per process (CTest runs each test in its own), with a 4096-token
 // window: the model's tokenizer (512 pieces) spends about a token per two
 // characters, so 20+ round trips only fit once edited.
 int port() {
-  static std::unique_ptr<ServerProcess> s;
-  if (!s) {
-    s = std::make_unique<ServerProcess>(std::vector<std::string>{
-        "--model", model_path(), "--threads", "1", "--request-log", "false", "--parallel", "2", "--ctx", "4096"});
-  }
-  return s->port();
+  static LazyServers servers;
+  return servers.real("main", {"--parallel", "2", "--ctx", "4096"}).port();
 }
 
-const json::value* at(const json::object& o, std::initializer_list<std::string_view> path) {
-  const json::value* v = nullptr;
-  const json::object* cur = &o;
-  for (std::string_view k : path) {
-    if (!cur) return nullptr;
-    v = cur->if_contains(k);
-    cur = v && v->is_object() ? &v->get_object() : nullptr;
-  }
-  return v;
-}
-int64_t num(const json::value* v) { return v && v->is_int64() ? v->get_int64() : -1; }
-std::string str(const json::value* v) { return v && v->is_string() ? std::string(v->get_string()) : ""; }
-std::string quote(const std::string& s) { return json::serialize(json::value(s)); }
 
 // A tool result of a few hundred tokens, different for each round trip.
 std::string tool_result(int i) {
@@ -81,7 +58,7 @@ std::string agent_body(int n, const std::string& extra, bool thinking = false) {
     msgs += R"({"type":"text","text":"Let me look."},{"type":"tool_use","id":")" + id +
             R"(","name":"look","input":{"place":"box )" + std::to_string(i) + R"("}}]})";
     msgs += R"(,{"role":"user","content":[{"type":"tool_result","tool_use_id":")" + id + R"(","content":)" +
-            quote(tool_result(i)) + "}]}";
+            jquote(tool_result(i)) + "}]}";
   }
   msgs += "]";
   return R"({"model":"claude-x","temperature":0,"tools":[{"name":"look","description":"Look in a place.",)"

@@ -10,47 +10,30 @@
 
 #include <boost/json.hpp>
 #include <map>
-#include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "support/http_client.h"
 #include "support/json_object.h"
+#include "support/json_path.h"
 #include "support/process.h"
 #include "support/prom_text.h"
+#include "support/real_model.h"
 
 namespace zl::test {
 namespace {
 
 namespace json = boost::json;
 
-std::string model_path() {
-  return shared_dir() + "/models/stories260K.gguf";
-}
-
-#define REQUIRE_MODEL()                                               \
-  do {                                                                \
-    if (!file_exists(model_path()))                                   \
-      GTEST_SKIP() << model_path() << " is absent (needs ../shared)"; \
-  } while (0)
-
 constexpr int64_t kCtx = 256;
 constexpr int64_t kMaxTokens = 8;  // the reserve: min(max_tokens 8, --context-reserve 32)
 
 ServerProcess& real_server(const std::string& name, const std::vector<std::string>& extra) {
-  static std::mutex mu;
-  static std::map<std::string, std::unique_ptr<ServerProcess>> servers;
-  std::lock_guard<std::mutex> lock(mu);
-  auto& s = servers[name];
-  if (!s) {
-    std::vector<std::string> args = {
-        "--model", model_path(),         "--threads",  "1", "--request-log",     "false",
-        "--ctx",   std::to_string(kCtx), "--parallel", "2", "--context-reserve", "32"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    s = std::make_unique<ServerProcess>(args);
-  }
-  return *s;
+  static LazyServers servers;
+  std::vector<std::string> args = {"--ctx", std::to_string(kCtx), "--parallel", "2",
+                                   "--context-reserve", "32"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return servers.real(name, args);
 }
 int plain_port() {
   return real_server("plain", {}).port();
@@ -95,10 +78,6 @@ std::vector<Turn> story_chat(int n_exchanges) {
   }
   out.push_back({"user", "What happened at the end of the day?"});
   return out;
-}
-
-std::string jquote(const std::string& s) {
-  return json::serialize(json::value(s));
 }
 
 std::string anthropic_messages(const std::vector<Turn>& turns) {
@@ -157,10 +136,6 @@ std::string anthropic_body(const std::vector<Turn>& turns, const std::string& ex
 std::string openai_body(const std::vector<Turn>& turns, const std::string& extra) {
   return R"({"model":"m","temperature":0,"max_tokens":)" + std::to_string(kMaxTokens) +
          R"(,"messages":)" + openai_messages(turns) + (extra.empty() ? "" : "," + extra) + "}";
-}
-
-int64_t num(const json::value* v) {
-  return v && v->is_int64() ? v->get_int64() : -1;
 }
 
 // The exact count of a conversation, from the server's count_tokens.

@@ -24,15 +24,15 @@
 #include <cctype>
 #include <fstream>
 #include <functional>
-#include <map>
-#include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "support/http_client.h"
 #include "support/json_object.h"
+#include "support/json_path.h"
+#include "support/openai_stream.h"
 #include "support/process.h"
+#include "support/real_model.h"
 #include "support/temp_files.h"
 
 namespace zl::test {
@@ -42,28 +42,13 @@ namespace json = boost::json;
 
 const auto* const kCleanup = testing_support::register_temp_cleanup("zl_guard_server_test");
 
-std::string model_path() { return shared_dir() + "/models/stories260K.gguf"; }
-
-#define REQUIRE_MODEL()                                                                            \
-  do {                                                                                             \
-    if (!file_exists(model_path())) GTEST_SKIP() << model_path() << " is absent (needs ../shared)"; \
-  } while (0)
-
 constexpr const char* kPrompt = "Once upon a time";
 constexpr int kMaxTokens = 60;
 
 // A server on the model with `extra` flags, started once per process per name.
 ServerProcess& server(const std::string& name, const std::vector<std::string>& extra) {
-  static std::mutex mu;
-  static std::map<std::string, std::unique_ptr<ServerProcess>> servers;
-  std::lock_guard<std::mutex> lock(mu);
-  auto& s = servers[name];
-  if (!s) {
-    std::vector<std::string> args = {"--model", model_path(), "--threads", "1", "--request-log", "false"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    s = std::make_unique<ServerProcess>(args);
-  }
-  return *s;
+  static LazyServers servers;
+  return servers.real(name, extra);
 }
 
 // A server whose guard policy is `toml` (written to a temp file named after it).
@@ -80,19 +65,6 @@ int guarded_port(const std::string& name, const std::string& toml) {
 
 int plain_port() { return server("plain", {}).port(); }
 
-std::string str(const json::value* v) { return v && v->is_string() ? std::string(v->get_string()) : ""; }
-int64_t num(const json::value* v) { return v && v->is_int64() ? v->get_int64() : -1; }
-const json::value* at(const json::object& o, std::initializer_list<std::string_view> path) {
-  const json::value* v = nullptr;
-  const json::object* cur = &o;
-  for (std::string_view k : path) {
-    if (!cur) return nullptr;
-    v = cur->if_contains(k);
-    cur = v && v->is_object() ? &v->get_object() : nullptr;
-  }
-  return v;
-}
-std::string jquote(const std::string& s) { return json::serialize(json::value(s)); }
 
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -209,18 +181,11 @@ Answer openai(int port, const std::string& content, bool stream) {
     return a;
   }
   std::vector<SseEvent> ev = parse_sse(r.body);
-  for (size_t i = 0; i + 1 < ev.size(); ++i) {
-    json::object o = parse_obj(ev[i].data);
-    const json::array& choices = o["choices"].as_array();
-    if (choices.empty()) {
-      a.input_tokens = num(at(o, {"usage", "prompt_tokens"}));
-      a.output_tokens = num(at(o, {"usage", "completion_tokens"}));
-      continue;
-    }
-    const json::object& c = choices[0].as_object();
-    if (const std::string d = str(at(c, {"delta", "content"})); !d.empty()) a.deltas.push_back(d);
-    if (auto f = str(at(c, {"finish_reason"})); !f.empty()) a.stop_reason = f;
-  }
+  const ChatStream s = read_chat_stream(ev);
+  a.input_tokens = s.prompt_tokens;
+  a.output_tokens = s.completion_tokens;
+  a.stop_reason = s.finish_reason;
+  a.deltas = s.pieces;
   for (const std::string& d : a.deltas) a.text += d;
   return a;
 }

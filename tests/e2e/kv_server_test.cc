@@ -12,14 +12,14 @@
 
 #include <boost/json.hpp>
 #include <map>
-#include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "support/http_client.h"
 #include "support/json_object.h"
+#include "support/json_path.h"
 #include "support/process.h"
+#include "support/real_model.h"
 #include "support/prom_text.h"
 #include "support/wait.h"
 
@@ -28,29 +28,16 @@ namespace {
 
 namespace json = boost::json;
 
-std::string model_path() { return shared_dir() + "/models/stories260K.gguf"; }
-
-#define REQUIRE_MODEL()                                                                            \
-  do {                                                                                             \
-    if (!file_exists(model_path())) GTEST_SKIP() << model_path() << " is absent (needs ../shared)"; \
-  } while (0)
-
 constexpr int64_t kKvTokens = 128;
 
 // The real engine with a KV cache of half a context; started once per
 // process and name. Thread-safe.
 ServerProcess& real_server(const std::string& name, const std::vector<std::string>& extra) {
-  static std::mutex mu;
-  static std::map<std::string, std::unique_ptr<ServerProcess>> servers;
-  std::lock_guard<std::mutex> lock(mu);
-  auto& s = servers[name];
-  if (!s) {
-    std::vector<std::string> args = {"--model", model_path(), "--threads", "1", "--request-log", "false",
-                                     "--ctx", "256", "--kv-size", std::to_string(kKvTokens), "--parallel", "2"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    s = std::make_unique<ServerProcess>(args);
-  }
-  return *s;
+  static LazyServers servers;
+  std::vector<std::string> args = {"--ctx", "256", "--kv-size", std::to_string(kKvTokens),
+                                   "--parallel", "2"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return servers.real(name, args);
 }
 int strict_port() { return real_server("strict", {}).port(); }
 // Watermark 1: never under pressure. One answer fills this small cache, and
@@ -58,7 +45,6 @@ int strict_port() { return real_server("strict", {}).port(); }
 // could still see it full and be halved (the fake engine's test does that).
 int degrade_port() { return real_server("degrade", {"--degrade", "max-tokens", "--kv-high-watermark", "1"}).port(); }
 
-std::string jquote(const std::string& s) { return json::serialize(json::value(s)); }
 
 std::string messages(const std::string& content) {
   return R"("messages":[{"role":"user","content":)" + jquote(content) + "}]";
@@ -68,24 +54,10 @@ std::string anthropic_body(const std::string& content, const std::string& extra)
 }
 
 int64_t num(const json::object& o, std::initializer_list<std::string_view> path) {
-  const json::object* cur = &o;
-  const json::value* v = nullptr;
-  for (std::string_view k : path) {
-    if (!cur) return -1;
-    v = cur->if_contains(k);
-    cur = v && v->is_object() ? &v->get_object() : nullptr;
-  }
-  return v && v->is_int64() ? v->get_int64() : -1;
+  return test::num(at(o, path));
 }
 std::string str(const json::object& o, std::initializer_list<std::string_view> path) {
-  const json::object* cur = &o;
-  const json::value* v = nullptr;
-  for (std::string_view k : path) {
-    if (!cur) return "";
-    v = cur->if_contains(k);
-    cur = v && v->is_object() ? &v->get_object() : nullptr;
-  }
-  return v && v->is_string() ? std::string(v->get_string()) : "";
+  return test::str(at(o, path));
 }
 
 // The prompt's exact token count, from the server's own count_tokens.

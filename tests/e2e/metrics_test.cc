@@ -22,6 +22,7 @@
 #include "support/json_object.h"
 #include "support/process.h"
 #include "support/prom_text.h"
+#include "support/real_model.h"
 #include "support/wait.h"
 
 namespace zl::test {
@@ -220,11 +221,9 @@ TEST(MetricsTest, BadCompatValueIsRefused) {
 
 // ---- the real engine: engine-side histograms move exactly ----
 
-std::string model_path() { return shared_dir() + "/models/stories260K.gguf"; }
-
 TEST(MetricsTest, EngineFamiliesMoveWithRealTraffic) {
   if (!obs::kEnabled) GTEST_SKIP() << "built with ZL_OBS=OFF: nothing is recorded";
-  if (!file_exists(model_path())) GTEST_SKIP() << model_path() << " is absent (needs ../shared)";
+  REQUIRE_MODEL();
   ServerProcess s({"--model", model_path(), "--threads", "1", "--parallel", "4", "--request-log", "false"});
   ASSERT_TRUE(s.ok()) << s.startup_line();
   const PromText before = scrape(s.port());

@@ -7,15 +7,16 @@
 
 #include <boost/json.hpp>
 #include <chrono>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "support/http_client.h"
 #include "support/json_object.h"
+#include "support/json_path.h"
+#include "support/openai_stream.h"
 #include "support/process.h"
+#include "support/real_model.h"
 #include "support/wait.h"
 
 namespace zl::test {
@@ -23,52 +24,24 @@ namespace {
 
 namespace json = boost::json;
 
-std::string model_path() { return shared_dir() + "/models/stories260K.gguf"; }
-
-#define REQUIRE_MODEL()                                                                            \
-  do {                                                                                             \
-    if (!file_exists(model_path())) GTEST_SKIP() << model_path() << " is absent (needs ../shared)"; \
-  } while (0)
-
 // One server per kind, started on first use. Thread-safe.
 ServerProcess& server(const std::string& name) {
-  static std::mutex mu;
-  static std::map<std::string, std::unique_ptr<ServerProcess>> servers;
-  std::lock_guard<std::mutex> lock(mu);
-  auto& s = servers[name];
-  if (!s) {
-    if (name == "real") {
-      s = std::make_unique<ServerProcess>(std::vector<std::string>{
-          "--model", model_path(), "--threads", "1", "--request-log", "false", "--response-cache-mb", "4",
-          "--api-key", "k1", "--api-key", "k2"});
-    } else {
-      s = std::make_unique<ServerProcess>(
-          std::vector<std::string>{"--fake-engine", "--fake-step-us", "500", "--request-log", "false",
-                                   "--response-cache-mb", "4"},
-          ZL_TEST_SERVER);
-    }
+  static LazyServers servers;
+  if (name == "real") {
+    return servers.real(name, {"--response-cache-mb", "4", "--api-key", "k1", "--api-key", "k2"});
   }
-  return *s;
+  return servers.get(name, [] {
+    return std::make_unique<ServerProcess>(
+        std::vector<std::string>{"--fake-engine", "--fake-step-us", "500", "--request-log", "false",
+                                 "--response-cache-mb", "4"},
+        ZL_TEST_SERVER);
+  });
 }
 int real_port() { return server("real").port(); }
 int fake_port() { return server("fake").port(); }
 
 const std::vector<std::string> kKey1 = {"x-api-key: k1"};
 const std::vector<std::string> kKey2 = {"x-api-key: k2"};
-
-std::string jquote(const std::string& s) { return json::serialize(json::value(s)); }
-std::string str(const json::value* v) { return v && v->is_string() ? std::string(v->get_string()) : ""; }
-int64_t num(const json::value* v) { return v && v->is_int64() ? v->get_int64() : -1; }
-const json::value* at(const json::object& o, std::initializer_list<std::string_view> path) {
-  const json::value* v = nullptr;
-  const json::object* cur = &o;
-  for (std::string_view k : path) {
-    if (!cur) return nullptr;
-    v = cur->if_contains(k);
-    cur = v && v->is_object() ? &v->get_object() : nullptr;
-  }
-  return v;
-}
 
 // An Anthropic request: greedy unless `extra` says otherwise.
 std::string msg_body(const std::string& content, const std::string& extra) {
@@ -163,22 +136,14 @@ Answer openai(int port, const std::string& body, bool stream) {
   }
   std::vector<SseEvent> ev = parse_sse(r.body);
   EXPECT_TRUE(!ev.empty() && ev.back().data == "[DONE]");
-  for (size_t i = 0; i + 1 < ev.size(); ++i) {
-    json::object o = parse_obj(ev[i].data);
-    const json::array& choices = o["choices"].as_array();
-    if (choices.empty()) {
-      a.input_tokens = num(at(o, {"usage", "prompt_tokens"}));
-      a.output_tokens = num(at(o, {"usage", "completion_tokens"}));
-      continue;
-    }
-    const json::object& c = choices[0].as_object();
-    const std::string piece = str(at(c, {"delta", "content"}));
-    if (!piece.empty()) {
-      a.text += piece;
-      ++a.n_deltas;
-      a.max_delta_bytes = std::max(a.max_delta_bytes, piece.size());
-    }
-    if (auto f = str(at(c, {"finish_reason"})); !f.empty()) a.stop_reason = f;
+  const ChatStream s = read_chat_stream(ev);
+  a.input_tokens = s.prompt_tokens;
+  a.output_tokens = s.completion_tokens;
+  a.stop_reason = s.finish_reason;
+  for (const std::string& piece : s.pieces) {
+    a.text += piece;
+    ++a.n_deltas;
+    a.max_delta_bytes = std::max(a.max_delta_bytes, piece.size());
   }
   return a;
 }

@@ -22,6 +22,7 @@
 #include "support/json_object.h"
 #include "support/process.h"
 #include "support/prom_text.h"
+#include "support/real_model.h"
 #include "support/wait.h"
 
 namespace zl::test {
@@ -31,20 +32,12 @@ namespace json = boost::json;
 
 std::string str(const json::value& v) { return v.is_string() ? std::string(v.get_string()) : "<not a string>"; }
 
-std::string model_path() { return shared_dir() + "/models/stories260K.gguf"; }
-
-#define REQUIRE_MODEL()                                                                            \
-  do {                                                                                             \
-    if (!file_exists(model_path())) GTEST_SKIP() << model_path() << " is absent (needs ../shared)"; \
-  } while (0)
-
 // One batch slot, a 1024-token window, and backpressure that engages fast.
 std::vector<std::string> server_args(std::vector<std::string> extra) {
-  std::vector<std::string> args = {"--model", model_path(), "--threads", "1", "--request-log", "false",
-                                    "--parallel", "1", "--ctx", "1024", "--max-pending-events", "8",
-                                    "--socket-send-buffer", "16384"};
+  std::vector<std::string> args = {"--parallel", "1", "--ctx", "1024", "--max-pending-events", "8",
+                                   "--socket-send-buffer", "16384"};
   args.insert(args.end(), extra.begin(), extra.end());
-  return args;
+  return real_model_args(args);
 }
 
 double metric(int port, const std::string& name, const std::map<std::string, std::string>& labels = {}) {

@@ -14,9 +14,6 @@
 #include <atomic>
 #include <boost/json.hpp>
 #include <fstream>
-#include <map>
-#include <memory>
-#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -24,53 +21,25 @@
 
 #include "support/http_client.h"
 #include "support/json_object.h"
+#include "support/json_path.h"
+#include "support/openai_stream.h"
 #include "support/process.h"
+#include "support/real_model.h"
 
 namespace zl::test {
 namespace {
 
 namespace json = boost::json;
 
-std::string model_path() { return shared_dir() + "/models/stories260K.gguf"; }
-
-#define REQUIRE_MODEL()                                                                            \
-  do {                                                                                             \
-    if (!file_exists(model_path())) GTEST_SKIP() << model_path() << " is absent (needs ../shared)"; \
-  } while (0)
-
 // Servers start lazily, once per process (CTest runs each test in its own).
-// Thread-safe.
 ServerProcess& server(const std::string& name, const std::vector<std::string>& extra) {
-  static std::mutex mu;
-  static std::map<std::string, std::unique_ptr<ServerProcess>> servers;
-  std::lock_guard<std::mutex> lock(mu);
-  auto& s = servers[name];
-  if (!s) {
-    std::vector<std::string> args = {"--model", model_path(), "--threads", "1", "--request-log", "false"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    s = std::make_unique<ServerProcess>(args);
-  }
-  return *s;
+  static LazyServers servers;
+  return servers.real(name, extra);
 }
 // The model's own window (2048), 16 sequences in a batch.
 int main_port() { return server("main", {"--parallel", "16"}).port(); }
 // A 64-token window.
 int small_port() { return server("small", {"--ctx", "64"}).port(); }
-
-std::string str(const json::value* v) { return v && v->is_string() ? std::string(v->get_string()) : ""; }
-int64_t num(const json::value* v) { return v && v->is_int64() ? v->get_int64() : -1; }
-const json::value* at(const json::object& o, std::initializer_list<std::string_view> path) {
-  const json::value* v = nullptr;
-  const json::object* cur = &o;
-  for (std::string_view k : path) {
-    if (!cur) return nullptr;
-    v = cur->if_contains(k);
-    cur = v && v->is_object() ? &v->get_object() : nullptr;
-  }
-  return v;
-}
-
-std::string jquote(const std::string& s) { return json::serialize(json::value(s)); }
 
 // An Anthropic request: greedy unless `extra` says otherwise.
 std::string msg_body(const std::string& content, const std::string& extra) {
@@ -163,18 +132,11 @@ Answer openai_chat(int port, const std::string& content, const std::string& extr
   EXPECT_FALSE(ev.empty());
   if (ev.empty()) return a;
   EXPECT_EQ(ev.back().data, "[DONE]");
-  for (size_t i = 0; i + 1 < ev.size(); ++i) {
-    json::object o = parse_obj(ev[i].data);
-    const json::array& choices = o["choices"].as_array();
-    if (choices.empty()) {
-      a.input_tokens = num(at(o, {"usage", "prompt_tokens"}));
-      a.output_tokens = num(at(o, {"usage", "completion_tokens"}));
-      continue;
-    }
-    const json::object& c = choices[0].as_object();
-    a.text += str(at(c, {"delta", "content"}));
-    if (auto f = str(at(c, {"finish_reason"})); !f.empty()) a.stop_reason = f;
-  }
+  const ChatStream s = read_chat_stream(ev);
+  a.input_tokens = s.prompt_tokens;
+  a.output_tokens = s.completion_tokens;
+  a.stop_reason = s.finish_reason;
+  for (const std::string& piece : s.pieces) a.text += piece;
   return a;
 }
 

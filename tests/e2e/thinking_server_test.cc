@@ -10,32 +10,21 @@
 
 #include <algorithm>
 #include <boost/json.hpp>
-#include <memory>
 #include <string>
 #include <vector>
 
 #include "support/http_client.h"
 #include "support/process.h"
+#include "support/real_model.h"
 
 namespace zl::test {
 namespace {
 
 namespace json = boost::json;
 
-std::string model_path() { return shared_dir() + "/models/stories260K.gguf"; }
-
-#define REQUIRE_MODEL()                                                                            \
-  do {                                                                                             \
-    if (!file_exists(model_path())) GTEST_SKIP() << model_path() << " is absent (needs ../shared)"; \
-  } while (0)
-
 int port() {
-  static std::unique_ptr<ServerProcess> s;
-  if (!s) {
-    s = std::make_unique<ServerProcess>(std::vector<std::string>{
-        "--model", model_path(), "--threads", "1", "--request-log", "false", "--chat-template", "qwen3.5"});
-  }
-  return s->port();
+  static LazyServers servers;
+  return servers.real("main", {"--chat-template", "qwen3.5"}).port();
 }
 
 json::object post(const std::string& target, const std::string& body, int* status = nullptr) {

@@ -13,6 +13,7 @@
 
 #include "engine/engine.h"
 #include "model/model.h"
+#include "support/engine_fixture.h"
 #include "support/process.h"
 #include "support/wait.h"
 #include "tokenizer/tokenizer.h"
@@ -23,57 +24,17 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-struct Loaded {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tokenizer;
-};
+using test::collect;
+using test::LoadedModel;
+using test::Outcome;
 
-Loaded load_stories() {
-  Loaded l;
-  const std::string path = test::shared_dir() + "/models/stories260K.gguf";
-  if (!test::file_exists(path)) return l;
-  auto m = load_model(path);
-  EXPECT_TRUE(m.ok()) << m.status().to_string();
-  l.model = std::move(m).value();
-  auto t = Tokenizer::from_gguf(*l.model->file);
-  EXPECT_TRUE(t.ok()) << t.status().to_string();
-  l.tokenizer = std::move(t).value();
-  return l;
-}
+LoadedModel load_stories() { return test::load_shared_model("stories260K"); }
 
 #define REQUIRE_STORIES(l) \
   if (!(l).model) GTEST_SKIP() << "SKIPPED: ../shared/models/stories260K.gguf not found"
 
-struct Outcome {
-  std::vector<int32_t> ids;
-  std::string text;
-  Event last;
-};
-
-Outcome collect(RequestChannel& ch, std::chrono::milliseconds timeout = test::kDefaultWait) {
-  Outcome o;
-  const auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    for (Event& e : ch.wait_and_drain(100ms)) {
-      o.ids.insert(o.ids.end(), e.token_ids.begin(), e.token_ids.end());
-      o.text += e.text;
-      if (e.kind != EventKind::kText) {
-        o.last = std::move(e);
-        return o;
-      }
-    }
-  }
-  ADD_FAILURE() << "request " << ch.request_id() << ": no last event within " << timeout.count() << " ms";
-  return o;
-}
-
 Request greedy(std::vector<int32_t> prompt, int max_tokens, std::string id = "r") {
-  Request r{.id = std::move(id), .tenant = "t", .prompt_ids = std::move(prompt)};
-  r.sampling.temperature = 0;
-  r.stop.max_tokens = max_tokens;
-  r.stop.ignore_eos = true;
-  r.return_token_ids = true;
-  return r;
+  return test::greedy_request(std::move(prompt), max_tokens, std::move(id));
 }
 
 std::vector<int32_t> prompt_of(int n, uint32_t seed) {
@@ -136,7 +97,7 @@ TEST(EngineQueue, RetryAfterFollowsTheCompletionRateAndTheQueue) {
 }
 
 TEST(EngineQueue, AFullQueueRefusesAtOnceAndWhatRunsIsUndisturbed) {
-  Loaded l = load_stories();
+  LoadedModel l = load_stories();
   REQUIRE_STORIES(l);
   EngineConfig cfg = small_config();
   const auto prompt_a = prompt_of(12, 1), prompt_b = prompt_of(9, 2);
@@ -175,7 +136,7 @@ TEST(EngineQueue, AFullQueueRefusesAtOnceAndWhatRunsIsUndisturbed) {
 }
 
 TEST(EngineQueue, TheTokenBoundCountsQueuedPromptTokens) {
-  Loaded l = load_stories();
+  LoadedModel l = load_stories();
   REQUIRE_STORIES(l);
   EngineConfig cfg = small_config();
   cfg.max_queue_tokens = 30;
@@ -201,7 +162,7 @@ TEST(EngineQueue, TheTokenBoundCountsQueuedPromptTokens) {
 }
 
 TEST(EngineQueue, ARequestNotAdmittedInTimeEndsWithQueueTimeout) {
-  Loaded l = load_stories();
+  LoadedModel l = load_stories();
   REQUIRE_STORIES(l);
   EngineConfig cfg = small_config();
   cfg.queue_timeout_ms = 300;
@@ -224,7 +185,7 @@ TEST(EngineQueue, ARequestNotAdmittedInTimeEndsWithQueueTimeout) {
 }
 
 TEST(EngineQueue, CountersReturnToZeroAfterErrorsCancelsAndShutdown) {
-  Loaded l = load_stories();
+  LoadedModel l = load_stories();
   REQUIRE_STORIES(l);
   EngineConfig cfg = small_config();
   cfg.max_queue = 8;
@@ -252,7 +213,7 @@ TEST(EngineQueue, CountersReturnToZeroAfterErrorsCancelsAndShutdown) {
 }
 
 TEST(EngineQueue, APausedStreamIsPreemptedForOthersAndResumesExactly) {
-  Loaded l = load_stories();
+  LoadedModel l = load_stories();
   REQUIRE_STORIES(l);
   EngineConfig cfg = small_config();
   const auto prompt_a = prompt_of(40, 1), prompt_b = prompt_of(9, 2);
@@ -291,7 +252,7 @@ TEST(EngineQueue, APausedStreamIsPreemptedForOthersAndResumesExactly) {
 // Not a timed assertion: prints what a refusal costs the I/O thread (the
 // channel, the bound check under the engine's lock, the error event).
 TEST(EngineQueue, RefusalCostIsPrinted) {
-  Loaded l = load_stories();
+  LoadedModel l = load_stories();
   REQUIRE_STORIES(l);
   EngineConfig cfg = small_config();
   cfg.max_queue = 0;

@@ -15,6 +15,7 @@
 #include "model/model.h"
 #include "obs/engine_sink.h"
 #include "obs/metrics.h"  // kEnabled
+#include "support/engine_fixture.h"
 #include "support/process.h"
 #include "support/wait.h"
 #include "tokenizer/tokenizer.h"
@@ -24,57 +25,13 @@ namespace {
 
 using namespace std::chrono_literals;
 
-struct Loaded {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tokenizer;
-};
-
-Loaded load_shared(const std::string& name) {
-  Loaded l;
-  const std::string path = test::shared_dir() + "/models/" + name + ".gguf";
-  if (!test::file_exists(path)) return l;
-  auto m = load_model(path);
-  EXPECT_TRUE(m.ok()) << m.status().to_string();
-  l.model = std::move(m).value();
-  auto t = Tokenizer::from_gguf(*l.model->file);
-  EXPECT_TRUE(t.ok()) << t.status().to_string();
-  l.tokenizer = std::move(t).value();
-  return l;
-}
-
-struct Outcome {
-  std::vector<int32_t> ids;
-  std::string text;
-  Event last;
-};
-
-// Collects a channel's events until the last one. A last event that does not
-// come within `timeout` is a test failure (o.last.finish stays kNone).
-Outcome collect(RequestChannel& ch, std::chrono::milliseconds timeout = test::kDefaultWait) {
-  Outcome o;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    for (Event& e : ch.wait_and_drain(100ms)) {
-      o.ids.insert(o.ids.end(), e.token_ids.begin(), e.token_ids.end());
-      o.text += e.text;
-      if (e.kind != EventKind::kText) {
-        o.last = std::move(e);
-        return o;
-      }
-    }
-  }
-  ADD_FAILURE() << "request " << ch.request_id() << ": no last event within " << timeout.count() << " ms ("
-                << o.ids.size() << " ids so far)";
-  return o;
-}
+using test::collect;
+using test::LoadedModel;
+using test::load_shared_model;
+using test::Outcome;
 
 Request greedy(std::vector<int32_t> prompt, int max_tokens, std::string tenant = "t") {
-  Request r{.id = "r", .tenant = std::move(tenant), .prompt_ids = std::move(prompt)};
-  r.sampling.temperature = 0;
-  r.stop.max_tokens = max_tokens;
-  r.stop.ignore_eos = true;
-  r.return_token_ids = true;
-  return r;
+  return test::greedy_request(std::move(prompt), max_tokens, "r", std::move(tenant));
 }
 
 std::vector<int32_t> random_prompt(std::mt19937& rng, int n, int n_vocab) {
@@ -101,7 +58,7 @@ void wait_steps(const Engine& e, int64_t n) {
 class EngineOnModel : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EngineOnModel, ConcurrentRequestsProduceWhatEachProducesAlone) {
-  Loaded l = load_shared(GetParam());
+  LoadedModel l = load_shared_model(GetParam());
   if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/" << GetParam() << ".gguf not found";
   const int n_vocab = static_cast<int>(l.model->config.n_vocab);
   std::mt19937 rng(7);
@@ -137,7 +94,7 @@ TEST_P(EngineOnModel, ConcurrentRequestsProduceWhatEachProducesAlone) {
 }
 
 TEST_P(EngineOnModel, PrefixCacheHitsGiveTheSameIds) {
-  Loaded l = load_shared(GetParam());
+  LoadedModel l = load_shared_model(GetParam());
   if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/" << GetParam() << ".gguf not found";
   std::mt19937 rng(3);
   const auto prompt = random_prompt(rng, 70, static_cast<int>(l.model->config.n_vocab));
@@ -168,7 +125,7 @@ INSTANTIATE_TEST_SUITE_P(Shared, EngineOnModel,
                          });
 
 TEST(Engine, PreemptionUnderMemoryPressureKeepsResultsExact) {
-  Loaded l = load_shared("stories260K");
+  LoadedModel l = load_shared_model("stories260K");
   if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/stories260K.gguf not found";
   std::mt19937 rng(9);
   std::vector<std::vector<int32_t>> prompts;
@@ -200,7 +157,7 @@ TEST(Engine, PreemptionUnderMemoryPressureKeepsResultsExact) {
 // refuses what could never fit, with the numbers the API layer also computes
 // (limits/kv_admission.h), and takes exactly what fits.
 TEST(Engine, AKvCacheBelowTheWindowRefusesWhatCanNeverFit) {
-  Loaded l = load_shared("stories260K");
+  LoadedModel l = load_shared_model("stories260K");
   if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/stories260K.gguf not found";
   EngineConfig cfg{.n_ctx = 256, .max_seqs = 2, .n_kv_tokens = 64, .block_size = 16, .n_threads = 1};
   auto engine = Engine::create(*l.model, *l.tokenizer, cfg);
@@ -221,7 +178,7 @@ TEST(Engine, AKvCacheBelowTheWindowRefusesWhatCanNeverFit) {
 }
 
 TEST(Engine, CancelReturnsEveryBlock) {
-  Loaded l = load_shared("stories260K");
+  LoadedModel l = load_shared_model("stories260K");
   if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/stories260K.gguf not found";
   EngineConfig cfg{.n_ctx = 512, .max_seqs = 4, .n_kv_tokens = 2048, .block_size = 16, .n_threads = 1};
   auto engine = Engine::create(*l.model, *l.tokenizer, cfg);
@@ -246,7 +203,7 @@ TEST(Engine, CancelReturnsEveryBlock) {
 // (steps only tick at the paused-poll rate), and draining resumes it to the
 // same tokens an undisturbed run gives.
 TEST(Engine, BackpressurePausesWithoutSpinningAndResumesExactly) {
-  Loaded l = load_shared("stories260K");
+  LoadedModel l = load_shared_model("stories260K");
   if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/stories260K.gguf not found";
   EngineConfig cfg{.n_ctx = 256, .max_seqs = 2, .n_kv_tokens = 512, .block_size = 16, .n_threads = 1,
                    .max_pending_events = 4};
@@ -284,7 +241,7 @@ TEST(Engine, BackpressurePausesWithoutSpinningAndResumesExactly) {
 }
 
 TEST(Engine, FinishReasonsAndErrors) {
-  Loaded l = load_shared("stories260K");
+  LoadedModel l = load_shared_model("stories260K");
   if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/stories260K.gguf not found";
   EngineConfig cfg{.n_ctx = 64, .max_seqs = 2, .n_kv_tokens = 256, .block_size = 16, .n_threads = 1};
   auto engine = Engine::create(*l.model, *l.tokenizer, cfg);
@@ -326,7 +283,7 @@ TEST(Engine, FinishReasonsAndErrors) {
 // prompt's blocks are committed (a later real request finds them cached)
 // and nothing counts as generated.
 TEST(Engine, PrefillOnlyComputesThePromptAndSamplesNothing) {
-  Loaded l = load_shared("stories260K");
+  LoadedModel l = load_shared_model("stories260K");
   if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/stories260K.gguf not found";
   EngineConfig cfg{.n_ctx = 256, .max_seqs = 2, .n_kv_tokens = 512, .block_size = 16, .n_threads = 1};
   auto engine = Engine::create(*l.model, *l.tokenizer, cfg);
@@ -365,7 +322,7 @@ TEST(Engine, PrefillOnlyComputesThePromptAndSamplesNothing) {
 // Stopping: what is still running and what is submitted afterwards end with
 // the typed shutdown reason, not a KV-cache or context reason.
 TEST(Engine, ShutdownGivesTheShutdownReason) {
-  Loaded l = load_shared("stories260K");
+  LoadedModel l = load_shared_model("stories260K");
   if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/stories260K.gguf not found";
   EngineConfig cfg{.n_ctx = 512, .max_seqs = 2, .n_kv_tokens = 1024, .block_size = 16, .n_threads = 1,
                    .max_pending_events = 2};
@@ -385,7 +342,7 @@ TEST(Engine, ShutdownGivesTheShutdownReason) {
 }
 
 TEST(Engine, SameSeedSameTokensWhateverElseRuns) {
-  Loaded l = load_shared("stories260K");
+  LoadedModel l = load_shared_model("stories260K");
   if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/stories260K.gguf not found";
   EngineConfig cfg{.n_ctx = 256, .max_seqs = 8, .n_kv_tokens = 2048, .n_threads = 1};
   auto engine = Engine::create(*l.model, *l.tokenizer, cfg);
@@ -408,7 +365,7 @@ TEST(Engine, SameSeedSameTokensWhateverElseRuns) {
 // destructor): one join, no race on the thread handle (TSan sees it), and
 // every request still running ends with an error event.
 TEST(Engine, ConcurrentStopJoinsOnce) {
-  Loaded l = load_shared("stories260K");
+  LoadedModel l = load_shared_model("stories260K");
   if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/stories260K.gguf not found";
   EngineConfig cfg{.n_ctx = 512, .max_seqs = 4, .n_kv_tokens = 2048, .block_size = 16, .n_threads = 1};
   auto engine = Engine::create(*l.model, *l.tokenizer, cfg);
@@ -457,7 +414,7 @@ struct RecordingSink final : obs::EngineSink {
 
 TEST(EngineObsTest, ReportsEachFirstTokenGapAndDecodeStep) {
   if (!obs::kEnabled) GTEST_SKIP() << "built with ZL_OBS=OFF";
-  Loaded l = load_shared("stories260K");
+  LoadedModel l = load_shared_model("stories260K");
   if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/stories260K.gguf not found";
   RecordingSink sink;
   EngineConfig cfg{.n_ctx = 256, .max_seqs = 4, .n_kv_tokens = 1024, .block_size = 16, .kv_type = KvType::kF32,

@@ -19,6 +19,7 @@
 #include "engine/engine.h"
 #include "engine/span_budget.h"
 #include "model/model.h"
+#include "support/engine_fixture.h"
 #include "support/process.h"
 #include "support/wait.h"
 #include "tokenizer/chat_template.h"
@@ -368,46 +369,10 @@ TEST(SpanBudget, TrackerForcesTheEndAfterTheBudget) {
   EXPECT_EQ(own.n_inside(), 2);
 }
 
-struct Loaded {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tokenizer;
-};
+using test::LoadedModel;
+using test::Outcome;
 
-Loaded load(const std::string& name) {
-  Loaded l;
-  const std::string path = test::shared_dir() + "/models/" + name + ".gguf";
-  if (!test::file_exists(path)) return l;
-  auto m = load_model(path);
-  EXPECT_TRUE(m.ok()) << m.status().to_string();
-  l.model = std::move(m).value();
-  auto t = Tokenizer::from_gguf(*l.model->file);
-  EXPECT_TRUE(t.ok()) << t.status().to_string();
-  l.tokenizer = std::move(t).value();
-  return l;
-}
-
-struct Outcome {
-  std::vector<int32_t> ids;
-  std::string text;
-  Event last;
-};
-
-Outcome run(Engine& engine, Request r) {
-  auto ch = engine.submit(std::move(r));
-  Outcome out;
-  EXPECT_TRUE(test::wait_until([&] {
-    for (Event& e : ch->drain()) {
-      out.ids.insert(out.ids.end(), e.token_ids.begin(), e.token_ids.end());
-      out.text += e.text;
-      if (e.kind != EventKind::kText) {
-        out.last = std::move(e);
-        return true;
-      }
-    }
-    return false;
-  }));
-  return out;
-}
+Outcome run(Engine& engine, Request r) { return test::collect(*engine.submit(std::move(r))); }
 
 // On both models, with the thought opened by the prompt (qwen3.5's
 // template) and greedy decoding: the first B tokens are the model's own
@@ -415,7 +380,7 @@ Outcome run(Engine& engine, Request r) {
 // answer; usage counts every token.
 TEST(SpanBudget, EngineForcesTheCloseAfterExactlyBTokens) {
   for (const char* name : {"stories260K", "tiny-qwen3-F32"}) {
-    Loaded l = load(name);
+    LoadedModel l = test::load_shared_model(name);
     if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models not found";
     EngineConfig cfg{.n_ctx = 256, .max_seqs = 2, .n_kv_tokens = 512, .block_size = 16, .n_threads = 1};
     auto engine = Engine::create(*l.model, *l.tokenizer, cfg);
