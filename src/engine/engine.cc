@@ -312,6 +312,12 @@ void Engine::admit(Request request, std::shared_ptr<RequestChannel> channel, Tim
   for (int32_t id : request.prompt_ids) {
     if (id < 0 || id >= model_.config.n_vocab) return fail(invalid_argument("prompt token id " + std::to_string(id) + " is outside the vocabulary"));
   }
+  // logit_bias ids past the vocabulary would be ignored silently: refused, as OpenAI does.
+  if (!request.sampling.logit_bias.empty() && request.sampling.logit_bias.rbegin()->first >= model_.config.n_vocab) {
+    return fail(invalid_argument("logit_bias token id " + std::to_string(request.sampling.logit_bias.rbegin()->first) +
+                                     " is outside the vocabulary (" + std::to_string(model_.config.n_vocab) + " tokens)",
+                                 {.reason = ErrorReason::kInvalidValue}));
+  }
   if (n_prompt >= config_.n_ctx) {
     return fail(out_of_range("the prompt has " + std::to_string(n_prompt) + " tokens; the context window is " +
                                  std::to_string(config_.n_ctx),

@@ -320,6 +320,16 @@ TEST(ServerRealTest, PromptOverTheContextIs400WithTheCounts) {
   EXPECT_EQ(str(at(o.raw, {"error", "code"})), "context_length_exceeded");
 }
 
+// A logit_bias id past the vocabulary is a 400, not silently ignored.
+TEST(ServerRealTest, LogitBiasOutsideTheVocabularyIs400) {
+  REQUIRE_MODEL();
+  const std::string body = R"({"model":"m","max_tokens":4,"logit_bias":{"99999999":100},)"
+                           R"("messages":[{"role":"user","content":"hi"}]})";
+  HttpReply r = fetch(main_port(), "POST", "/v1/chat/completions", body);
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(str(at(parse_obj(r.body), {"error", "code"})), "invalid_value") << r.body;
+}
+
 TEST(ServerRealTest, MaxTokensAboveTheContextIsClampedAndFillsTheWindow) {
   REQUIRE_MODEL();
   // Anthropic: the generation runs to the end of the 64-token window (stories
