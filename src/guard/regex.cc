@@ -6,6 +6,7 @@
 #include <unicode/uchar.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "core/utf8.h"
 #include "guard/normalize.h"
@@ -340,6 +341,28 @@ struct Scratch {
   uint32_t gen = 0;
 };
 
+// Follows the split (epsilon) edges from `st`, marking each state visited in
+// this generation of `t`, and calls on_state(x) for every other state reached
+// (a set or the match), first branch first: the threads' priority order.
+template <typename StateVec, typename OnState>
+void epsilon_closure(const StateVec& states, Scratch& t, int32_t st, OnState&& on_state) {
+  t.stack.clear();
+  t.stack.push_back(st);
+  while (!t.stack.empty()) {
+    const int32_t x = t.stack.back();
+    t.stack.pop_back();
+    if (t.mark[x] == t.gen) continue;
+    t.mark[x] = t.gen;
+    const auto& state = states[x];
+    if (state.op == std::decay_t<decltype(state)>::kSplit) {
+      t.stack.push_back(state.out2);
+      t.stack.push_back(state.out);
+    } else {
+      on_state(x);
+    }
+  }
+}
+
 }  // namespace
 
 std::pair<size_t, bool> BoundedRegex::run(std::string_view v, size_t s) const {
@@ -349,23 +372,13 @@ std::pair<size_t, bool> BoundedRegex::run(std::string_view v, size_t s) const {
   bool matched_here = false;
   // Adds the epsilon closure of `st` to `list`.
   auto add = [&](std::vector<int32_t>* list, int32_t st) {
-    t.stack.clear();
-    t.stack.push_back(st);
-    while (!t.stack.empty()) {
-      const int32_t x = t.stack.back();
-      t.stack.pop_back();
-      if (t.mark[x] == t.gen) continue;
-      t.mark[x] = t.gen;
-      const State& state = states_[x];
-      if (state.op == State::kSplit) {
-        t.stack.push_back(state.out2);
-        t.stack.push_back(state.out);
-      } else if (state.op == State::kMatch) {
+    epsilon_closure(states_, t, st, [&](int32_t x) {
+      if (states_[x].op == State::kMatch) {
         matched_here = true;
       } else {
         list->push_back(x);
       }
-    }
+    });
   };
   if (++t.gen == 0) t.mark.assign(states_.size(), 0), t.gen = 1;
   t.cur.clear();
@@ -395,22 +408,12 @@ size_t BoundedRegex::earliest_live(std::string_view v, size_t from, const std::v
   thread_local std::vector<size_t> cur_start, next_start;
   if (t.mark.size() < states_.size()) t.mark.assign(states_.size(), 0);
   auto add = [&](std::vector<int32_t>* list, std::vector<size_t>* list_start, int32_t st, size_t start) {
-    t.stack.clear();
-    t.stack.push_back(st);
-    while (!t.stack.empty()) {
-      const int32_t x = t.stack.back();
-      t.stack.pop_back();
-      if (t.mark[x] == t.gen) continue;
-      t.mark[x] = t.gen;
-      const State& state = states_[x];
-      if (state.op == State::kSplit) {
-        t.stack.push_back(state.out2);
-        t.stack.push_back(state.out);
-      } else if (state.op == State::kSet) {
+    epsilon_closure(states_, t, st, [&](int32_t x) {
+      if (states_[x].op == State::kSet) {
         list->push_back(x);
         list_start->push_back(start);
       }
-    }
+    });
   };
   t.cur.clear();
   cur_start.clear();
