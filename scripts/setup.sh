@@ -14,6 +14,10 @@ PACKAGES=(
   libssl-dev  # SHA-256 of API keys (limits/), TLS
   libhiredis-dev redis-server  # shared quota buckets (--redis); the tests start a redis-server
   libicu-dev  # the guard's Unicode normalisation (NFKC, case folding)
+  libnghttp2-dev  # HTTP/2 (h2c and h2 over TLS) on the server's port
+  nghttp2-client  # h2load: the HTTP/2 load tests and benchmark
+  nginx-light  # deploy/: the loopback fleet tests put nginx in front of replicas
+  chromium  # the web playground's end-to-end tests (Playwright drives it)
 )
 
 # Node.js runs the official SDK clients in the end-to-end tests; Debian's
