@@ -110,14 +110,8 @@ void ApiService::register_routes(http::Router& router) {
     }
     return out;
   });
-  router.add("HEAD", "/", [this](HttpRequest& q, R res) {
-    record(q, "/", 200);
-    res->send(http::HttpResponse{.status = 200, .content_type = "text/plain", .headers = {}, .body = "zerolayer\n"});
-  });
-  router.add("GET", "/", [this](HttpRequest& q, R res) {
-    record(q, "/", 200);
-    res->send(http::HttpResponse{.status = 200, .content_type = "text/plain", .headers = {}, .body = "zerolayer\n"});
-  });
+  router.add("GET", "/", [this](HttpRequest& q, R res) { handle_root(q, std::move(res)); });
+  if (config_.ui) router.add("GET", "/ui/{file}", [this](HttpRequest& q, R res) { handle_ui_asset(q, std::move(res)); });
   router.add("GET", "/health", [this](HttpRequest& q, R res) { send_json(q, *res, "/health", R"({"status":"ok"})"); });
   router.add("GET", "/ready", [this](HttpRequest& q, R res) { handle_ready(q, std::move(res)); });
   router.add("GET", "/metrics", [this](HttpRequest& q, R res) { handle_metrics(q, std::move(res)); });

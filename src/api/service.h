@@ -2,6 +2,7 @@
 // parse -> auth -> prepare -> engine -> format.
 //
 //   HEAD /, GET /health            liveness (no auth)
+//   GET /, GET /ui/{file}          the web playground for browsers (no auth; api/web_routes.cc)
 //   GET /ready                     model loaded and the engine stepping (no auth)
 //   GET /metrics                   Prometheus text (no auth unless ApiConfig::metrics_auth)
 //   POST /v1/messages              Anthropic (+ count_tokens)
@@ -62,6 +63,7 @@ struct ApiConfig {
   std::shared_ptr<obs::ServerMetrics> metrics;
   bool metrics_vllm_compat = false;  // --metrics-compat vllm: the vllm:* aliases
   bool metrics_auth = false;         // /metrics requires an API key (when keys are configured)
+  bool ui = true;                    // --ui: the web playground at / and /ui/ (web/site.h)
   // --response-cache-mb (limits/response_cache.h): answers to greedy or
   // seeded requests replayed from memory; none: off.
   std::shared_ptr<limits::ResponseCache> response_cache;
@@ -121,6 +123,8 @@ class ApiService {
   void handle_model(http::HttpRequest& req, std::shared_ptr<http::Responder> res);
   void handle_ready(http::HttpRequest& req, std::shared_ptr<http::Responder> res);
   void handle_metrics(http::HttpRequest& req, std::shared_ptr<http::Responder> res);
+  void handle_root(http::HttpRequest& req, std::shared_ptr<http::Responder> res);
+  void handle_ui_asset(http::HttpRequest& req, std::shared_ptr<http::Responder> res);
 
   // Submits a parsed chat and answers through `res`, in the wire format
   // that make_formatter gives for the prepared request.

@@ -121,6 +121,7 @@ std::vector<FlagSpec> serve_flags() {
       {"socket-send-buffer", true, "SO_SNDBUF of connections in bytes (default 0: kernel autotuning)"},
       {"metrics-compat", true, "also export other servers' metric names on /metrics: vllm (default: none)"},
       {"metrics-auth", true, "/metrics requires an API key like the API routes (default false: open)"},
+      {"ui", true, "serve the web playground and dashboard to browsers at / and /ui/ (default true)"},
       {"keys", true, "TOML file of API keys with per-key quotas (re-read on SIGHUP; beside --api-key)"},
       {"max-queue", true, "requests waiting for a batch slot at most; more are 529/503 overloaded (default 4 x parallel)"},
       {"max-queue-tokens", true, "prompt tokens waiting at most (default 0: unlimited)"},
@@ -211,6 +212,7 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
   api_cfg.metrics = metrics;
   api_cfg.metrics_vllm_compat = cfg.metrics_compat == "vllm";
   api_cfg.metrics_auth = cfg.metrics_auth;
+  api_cfg.ui = cfg.ui;
   if (cfg.response_cache_mb > 0) {  // --response-cache-mb (limits/response_cache.h)
     api_cfg.response_cache = std::make_shared<limits::ResponseCache>(static_cast<size_t>(cfg.response_cache_mb) << 20,
                                                                      &metrics->registry);

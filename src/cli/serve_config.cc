@@ -157,7 +157,7 @@ const std::vector<std::string>& serve_setting_names() {
       "sse-ping-interval", "otlp-endpoint", "log-format", "metrics-compat", "metrics-auth",
       "keys",            "max-queue",      "max-queue-tokens", "queue-timeout-ms", "max-pause-ms",
       "degrade",         "kv-high-watermark", "redis",       "redis-fail",      "response-cache-mb",
-      "guard",           "context-policy", "context-reserve"};
+      "guard",           "context-policy", "context-reserve", "ui"};
   return kNames;
 }
 
@@ -234,6 +234,7 @@ Result<ServeConfig> resolve_serve_config(const std::map<std::string, std::string
   RETURN_IF_ERROR(parse_int(src, "socket-send-buffer", 0, 1 << 30, &c.socket_send_buffer));
   RETURN_IF_ERROR(parse_bool(src, "request-log", &c.request_log));
   RETURN_IF_ERROR(parse_bool(src, "metrics-auth", &c.metrics_auth));
+  RETURN_IF_ERROR(parse_bool(src, "ui", &c.ui));
   str("metrics-compat", &c.metrics_compat);
   if (!c.metrics_compat.empty() && c.metrics_compat != "vllm" && c.metrics_compat != "none") {
     return invalid_argument(src.origin.at("metrics-compat") + ": metrics-compat must be vllm or none, got '" +

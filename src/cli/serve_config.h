@@ -54,6 +54,7 @@ struct ServeConfig {
   std::string log_format;
   std::string metrics_compat;         // "vllm": the vllm:* aliases on /metrics; "": none
   bool metrics_auth = false;          // /metrics requires an API key (when keys are configured)
+  bool ui = true;                     // the web playground at / and /ui/ (--ui false: the plain banner only)
   // Admission (src/limits/). Keys file with per-key quotas; empty: none.
   std::string keys_file;
   int64_t max_queue = -1;             // waiting requests at most; -1: 4 × parallel
