@@ -33,20 +33,27 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
-# The official SDKs for the end-to-end tests (tests/sdk), from the committed
-# lockfile; skipped when already installed from the same lockfile.
-install_sdk_tests() {
-  local dir
-  dir="$(cd "$(dirname "$0")/.." && pwd)/tests/sdk"
+# npm packages from a committed lockfile (`npm ci`), skipped when already
+# installed from the same lockfile: DIR (under the repository) and what they serve.
+install_npm_dir() {
+  local dir what="$2"
+  dir="$(cd "$(dirname "$0")/.." && pwd)/$1"
   if ! command -v npm >/dev/null; then
-    echo "setup: npm not found; the SDK end-to-end tests will be skipped" >&2
+    echo "setup: npm not found; $what will be skipped" >&2
     return 0
   fi
   if [ -f "$dir/node_modules/.package-lock.json" ] && [ "$dir/node_modules/.package-lock.json" -nt "$dir/package-lock.json" ]; then
     return 0
   fi
   (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >/dev/null) ||
-    echo "setup: npm ci in tests/sdk failed; the SDK end-to-end tests will be skipped" >&2
+    echo "setup: npm ci in $1 failed; $what will be skipped" >&2
+}
+
+# The official SDKs for the end-to-end tests (tests/sdk); esbuild, TypeScript
+# and playwright-core for the web playground (web/: its build, unit and browser tests).
+install_sdk_tests() {
+  install_npm_dir tests/sdk "the SDK end-to-end tests"
+  install_npm_dir web "the web playground's build from source (web/dist is embedded instead) and its tests"
 }
 
 if [ ${#missing[@]} -eq 0 ]; then

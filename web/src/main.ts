@@ -203,10 +203,8 @@ async function send(): Promise<void> {
     apiKey: apiKey(),
     signal: inflight.signal,
     onEvent: (_ev, added, msg) => {
-      if (added) {
-        tLast = performance.now();
-        if (!tFirst) tFirst = tLast;
-      }
+      if (added && !tFirst) tFirst = performance.now();
+      if (msg.stop_reason && !tLast) tLast = performance.now(); // message_delta: the answer is complete
       // One render per animation frame however many events arrive.
       if (!frame) frame = requestAnimationFrame(() => {
         frame = 0;
@@ -219,14 +217,16 @@ async function send(): Promise<void> {
   const msg = result.message;
   li.dataset.text = renderMessage(view.body, msg);
   const u = msg.usage;
-  const outTokens = u.output_tokens ?? 0;
+  // Stopped before message_delta: the server's final count never came.
+  const outTokens = tLast ? u.output_tokens ?? 0 : NaN;
+  // The rate the reader saw: first text on screen to the complete answer.
   const decodeS = (tLast - tFirst) / 1000;
   const items: [string, string, string][] = [
     ["ttft", "TTFT", tFirst ? `${(tFirst - t0).toFixed(0)} ms` : "–"],
     ["tps", "tokens/s", outTokens > 1 && decodeS > 0 ? ((outTokens - 1) / decodeS).toFixed(1) : "–"],
     ["in", "in", String(u.input_tokens ?? "–")],
-    ["out", "out", String(u.output_tokens ?? "–")],
-    ["cached", "cached", String(u.cache_read_input_tokens ?? 0)],
+    ["out", "out", Number.isNaN(outTokens) ? "–" : String(outTokens)],
+    ["cached", "cached", String(u.cache_read_input_tokens ?? 0)], // prompt tokens from the prefix cache, not in "in"
     ["stop", "stop", result.aborted ? "stopped by you" : msg.stop_reason ? msg.stop_reason + (msg.stop_sequence ? ` “${msg.stop_sequence}”` : "") : "–"],
     ["request-id", "request id", result.requestId || "–"],
   ];
