@@ -219,11 +219,13 @@ async function send(): Promise<void> {
   const u = msg.usage;
   // Stopped before message_delta: the server's final count never came.
   const outTokens = tLast ? u.output_tokens ?? 0 : NaN;
-  // The rate the reader saw: first text on screen to the complete answer.
+  // The rate the reader saw: first text on screen to the complete answer; an
+  // answer that came in one piece (coalesced by min_delay_ms, say) counts from the send.
   const decodeS = (tLast - tFirst) / 1000;
+  const tps = decodeS >= 0.001 ? (outTokens - 1) / decodeS : outTokens / ((tLast - t0) / 1000);
   const items: [string, string, string][] = [
     ["ttft", "TTFT", tFirst ? `${(tFirst - t0).toFixed(0)} ms` : "–"],
-    ["tps", "tokens/s", outTokens > 1 && decodeS > 0 ? ((outTokens - 1) / decodeS).toFixed(1) : "–"],
+    ["tps", "tokens/s", outTokens > 1 && Number.isFinite(tps) ? tps.toFixed(1) : "–"],
     ["in", "in", String(u.input_tokens ?? "–")],
     ["out", "out", Number.isNaN(outTokens) ? "–" : String(outTokens)],
     ["cached", "cached", String(u.cache_read_input_tokens ?? 0)], // prompt tokens from the prefix cache, not in "in"
