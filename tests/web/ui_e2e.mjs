@@ -100,11 +100,30 @@ test("a prompt streams an answer (Enter sends) and the stats appear; a second tu
   assert.ok(in1 > 0);
   await page.screenshot({ path: join(artifacts, "chat.png") });
 
+  // Tool definitions: malformed JSON is caught in the page, no request goes out.
+  const tools = page.getByLabel("Tools", { exact: false });
+  await tools.fill("[{ not json");
   await page.getByTestId("prompt").fill("And then?");
+  await page.getByTestId("send").click();
+  await page.getByRole("alert").filter({ hasText: "Tools:" }).waitFor();
+  assert.equal(await answers.count(), 1);
+  await tools.fill('[{"name": "get_weather", "description": "Weather of a city", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}]');
   await page.getByTestId("send").click();
   await stats.nth(1).waitFor({ state: "visible" });
   const in2 = await prompt(stats.nth(1));
   assert.ok(in2 > in1 + 40, `the second request holds the first turn (${in1} then ${in2} prompt tokens)`);
+});
+
+test("a stop sequence from the settings ends the answer", async () => {
+  await page.getByRole("button", { name: "Clear" }).click();
+  await page.getByLabel("Tools", { exact: false }).fill("");
+  await page.getByLabel("Max tokens").fill("200");
+  await page.getByLabel("Stop sequences", { exact: false }).fill(".");
+  await page.getByTestId("prompt").fill("Once upon a time");
+  await page.getByTestId("send").click();
+  await stats.first().waitFor({ state: "visible" });
+  assert.equal(await stats.first().locator('[data-stat="stop"] dd').innerText(), "stop_sequence “.”");
+  await page.getByLabel("Stop sequences", { exact: false }).fill("");
 });
 
 test("stop cancels the request on the server", async () => {
@@ -154,7 +173,7 @@ test("the dashboard polls /metrics and draws its charts, only while it is shown"
   const scrapes = () => pageRequests.filter((u) => u.endsWith("/metrics")).length;
   await page.waitForTimeout(300);
   const n = scrapes();
-  await page.waitForTimeout(2500);
+  await page.waitForTimeout(1800);
   assert.equal(scrapes(), n, "no /metrics polling while the chat is shown");
 });
 

@@ -37,11 +37,12 @@ export function fmt(v: number, unit = ""): string {
   return unit ? `${s} ${unit}` : s;
 }
 
-// A "nice" axis maximum: 1, 2 or 5 times a power of ten at or above v.
+// A "nice" axis maximum at or above v whose quarters (the grid lines) are
+// round too: 1, 2, 4, 8 or 10 times a power of ten.
 function niceMax(v: number): number {
   if (!(v > 0)) return 1;
   const p = Math.pow(10, Math.floor(Math.log10(v)));
-  for (const m of [1, 2, 5, 10]) if (m * p >= v) return m * p;
+  for (const m of [1, 2, 4, 8, 10]) if (m * p >= v) return m * p;
   return 10 * p;
 }
 
