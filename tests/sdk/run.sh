@@ -18,6 +18,7 @@ if [ "${2:-}" = "--real" ]; then
   fi
 fi
 DIR=$(cd "$(dirname "$0")" && pwd)
+source "$DIR/../support/serve_bg.sh"
 if ! command -v node >/dev/null; then
   echo "SKIPPED: node is not installed"
   exit 77
@@ -36,24 +37,6 @@ else
 fi
 # A 50 ms keep-alive interval: streams that wait for their first token
 # (a long prefill; [[fake:prefill=MS]]) carry pings, which the SDKs must skip.
-"$BIN" serve "${ENGINE[@]}" --port 0 --api-key test-key --max-body-bytes 2000000 --sse-ping-interval 0.05 \
-  >"$OUT/stdout" 2>"$OUT/stderr" &
-PID=$!
-cleanup() {
-  kill "$PID" 2>/dev/null || true
-  wait "$PID" 2>/dev/null || true
-  rm -rf "$OUT"
-}
-trap cleanup EXIT
-URL=""
-for _ in $(seq 100); do
-  URL=$(grep -o 'http://127.0.0.1:[0-9]*' "$OUT/stdout" | head -1 || true)
-  [ -n "$URL" ] && break
-  sleep 0.1
-done
-if [ -z "$URL" ]; then
-  echo "server did not start:"
-  cat "$OUT/stderr"
-  exit 1
-fi
-ZL_BASE_URL=$URL ZL_API_KEY=test-key ZL_N_CTX=$N_CTX ZL_REAL=$([ -n "$MODEL" ] && echo 1 || echo 0) node --test --test-reporter=spec "$DIR/sdk_test.mjs"
+start_server "$OUT" "$BIN" serve "${ENGINE[@]}" --port 0 --api-key test-key --max-body-bytes 2000000 \
+  --sse-ping-interval 0.05
+ZL_BASE_URL=$SERVER_URL ZL_API_KEY=test-key ZL_N_CTX=$N_CTX ZL_REAL=$([ -n "$MODEL" ] && echo 1 || echo 0) node --test --test-reporter=spec "$DIR/sdk_test.mjs"

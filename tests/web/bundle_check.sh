@@ -3,15 +3,8 @@
 # what web/src builds to now, and the TypeScript must type-check.
 # Exit 77 (CTest: skipped) without node or web/node_modules.
 set -euo pipefail
-WEB=$(cd "$(dirname "$0")/../../web" && pwd)
-if ! command -v node >/dev/null; then
-  echo "SKIPPED: node is not installed"
-  exit 77
-fi
-if [ ! -d "$WEB/node_modules/esbuild" ]; then
-  echo "SKIPPED: $WEB/node_modules is missing (scripts/setup.sh runs npm ci there)"
-  exit 77
-fi
+source "$(dirname "$0")/lib.sh"
+need_web_modules esbuild
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 node "$WEB/build.mjs" --out "$OUT"

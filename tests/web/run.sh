@@ -9,47 +9,21 @@ BIN=${1:?usage: run.sh BIN MODEL ARTIFACTS_DIR}
 MODEL=${2:?usage: run.sh BIN MODEL ARTIFACTS_DIR}
 ARTIFACTS=${3:?usage: run.sh BIN MODEL ARTIFACTS_DIR}
 DIR=$(cd "$(dirname "$0")" && pwd)
-WEB=$(cd "$DIR/../../web" && pwd)
+source "$DIR/lib.sh"
+source "$DIR/../support/serve_bg.sh"
 CHROMIUM=${ZL_CHROMIUM:-$(command -v chromium || true)}
 if [ ! -f "$MODEL" ]; then
   echo "SKIPPED: $MODEL is absent (needs ../shared)"
   exit 77
 fi
-if ! command -v node >/dev/null; then
-  echo "SKIPPED: node is not installed"
-  exit 77
-fi
-if [ ! -d "$WEB/node_modules/playwright-core" ]; then
-  echo "SKIPPED: $WEB/node_modules is missing (scripts/setup.sh runs npm ci there)"
-  exit 77
-fi
+need_web_modules playwright-core
 if [ -z "$CHROMIUM" ] || [ ! -x "$CHROMIUM" ]; then
   echo "SKIPPED: chromium is not installed (Debian package chromium; scripts/setup.sh)"
   exit 77
 fi
 mkdir -p "$ARTIFACTS"
-OUT=$(mktemp -d)
 # A 4096-token window: a long answer (thousands of tokens, about a second or
 # more) gives the stop button something to cancel.
-"$BIN" serve --model "$MODEL" --ctx 4096 --threads 1 --parallel 2 --port 0 --api-key test-key \
-  >"$OUT/stdout" 2>"$OUT/stderr" &
-PID=$!
-cleanup() {
-  kill "$PID" 2>/dev/null || true
-  wait "$PID" 2>/dev/null || true
-  rm -rf "$OUT"
-}
-trap cleanup EXIT
-URL=""
-for _ in $(seq 100); do
-  URL=$(grep -o 'http://127.0.0.1:[0-9]*' "$OUT/stdout" | head -1 || true)
-  [ -n "$URL" ] && break
-  sleep 0.1
-done
-if [ -z "$URL" ]; then
-  echo "server did not start:"
-  cat "$OUT/stderr"
-  exit 1
-fi
-ZL_BASE_URL=$URL ZL_API_KEY=test-key ZL_CHROMIUM=$CHROMIUM ZL_WEB_DIR=$WEB ZL_ARTIFACTS=$ARTIFACTS \
+start_server "$(mktemp -d)" "$BIN" serve --model "$MODEL" --ctx 4096 --threads 1 --parallel 2 --port 0 --api-key test-key
+ZL_BASE_URL=$SERVER_URL ZL_API_KEY=test-key ZL_CHROMIUM=$CHROMIUM ZL_WEB_DIR=$WEB ZL_ARTIFACTS=$ARTIFACTS \
   node --test --test-reporter=spec --test-concurrency=1 "$DIR/ui_e2e.mjs"
