@@ -51,6 +51,7 @@ interface Turn {
 let conversation: Turn[] = [];
 let pendingToolUses: string[] = []; // tool_use ids the next user message answers
 let inflight: AbortController | null = null;
+let epoch = 0; // bumped by Clear: an answer still arriving then no longer belongs to the conversation
 
 const log = $<HTMLOListElement>("log");
 const prompt = $<HTMLTextAreaElement>("prompt");
@@ -197,6 +198,8 @@ async function send(): Promise<void> {
   let tFirst = 0, tLast = 0;
   let frame = 0;
   const li = view.body.parentElement!;
+  li.setAttribute("aria-busy", "true"); // screen readers wait for the whole answer
+  const started = epoch;
   const result = await streamMessage({
     url: "/v1/messages",
     body,
@@ -214,6 +217,11 @@ async function send(): Promise<void> {
     },
   });
   if (frame) cancelAnimationFrame(frame);
+  li.setAttribute("aria-busy", "false");
+  inflight = null;
+  sendBtn.disabled = false;
+  stopBtn.disabled = true;
+  if (epoch !== started) return; // cleared meanwhile
   const msg = result.message;
   li.dataset.text = renderMessage(view.body, msg);
   const u = msg.usage;
@@ -247,9 +255,6 @@ async function send(): Promise<void> {
     conversation = turns; // an empty answer: the user turn still happened
   }
   if (!pendingToolUses.length) prompt.placeholder = "Message (Enter to send, Shift+Enter for a new line)";
-  inflight = null;
-  sendBtn.disabled = false;
-  stopBtn.disabled = true;
   prompt.focus();
 }
 
@@ -267,6 +272,7 @@ prompt.addEventListener("keydown", (e) => {
 stopBtn.addEventListener("click", () => inflight?.abort());
 $("clear").addEventListener("click", () => {
   inflight?.abort();
+  epoch++;
   conversation = [];
   pendingToolUses = [];
   log.replaceChildren();
