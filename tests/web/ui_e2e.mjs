@@ -17,7 +17,9 @@ const browser = await chromium.launch({
   executablePath: process.env.ZL_CHROMIUM,
   args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update"],
 });
-const context = await browser.newContext({ viewport: { width: 1200, height: 800 }, colorScheme: "light" });
+const context = await browser.newContext({
+  viewport: { width: 1200, height: 800 }, colorScheme: "light", permissions: ["clipboard-read", "clipboard-write"],
+});
 const page = await context.newPage();
 const external = [];
 const consoleErrors = [];
@@ -105,6 +107,10 @@ test("a prompt streams an answer (Enter sends) and the stats appear; a second tu
   const in1 = await prompt(s);
   assert.ok(in1 > 0);
   await page.screenshot({ path: join(artifacts, "chat.png") });
+  await answers.first().getByRole("button", { name: "Copy this answer" }).click();
+  const copied = await page.evaluate(() => navigator.clipboard.readText());
+  assert.ok(copied.trim().length > 10, `copied: ${copied}`);
+  assert.equal(copied, await answers.first().getAttribute("data-text")); // the Markdown source of the answer
 
   // Tool definitions: malformed JSON is caught in the page, no request goes out.
   const tools = page.getByLabel("Tools", { exact: false });

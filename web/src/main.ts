@@ -103,6 +103,24 @@ function el<K extends keyof HTMLElementTagNameMap>(tag: K, cls = "", text = ""):
   return e;
 }
 
+// The Clipboard API needs a secure context (https, or a loopback address);
+// over plain http elsewhere, the older selection copy still works.
+async function copyText(text: string): Promise<boolean> {
+  try {
+    await navigator.clipboard.writeText(text);
+    return true;
+  } catch {
+    const ta = el("textarea");
+    ta.value = text;
+    ta.className = "sr-only";
+    document.body.append(ta);
+    ta.select();
+    const ok = document.execCommand("copy");
+    ta.remove();
+    return ok;
+  }
+}
+
 function addUser(text: string): void {
   const li = el("li", "msg user", text);
   li.setAttribute("aria-label", "You");
@@ -123,12 +141,7 @@ function addAnswer(): { body: HTMLElement; stats: HTMLElement; row: HTMLElement 
   copy.type = "button";
   copy.setAttribute("aria-label", "Copy this answer");
   copy.addEventListener("click", async () => {
-    try {
-      await navigator.clipboard.writeText(li.dataset.text ?? "");
-      copy.textContent = "Copied";
-    } catch {
-      copy.textContent = "Copy failed";
-    }
+    copy.textContent = (await copyText(li.dataset.text ?? "")) ? "Copied" : "Copy failed";
     setTimeout(() => (copy.textContent = "Copy"), 1500);
   });
   row.append(copy, stats);
