@@ -7,6 +7,7 @@
 
 #include <regex>
 
+#include "cli/serve_config.h"
 #include "support/fake_api_server.h"
 #include "support/http_client.h"
 #include "web/site.h"
@@ -133,6 +134,16 @@ TEST_F(WebRoutes, UiFalseServesTheBannerOnly) {
   EXPECT_EQ(r.body, "zerolayer\n");
   EXPECT_EQ(r.header("vary"), "");
   EXPECT_EQ(get("/ui/" + std::string(embedded_assets().front().name)).status, 404);  // app.<hash>.css
+}
+
+TEST(WebSetting, UiFlagEnvAndDefault) {
+  auto no_env = [](const char*) -> const char* { return nullptr; };
+  auto ui_off_env = [](const char* name) -> const char* { return std::string_view(name) == "ZEROLAYER_UI" ? "false" : nullptr; };
+  EXPECT_TRUE(cli::resolve_serve_config({}, {}, no_env).value().ui);
+  EXPECT_FALSE(cli::resolve_serve_config({{"ui", "false"}}, {}, no_env).value().ui);
+  EXPECT_FALSE(cli::resolve_serve_config({}, {}, ui_off_env).value().ui);
+  EXPECT_TRUE(cli::resolve_serve_config({{"ui", "true"}}, {}, ui_off_env).value().ui);  // the flag wins
+  EXPECT_FALSE(cli::resolve_serve_config({{"ui", "maybe"}}, {}, no_env).ok());
 }
 
 }  // namespace
