@@ -31,7 +31,7 @@ function prepare(canvas: HTMLCanvasElement): { ctx: CanvasRenderingContext2D; w:
 
 export function fmt(v: number, unit = ""): string {
   if (!Number.isFinite(v)) return "–";
-  if (unit === "s") return v < 1 ? `${(v * 1000).toFixed(v < 0.01 ? 2 : 0)} ms` : `${v.toFixed(2)} s`;
+  if (unit === "s") return v < 1 ? `${Number((v * 1000).toPrecision(3))} ms` : `${v.toFixed(2)} s`;
   const a = Math.abs(v);
   const s = a >= 1e6 ? `${(v / 1e6).toFixed(1)}M` : a >= 1e4 ? `${(v / 1e3).toFixed(1)}k` : a >= 100 || v === Math.round(v) ? v.toFixed(0) : a < 1 ? String(Number(v.toPrecision(2))) : v.toFixed(1);
   return unit ? `${s} ${unit}` : s;
