@@ -186,7 +186,9 @@ test("the dashboard polls /metrics and draws its charts, only while it is shown"
   assert.match(await metrics.innerText(), /client_disconnected|rejected/);
   await page.screenshot({ path: join(artifacts, "dashboard.png") });
   await page.emulateMedia({ colorScheme: "dark" });
-  await page.waitForTimeout(1200); // one more scrape, drawn in the dark colours
+  const drawn = () => page.evaluate(() => Number(document.getElementById("chart-requests").dataset.drawn));
+  const n0 = await drawn();
+  await waitFor("one more scrape, drawn in the dark colours", async () => (await drawn()) > n0, 5000);
   await page.screenshot({ path: join(artifacts, "dashboard-dark.png") });
   await page.emulateMedia({ colorScheme: "light" });
 
@@ -194,7 +196,7 @@ test("the dashboard polls /metrics and draws its charts, only while it is shown"
   const scrapes = () => pageRequests.filter((u) => u.endsWith("/metrics")).length;
   await page.waitForTimeout(300);
   const n = scrapes();
-  await page.waitForTimeout(1800);
+  await page.waitForTimeout(1500); // one and a half polling periods
   assert.equal(scrapes(), n, "no /metrics polling while the chat is shown");
 });
 
