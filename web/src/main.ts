@@ -2,7 +2,7 @@
 // (charts of /metrics), wired to the static page in index.html.
 import "./style.css";
 import { render } from "./markdown";
-import { MessageAccumulator, streamMessage } from "./sse";
+import { MessageAccumulator, StreamResult, streamMessage } from "./sse";
 import { buckets, parseProm, quantile, total, Scrape } from "./prom";
 import { barChart, fmt, lineChart } from "./charts";
 
@@ -186,6 +186,30 @@ function renderMessage(into: HTMLElement, msg: MessageAccumulator): string {
   return plain;
 }
 
+// The numbers beside an answer: [key, label, value]. Times from
+// performance.now(): t0 the send, tFirst the first text, tLast message_delta
+// (0 when the answer never completed).
+function answerStats(result: StreamResult, t: { t0: number; tFirst: number; tLast: number }): [string, string, string][] {
+  const { t0, tFirst, tLast } = t;
+  const msg = result.message;
+  const u = msg.usage;
+  // Stopped before message_delta: the server's final count never came.
+  const outTokens = tLast ? u.output_tokens ?? 0 : NaN;
+  // The rate the reader saw: first text on screen to the complete answer; an
+  // answer that came in one piece (coalesced by min_delay_ms, say) counts from the send.
+  const decodeS = (tLast - tFirst) / 1000;
+  const tps = decodeS >= 0.001 ? (outTokens - 1) / decodeS : outTokens / ((tLast - t0) / 1000);
+  return [
+    ["ttft", "TTFT", tFirst ? `${(tFirst - t0).toFixed(0)} ms` : "–"],
+    ["tps", "tokens/s", outTokens > 1 && Number.isFinite(tps) ? tps.toFixed(1) : "–"],
+    ["in", "in", String(u.input_tokens ?? "–")],
+    ["out", "out", Number.isNaN(outTokens) ? "–" : String(outTokens)],
+    ["cached", "cached", String(u.cache_read_input_tokens ?? 0)], // prompt tokens from the prefix cache, not in "in"
+    ["stop", "stop", result.aborted ? "stopped by you" : msg.stop_reason ? msg.stop_reason + (msg.stop_sequence ? ` “${msg.stop_sequence}”` : "") : "–"],
+    ["request-id", "request id", result.requestId || "–"],
+  ];
+}
+
 async function send(): Promise<void> {
   const text = prompt.value;
   if (!text.trim() || inflight) return;
@@ -237,23 +261,7 @@ async function send(): Promise<void> {
   if (epoch !== started) return; // cleared meanwhile
   const msg = result.message;
   li.dataset.text = renderMessage(view.body, msg);
-  const u = msg.usage;
-  // Stopped before message_delta: the server's final count never came.
-  const outTokens = tLast ? u.output_tokens ?? 0 : NaN;
-  // The rate the reader saw: first text on screen to the complete answer; an
-  // answer that came in one piece (coalesced by min_delay_ms, say) counts from the send.
-  const decodeS = (tLast - tFirst) / 1000;
-  const tps = decodeS >= 0.001 ? (outTokens - 1) / decodeS : outTokens / ((tLast - t0) / 1000);
-  const items: [string, string, string][] = [
-    ["ttft", "TTFT", tFirst ? `${(tFirst - t0).toFixed(0)} ms` : "–"],
-    ["tps", "tokens/s", outTokens > 1 && Number.isFinite(tps) ? tps.toFixed(1) : "–"],
-    ["in", "in", String(u.input_tokens ?? "–")],
-    ["out", "out", Number.isNaN(outTokens) ? "–" : String(outTokens)],
-    ["cached", "cached", String(u.cache_read_input_tokens ?? 0)], // prompt tokens from the prefix cache, not in "in"
-    ["stop", "stop", result.aborted ? "stopped by you" : msg.stop_reason ? msg.stop_reason + (msg.stop_sequence ? ` “${msg.stop_sequence}”` : "") : "–"],
-    ["request-id", "request id", result.requestId || "–"],
-  ];
-  showStats(view.stats, items);
+  showStats(view.stats, answerStats(result, { t0, tFirst, tLast }));
   if (msg.error) {
     const p = el("p", "error", `${msg.error.type}${msg.error.reason ? ` (${msg.error.reason})` : ""}: ${msg.error.message}`);
     p.setAttribute("role", "alert");
