@@ -194,7 +194,7 @@ asio::awaitable<void> exchange(const StreamCall& call, StreamOutcome* out) {
   while (!parser.is_done()) {
     parser.get().body().data = chunk;
     parser.get().body().size = sizeof chunk;
-    auto [ec, n] = co_await bhttp::async_read(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
+    auto [ec, n] = co_await bhttp::async_read_some(stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
     if (ec && ec != bhttp::error::need_buffer) throw boost::system::system_error(ec);
     const size_t got = sizeof chunk - parser.get().body().size;
     n_total += got;
