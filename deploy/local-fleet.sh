@@ -160,8 +160,10 @@ http {
     include $STATE/nginx/zerolayer.conf;
 }
 NGINX
-  "$nginx" -t -q -p "$STATE/nginx" -c "$STATE/nginx/nginx.conf" -e "$STATE/logs/nginx.error.log"
-  "$nginx" -p "$STATE/nginx" -c "$STATE/nginx/nginx.conf" -e "$STATE/logs/nginx.error.log" &
+  "$nginx" -t -q -p "$STATE/nginx" -c "$STATE/nginx/nginx.conf" -e "$STATE/logs/nginx.error.log" \
+    > "$STATE/logs/nginx.out" 2>&1 || { cat "$STATE/logs/nginx.out" >&2; false; }
+  "$nginx" -p "$STATE/nginx" -c "$STATE/nginx/nginx.conf" -e "$STATE/logs/nginx.error.log" \
+    > "$STATE/logs/nginx.out" 2>&1 &
   echo $! > "$STATE/pids/nginx.pid"
   wait_http "http://127.0.0.1:$port/health" 10 || { echo "local-fleet: nginx does not answer on $port" >&2; false; }
   trap - ERR
