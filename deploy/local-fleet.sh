@@ -52,16 +52,24 @@ wait_http() {
   return 1
 }
 
-stop_pid() {  # stop_pid PIDFILE: TERM, then KILL after 5 s
-  local f="$1" pid
-  [[ -f "$f" ]] || return 0
-  pid="$(cat "$f")"
-  if kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
-  fi
-  rm -f "$f"
+# stop_pids PIDFILE...: TERM to all at once, then KILL what still runs after 5 s.
+stop_pids() {
+  local f pids=()
+  for f in "$@"; do
+    [[ -f "$f" ]] || continue
+    pids+=("$(cat "$f")")
+    rm -f "$f"
+  done
+  (( ${#pids[@]} )) || return 0
+  kill -TERM "${pids[@]}" 2>/dev/null || true
+  local p alive
+  for _ in $(seq 1 100); do
+    alive=0
+    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    (( alive )) || return 0
+    sleep 0.05
+  done
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
 }
 
 cmd_up() {
@@ -202,10 +210,8 @@ cmd_status() {
 
 cmd_down() {
   [[ -d "$STATE" ]] || { echo "local-fleet: nothing to stop (no $STATE)"; return 0; }
-  stop_pid "$STATE/pids/nginx.pid"
-  local f
-  for f in "$STATE"/pids/replica-*.pid; do stop_pid "$f"; done
-  stop_pid "$STATE/pids/redis.pid"
+  stop_pids "$STATE/pids/nginx.pid"  # first: no new request reaches a replica
+  stop_pids "$STATE"/pids/replica-*.pid "$STATE/pids/redis.pid"
   rm -rf "$STATE"
   echo "local-fleet: stopped"
 }
