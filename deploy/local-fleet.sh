@@ -42,6 +42,22 @@ free_port() {
   die "no free loopback port found"
 }
 
+# redis_ping PORT SECONDS: until the server on PORT answers PING with +PONG.
+redis_ping() {
+  local deadline=$(( SECONDS + $2 )) reply
+  while (( SECONDS < deadline )); do
+    if { exec 3<>"/dev/tcp/127.0.0.1/$1"; } 2>/dev/null; then
+      printf 'PING\r\n' >&3
+      reply=""
+      read -r -t 1 reply <&3 || true
+      exec 3>&- 3<&-
+      [[ "$reply" == +PONG* ]] && return 0
+    fi
+    sleep 0.05
+  done
+  return 1
+}
+
 # wait_http URL SECONDS: until URL answers 200.
 wait_http() {
   local url="$1" deadline=$(( SECONDS + $2 ))
@@ -108,7 +124,8 @@ cmd_up() {
   "$redis" --bind 127.0.0.1 --port "$redis_port" --save "" --appendonly no --dir "$STATE" \
     --logfile "$STATE/logs/redis.log" --daemonize no >/dev/null 2>&1 &
   echo $! > "$STATE/pids/redis.pid"
-  for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$redis_port") 2>/dev/null && break; sleep 0.05; done
+  # Up before the replicas: one that cannot reach Redis at start counts alone.
+  redis_ping "$redis_port" 20 || { echo "local-fleet: redis-server did not answer PING" >&2; false; }
 
   local serve_flags=(--host 127.0.0.1 --port 0 --model "$model")
   [[ -n "$api_key" ]] && serve_flags+=(--api-key "$api_key")

@@ -16,6 +16,7 @@
 #include "api/shadow_glue.h"
 #include "api/trace_request.h"
 #include "api/validate.h"
+#include "core/hash.h"
 #include "http/sse.h"
 
 namespace zl::api {
@@ -44,13 +45,7 @@ bool key_equals(std::string_view a, std::string_view b) {
 // holding the key itself. Not a secret-keeping digest (a guessable key can
 // be found from it): it stays inside the process and is never logged.
 std::string key_identity(std::string_view key) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : key) h = (h ^ c) * 0x100000001b3ULL;
-  h ^= h >> 30;
-  h *= 0xbf58476d1ce4e5b9ULL;
-  h ^= h >> 27;
-  h *= 0x94d049bb133111ebULL;
-  h ^= h >> 31;
+  const uint64_t h = stable_hash64(key);
   char buf[24];
   std::snprintf(buf, sizeof buf, "key:%016llx", static_cast<unsigned long long>(h));
   return buf;

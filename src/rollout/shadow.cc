@@ -12,6 +12,7 @@
 #include <random>
 #include <thread>
 
+#include "core/hash.h"
 #include "core/log.h"
 #include "obs/otlp_http.h"  // parse_http_url
 #include "rollout/bleu.h"
@@ -218,13 +219,7 @@ Shadow::~Shadow() {
 const ShadowConfig& Shadow::config() const { return core_->cfg; }
 
 bool user_in_fraction(std::string_view user, double fraction) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : user) h = (h ^ c) * 0x100000001b3ULL;
-  h ^= h >> 30;
-  h *= 0xbf58476d1ce4e5b9ULL;
-  h ^= h >> 27;
-  h *= 0x94d049bb133111ebULL;
-  h ^= h >> 31;
+  const uint64_t h = stable_hash64(user);
   // The top 53 bits as a fraction in [0, 1).
   return static_cast<double>(h >> 11) * 0x1.0p-53 < fraction;
 }

@@ -109,7 +109,7 @@ class Shadow {
 };
 
 // Whether a user id lands in the sampled fraction (stable across replicas
-// and restarts: FNV-1a then a 64-bit finalizer).
+// and restarts: core/hash.h).
 bool user_in_fraction(std::string_view user, double fraction);
 
 }  // namespace zl::rollout

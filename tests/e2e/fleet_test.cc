@@ -7,8 +7,6 @@
 // loses no request that had not started streaming (nginx retries what never
 // reached a replica). SKIPPED where nginx, redis-server or curl is missing.
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <boost/json.hpp>
@@ -21,6 +19,7 @@
 #include <vector>
 
 #include "support/http_client.h"
+#include "support/ports.h"
 #include "support/process.h"
 
 namespace zl::test {
@@ -36,19 +35,6 @@ std::string missing_program() {
     if (std::system(cmd.c_str()) != 0) return std::string(prog) + " (Debian package " + pkg + ")";
   }
   return "";
-}
-
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  const int port = ntohs(a.sin_port);
-  close(fd);
-  return port;
 }
 
 std::string body(int max_tokens, bool stream, const std::string& content = "hi") {
@@ -67,7 +53,7 @@ class Fleet : public ::testing::Test {
     keys_ = state_ + "-conf/keys.toml";
     std::ofstream(keys_) << "[[key]]\nname = \"open\"\nkey = \"sk-open\"\n\n"
                             "[[key]]\nname = \"tight\"\nkey = \"sk-tight\"\nrequests_per_minute = 4\n";
-    port_ = free_port();
+    port_ = free_loopback_port();
     CommandResult r = fleet("up --replicas 3 --port " + std::to_string(port_) + " --model /dev/null --keys " + keys_ +
                             " --zerolayer " + ZL_TEST_SERVER + " -- --fake-engine --request-log false");
     up_ = r.exit_code == 0 && r.out.find("http://127.0.0.1:" + std::to_string(port_)) != std::string::npos;

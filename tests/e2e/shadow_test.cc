@@ -17,6 +17,7 @@
 
 #include "rollout/shadow.h"  // user_in_fraction
 #include "support/http_client.h"
+#include "support/ports.h"
 #include "support/prom_text.h"
 #include "support/temp_files.h"
 #include "support/wait.h"
@@ -28,28 +29,6 @@ namespace json = boost::json;
 const auto* const kCleanup = testing_support::register_temp_cleanup("zl_shadow_test");
 
 std::string url(int port) { return "http://127.0.0.1:" + std::to_string(port); }
-
-// Bound, never listening (connections refused); or listening and never accepting.
-class DeadPort {
- public:
-  DeadPort() {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
-  }
-  ~DeadPort() { close(fd_); }
-  int port() const { return port_; }
-  void listen_silently() { ::listen(fd_, 16); }
-
- private:
-  int fd_ = -1;
-  int port_ = 0;
-};
 
 double shadow_count(int port, const std::string& outcome) {
   const PromText t = parse_prom_text(fetch(port, "GET", "/metrics").body);
