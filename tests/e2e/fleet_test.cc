@@ -80,12 +80,17 @@ class Fleet : public ::testing::Test {
     return fetch(port_, "POST", "/v1/messages", body(max_tokens, false), h);
   }
 
+  void SessionsSpreadAndEachSticksToOneReplica();
+  void EngineHostHeaderPins();
+  void QuotaHoldsAcrossReplicas();
+  void ReplicaKilledUnderLoadLosesNoRequestThatHadNotStarted();
+
   static inline std::string skip_, state_, keys_;
   static inline int port_ = 0;
   static inline bool up_ = false;
 };
 
-TEST_F(Fleet, SessionsSpreadAndEachSticksToOneReplica) {
+void Fleet::SessionsSpreadAndEachSticksToOneReplica() {
   std::set<std::string> hosts;
   for (int s = 0; s < 12; ++s) {
     const std::string session = "session-" + std::to_string(s);
@@ -106,7 +111,7 @@ TEST_F(Fleet, SessionsSpreadAndEachSticksToOneReplica) {
   for (int i = 0; i < 3; ++i) EXPECT_EQ(post("sk-open", "").header("x-engine-host"), by_key);
 }
 
-TEST_F(Fleet, EngineHostHeaderPins) {
+void Fleet::EngineHostHeaderPins() {
   for (int n = 1; n <= 3; ++n) {
     const std::string name = "replica-" + std::to_string(n);
     for (const char* header : {"X-Engine-Host: ", "X-Anthropic-Engine-Host: "}) {
@@ -122,7 +127,7 @@ TEST_F(Fleet, EngineHostHeaderPins) {
   EXPECT_EQ(json::parse(unknown.body).at("error").at("type").as_string(), "not_found_error");
 }
 
-TEST_F(Fleet, QuotaHoldsAcrossReplicas) {
+void Fleet::QuotaHoldsAcrossReplicas() {
   std::map<int, int> by_status;
   std::set<std::string> served_by;
   for (int i = 0; i < 8; ++i) {
@@ -136,8 +141,8 @@ TEST_F(Fleet, QuotaHoldsAcrossReplicas) {
   EXPECT_GE(served_by.size(), 2u) << "the admitted requests all went to one replica: sharing not exercised";
 }
 
-// Last: it kills replica-2.
-TEST_F(Fleet, ReplicaKilledUnderLoadLosesNoRequestThatHadNotStarted) {
+// Kills replica-2: runs last.
+void Fleet::ReplicaKilledUnderLoadLosesNoRequestThatHadNotStarted() {
   // Sessions by replica (consistent hashing is deterministic).
   std::map<std::string, std::vector<std::string>> sessions;
   for (int s = 0; s < 40; ++s) {
@@ -196,6 +201,19 @@ TEST_F(Fleet, ReplicaKilledUnderLoadLosesNoRequestThatHadNotStarted) {
   EXPECT_EQ(e.at("type").as_string(), "error");
   EXPECT_EQ(e.at("error").at("type").as_string(), "api_error");
   EXPECT_EQ(e.at("error").at("detail").at("engine_host").as_string(), "replica-2");
+}
+
+// One fleet for all the checks (a fleet takes seconds to start and stop on
+// a busy machine; ctest runs each TEST in a process of its own).
+TEST_F(Fleet, NginxRedisAndThreeReplicas) {
+  SessionsSpreadAndEachSticksToOneReplica();
+  if (HasFatalFailure()) return;
+  EngineHostHeaderPins();
+  if (HasFatalFailure()) return;
+  QuotaHoldsAcrossReplicas();
+  if (HasFatalFailure()) return;
+  ReplicaKilledUnderLoadLosesNoRequestThatHadNotStarted();
+  if (HasFatalFailure()) return;
 }
 
 }  // namespace
