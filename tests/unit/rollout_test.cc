@@ -11,6 +11,7 @@
 #include "rollout/bleu.h"
 #include "rollout/shadow.h"
 #include "rollout/stream_client.h"
+#include "support/null_responder.h"
 
 namespace zl::rollout {
 namespace {
@@ -139,26 +140,12 @@ TEST(UserSampling, StableAndProportional) {
   EXPECT_TRUE(user_in_fraction("anyone", 1.0));
 }
 
-// A Responder that records what it was given.
-class RecordingResponder : public http::Responder {
+// A Responder that records the heads it was given.
+class RecordingResponder : public test::NullResponder {
  public:
-  const std::string& request_id() const override { return id_; }
   void send(http::HttpResponse r) override { sent = std::move(r); }
   void begin_stream(http::HttpResponse head) override { streamed = std::move(head); }
-  void write(std::string_view) override {}
-  void end_stream() override {}
-  size_t buffered_bytes() const override { return 0; }
-  bool client_gone() const override { return false; }
-  bool done() const override { return false; }
-  void on_client_gone(std::function<void()>) override {}
-  void on_drained(std::function<void()>) override {}
-  void hold(std::shared_ptr<void>) override {}
-  void post(std::function<void()>) override {}
-  void post_after(std::chrono::milliseconds, std::function<void()>) override {}
   http::HttpResponse sent, streamed;
-
- private:
-  std::string id_ = "req_1";
 };
 
 bool has_host(const http::HttpResponse& r) {
