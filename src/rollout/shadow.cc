@@ -43,7 +43,7 @@ json::value ms_or_null(double ms) { return ms >= 0 ? json::value(std::round(ms *
 
 }  // namespace
 
-struct ShadowCore : std::enable_shared_from_this<ShadowCore> {
+struct ShadowCore {
   ShadowConfig cfg;
   obs::HttpEndpoint endpoint;  // target: the base path
   asio::io_context ioc;
@@ -166,9 +166,12 @@ void ShadowPair::primary_done(PrimaryAnswer answer) {
   if (primary_given_.exchange(true)) return;
   std::shared_ptr<ShadowCore> core = core_.lock();
   if (!core) return;
-  asio::post(core->ioc, [core, self = shared_from_this(), a = std::move(answer)]() mutable {
+  // The handler holds the core by pointer: it only runs on the core's own
+  // thread, which stops before the core goes (a shared_ptr here would keep
+  // the core alive from inside its own io_context).
+  asio::post(core->ioc, [c = core.get(), self = shared_from_this(), a = std::move(answer)]() mutable {
     self->primary_ = std::move(a);
-    if (self->shadow_) core->finish(*self);
+    if (self->shadow_) c->finish(*self);
   });
 }
 
@@ -245,7 +248,7 @@ std::shared_ptr<ShadowPair> Shadow::mirror(std::string request_id, std::string r
   pair->request_id_ = std::move(request_id);
   pair->route_ = std::move(route);
   pair->body_ = std::move(body);
-  asio::post(core.ioc, [c = core_, pair] { c->enqueue(pair); });
+  asio::post(core.ioc, [c = &core, pair] { c->enqueue(pair); });  // (by pointer: see primary_done)
   return pair;
 }
 
