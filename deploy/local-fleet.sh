@@ -117,7 +117,8 @@ cmd_up() {
   port_free "$port" || die "port $port is in use on 127.0.0.1"
   mkdir -p "$STATE/pids" "$STATE/logs" "$STATE/nginx"
   # From here on, a failure takes down what was started.
-  trap 'echo "local-fleet: start failed, stopping what was started (logs: $STATE/logs)" >&2; cmd_down >/dev/null 2>&1 || true' ERR
+  # (The logs stay for reading; `down` removes them.)
+  trap 'echo "local-fleet: start failed, stopped what was started (logs: $STATE/logs)" >&2; stop_all' ERR
 
   local redis_port
   redis_port="$(free_port)"
@@ -225,10 +226,14 @@ cmd_status() {
   done
 }
 
-cmd_down() {
-  [[ -d "$STATE" ]] || { echo "local-fleet: nothing to stop (no $STATE)"; return 0; }
+stop_all() {
   stop_pids "$STATE/pids/nginx.pid"  # first: no new request reaches a replica
   stop_pids "$STATE"/pids/replica-*.pid "$STATE/pids/redis.pid"
+}
+
+cmd_down() {
+  [[ -d "$STATE" ]] || { echo "local-fleet: nothing to stop (no $STATE)"; return 0; }
+  stop_all
   rm -rf "$STATE"
   echo "local-fleet: stopped"
 }
