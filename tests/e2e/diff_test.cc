@@ -11,6 +11,7 @@
 
 #include "support/http_client.h"
 #include "support/process.h"
+#include "support/real_model.h"
 #include "support/temp_files.h"
 
 namespace zl::test {
@@ -172,6 +173,32 @@ TEST(Diff, UsageErrorsAreExit2) {
   r = diff("--help");
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.out.find("Usage: zerolayer diff"), std::string::npos);
+}
+
+// stories260K, greedy: two replicas of the same model give the same text
+// (BLEU-4 = 1, same stop reasons and token counts); the fake engine's story
+// against the model's does not.
+TEST(Diff, RealModelAgainstItselfAndAgainstAnotherEngine) {
+  REQUIRE_MODEL();
+  ServerProcess a(real_model_args()), b(real_model_args()), other = fake();
+  ASSERT_TRUE(a.ok() && b.ok() && other.ok());
+  const std::string req = testing_support::temp_file("zl_diff_test", "real.jsonl");
+  {
+    std::ofstream f(req);
+    for (const char* prompt : {"Once upon a time", "The cat", "Lily went to the park"}) {
+      f << R"({"model":"m","max_tokens":24,"temperature":0,"messages":[{"role":"user","content":")" << prompt
+        << "\"}]}\n";
+    }
+  }
+  const std::string out = testing_support::temp_file("zl_diff_test", "real-report.json");
+  CommandResult r = diff("--a " + url(a.port()) + " --b " + url(b.port()) + " --requests " + req + " --out " + out +
+                         " --min-bleu 1 --max-error-rate 0");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  const json::object rep = json::parse(read_file(out)).as_object();
+  EXPECT_EQ(rep.at("summary").at("same_total_tokens_rate").to_number<double>(), 1.0);
+  EXPECT_EQ(rep.at("summary").at("same_stop_reason_rate").to_number<double>(), 1.0);
+  r = diff("--a " + url(a.port()) + " --b " + url(other.port()) + " --requests " + req + " --min-bleu 0.5");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
 }
 
 TEST(Diff, UnreachableSidesAreErrorsNotCrashes) {
