@@ -17,6 +17,7 @@ PACKAGES=(
   libnghttp2-dev  # HTTP/2 (h2c and h2 over TLS) on the server's port
   nghttp2-client  # h2load: the HTTP/2 load tests and benchmark
   nginx-light  # deploy/: the loopback fleet tests put nginx in front of replicas
+  python3-yaml  # deploy/: the tests parse every Kubernetes manifest
   chromium  # the web playground's end-to-end tests (Playwright drives it)
 )
 

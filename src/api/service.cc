@@ -13,8 +13,10 @@
 #include "api/guard_input.h"
 #include "api/json_util.h"
 #include "api/openai/chat_completions.h"
+#include "api/shadow_glue.h"
 #include "api/trace_request.h"
 #include "api/validate.h"
+#include "core/hash.h"
 #include "http/sse.h"
 
 namespace zl::api {
@@ -43,13 +45,7 @@ bool key_equals(std::string_view a, std::string_view b) {
 // holding the key itself. Not a secret-keeping digest (a guessable key can
 // be found from it): it stays inside the process and is never logged.
 std::string key_identity(std::string_view key) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : key) h = (h ^ c) * 0x100000001b3ULL;
-  h ^= h >> 30;
-  h *= 0xbf58476d1ce4e5b9ULL;
-  h ^= h >> 27;
-  h *= 0x94d049bb133111ebULL;
-  h ^= h >> 31;
+  const uint64_t h = stable_hash64(key);
   char buf[24];
   std::snprintf(buf, sizeof buf, "key:%016llx", static_cast<unsigned long long>(h));
   return buf;
@@ -89,6 +85,7 @@ ApiService::Api ApiService::api_of(const http::HttpRequest& req) {
 void ApiService::register_routes(http::Router& router) {
   using http::HttpRequest;
   using R = std::shared_ptr<http::Responder>;
+  if (!config_.host_name.empty()) router.set_common_headers({{"x-engine-host", config_.host_name}});
   router.set_error_formatter([this](http::HttpError error, const HttpRequest& req) {
     const ApiError e = from_http_error(error, req);
     http::HttpResponse r = api_of(req) == Api::kOpenAI ? openai_error_response(e)
@@ -299,6 +296,10 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
                                    .truncation = truncation});
   };
   if (quota.ticket) QuotaGate::attach(std::move(quota.ticket), opts);
+  if (!validate) {
+    if (config_.request_recorder && api_of(req) == Api::kAnthropic) config_.request_recorder->record(req.body);
+    if (config_.shadow) mirror_to_shadow(*config_.shadow, req, route, chat.user, api_of(req), opts);
+  }
   GenerationSession::start(cache_hit ? static_cast<EngineApi&>(replay) : *engine_, std::move(prepared.value().request),
                            std::move(opts), std::move(formatter), std::move(res));
 }
@@ -419,7 +420,8 @@ void ApiService::handle_models(http::HttpRequest& req, std::shared_ptr<http::Res
                                  {"data", boost::json::array{model_object()}},
                                  {"has_more", false},
                                  {"first_id", config_.model_alias},
-                                 {"last_id", config_.model_alias}};
+                                 {"last_id", config_.model_alias},
+                                 {"host", config_.host_name}};
   send_json(req, *res, route, boost::json::serialize(body));
 }
 
@@ -451,7 +453,8 @@ void ApiService::handle_ready(http::HttpRequest& req, std::shared_ptr<http::Resp
   std::string body = boost::json::serialize(boost::json::object{{"status", stalled ? "stalled" : "ready"},
                                                                  {"n_running", s.n_running},
                                                                  {"n_waiting", s.n_waiting},
-                                                                 {"n_steps", s.n_steps}});
+                                                                 {"n_steps", s.n_steps},
+                                                                 {"host", config_.host_name}});
   if (!stalled) return send_json(req, *res, "/ready", std::move(body));
   record(req, "/ready", 503, "stalled");
   res->send(http::HttpResponse{.status = 503, .content_type = "application/json", .headers = {}, .body = std::move(body)});

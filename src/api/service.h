@@ -40,6 +40,8 @@
 #include "limits/response_cache.h"
 #include "limits/kv_admission.h"
 #include "obs/trace_exporter.h"
+#include "rollout/request_recorder.h"
+#include "rollout/shadow.h"
 
 namespace zl::api {
 
@@ -82,6 +84,13 @@ struct ApiConfig {
   // `context_policy` overrides it) and --context-reserve.
   ContextPolicy context_policy = ContextPolicy::kError;
   int64_t context_reserve = kDefaultContextReserve;
+  // --host-name: every answer carries x-engine-host with it; /ready and
+  // /v1/models report it (`host`). Empty: no header.
+  std::string host_name;
+  // --shadow (rollout/shadow.h): sampled generations mirrored and compared. Null: none.
+  std::shared_ptr<rollout::Shadow> shadow;
+  // --record-requests (rollout/request_recorder.h): Messages bodies for `zerolayer diff`. Null: none.
+  std::shared_ptr<rollout::RequestRecorder> request_recorder;
 };
 
 class ApiService {

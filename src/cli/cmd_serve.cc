@@ -137,6 +137,14 @@ std::vector<FlagSpec> serve_flags() {
        "a prompt that leaves no room for the reserved output: error (400, default), drop_oldest or middle_out "
        "(drop whole turns until it fits; a request's context_policy overrides it)"},
       {"context-reserve", true, "tokens kept free for the answer when truncating: min(max_tokens, this) (default 256)"},
+      {"host-name", true, "this replica's name: the x-engine-host header of every answer, `host` in /ready and /v1/models (default: the hostname)"},
+      {"shadow", true, "http://HOST:PORT[/base]: replay a sampled fraction of generations there, streamed, and compare the answers (default: none)"},
+      {"shadow-fraction", true, "fraction of generations mirrored to --shadow, by hash of metadata.user_id / user, else random (default 0.1)"},
+      {"shadow-api-key", true, "API key sent to the --shadow endpoint (default: none)"},
+      {"shadow-log", true, "append one JSON line per mirrored pair (times, tokens, stop reasons, BLEU-4) to FILE"},
+      {"shadow-timeout-ms", true, "a shadow request's own deadline (default 60000)"},
+      {"shadow-queue", true, "mirrored pairs not yet compared at most; more are dropped and counted (default 64)"},
+      {"record-requests", true, "append every /v1/messages body to FILE, one a line: the input of `zerolayer diff --requests`"},
       {"config", true, "TOML file with any of these settings (keys with '_' for '-')"},
   };
 }
@@ -248,6 +256,23 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
   api_cfg.context_policy = api::parse_context_policy(cfg.context_policy).value_or(api::ContextPolicy::kError);
   api_cfg.context_reserve = cfg.context_reserve;
   if (!cfg.redis_url.empty() && !quota) log::warn("--redis is unused without --keys: no per-key quotas to share");
+  api_cfg.host_name = cfg.host_name;
+  if (!cfg.shadow_url.empty()) {  // --shadow (rollout/shadow.h)
+    auto shadow = rollout::Shadow::create({.url = cfg.shadow_url,
+                                           .fraction = cfg.shadow_fraction,
+                                           .api_key = cfg.shadow_api_key,
+                                           .log_path = cfg.shadow_log,
+                                           .timeout = std::chrono::milliseconds(cfg.shadow_timeout_ms),
+                                           .queue_capacity = static_cast<size_t>(cfg.shadow_queue)},
+                                          metrics->registry);
+    if (!shadow.ok()) return report_error("serve", shadow.status().with_context("--shadow"));
+    api_cfg.shadow = std::move(shadow).value();
+  }
+  if (!cfg.record_requests.empty()) {
+    auto rec = rollout::RequestRecorder::open(cfg.record_requests);
+    if (!rec.ok()) return report_error("serve", rec.status().with_context("--record-requests"));
+    api_cfg.request_recorder = std::move(rec).value();
+  }
   api::ApiService service(api_cfg, b.engine.get(), b.codec.get());
   http::Router router;
   service.register_routes(router);

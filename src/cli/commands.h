@@ -14,5 +14,6 @@ int cmd_bench(int argc, char** argv, int first);
 int cmd_serve(int argc, char** argv, int first);
 int cmd_probe(int argc, char** argv, int first);
 int cmd_guard(int argc, char** argv, int first);
+int cmd_diff(int argc, char** argv, int first);
 
 }  // namespace zl::cli

@@ -24,6 +24,7 @@ constexpr Command kCommands[] = {
     {"detokenize", zl::cli::cmd_detokenize, "print the text of token ids"},
     {"bench", zl::cli::cmd_bench, "measure pp/tg/batched throughput against memory and int8 bounds"},
     {"probe", zl::cli::cmd_probe, "1-token health check: time to the first SSE event of a server"},
+    {"diff", zl::cli::cmd_diff, "replay recorded requests against two servers and gate on latency, errors, BLEU-4"},
     {"guard", zl::cli::cmd_guard, "apply a guard policy to JSON lines: matches and redacted text"},
 };
 

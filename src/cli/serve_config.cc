@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <unistd.h>  // gethostname
 
 #include "limits/redis_store.h"  // parse_redis_url
 #include "obs/otlp_http.h"
@@ -145,6 +146,45 @@ Status parse_bool(const Sources& src, const std::string& name, bool* out) {
   return {};
 }
 
+// --host-name, --shadow*, --record-requests.
+Status resolve_rollout(const Sources& src, ServeConfig* c) {
+  auto str = [&](const std::string& name, std::string* out) {
+    if (auto it = src.values.find(name); it != src.values.end()) *out = it->second;
+  };
+  str("host-name", &c->host_name);
+  if (c->host_name.empty()) {
+    char buf[256] = {};
+    if (::gethostname(buf, sizeof buf - 1) == 0) c->host_name = buf;
+  }
+  for (char ch : c->host_name) {  // a header value and a JSON string: printable ASCII, no spaces
+    if (ch <= 0x20 || ch >= 0x7f) {
+      return invalid_argument((src.origin.count("host-name") ? src.origin.at("host-name") : "hostname") +
+                              ": host-name must be printable ASCII without spaces, got '" + c->host_name + "'");
+    }
+  }
+  str("shadow", &c->shadow_url);
+  if (!c->shadow_url.empty()) {
+    if (auto e = obs::parse_http_url(c->shadow_url, ""); !e.ok()) {
+      return invalid_argument(src.origin.at("shadow") + ": " + e.status().message());
+    }
+  }
+  if (auto it = src.values.find("shadow-fraction"); it != src.values.end()) {
+    char* end = nullptr;
+    const double f = std::strtod(it->second.c_str(), &end);
+    if (it->second.empty() || *end != '\0' || !(f >= 0 && f <= 1)) {
+      return invalid_argument(src.origin.at("shadow-fraction") + ": shadow-fraction must be a fraction in [0, 1], got '" +
+                              it->second + "'");
+    }
+    c->shadow_fraction = f;
+  }
+  str("shadow-api-key", &c->shadow_api_key);
+  str("shadow-log", &c->shadow_log);
+  RETURN_IF_ERROR(parse_int(src, "shadow-timeout-ms", 1, 3600000, &c->shadow_timeout_ms));
+  RETURN_IF_ERROR(parse_int(src, "shadow-queue", 1, 1 << 16, &c->shadow_queue));
+  str("record-requests", &c->record_requests);
+  return {};
+}
+
 }  // namespace
 
 const std::vector<std::string>& serve_setting_names() {
@@ -157,7 +197,9 @@ const std::vector<std::string>& serve_setting_names() {
       "sse-ping-interval", "otlp-endpoint", "log-format", "metrics-compat", "metrics-auth",
       "keys",            "max-queue",      "max-queue-tokens", "queue-timeout-ms", "max-pause-ms",
       "degrade",         "kv-high-watermark", "redis",       "redis-fail",      "response-cache-mb",
-      "guard",           "context-policy", "context-reserve", "ui"};
+      "guard",           "context-policy", "context-reserve", "host-name",     "shadow",
+      "shadow-fraction", "shadow-api-key", "shadow-log",      "shadow-timeout-ms", "shadow-queue",
+      "record-requests", "ui"};
   return kNames;
 }
 
@@ -282,6 +324,7 @@ Result<ServeConfig> resolve_serve_config(const std::map<std::string, std::string
                             ": context-policy must be error, drop_oldest or middle_out, got '" + c.context_policy + "'");
   }
   RETURN_IF_ERROR(parse_int(src, "context-reserve", 1, 1 << 24, &c.context_reserve));
+  RETURN_IF_ERROR(resolve_rollout(src, &c));
   // API keys: the highest source that gives any wins, like every setting.
   std::vector<std::string> keys = flag_api_keys;
   if (keys.empty()) {

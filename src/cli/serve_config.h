@@ -76,6 +76,16 @@ struct ServeConfig {
   // middle_out; tokens kept for the answer (min(max_tokens, this)).
   std::string context_policy = "error";
   int64_t context_reserve = 256;
+  // Rollout (src/rollout/). The name in x-engine-host, /ready and /v1/models;
+  // default: the machine's hostname.
+  std::string host_name;
+  std::string shadow_url;             // --shadow: mirror sampled generations there; empty: none
+  double shadow_fraction = 0.1;       // of generation requests mirrored
+  std::string shadow_api_key;         // sent to the shadow (never printed)
+  std::string shadow_log;             // JSON lines, one per compared pair; empty: none
+  int64_t shadow_timeout_ms = 60000;  // one shadow request, at most
+  int64_t shadow_queue = 64;          // pairs not yet compared, at most (more: dropped)
+  std::string record_requests;        // Messages bodies, one a line, for `zerolayer diff`; empty: none
   // Where each setting that was given came from, as a user would write it:
   // "--kv-size 100000000", "ZEROLAYER_KV_SIZE=100000000",
   // "kv_size = 100000000 in /etc/zl.toml". Absent: the default.

@@ -28,6 +28,10 @@ class Router {
   void add(std::string method, std::string pattern, Handler handler);
   void set_error_formatter(ErrorFormatter f) { error_formatter_ = std::move(f); }
   void set_stream_error_formatter(StreamErrorFormatter f) { stream_error_formatter_ = std::move(f); }
+  // Headers every answer carries, whatever route or error made it
+  // (x-engine-host): added to each response and stream head that passes
+  // through dispatch() and to error_response(). Call before serving.
+  void set_common_headers(std::vector<Header> headers) { common_headers_ = std::move(headers); }
 
   // Runs the handler for `request`, or answers 404/405.
   void dispatch(HttpRequest& request, const std::shared_ptr<Responder>& responder) const;
@@ -49,6 +53,7 @@ class Router {
   std::vector<Route> routes_;
   ErrorFormatter error_formatter_;
   StreamErrorFormatter stream_error_formatter_;
+  std::vector<Header> common_headers_;
 };
 
 }  // namespace zl::http

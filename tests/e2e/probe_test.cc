@@ -11,6 +11,7 @@
 #include <string>
 
 #include "support/http_client.h"  // ServerProcess
+#include "support/ports.h"
 #include "support/json_object.h"
 #include "support/process.h"
 
@@ -22,30 +23,6 @@ namespace json = boost::json;
 CommandResult probe(const std::string& args) { return run_command(std::string(ZL_BIN) + " probe " + args + " 2>&1"); }
 
 std::string url(int port) { return "http://127.0.0.1:" + std::to_string(port); }
-
-// A port nobody listens on: bound (so no one else takes it) but not listening.
-class DeadPort {
- public:
-  DeadPort() {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len);
-    port_ = ntohs(a.sin_port);
-  }
-  ~DeadPort() { close(fd_); }
-  int port() const { return port_; }
-  // Starts listening without ever accepting: connections complete (backlog)
-  // and then nothing is said.
-  void listen_silently() { ::listen(fd_, 4); }
-
- private:
-  int fd_ = -1;
-  int port_ = 0;
-};
 
 TEST(Probe, LiveServerWithinAGenerousBudget) {
   ServerProcess s({"--fake-engine", "--fake-step-us", "1000", "--request-log", "false"}, ZL_TEST_SERVER);
