@@ -41,7 +41,11 @@ struct RopeParams {
   bool operator==(const RopeParams&) const = default;
 };
 
-// What one layer does differently from the others.
+// What one layer does differently from the others. read_model_config fills
+// one per layer from the metadata (read_arch_traits in model.cc, one case per
+// architecture); the runner reads only this, so a new per-layer trait (say an
+// alternating window without a pattern key, or a per-layer rope scaling) is
+// a field here, a line there, and its use in ModelRunner.
 struct LayerConfig {
   int64_t sliding_window = 0;  // > 0: queries see only the last sliding_window positions (their own included)
   int32_t rope = 0;            // index into ModelConfig::ropes
