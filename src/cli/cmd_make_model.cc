@@ -21,7 +21,7 @@ int cmd_make_model(int argc, char** argv, int first) {
                              {"type", true, "2-D tensor type: F32 F16 BF16 Q8_0 Q4_0 Q4_K Q6_K"},
                              {"vocab", true, "GGUF whose tokenizer.* metadata is copied"},
                              {"out", true, "output GGUF path"},
-                             {"arch", true, "llama (default), qwen2 or qwen3"},
+                             {"arch", true, "llama, qwen2, qwen3, gemma3 or phi3 (default: the shape's)"},
                              {"seed", true, "weight seed (default 1)"},
                              {"name", true, "general.name"},
                              {"threads", true, "threads (default: all cores)"},
@@ -43,7 +43,7 @@ int cmd_make_model(int argc, char** argv, int first) {
   auto type = parse_ggml_type(*args->get("type"));
   if (!type) return report_error("make-model", invalid_argument("unknown --type '" + *args->get("type") + "'"));
   MakeModelOptions opts{.shape = *shape, .type = *type, .vocab_path = *args->get("vocab"), .out_path = *args->get("out"), .seed = 1, .name = ""};
-  opts.shape.arch = args->get_or("arch", "llama");
+  opts.shape.arch = args->get_or("arch", opts.shape.arch);
   opts.name = args->get_or("name", "");
   // Each dimension up to 2^22 (make_model checks that the tensors they make
   // fit in memory); layers up to 4096: the writer keeps ~12 tensors a layer

@@ -289,6 +289,21 @@ int cmd_inspect(int argc, char** argv, int first) {
               c.arch_name.c_str(), c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_ff, c.n_vocab,
               c.n_ctx_train, c.rope_freq_base, c.tied_output ? ", tied output" : "",
               (*model)->rope_freqs ? ", rope_freqs" : "");
+  // Sliding-window layers (gemma3, phi3): how many, their window and rope base.
+  int64_t n_local = 0, window = 0;
+  float local_base = c.rope_freq_base;
+  for (const LayerConfig& l : c.layers) {
+    if (l.sliding_window == 0) continue;
+    ++n_local, window = l.sliding_window, local_base = c.ropes[l.rope].freq_base;
+  }
+  if (n_local > 0) {
+    std::printf("sliding window: %" PRId64 " positions on %" PRId64 " of %" PRId64 " layers (rope base %g there)\n",
+                window, n_local, c.n_layer, local_base);
+  }
+  if ((*model)->rope_factors_long) {
+    std::printf("LongRoPE: long factors past %" PRId64 " tokens of context, attention factor %g\n", c.rope_orig_ctx,
+                c.rope_attn_factor);
+  }
   return kExitOk;
 }
 

@@ -146,7 +146,7 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, EngineConfig conf
       tokenizer_(tokenizer),
       config_(config),
       pool_(config.n_threads),
-      runner_(model, &pool_, std::move(weights)),
+      runner_(model, &pool_, std::move(weights), config.n_ctx),
       kv_(std::move(kv)),
       blocks_(BlockPoolConfig{.block_size = config.block_size,
                               .n_blocks = static_cast<int32_t>(config.n_kv_tokens / config.block_size),

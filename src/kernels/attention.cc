@@ -55,12 +55,13 @@ void attention_scalar(const AttentionShape& s, const float* q, const void* k_cac
                       KvType kv_type, const int32_t* block_table, int64_t n_kv, float* out, int64_t kv_h0,
                       int64_t kv_h1) {
   const int64_t hd = s.head_dim, group = s.n_head / s.n_head_kv;
+  const int64_t lo = attention_first_position(s, n_kv);
   std::vector<float> scores(n_kv), row(hd);
   for (int64_t h = kv_h0 * group; h < kv_h1 * group; ++h) {
     const int64_t kvh = h / group;
     const float* qh = q + h * hd;
     float max_s = -INFINITY;
-    for (int64_t p = 0; p < n_kv; ++p) {
+    for (int64_t p = lo; p < n_kv; ++p) {
       load_row(s, k_cache, kv_type, block_table, p, kvh, row.data());
       float dot = 0.0f;
       for (int64_t i = 0; i < hd; ++i) dot += qh[i] * row[i];
@@ -68,14 +69,14 @@ void attention_scalar(const AttentionShape& s, const float* q, const void* k_cac
       max_s = std::max(max_s, scores[p]);
     }
     double sum = 0.0;
-    for (int64_t p = 0; p < n_kv; ++p) {
+    for (int64_t p = lo; p < n_kv; ++p) {
       scores[p] = std::exp(scores[p] - max_s);
       sum += scores[p];
     }
     const float inv = static_cast<float>(1.0 / sum);
     float* o = out + h * hd;
     std::fill(o, o + hd, 0.0f);
-    for (int64_t p = 0; p < n_kv; ++p) {
+    for (int64_t p = lo; p < n_kv; ++p) {
       load_row(s, v_cache, kv_type, block_table, p, kvh, row.data());
       const float w = scores[p] * inv;
       for (int64_t i = 0; i < hd; ++i) o[i] += w * row[i];

@@ -9,7 +9,8 @@
 // block_size >= n_kv).
 //
 //   out[h * head_dim + i] = sum_p softmax_p(scale * q_h · k_p) * v_p[i]
-// for query head h, kv head h / (n_head / n_head_kv), positions p < n_kv.
+// for query head h, kv head h / (n_head / n_head_kv), positions p < n_kv
+// (and p >= n_kv - window with a sliding window, AttentionShape::window).
 // Pure and thread-safe; no allocation for head_dim <= kMaxHeadDim.
 #pragma once
 
@@ -25,7 +26,16 @@ struct AttentionShape {
   int64_t head_dim = 0;
   int64_t block_size = 0;  // positions per cache block
   float scale = 1.0f;      // usually 1/sqrt(head_dim)
+  // > 0: sliding-window attention, a query whose causal limit is n_kv (it
+  // sits at position n_kv - 1) sees positions [max(0, n_kv - window), n_kv)
+  // only; 0: every position below its limit.
+  int64_t window = 0;
 };
+
+// The first position a query with causal limit n_kv attends under s.window.
+inline int64_t attention_first_position(const AttentionShape& s, int64_t n_kv) {
+  return s.window > 0 && n_kv > s.window ? n_kv - s.window : 0;
+}
 
 inline constexpr int64_t kMaxHeadDim = 256;
 

@@ -144,11 +144,12 @@ inline void init_rows(const RowsState& st, int nr, int64_t hd) {
 // agree bit for bit.
 
 // One chunk of n <= kChunk positions (K/V rows at element offsets offs[c])
-// for nr <= Vec::kMaxRows rows; row r counts positions below limit[r] only.
+// for nr <= Vec::kMaxRows rows; row r counts positions in [start[r],
+// limit[r]) only (start: the sliding window's first position, else 0).
 template <KvType kType>
-__attribute__((noinline)) void chunk_rows(const AttentionShape& s, const float* const* q, const int64_t* limit,
-                                          int nr, const void* k_cache, const void* v_cache, const int64_t* offs,
-                                          int64_t p0, int n, const RowsState& st) {
+__attribute__((noinline)) void chunk_rows(const AttentionShape& s, const float* const* q, const int64_t* start,
+                                          const int64_t* limit, int nr, const void* k_cache, const void* v_cache,
+                                          const int64_t* offs, int64_t p0, int n, const RowsState& st) {
   constexpr int W = Vec::kWidth, R = Vec::kMaxRows;
   const int64_t nv = s.head_dim / W;
   alignas(64) float pr[R][kChunk];
@@ -174,15 +175,18 @@ __attribute__((noinline)) void chunk_rows(const AttentionShape& s, const float* 
   }
   for (int r = 0; r < nr; ++r) {  // online softmax: rescale to the new running max
     const int valid = static_cast<int>(std::clamp<int64_t>(limit[r] - p0, 0, n));
-    if (valid == 0) {
+    const int first = static_cast<int>(std::clamp<int64_t>(start[r] - p0, 0, n));  // positions below: masked
+    if (valid <= first) {
       std::fill(pr[r], pr[r] + kChunk, 0.0f);
       continue;
     }
+    if (first > 0) std::fill(pr[r], pr[r] + first, -INFINITY);
     float& m = st.m[r];
     const float m_new = std::max(m, Vec::chunk_max(pr[r], valid));
     const float corr = std::exp(m - m_new);  // 0 on the first chunk
     for (int c = 0; c < kChunk; c += W) Vec::store(pr[r] + c, Vec::exp(Vec::sub(Vec::load(pr[r] + c), Vec::set1(m_new))));
     std::fill(pr[r] + valid, pr[r] + kChunk, 0.0f);
+    std::fill(pr[r], pr[r] + first, 0.0f);
     st.l[r] = st.l[r] * corr + Vec::chunk_sum(pr[r]);
     m = m_new;
     if (corr != 1.0f) {
@@ -256,9 +260,12 @@ inline void chunk_offsets(const AttentionShape& s, const int32_t* block_table, i
 
 // Up to Vec::kMaxRows query rows against one kv head whose rows start at
 // kv_off within each cache row. Row r (a query head of one token) attends
-// positions [0, limit[r]); positions beyond a row's limit get weight 0.
-// Positions run in ranges of kAttentionRange, each with a fresh state, the
-// ranges folded in order (merge_rows): the grid that split decode uses.
+// positions [start, limit[r]) (start 0, or the sliding window's first
+// position); other positions get weight 0. Positions run in ranges of
+// kAttentionRange, each with a fresh state, the ranges folded in order
+// (merge_rows): the grid that split decode uses. Ranges and chunks wholly
+// before every row's window are skipped; a row's result does not depend on
+// where the walk starts (a range without positions merges as nothing).
 template <KvType kType>
 void head_rows(const AttentionShape& s, const float* const* q, float* const* out, const int64_t* limit, int nr,
                const void* k_cache, const void* v_cache, const int32_t* block_table, int64_t kv_off) {
@@ -268,27 +275,32 @@ void head_rows(const AttentionShape& s, const float* const* q, float* const* out
   alignas(64) float acc[R][kMaxHeadDim], acc_b[R][kMaxHeadDim];
   float m[R], l[R], m_b[R], l_b[R];
   const RowsState st{&acc[0][0], kMaxHeadDim, m, l}, st_b{&acc_b[0][0], kMaxHeadDim, m_b, l_b};
-  int64_t n_kv = 0;
-  for (int r = 0; r < nr; ++r) n_kv = std::max(n_kv, limit[r]);
+  int64_t n_kv = 0, lo = INT64_MAX, start[R];
+  for (int r = 0; r < nr; ++r) {
+    n_kv = std::max(n_kv, limit[r]);
+    start[r] = attention_first_position(s, limit[r]);
+    lo = std::min(lo, start[r]);
+  }
+  const int64_t rb0 = lo / kAttentionRange * kAttentionRange, c0 = lo / kChunk * kChunk;
   int64_t offs[kChunk], offs_next[kChunk];
-  if (n_kv > 0) {
-    chunk_offsets<kType>(s, block_table, 0, static_cast<int>(std::min<int64_t>(kChunk, n_kv)), kv_off, k_cache,
+  if (n_kv > c0) {
+    chunk_offsets<kType>(s, block_table, c0, static_cast<int>(std::min<int64_t>(kChunk, n_kv - c0)), kv_off, k_cache,
                          v_cache, hd * kElem, offs_next);
   }
-  for (int64_t rb = 0; rb < n_kv; rb += kAttentionRange) {
-    const RowsState& target = rb == 0 ? st : st_b;
+  for (int64_t rb = rb0; rb < n_kv; rb += kAttentionRange) {
+    const RowsState& target = rb == rb0 ? st : st_b;
     init_rows(target, nr, hd);
     const int64_t re = std::min(rb + kAttentionRange, n_kv);
-    for (int64_t p0 = rb; p0 < re; p0 += kChunk) {
+    for (int64_t p0 = std::max(rb, c0); p0 < re; p0 += kChunk) {
       const int n = static_cast<int>(std::min<int64_t>(kChunk, re - p0));
       std::copy(offs_next, offs_next + n, offs);
       if (p0 + kChunk < n_kv) {
         chunk_offsets<kType>(s, block_table, p0 + kChunk, static_cast<int>(std::min<int64_t>(kChunk, n_kv - p0 - kChunk)),
                              kv_off, k_cache, v_cache, hd * kElem, offs_next);
       }
-      chunk_rows<kType>(s, q, limit, nr, k_cache, v_cache, offs, p0, n, target);
+      chunk_rows<kType>(s, q, start, limit, nr, k_cache, v_cache, offs, p0, n, target);
     }
-    if (rb > 0) merge_rows(st, st_b, nr, hd);
+    if (rb > rb0) merge_rows(st, st_b, nr, hd);
   }
   finish_rows(st, nr, hd, out);
 }
@@ -304,12 +316,14 @@ void range_rows(const AttentionShape& s, const float* q, const void* k_cache, co
   constexpr int R = Vec::kMaxRows;
   constexpr int64_t kElem = kType == KvType::kF32 ? 4 : 2;
   const int64_t group = s.n_head / s.n_head_kv, hd = s.head_dim, row_bytes = s.n_head_kv * hd * kElem;
-  const int64_t rb = range * kAttentionRange, re = std::min(rb + kAttentionRange, n_kv);
+  const int64_t lo = attention_first_position(s, n_kv);
+  const int64_t rb = std::max(range * kAttentionRange, lo / kChunk * kChunk);
+  const int64_t re = std::min(range * kAttentionRange + kAttentionRange, n_kv);
   init_rows(st, static_cast<int>(s.n_head), hd);
   if (re <= rb) return;
   const float* qr[R];
-  int64_t limit[R];
-  for (int r = 0; r < R; ++r) limit[r] = n_kv;
+  int64_t start[R], limit[R];
+  for (int r = 0; r < R; ++r) start[r] = lo, limit[r] = n_kv;
   int64_t base[kChunk], base_next[kChunk], offs[kChunk];
   chunk_offsets<kType>(s, block_table, rb, static_cast<int>(std::min<int64_t>(kChunk, re - rb)), 0, k_cache, v_cache,
                        row_bytes, base_next);
@@ -326,7 +340,7 @@ void range_rows(const AttentionShape& s, const float* q, const void* k_cache, co
         const int nr = static_cast<int>(std::min<int64_t>(R, group - j0));
         const int64_t h0 = kvh * group + j0;
         for (int r = 0; r < nr; ++r) qr[r] = q + (h0 + r) * hd;
-        chunk_rows<kType>(s, qr, limit, nr, k_cache, v_cache, offs, p0, n, st.rows_from(static_cast<int>(h0)));
+        chunk_rows<kType>(s, qr, start, limit, nr, k_cache, v_cache, offs, p0, n, st.rows_from(static_cast<int>(h0)));
       }
     }
   }

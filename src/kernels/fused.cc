@@ -1,6 +1,7 @@
 #include "kernels/fused.h"
 
 #include <cmath>
+#include <vector>
 
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
@@ -37,6 +38,40 @@ void swiglu_scalar(const float* gate, const float* up, float* out, int64_t n) {
 void swiglu(const float* gate, const float* up, float* out, int64_t n) {
   if (active_isa() == KernelIsa::kScalar) return swiglu_scalar(gate, up, out, n);
   kern::avx2_swiglu(gate, up, out, n);
+}
+
+namespace {
+
+// F16 bits -> F16 bits of the tanh GELU of that value, computed in float.
+const std::vector<uint16_t>& gelu_f16_table() {
+  static const std::vector<uint16_t> table = [] {
+    std::vector<uint16_t> t(65536);
+    for (uint32_t i = 0; i < t.size(); ++i) {
+      const float x = fp16_to_fp32(static_cast<uint16_t>(i));
+      const float g = 0.5f * x * (1.0f + std::tanh(0.7978845608028654f * x * (1.0f + 0.044715f * x * x)));
+      t[i] = fp32_to_fp16(g);
+    }
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace
+
+void geglu(const float* gate, const float* up, float* out, int64_t n) {
+  const uint16_t* table = gelu_f16_table().data();
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    float g;
+    if (x <= -10.0f) {
+      g = 0.0f;
+    } else if (x >= 10.0f) {
+      g = x;
+    } else {
+      g = fp16_to_fp32(table[fp32_to_fp16(x)]);
+    }
+    out[i] = g * up[i];
+  }
 }
 
 void fp32_to_fp16_row_scalar(const float* x, uint16_t* out, int64_t n) {

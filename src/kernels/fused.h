@@ -11,6 +11,14 @@ namespace zl {
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
 void swiglu_scalar(const float* gate, const float* up, float* out, int64_t n);
 
+// out[i] = gelu(gate[i]) * up[i], GELU in its tanh form
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) evaluated as llama.cpp's CPU
+// backend does (what GGUF Gemma models are validated against): x rounded to
+// F16 and looked up in a table of F16 GELU values for -10 < x < 10, 0 below,
+// x above. One path for every ISA (a table load per value). `out` may alias
+// `gate` or `up`.
+void geglu(const float* gate, const float* up, float* out, int64_t n);
+
 // RMSNorm: y[i] = x[i] * s * w[i] with s = 1 / sqrt(mean(x^2) + eps). The
 // mean is summed in double over eight interleaved partial sums (x[i]^2, the
 // product in float, into sum i % 8; a tail below a multiple of 8 into sum 0)

@@ -5,7 +5,7 @@ namespace zl {
 ReferenceForward::ReferenceForward(const Model& model, int64_t n_ctx, ThreadPool* pool,
                                    std::shared_ptr<const PackedWeights> weights, KvType kv_type)
     : n_ctx_(n_ctx > 0 ? n_ctx : model.config.n_ctx_train),
-      runner_(model, pool, std::move(weights)),
+      runner_(model, pool, std::move(weights), n_ctx_),
       kv_(model.config, /*n_blocks=*/1, /*block_size=*/n_ctx_, kv_type) {}
 
 Result<std::vector<float>> ReferenceForward::forward(std::span<const int32_t> tokens, bool all_logits) {

@@ -100,11 +100,16 @@ GgmlType matrix_type(GgmlType type, int64_t ne0) {
 // dimension checked positive; products up to 2^66 overflow) must fit.
 Status check_writer_memory(const ModelShape& s, const MakeModelOptions& opts, int n_threads) {
   const int64_t q_dim = s.n_head * s.head_dim, kv_dim = s.n_head_kv * s.head_dim;
+  const bool fused = s.arch == "phi3";  // attn_qkv, and ffn_up with gate and up
   const struct {
     const char* name;
     int64_t ne0, ne1;
-  } matrices[] = {{"token_embd", s.n_embd, s.n_vocab}, {"attn_q", s.n_embd, q_dim}, {"attn_k", s.n_embd, kv_dim},
-                  {"attn_output", q_dim, s.n_embd},    {"ffn_up", s.n_embd, s.n_ff},  {"ffn_down", s.n_ff, s.n_embd}};
+  } matrices[] = {{"token_embd", s.n_embd, s.n_vocab},
+                  {fused ? "attn_qkv" : "attn_q", s.n_embd, fused ? q_dim + 2 * kv_dim : q_dim},
+                  {"attn_k", s.n_embd, kv_dim},
+                  {"attn_output", q_dim, s.n_embd},
+                  {"ffn_up", s.n_embd, fused ? 2 * s.n_ff : s.n_ff},
+                  {"ffn_down", s.n_ff, s.n_embd}};
   const uint64_t available = opts.memory_budget ? *opts.memory_budget : available_memory_bytes();
   for (const auto& m : matrices) {
     const GgmlType t = matrix_type(opts.type, m.ne0);
@@ -130,21 +135,30 @@ std::optional<ModelShape> model_shape_preset(const std::string& name) {
          .n_ctx = 131072, .rope_freq_base = 500000.0f, .tied_output = true, .llama3_rope = true};
   } else if (name == "tinyllama-1.1b") {
     s = {.n_embd = 2048, .n_layer = 22, .n_head = 32, .n_head_kv = 4, .n_ff = 5632, .n_ctx = 2048};
+  } else if (name == "gemma3-1b") {
+    s = {.arch = "gemma3", .n_vocab = 262144, .n_embd = 1152, .n_layer = 26, .n_head = 4, .n_head_kv = 1,
+         .head_dim = 256, .n_ff = 6912, .n_ctx = 32768, .rope_freq_base = 1000000.0f, .rms_eps = 1e-6f,
+         .tied_output = true, .sliding_window = 512, .sliding_window_pattern = 6};
+  } else if (name == "phi3.5-mini") {
+    s = {.arch = "phi3", .n_vocab = 32064, .n_embd = 3072, .n_layer = 32, .n_head = 32, .n_head_kv = 32,
+         .n_ff = 8192, .n_ctx = 131072, .sliding_window = 262144, .rope_orig_ctx = 4096};
   } else {
     return std::nullopt;
   }
-  s.arch = "llama";
   return s;
 }
 
-std::vector<std::string> model_shape_preset_names() { return {"tiny", "stories260k", "llama3.2-1b", "tinyllama-1.1b"}; }
+std::vector<std::string> model_shape_preset_names() {
+  return {"tiny", "stories260k", "llama3.2-1b", "tinyllama-1.1b", "gemma3-1b", "phi3.5-mini"};
+}
 
 Status make_model(const MakeModelOptions& opts, ThreadPool* pool,
                   const std::function<void(uint64_t, uint64_t)>& progress) {
   ModelShape s = opts.shape;
-  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3") {
-    return invalid_argument("--arch must be llama, qwen2 or qwen3, not '" + s.arch + "'");
+  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "gemma3" && s.arch != "phi3") {
+    return invalid_argument("--arch must be llama, qwen2, qwen3, gemma3 or phi3, not '" + s.arch + "'");
   }
+  const bool gemma3 = s.arch == "gemma3", phi3 = s.arch == "phi3";
   auto traits = ggml_type_traits(static_cast<uint32_t>(opts.type));
   if (!traits || !traits->supported) return invalid_argument("unsupported tensor type " + ggml_type_name(opts.type));
   ASSIGN_OR_RETURN(auto vocab, GgufFile::open(opts.vocab_path));
@@ -183,6 +197,20 @@ Status make_model(const MakeModelOptions& opts, ThreadPool* pool,
   w.set(a + "attention.layer_norm_rms_epsilon", GgufValue::f32(s.rms_eps));
   w.set(a + "rope.freq_base", GgufValue::f32(s.rope_freq_base));
   w.set(a + "rope.dimension_count", GgufValue::u32(static_cast<uint32_t>(s.head_dim)));
+  if (s.sliding_window > 0 && (gemma3 || phi3)) {
+    w.set(a + "attention.sliding_window", GgufValue::u32(static_cast<uint32_t>(s.sliding_window)));
+  }
+  if (gemma3) {
+    w.set(a + "attention.sliding_window_pattern", GgufValue::u32(static_cast<uint32_t>(s.sliding_window_pattern)));
+    w.set(a + "rope.freq_base_swa", GgufValue::f32(s.rope_freq_base_swa));
+  }
+  const bool long_rope = phi3 && s.rope_orig_ctx > 0 && s.rope_orig_ctx < s.n_ctx;
+  if (long_rope) {
+    const double scale = static_cast<double>(s.n_ctx) / static_cast<double>(s.rope_orig_ctx);
+    w.set(a + "rope.scaling.original_context_length", GgufValue::u32(static_cast<uint32_t>(s.rope_orig_ctx)));
+    w.set(a + "rope.scaling.attn_factor",
+          GgufValue::f32(static_cast<float>(std::sqrt(1 + std::log(scale) / std::log(static_cast<double>(s.rope_orig_ctx))))));
+  }
   for (const auto& [key, value] : vocab->metadata()) {
     if (key.rfind("tokenizer.", 0) == 0) w.set(key, value);
   }
@@ -220,26 +248,50 @@ Status make_model(const MakeModelOptions& opts, ThreadPool* pool,
     w.add_tensor("rope_freqs.weight", GgmlType::kF32, {static_cast<int64_t>(factors.size())},
                  [factors](uint8_t* dst, uint64_t n) { std::memcpy(dst, factors.data(), n); });
   }
+  if (long_rope) {
+    // LongRoPE-like factors: short ones near 1, long ones growing to 40 over
+    // the rotated dimensions (what matters for speed is that they exist).
+    std::vector<float> short_f, long_f;
+    for (int64_t i = 0; i < s.head_dim / 2; ++i) {
+      const float t = static_cast<float>(i) / static_cast<float>(s.head_dim / 2);
+      short_f.push_back(1.0f + 0.1f * t);
+      long_f.push_back(1.0f + 39.0f * t * t);
+    }
+    for (const auto& [name, f] : {std::pair{"rope_factors_long.weight", long_f}, std::pair{"rope_factors_short.weight", short_f}}) {
+      w.add_tensor(name, GgmlType::kF32, {static_cast<int64_t>(f.size())},
+                   [f](uint8_t* dst, uint64_t n) { std::memcpy(dst, f.data(), n); });
+    }
+  }
   for (int64_t i = 0; i < s.n_layer; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     vector(p + "attn_norm.weight", s.n_embd, 1.0f, 0.05f);
-    matrix(p + "attn_q.weight", s.n_embd, q_dim);
-    matrix(p + "attn_k.weight", s.n_embd, kv_dim);
-    matrix(p + "attn_v.weight", s.n_embd, kv_dim);
+    if (phi3) {
+      matrix(p + "attn_qkv.weight", s.n_embd, q_dim + 2 * kv_dim);
+    } else {
+      matrix(p + "attn_q.weight", s.n_embd, q_dim);
+      matrix(p + "attn_k.weight", s.n_embd, kv_dim);
+      matrix(p + "attn_v.weight", s.n_embd, kv_dim);
+    }
     matrix(p + "attn_output.weight", q_dim, s.n_embd);
     if (s.arch == "qwen2") {
       vector(p + "attn_q.bias", q_dim, 0.0f, 0.02f);
       vector(p + "attn_k.bias", kv_dim, 0.0f, 0.02f);
       vector(p + "attn_v.bias", kv_dim, 0.0f, 0.02f);
     }
-    if (s.arch == "qwen3") {
+    if (s.arch == "qwen3" || gemma3) {
       vector(p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.05f);
       vector(p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.05f);
     }
+    if (gemma3) vector(p + "post_attention_norm.weight", s.n_embd, 1.0f, 0.05f);
     vector(p + "ffn_norm.weight", s.n_embd, 1.0f, 0.05f);
-    matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff);
-    matrix(p + "ffn_up.weight", s.n_embd, s.n_ff);
+    if (phi3) {
+      matrix(p + "ffn_up.weight", s.n_embd, 2 * s.n_ff);  // gate rows, then up rows
+    } else {
+      matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff);
+      matrix(p + "ffn_up.weight", s.n_embd, s.n_ff);
+    }
     matrix(p + "ffn_down.weight", s.n_ff, s.n_embd);
+    if (gemma3) vector(p + "post_ffw_norm.weight", s.n_embd, 1.0f, 0.05f);
   }
   return w.write(opts.out_path, progress);
 }

@@ -19,7 +19,7 @@
 namespace zl {
 
 struct ModelShape {
-  std::string arch = "llama";  // llama, qwen2, qwen3
+  std::string arch = "llama";  // llama, qwen2, qwen3, gemma3, phi3
   int64_t n_vocab = 0;         // 0: take the vocabulary's size
   int64_t n_embd = 0;
   int64_t n_layer = 0;
@@ -32,9 +32,18 @@ struct ModelShape {
   float rms_eps = 1e-5f;
   bool tied_output = false;
   bool llama3_rope = false;    // write rope_freqs.weight (Llama 3.1/3.2 scaling)
+  // gemma3: sliding-window layers (sliding_window_pattern n: n - 1 local : 1
+  // global) with their own rope base; phi3: a window on every layer.
+  int64_t sliding_window = 0;
+  int64_t sliding_window_pattern = 6;
+  float rope_freq_base_swa = 10000.0f;
+  // phi3: LongRoPE factor tensors for a context beyond rope_orig_ctx (0: none).
+  int64_t rope_orig_ctx = 0;
 };
 
-// Presets: "tiny", "llama3.2-1b", "tinyllama-1.1b", "stories260k". nullopt if unknown.
+// Presets: "tiny", "llama3.2-1b", "tinyllama-1.1b", "stories260k",
+// "gemma3-1b" (Gemma 3 1B), "phi3.5-mini" (Phi-3.5-mini). Each sets its
+// architecture. nullopt if unknown.
 std::optional<ModelShape> model_shape_preset(const std::string& name);
 std::vector<std::string> model_shape_preset_names();
 

@@ -56,7 +56,7 @@ uint64_t PackedWeights::bytes_for(const Model& model, KernelIsa isa, bool stack)
   for (const LayerWeights& l : model.layers) {
     add_group({l.wq, l.wk, l.wv});
     add_group({l.ffn_gate, l.ffn_up});
-    for (const GgufTensor* t : {l.wo, l.ffn_down}) add(t);
+    for (const GgufTensor* t : {l.wqkv, l.wo, l.ffn_down}) add(t);
   }
   add(model.output);
   return total;
@@ -97,23 +97,36 @@ Status PackedWeights::init(const Model& model, KernelIsa isa, bool stack) {
     if (m.holds_copy()) copied.push_back(t);
     return {};
   };
+  // A matrix the file already fuses (phi3's attn_qkv, its ffn_up holding
+  // gate and up) is the layer's stacked matrix as it is.
+  auto fused = [&](const GgufTensor* t) -> Result<std::optional<PackedMatrix>> {
+    ASSIGN_OR_RETURN(PackedMatrix m, PackedMatrix::create(t->type, t->data, t->ne[0], t->ne[1], isa));
+    if (m.holds_copy()) copied.push_back(t);
+    return std::optional<PackedMatrix>(std::move(m));
+  };
   for (const LayerWeights& l : model.layers) {
     std::optional<PackedMatrix> qkv, gate_up;
-    if (stack) {
+    if (l.wqkv) {
+      ASSIGN_OR_RETURN(qkv, fused(l.wqkv));
+    } else if (stack) {
       ASSIGN_OR_RETURN(qkv, stack_parts({l.wq, l.wk, l.wv}, isa));
+      if (qkv) copied.insert(copied.end(), {l.wq, l.wk, l.wv});
+    }
+    if (!l.ffn_gate) {
+      ASSIGN_OR_RETURN(gate_up, fused(l.ffn_up));
+    } else if (stack) {
       ASSIGN_OR_RETURN(gate_up, stack_parts({l.ffn_gate, l.ffn_up}, isa));
+      if (gate_up) copied.insert(copied.end(), {l.ffn_gate, l.ffn_up});
     }
     qkv_.push_back(std::move(qkv));
     gate_up_.push_back(std::move(gate_up));
     if (qkv_.back()) {
       n_bytes_per_token_ += qkv_.back()->n_bytes();
-      copied.insert(copied.end(), {l.wq, l.wk, l.wv});
     } else {
       for (const GgufTensor* t : {l.wq, l.wk, l.wv}) RETURN_IF_ERROR(add(t));
     }
     if (gate_up_.back()) {
       n_bytes_per_token_ += gate_up_.back()->n_bytes();
-      copied.insert(copied.end(), {l.ffn_gate, l.ffn_up});
     } else {
       for (const GgufTensor* t : {l.ffn_gate, l.ffn_up}) RETURN_IF_ERROR(add(t));
     }

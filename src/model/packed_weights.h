@@ -52,10 +52,12 @@ class PackedWeights {
   // CHECKs that `t` is one of the model's matmul weights prepared on its own
   // (not a part of a stacked matrix).
   const PackedMatrix& get(const GgufTensor& t) const;
-  // Layer `il`'s [wq; wk; wv] (outputs q_dim + 2 kv_dim per token), or null
-  // when those are prepared on their own.
+  // Layer `il`'s [wq; wk; wv] (outputs q_dim + 2 kv_dim per token; the
+  // file's fused wqkv where it has one), or null when those are prepared on
+  // their own.
   const PackedMatrix* qkv(int64_t il) const { return qkv_[il] ? &*qkv_[il] : nullptr; }
-  // Layer `il`'s [ffn_gate; ffn_up] (outputs 2 n_ff per token), or null.
+  // Layer `il`'s [ffn_gate; ffn_up] (outputs 2 n_ff per token; the file's
+  // fused ffn_up where there is no ffn_gate), or null.
   const PackedMatrix* gate_up(int64_t il) const { return gate_up_[il] ? &*gate_up_[il] : nullptr; }
   // Weight bytes one token's forward pass reads (each matrix once).
   uint64_t n_bytes_per_token() const { return n_bytes_per_token_; }

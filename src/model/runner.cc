@@ -66,11 +66,13 @@ void* KvStorage::v_row(int64_t layer, int64_t block, int64_t slot) { return row(
 
 // -------------------------------------------------------------- ModelRunner
 
-ModelRunner::ModelRunner(const Model& model, ThreadPool* pool, std::shared_ptr<const PackedWeights> weights)
+ModelRunner::ModelRunner(const Model& model, ThreadPool* pool, std::shared_ptr<const PackedWeights> weights,
+                         int64_t n_ctx)
     : model_(model),
       c_(model.config),
       weights_(weights ? std::move(weights) : std::make_shared<const PackedWeights>(model)),
-      pool_(pool) {}
+      pool_(pool),
+      rope_factors_(model.rope_factors(n_ctx)) {}
 
 Status ModelRunner::validate(std::span<const BatchSequence> batch, const KvStorage& kv) const {
   for (const auto& s : batch) {
@@ -111,18 +113,20 @@ const PackedMatrix& ModelRunner::ffn_in(int64_t il) const {
 }
 
 // RoPE as ggml computes it: theta advances by repeated float multiplication,
-// divided by the optional per-dimension frequency factors. The cos/sin of a
-// position are computed once per forward (rope_table) and applied to q and k
-// of every layer.
-void ModelRunner::rope_table(int64_t pos, float* cs) const {
+// divided by the optional per-dimension frequency factors; cos and sin are
+// multiplied by rope_attn_factor (LongRoPE's magnitude scaling, else 1). The
+// cos/sin of a position are computed once per forward and rope setting
+// (rope_table) and applied to q and k of every layer using that setting.
+void ModelRunner::rope_table(int64_t pos, const RopeParams& rope, float* cs) const {
   const int64_t half = c_.rope_dim / 2;
-  const float theta_scale = std::pow(c_.rope_freq_base, -2.0f / static_cast<float>(c_.rope_dim));
-  const float* factors = model_.rope_freqs ? f32_data(model_.rope_freqs) : nullptr;
+  const float theta_scale = std::pow(rope.freq_base, -2.0f / static_cast<float>(c_.rope_dim));
+  const float* factors = rope_factors_;
+  const float mscale = c_.rope_attn_factor;
   float theta = static_cast<float>(pos);
   for (int64_t i = 0; i < half; ++i) {
-    const float angle = c_.rope_freq_scale * (theta / (factors ? factors[i] : 1.0f));
-    cs[i] = std::cos(angle);
-    cs[half + i] = std::sin(angle);
+    const float angle = rope.freq_scale * (theta / (factors ? factors[i] : 1.0f));
+    cs[i] = std::cos(angle) * mscale;
+    cs[half + i] = std::sin(angle) * mscale;
     theta *= theta_scale;
   }
 }
@@ -161,6 +165,8 @@ void ModelRunner::attention_block(const LayerWeights& l, int64_t il, std::span<c
                                   KvStorage& kv) {
   const int64_t n_tokens = static_cast<int64_t>(tokens_.size());
   const int64_t n_embd = c_.n_embd, q_dim = c_.q_dim(), kv_dim = c_.kv_dim(), hd = c_.head_dim;
+  const LayerConfig& lc = c_.layers[il];
+  const int64_t n_ropes = static_cast<int64_t>(c_.ropes.size());
   for (int64_t t = 0; t < n_tokens; ++t) {
     rms_norm(&x_[t * n_embd], f32_data(l.attn_norm), &xn_[t * n_embd], n_embd, c_.rms_eps);
   }
@@ -194,14 +200,16 @@ void ModelRunner::attention_block(const LayerWeights& l, int64_t il, std::span<c
       for (int64_t h = 0; h < c_.n_head_kv; ++h) rms_norm(k + h * hd, f32_data(l.k_norm), k + h * hd, hd, c_.rms_eps);
     }
     const TokenRef& ref = tokens_[t];
-    rope(q, c_.n_head, &rope_cs_[t * c_.rope_dim]);
-    rope(k, c_.n_head_kv, &rope_cs_[t * c_.rope_dim]);
+    const float* cs = &rope_cs_[(t * n_ropes + lc.rope) * c_.rope_dim];
+    rope(q, c_.n_head, cs);
+    rope(k, c_.n_head_kv, cs);
     const int32_t block = batch[ref.seq].block_table[ref.pos / bs];
     store_row(kv.type(), k, kv.k_row(il, block, ref.pos % bs), kv_dim);
     store_row(kv.type(), v, kv.v_row(il, block, ref.pos % bs), kv_dim);
   }
   // Causal attention through each sequence's block table: the token at
-  // position p attends to positions [0, p]. Work items are (sequence, kv head,
+  // position p attends to positions [0, p] (a sliding-window layer to
+  // [p - window + 1, p], the ranges wholly before it skipped). Work items are (sequence, kv head,
   // up to kTokensPerItem of its tokens): each reads the K/V rows once for all
   // its tokens and query heads (kernels/attention.h). A decode token over a
   // context longer than kAttentionRange is split by position range instead
@@ -211,7 +219,8 @@ void ModelRunner::attention_block(const LayerWeights& l, int64_t il, std::span<c
                              .n_head_kv = c_.n_head_kv,
                              .head_dim = hd,
                              .block_size = bs,
-                             .scale = 1.0f / std::sqrt(static_cast<float>(hd))};
+                             .scale = c_.attn_scale,
+                             .window = lc.sliding_window};
   constexpr int64_t kTokensPerItem = 4;
   struct Item {
     int64_t seq, first, n;  // first: index into tokens_
@@ -225,8 +234,9 @@ void ModelRunner::attention_block(const LayerWeights& l, int64_t il, std::span<c
   for (int64_t si = 0; si < static_cast<int64_t>(batch.size()); ++si) {
     const int64_t n_s = static_cast<int64_t>(batch[si].tokens.size()), first = seq_first_token_[si];
     const int64_t n_kv = tokens_[first].pos + 1;
-    if (can_split && n_s == 1 && n_kv > kAttentionRange) {
-      for (int64_t j = 0; j * kAttentionRange < n_kv; ++j) splits.push_back({si, first, j});
+    const int64_t first_range = attention_first_position(shape, n_kv) / kAttentionRange;
+    if (can_split && n_s == 1 && n_kv - first_range * kAttentionRange > kAttentionRange) {
+      for (int64_t j = first_range; j * kAttentionRange < n_kv; ++j) splits.push_back({si, first, j});
       continue;
     }
     for (int64_t i = 0; i < n_s; i += kTokensPerItem) items.push_back({si, first + i, std::min(kTokensPerItem, n_s - i)});
@@ -266,6 +276,16 @@ void ModelRunner::attention_block(const LayerWeights& l, int64_t il, std::span<c
   }
   matmul(*l.wo, attn_.data(), n_tokens, tmp_.data());
   hint(ffn_in(il), n_tokens);
+  add_residual(l.post_attn_norm, n_tokens);
+}
+
+void ModelRunner::add_residual(const GgufTensor* post_norm, int64_t n_tokens) {
+  const int64_t n_embd = c_.n_embd;
+  if (post_norm) {
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      rms_norm(&tmp_[t * n_embd], f32_data(post_norm), &tmp_[t * n_embd], n_embd, c_.rms_eps);
+    }
+  }
   for (int64_t i = 0; i < n_tokens * n_embd; ++i) x_[i] += tmp_[i];
 }
 
@@ -288,14 +308,15 @@ void ModelRunner::ffn_block(const LayerWeights& l, int64_t il) {
     hint(weights_->get(*l.ffn_up), n_tokens);
     matmul(*l.ffn_up, xn_.data(), n_tokens, up_.data());
   }
+  const auto activation = c_.ffn_act == FfnActivation::kGelu ? &geglu : &swiglu;
   auto act = [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) swiglu(gate + t * stride, up + t * stride, &gate_[t * n_ff], n_ff);
+    for (int64_t t = t0; t < t1; ++t) activation(gate + t * stride, up + t * stride, &gate_[t * n_ff], n_ff);
   };
   // Decode: split the one row (chunks of a multiple of 8 values, so every
   // value goes through the same SIMD lanes as unsplit), ~2 us saved a layer.
   constexpr int64_t kSplitChunk = 1024;
   if (pool_ && n_tokens == 1 && n_ff >= 4 * kSplitChunk) {
-    pool_->parallel_for(n_ff, [&](int64_t i0, int64_t i1) { swiglu(gate + i0, up + i0, &gate_[i0], i1 - i0); },
+    pool_->parallel_for(n_ff, [&](int64_t i0, int64_t i1) { activation(gate + i0, up + i0, &gate_[i0], i1 - i0); },
                         kSplitChunk);
   } else if (pool_ && n_tokens > 1) {
     pool_->parallel_for(n_tokens, act);
@@ -305,7 +326,7 @@ void ModelRunner::ffn_block(const LayerWeights& l, int64_t il) {
   hint(weights_->get(*l.ffn_down), n_tokens);
   matmul(*l.ffn_down, gate_.data(), n_tokens, tmp_.data());
   hint(il + 1 < c_.n_layer ? attention_in(il + 1) : weights_->get(*model_.output), n_tokens);
-  for (int64_t i = 0; i < n_tokens * n_embd; ++i) x_[i] += tmp_[i];
+  add_residual(l.post_ffn_norm, n_tokens);
 }
 
 uint64_t ModelRunner::step_bytes(const ModelConfig& c, int64_t n_tokens, int64_t n_logit_rows) {
@@ -313,7 +334,8 @@ uint64_t ModelRunner::step_bytes(const ModelConfig& c, int64_t n_tokens, int64_t
   // stacked_ and rope_cs_ (as forward() sizes them), plus about a byte per
   // value for the int8 activations of the widest matmul input.
   const uint64_t floats = 3 * c.n_embd + 2 * c.q_dim() + 2 * c.kv_dim() + 2 * c.n_ff +
-                          std::max(c.q_dim() + 2 * c.kv_dim(), 2 * c.n_ff) + c.rope_dim;
+                          std::max(c.q_dim() + 2 * c.kv_dim(), 2 * c.n_ff) +
+                          c.rope_dim * std::max<int64_t>(1, static_cast<int64_t>(c.ropes.size()));
   const uint64_t per_token = 4 * floats + static_cast<uint64_t>(std::max(c.n_embd, c.n_ff)) + 64;
   const uint64_t logits = saturating_mul(static_cast<uint64_t>(std::max<int64_t>(n_logit_rows, 0)),
                                          4 * static_cast<uint64_t>(c.n_vocab));
@@ -342,14 +364,20 @@ Status ModelRunner::forward(std::span<const BatchSequence> batch, KvStorage& kv,
   up_.resize(n * c_.n_ff);
   stacked_.resize(n * std::max(c_.q_dim() + 2 * c_.kv_dim(), 2 * c_.n_ff));
   tmp_.resize(n * n_embd);
-  rope_cs_.resize(n * c_.rope_dim);
-  for (int64_t i = 0; i < n; ++i) rope_table(tokens_[i].pos, &rope_cs_[i * c_.rope_dim]);
+  const int64_t n_ropes = static_cast<int64_t>(c_.ropes.size());
+  rope_cs_.resize(n * n_ropes * c_.rope_dim);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t r = 0; r < n_ropes; ++r) rope_table(tokens_[i].pos, c_.ropes[r], &rope_cs_[(i * n_ropes + r) * c_.rope_dim]);
+  }
 
   const GgufTensor& emb = *model_.token_embd;
   const size_t emb_row = row_size(emb.type, n_embd);
   int64_t t = 0;
   for (const auto& s : batch) {
     for (int32_t id : s.tokens) dequantize_row(emb.type, emb.data + id * emb_row, &x_[t++ * n_embd], n_embd);
+  }
+  if (c_.embd_scale != 1.0f) {
+    for (float& v : x_) v *= c_.embd_scale;
   }
   for (int64_t il = 0; il < c_.n_layer; ++il) {
     attention_block(model_.layers[il], il, batch, kv);
@@ -373,6 +401,9 @@ Status ModelRunner::forward(std::span<const BatchSequence> batch, KvStorage& kv,
   const size_t base = logits.size();
   logits.resize(base + out_rows.size() * c_.n_vocab);
   matmul(*model_.output, xn_.data(), static_cast<int64_t>(out_rows.size()), logits.data() + base);
+  if (const float cap = c_.final_logit_softcap; cap > 0) {
+    for (size_t i = base; i < logits.size(); ++i) logits[i] = cap * std::tanh(logits[i] / cap);
+  }
   hint(attention_in(0), n);  // for the next forward (typically the next decode step)
   return Status();
 }

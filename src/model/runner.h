@@ -77,7 +77,10 @@ class ModelRunner {
  public:
   // `weights`: prepared weights shared with other runners; null prepares a
   // private set (one pass over the model).
-  ModelRunner(const Model& model, ThreadPool* pool, std::shared_ptr<const PackedWeights> weights = nullptr);
+  // `n_ctx`: the context the runner serves, which picks LongRoPE's long or
+  // short factors (Model::rope_factors); 0: the short ones.
+  ModelRunner(const Model& model, ThreadPool* pool, std::shared_ptr<const PackedWeights> weights = nullptr,
+              int64_t n_ctx = 0);
 
   // Computes the batch, writes its K/V into `kv`, and appends the requested
   // logits rows to `logits` (n_vocab floats per row, sequences in order).
@@ -101,8 +104,12 @@ class ModelRunner {
   Status validate(std::span<const BatchSequence> batch, const KvStorage& kv) const;
   void attention_block(const LayerWeights& l, int64_t il, std::span<const BatchSequence> batch, KvStorage& kv);
   void ffn_block(const LayerWeights& l, int64_t il);
-  // cs: rope_dim / 2 cosines then as many sines (rope_table) of a position.
-  void rope_table(int64_t pos, float* cs) const;
+  // x_ += tmp_ (a block's output) for the batch's tokens, tmp_ RMS-normed
+  // with `post_norm` first where the layer has one (gemma3).
+  void add_residual(const GgufTensor* post_norm, int64_t n_tokens);
+  // cs: rope_dim / 2 cosines then as many sines (rope_table) of a position
+  // under rope setting c_.ropes[rope].
+  void rope_table(int64_t pos, const RopeParams& rope, float* cs) const;
   void rope(float* x, int64_t n_heads, const float* cs) const;
   void matmul(const GgufTensor& w, const float* x, int64_t n_tokens, float* y);
   // The first matrix of layer il's attention (the stacked QKV or wq), and of
@@ -115,12 +122,13 @@ class ModelRunner {
   const ModelConfig& c_;
   std::shared_ptr<const PackedWeights> weights_;
   ThreadPool* pool_;
+  const float* rope_factors_;  // Model::rope_factors for the context served, or null
   std::vector<TokenRef> tokens_;
   std::vector<int64_t> seq_first_token_;  // index in tokens_ of each sequence's first token
   // Scratch, [n_tokens][...] for the current batch.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, tmp_;
   std::vector<float> stacked_;  // output of a stacked matmul (PackedWeights::qkv, gate_up)
-  std::vector<float> rope_cs_;   // rope_table of each token of the batch
+  std::vector<float> rope_cs_;   // rope_table of each token of the batch, per rope setting: [token][rope][rope_dim]
   std::vector<float> partials_;  // split decode attention: one partial state per position range
 };
 

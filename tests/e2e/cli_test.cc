@@ -99,5 +99,29 @@ TEST(CliE2e, ImpossibleContextIsAnErrorNamingTheFlag) {
   EXPECT_TRUE(contains(r.out, "--kv-size 4294967296: the KV cache")) << r.out;
 }
 
+// A model of an architecture zerolayer does not run (stories260K relabelled
+// `mamba`): serve and generate stop with an error naming it and listing the
+// supported ones, exit 1, before anything serves.
+TEST(CliE2e, UnsupportedArchitectureIsAClearError) {
+  if (!file_exists(stories())) GTEST_SKIP() << "SKIPPED: " << stories() << " is absent (needs ../shared)";
+  std::string bytes = read_file(stories());
+  const std::string key = "general.architecture";
+  const size_t at = bytes.find(key);
+  ASSERT_NE(at, std::string::npos);
+  const size_t value = at + key.size() + 4 + 8;  // value type (u32), string length (u64)
+  ASSERT_EQ(bytes.substr(value, 5), "llama");
+  bytes.replace(value, 5, "mamba");
+  const std::string path = ::testing::TempDir() + "zl_cli_mamba.gguf";
+  std::ofstream(path, std::ios::binary) << bytes;
+  for (const std::string cmd : {" serve --port 0 --model ", " generate -n 4 --prompt hi --model "}) {
+    CommandResult r = run(bin() + cmd + path);
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_TRUE(contains(r.out, "architecture 'mamba' is not supported (supported: llama, qwen2, qwen3")) << r.out;
+    EXPECT_TRUE(contains(r.out, "gemma3") && contains(r.out, "phi3")) << r.out;
+    EXPECT_FALSE(contains(r.out, "serving")) << r.out;
+  }
+  std::remove(path.c_str());
+}
+
 }  // namespace
 }  // namespace zl::test

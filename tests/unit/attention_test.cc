@@ -113,8 +113,9 @@ TEST(Attention, SplitDecodeIsBitwiseTheChunkPath) {
   for (const Case& c : cases) {
     for (KvType type : {KvType::kF16, KvType::kF32}) {
       for (int64_t n_kv : {1, 15, 256, 257, 600, 1100}) {
+       for (int64_t window : {0, 37, 300}) {  // sliding windows: ranges before the window are skipped
         SCOPED_TRACE("n_head " + std::to_string(c.n_head) + " n_kv " + std::to_string(n_kv) +
-                     (type == KvType::kF16 ? " f16" : " f32"));
+                     (type == KvType::kF16 ? " f16" : " f32") + " window " + std::to_string(window));
         const int64_t kv_dim = c.n_head_kv * c.head_dim, q_dim = c.n_head * c.head_dim;
         const int64_t n_blocks = (n_kv + c.block_size - 1) / c.block_size + 1;
         std::vector<int32_t> table(n_blocks);
@@ -133,7 +134,8 @@ TEST(Attention, SplitDecodeIsBitwiseTheChunkPath) {
         std::vector<float> q(2 * q_dim);
         for (auto& x : q) x = dist(rng);
         const AttentionShape s{.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim,
-                               .block_size = c.block_size, .scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+                               .block_size = c.block_size, .scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
+                               .window = window};
         std::vector<float> chunk(2 * q_dim, NAN), single(q_dim, NAN), split(q_dim, NAN);
         if (n_kv >= 2) {
           attention_chunk(s, q.data(), 2, k, v, type, table.data(), n_kv - 1, chunk.data(), 0, c.n_head_kv);
@@ -148,8 +150,15 @@ TEST(Attention, SplitDecodeIsBitwiseTheChunkPath) {
           attention_range(s, q.data() + q_dim, k, v, type, table.data(), n_kv, j,
                           partials.data() + j * attention_partial_floats(s));
         }
+        std::vector<float> partials_copy = partials;  // attention_merge overwrites the first partial
         attention_merge(s, partials.data(), n_ranges, split.data());
         ASSERT_EQ(std::memcmp(split.data(), single.data(), q_dim * sizeof(float)), 0);
+        // The runner merges only the ranges from the window's first one on.
+        const int64_t first_range = attention_first_position(s, n_kv) / kAttentionRange;
+        std::vector<float> from_window(q_dim, NAN);
+        attention_merge(s, partials_copy.data() + first_range * attention_partial_floats(s), n_ranges - first_range,
+                        from_window.data());
+        ASSERT_EQ(std::memcmp(from_window.data(), single.data(), q_dim * sizeof(float)), 0);
         if (n_kv >= 2) {
           ASSERT_EQ(std::memcmp(split.data(), chunk.data() + q_dim, q_dim * sizeof(float)), 0);
         }
@@ -157,9 +166,78 @@ TEST(Attention, SplitDecodeIsBitwiseTheChunkPath) {
         std::vector<float> want(q_dim);
         attention_scalar(s, q.data() + q_dim, k, v, type, table.data(), n_kv, want.data(), 0, c.n_head_kv);
         for (int64_t i = 0; i < q_dim; ++i) ASSERT_NEAR(split[i], want[i], 3e-5f * (1.0f + std::fabs(want[i]))) << i;
+       }
       }
     }
   }
+}
+
+// A sliding window is the same attention as no window over the window's
+// positions alone: with one position per block, dropping the first
+// table entries drops those positions. Prefill rows (attention_chunk, each
+// row its own window) and the scalar twin both.
+TEST(Attention, SlidingWindowSeesOnlyTheLastPositions) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  const int64_t n_head = 8, n_head_kv = 2, hd = 64, q_dim = n_head * hd, kv_dim = n_head_kv * hd, n_pos = 700;
+  std::vector<int32_t> table(n_pos);
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), rng);
+  std::vector<float> k(n_pos * kv_dim), v(n_pos * kv_dim);
+  for (auto& x : k) x = 2.0f * dist(rng);
+  for (auto& x : v) x = dist(rng);
+  const int64_t n_q = 5;
+  std::vector<float> q(n_q * q_dim);
+  for (auto& x : q) x = dist(rng);
+  for (int64_t window : {1, 16, 40, 300}) {
+    for (int64_t n_kv_first : {1, 30, 290, 600}) {
+      SCOPED_TRACE("window " + std::to_string(window) + " n_kv_first " + std::to_string(n_kv_first));
+      const AttentionShape s{.n_head = n_head, .n_head_kv = n_head_kv, .head_dim = hd, .block_size = 1,
+                             .scale = 0.125f, .window = window};
+      std::vector<float> got(n_q * q_dim, NAN);
+      attention_chunk(s, q.data(), n_q, k.data(), v.data(), KvType::kF32, table.data(), n_kv_first, got.data(), 0,
+                      n_head_kv);
+      AttentionShape full = s;
+      full.window = 0;
+      for (int64_t t = 0; t < n_q; ++t) {
+        const int64_t n_kv = n_kv_first + t, lo = std::max<int64_t>(0, n_kv - window);
+        std::vector<float> want(q_dim), scalar(q_dim);
+        attention_scalar(full, &q[t * q_dim], k.data(), v.data(), KvType::kF32, table.data() + lo, n_kv - lo,
+                         want.data(), 0, n_head_kv);
+        attention_scalar(s, &q[t * q_dim], k.data(), v.data(), KvType::kF32, table.data(), n_kv, scalar.data(), 0,
+                         n_head_kv);
+        for (int64_t i = 0; i < q_dim; ++i) {
+          ASSERT_NEAR(got[t * q_dim + i], want[i], 3e-5f * (1.0f + std::fabs(want[i]))) << "token " << t << " " << i;
+          ASSERT_EQ(scalar[i], want[i]) << "token " << t << " " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(Fused, GegluIsTheF16TableGelu) {
+  // Exactly representable inputs: the table's value times up.
+  const float gate[] = {-12.0f, -10.0f, -1.5f, -0.25f, 0.0f, 0.5f, 1.0f, 3.0f, 9.5f, 10.0f, 20.0f};
+  constexpr int n = sizeof(gate) / sizeof(gate[0]);
+  float up[n], out[n];
+  for (int i = 0; i < n; ++i) up[i] = 0.5f + 0.25f * static_cast<float>(i);
+  geglu(gate, up, out, n);
+  for (int i = 0; i < n; ++i) {
+    const double x = gate[i];
+    const double exact = x <= -10 ? 0.0 : x >= 10 ? x : 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    // F16 rounding of the GELU value: relative 2^-11, plus tiny absolute near 0.
+    EXPECT_NEAR(out[i], exact * up[i], (std::fabs(exact) * 1e-3 + 1e-6) * up[i]) << "x " << x;
+    if (x > -10 && x < 10) {  // the value is an F16 number times up
+      const float g = out[i] / up[i];
+      EXPECT_EQ(fp16_to_fp32(fp32_to_fp16(g)), g) << "x " << x;
+    }
+  }
+  // Inputs between two F16 numbers read the entry of the rounded input.
+  const float a = 1.0f + 1.0f / 4096.0f, b = 1.0f, one = 1.0f;
+  float ga, gb;
+  geglu(&a, &one, &ga, 1);
+  geglu(&b, &one, &gb, 1);
+  EXPECT_EQ(ga, gb);
 }
 
 TEST(Attention, HeadRangeComputesOnlyItsHeads) {

@@ -64,7 +64,7 @@ std::string make(const std::string& arch, GgmlType type, uint64_t seed, const st
 }
 
 TEST(MakeModel, EveryArchAndTypeLoadsAndRuns) {
-  for (const char* arch : {"llama", "qwen2", "qwen3"}) {
+  for (const char* arch : {"llama", "qwen2", "qwen3", "gemma3", "phi3"}) {
     for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0,
                        GgmlType::kQ4_K, GgmlType::kQ6_K}) {
       SCOPED_TRACE(std::string(arch) + " " + ggml_type_name(t));
@@ -221,6 +221,88 @@ TEST(LoadModel, UnknownArchitectureIsUnsupported) {
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().kind(), ErrorKind::kUnsupported);
   EXPECT_NE(m.status().message().find("mamba"), std::string::npos);
+  EXPECT_NE(m.status().message().find("supported: llama, qwen2, qwen3, gemma3, phi3"), std::string::npos)
+      << m.status().message();
+}
+
+// The per-layer data read from gemma3 metadata: sliding_window_pattern 3
+// makes 2 local : 1 global, the local layers with rope.freq_base_swa and no
+// rope scaling; the traits of the architecture.
+TEST(LoadModel, Gemma3LayersFollowTheSlidingWindowPattern) {
+  ModelShape s = small_shape("gemma3");
+  s.n_layer = 6, s.sliding_window = 16, s.sliding_window_pattern = 3, s.rope_freq_base = 1e6f,
+  s.rope_freq_base_swa = 1e4f;
+  MakeModelOptions o{.shape = s, .type = GgmlType::kF32, .vocab_path = write_vocab(96),
+                     .out_path = temp_path("g3.gguf"), .seed = 1, .name = ""};
+  ASSERT_TRUE(make_model(o, nullptr, nullptr).ok());
+  auto m = load_model(o.out_path);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  const ModelConfig& c = (*m)->config;
+  ASSERT_EQ(c.layers.size(), 6u);
+  ASSERT_EQ(c.ropes.size(), 2u);
+  EXPECT_EQ(c.ropes[0].freq_base, 1e6f);
+  EXPECT_EQ(c.ropes[1].freq_base, 1e4f);
+  for (int i = 0; i < 6; ++i) {
+    const bool local = i % 3 < 2;
+    EXPECT_EQ(c.layers[i].sliding_window, local ? 16 : 0) << i;
+    EXPECT_EQ(c.layers[i].rope, local ? 1 : 0) << i;
+  }
+  EXPECT_EQ(c.embd_scale, std::sqrt(64.0f));
+  EXPECT_EQ(c.ffn_act, FfnActivation::kGelu);
+  EXPECT_EQ(c.attn_scale, 0.25f);  // 1/sqrt(head_dim 16)
+  EXPECT_EQ(c.rope_type, RopeType::kNeox);
+  EXPECT_NE((*m)->layers[0].post_attn_norm, nullptr);
+  EXPECT_NE((*m)->layers[0].post_ffn_norm, nullptr);
+  EXPECT_NE((*m)->layers[0].q_norm, nullptr);
+}
+
+// phi3: fused matrices bound as such; LongRoPE's short factors up to the
+// original context, the long ones beyond it.
+TEST(LoadModel, Phi3FusedMatricesAndLongRopeFactors) {
+  ModelShape s = small_shape("phi3");
+  s.rope_orig_ctx = 32;
+  MakeModelOptions o{.shape = s, .type = GgmlType::kQ8_0, .vocab_path = write_vocab(96),
+                     .out_path = temp_path("p3.gguf"), .seed = 1, .name = ""};
+  ASSERT_TRUE(make_model(o, nullptr, nullptr).ok());
+  auto m = load_model(o.out_path);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  const Model& model = **m;
+  EXPECT_NE(model.layers[0].wqkv, nullptr);
+  EXPECT_EQ(model.layers[0].wq, nullptr);
+  EXPECT_EQ(model.layers[0].ffn_gate, nullptr);
+  EXPECT_EQ(model.layers[0].ffn_up->ne[1], 2 * 96);
+  ASSERT_NE(model.rope_factors_long, nullptr);
+  EXPECT_EQ(model.rope_factors(32), reinterpret_cast<const float*>(model.rope_factors_short->data));
+  EXPECT_EQ(model.rope_factors(0), reinterpret_cast<const float*>(model.rope_factors_short->data));
+  EXPECT_EQ(model.rope_factors(33), reinterpret_cast<const float*>(model.rope_factors_long->data));
+  EXPECT_EQ(model.config.rope_orig_ctx, 32);
+  EXPECT_GT(model.config.rope_attn_factor, 1.0f);
+  // Fused in the file: the stacked matrices whether or not stacking is asked for.
+  for (bool stack : {true, false}) {
+    PackedWeights w(model, active_isa(), stack);
+    EXPECT_NE(w.qkv(0), nullptr);
+    EXPECT_NE(w.gate_up(0), nullptr);
+  }
+}
+
+TEST(LoadModel, Phi3WithoutItsFusedTensorsIsAClearError) {
+  GgufWriter w;
+  auto f = GgufFile::open(make("phi3", GgmlType::kF32, 1, "p3b.gguf"));
+  ASSERT_TRUE(f.ok());
+  for (const auto& [key, value] : (*f)->metadata()) w.set(key, value);
+  for (const auto& t : (*f)->tensors()) {
+    if (t.name == "blk.1.ffn_up.weight") continue;
+    const GgufTensor* src = &t;
+    std::vector<int64_t> shape;
+    for (int d = 0; d < 4 && (d == 0 || t.ne[d] > 1); ++d) shape.push_back(t.ne[d]);
+    w.add_tensor(t.name, t.type, shape, [src](uint8_t* dst, uint64_t n) { std::memcpy(dst, src->data, n); });
+  }
+  const std::string p = temp_path("p3c.gguf");
+  ASSERT_TRUE(w.write(p).ok());
+  auto m = load_model(p);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().kind(), ErrorKind::kCorruptFile);
+  EXPECT_NE(m.status().message().find("blk.1.ffn_up.weight"), std::string::npos) << m.status().message();
 }
 
 TEST(LoadModel, MissingFileIsAnError) {

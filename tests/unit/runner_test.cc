@@ -23,7 +23,10 @@ namespace {
 
 const auto* const kTempCleanup = testing_support::register_temp_cleanup("zl_runner");
 
-std::unique_ptr<Model> small_model(const std::string& arch, GgmlType type, int64_t n_ctx = 128) {
+// gemma3 gets 2 layers of pattern 2 (layer 0 sliding, window `window`, layer 1
+// global); phi3 a window on both layers and LongRoPE factors past an
+// original context of 32.
+std::unique_ptr<Model> small_model(const std::string& arch, GgmlType type, int64_t n_ctx = 128, int64_t window = 8) {
   const std::string dir = testing_support::temp_file("zl_runner", "");
   GgufWriter vw;
   std::vector<std::string> tokens(80, "t");
@@ -37,6 +40,8 @@ std::unique_ptr<Model> small_model(const std::string& arch, GgmlType type, int64
   s.n_head_kv = 2;
   s.n_ff = 96;
   s.n_ctx = n_ctx;
+  if (arch == "gemma3") s.sliding_window = window, s.sliding_window_pattern = 2;
+  if (arch == "phi3") s.sliding_window = window, s.rope_orig_ctx = 32;
   MakeModelOptions o{.shape = s, .type = type, .vocab_path = dir + "vocab.gguf", .out_path = dir + arch + ".gguf",
                      .seed = 11, .name = ""};
   EXPECT_TRUE(make_model(o, nullptr, nullptr).ok());
@@ -52,7 +57,7 @@ std::vector<int32_t> random_ids(std::mt19937& rng, int n) {
 }
 
 TEST(ModelRunner, MatchesReferenceForwardWithF32Cache) {
-  for (const char* arch : {"llama", "qwen2", "qwen3"}) {
+  for (const char* arch : {"llama", "qwen2", "qwen3", "gemma3", "phi3"}) {
     auto model = small_model(arch, GgmlType::kQ8_0);
     std::mt19937 rng(1);
     const auto ids = random_ids(rng, 21);
@@ -62,7 +67,7 @@ TEST(ModelRunner, MatchesReferenceForwardWithF32Cache) {
     // Non-contiguous, shuffled block ids with block size 4.
     KvStorage kv(model->config, 16, 4, KvType::kF32);
     std::vector<int32_t> table = {9, 3, 14, 0, 7, 1};
-    ModelRunner runner(*model, nullptr);
+    ModelRunner runner(*model, nullptr, nullptr, /*n_ctx=*/64);  // phi3: the long rope factors, as ref's
     std::vector<float> got;
     // Feed in two chunks (chunked prefill) then compare all positions.
     BatchSequence a{.tokens = std::span(ids).subspan(0, 13), .n_past = 0, .block_table = table, .all_logits = true};
@@ -110,8 +115,11 @@ TEST(ModelRunner, ResultsDoNotDependOnTheRestOfTheBatch) {
 // bit for bit those of the same position computed inside a prefill chunk
 // (what preemption recompute and prefix caching rely on), whatever the
 // batch, in both cache types.
+// gemma3's sliding layer (window 200) starts its walk at the window's range.
 TEST(ModelRunner, LongContextDecodeEqualsPrefillBitwise) {
-  auto model = small_model("qwen2", GgmlType::kQ4_0, 1024);
+ for (const char* arch : {"qwen2", "gemma3"}) {
+  SCOPED_TRACE(arch);
+  auto model = small_model(arch, GgmlType::kQ4_0, 1024, /*window=*/200);
   const int64_t n_vocab = model->config.n_vocab;
   std::mt19937 rng(4);
   const auto ids = random_ids(rng, 560);  // decode positions 540..559: three ranges
@@ -140,6 +148,30 @@ TEST(ModelRunner, LongContextDecodeEqualsPrefillBitwise) {
       for (int64_t v = 0; v < n_vocab; ++v) {
         ASSERT_EQ(got[v], prefill[p * n_vocab + v]) << (type == KvType::kF16 ? "f16" : "f32") << " pos " << p;
       }
+    }
+  }
+ }
+}
+
+// A sliding-window layer really forgets. phi3's window covers every layer:
+// after 2 layers of window 6 the last of 20 tokens depends on tokens 9..19
+// only, so sequences differing at token 2 give the same logits, bit for bit
+// (masked positions weigh exactly 0). gemma3's layer 1 is global: there the
+// difference shows.
+TEST(ModelRunner, SlidingWindowForgetsOlderTokens) {
+  std::mt19937 rng(9);
+  const auto a = random_ids(rng, 20);
+  auto b = a;
+  b[2] = (b[2] + 1) % 80;
+  for (const char* arch : {"phi3", "gemma3"}) {
+    auto model = small_model(arch, GgmlType::kF32, 128, /*window=*/6);
+    ReferenceForward fa(*model, 64, nullptr), fb(*model, 64, nullptr);
+    auto la = fa.forward(a, false), lb = fb.forward(b, false);
+    ASSERT_TRUE(la.ok() && lb.ok());
+    if (std::string(arch) == "phi3") {
+      EXPECT_EQ(*la, *lb);
+    } else {
+      EXPECT_NE(*la, *lb);
     }
   }
 }
