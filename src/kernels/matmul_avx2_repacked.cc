@@ -504,7 +504,7 @@ RowsKernel avx2_repacked_rows_kernel(GgmlType type) {
     case GgmlType::kQ8_0: return rows_q8_0;
     case GgmlType::kQ4_K: return rows_q4_k;
     case GgmlType::kQ6_K: return rows_q6_k;
-    default: return nullptr;
+    default: return avx2_more_rows_kernel(type);
   }
 }
 
@@ -547,7 +547,10 @@ void avx2_quantize_q8_k(GgmlType type, const float* x, int64_t nbk, int64_t stri
       __m256i v[4];
       for (int e = 0; e < 4; ++e) {
         // ggml's nearest_int: the rounded integer in the low mantissa bits.
-        const __m256 f = _mm256_add_ps(_mm256_mul_ps(vs, _mm256_loadu_ps(xb + 32 * k + 8 * e)), magic);
+        // (The product rounded on its own, not fused into an FMA: see the avx512 twin.)
+        __m256 prod = _mm256_mul_ps(vs, _mm256_loadu_ps(xb + 32 * k + 8 * e));
+        __asm__("" : "+x"(prod));
+        const __m256 f = _mm256_add_ps(prod, magic);
         v[e] = _mm256_min_epi32(_mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(f), mant), bias), q_max);
       }
       store_int8(q + 32 * k, v);
