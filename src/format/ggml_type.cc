@@ -64,6 +64,16 @@ std::string ggml_type_name(GgmlType type) {
   return std::string(t->name);
 }
 
+std::string supported_ggml_type_names() {
+  std::string out;
+  for (const auto& e : kTypes) {
+    if (!e.traits.supported) continue;
+    if (!out.empty()) out += ", ";
+    out += e.traits.name;
+  }
+  return out;
+}
+
 std::optional<GgmlType> parse_ggml_type(std::string_view name) {
   for (const auto& e : kTypes) {
     const auto& n = e.traits.name;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <boost/json.hpp>
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,32 @@ const GoldenModel kModels[] = {
     {"tiny-llama-Q4_K_M", 3e-2, false}, {"tiny-llama-Q6_K", 3e-2, false}, {"tiny-qwen2-F32", 2e-5, true},
     {"tiny-qwen3-F32", 2e-5, true},
 };
+
+// Files in ../shared/golden that kModels does not list run too, with the
+// tolerance of their tensor type (the name's last part: F32, F16, BF16, or
+// a quantized type or mix) and no free run: a new golden file needs no code.
+double tolerance_for(const std::string& name) {
+  const std::string type = name.substr(name.rfind('-') + 1);
+  if (type == "F32") return 2e-5;
+  if (type == "F16") return 1e-3;
+  if (type == "BF16") return 1e-2;
+  return 3e-2;
+}
+
+std::vector<GoldenModel> golden_models() {
+  std::vector<GoldenModel> out(std::begin(kModels), std::end(kModels));
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(shared_dir() + "/golden", ec)) {
+    if (e.path().extension() == ".json") found.push_back(e.path().stem().string());
+  }
+  std::sort(found.begin(), found.end());
+  for (const std::string& name : found) {
+    const bool listed = std::any_of(out.begin(), out.end(), [&](const GoldenModel& m) { return m.name == name; });
+    if (!listed) out.push_back({name, tolerance_for(name), false});
+  }
+  return out;
+}
 
 void PrintTo(const GoldenModel& m, std::ostream* os) { *os << m.name; }
 
@@ -138,7 +165,7 @@ TEST_P(GoldenTest, TextPromptsReproduceGoldenText) {
   if (n_text_cases == 0) GTEST_SKIP() << "no text cases in this golden file";
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, GoldenTest, ::testing::ValuesIn(kModels),
+INSTANTIATE_TEST_SUITE_P(Models, GoldenTest, ::testing::ValuesIn(golden_models()),
                          [](const auto& info) {
                            std::string n = info.param.name;
                            std::replace(n.begin(), n.end(), '-', '_');

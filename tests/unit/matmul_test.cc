@@ -269,7 +269,9 @@ TEST(MatmulPack, RepacksTheIntegerFormatsForTheSimdPaths) {
   for (KernelIsa isa : {KernelIsa::kAvx2, KernelIsa::kAvx512}) {
     if (!isa_supported(isa)) continue;
     EXPECT_FALSE(PackedMatrix(GgmlType::kF16, wf.data(), 256, 3, isa).repacked());
-    for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ4_1,
+                          GgmlType::kQ5_0, GgmlType::kIQ4_NL, GgmlType::kMXFP4, GgmlType::kQ5_K, GgmlType::kQ3_K,
+                          GgmlType::kQ2_K, GgmlType::kIQ4_XS}) {
       std::vector<uint8_t> w(row_size(type, 256) * 3);
       PackedMatrix p(type, w.data(), 256, 3, isa);
       EXPECT_TRUE(p.repacked()) << ggml_type_name(type) << " " << isa_name(isa);

@@ -223,6 +223,38 @@ TEST(LoadModel, UnknownArchitectureIsUnsupported) {
   EXPECT_NE(m.status().message().find("mamba"), std::string::npos);
 }
 
+// A tensor in a type zerolayer cannot compute with (Q5_1 here) is refused
+// by name, with the list of the supported types.
+TEST(LoadModel, UnsupportedTensorTypeNamesItAndListsTheSupportedOnes) {
+  auto f = GgufFile::open(make("llama", GgmlType::kF32, 1, "q51.gguf"));
+  ASSERT_TRUE(f.ok());
+  GgufWriter w;
+  for (const auto& [k, v] : (*f)->metadata()) {
+    if (k != "general.alignment") w.set(k, v);
+  }
+  for (const auto& t : (*f)->tensors()) {
+    const std::vector<int64_t> dims(t.ne.begin(), t.ne.begin() + t.n_dims);
+    if (t.name == "blk.0.ffn_gate.weight") {
+      w.add_tensor(t.name, GgmlType::kQ5_1, dims, [](uint8_t* dst, uint64_t n) { std::memset(dst, 0, n); });
+      continue;
+    }
+    const uint8_t* data = t.data;
+    const uint64_t n = t.n_bytes;
+    w.add_tensor(t.name, t.type, dims, [data, n](uint8_t* dst, uint64_t) { std::memcpy(dst, data, n); });
+  }
+  const std::string path = temp_path("q51-mutated.gguf");
+  ASSERT_TRUE(w.write(path).ok());
+  auto m = load_model(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().kind(), ErrorKind::kUnsupported);
+  const std::string msg = m.status().message();
+  EXPECT_NE(msg.find("blk.0.ffn_gate.weight"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Q5_1"), std::string::npos) << msg;
+  for (const char* supported : {"Q4_K", "Q5_K", "Q3_K", "Q2_K", "IQ4_XS", "IQ4_NL", "MXFP4", "Q4_1", "Q5_0"}) {
+    EXPECT_NE(msg.find(supported), std::string::npos) << supported << " missing from: " << msg;
+  }
+}
+
 TEST(LoadModel, MissingFileIsAnError) {
   auto m = load_model("/nonexistent/model.gguf");
   ASSERT_FALSE(m.ok());
