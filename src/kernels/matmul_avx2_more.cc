@@ -20,15 +20,11 @@
 #include <cstring>
 
 #include "kernels/matmul_internal.h"
+#include "kernels/simd_avx2.h"
 
 namespace zl::kern {
 namespace {
 
-inline __m256i bcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
 
 inline __m256i load32(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
 inline __m256i low_nibbles(__m256i raw) { return _mm256_and_si256(raw, _mm256_set1_epi8(0x0F)); }
@@ -54,14 +50,6 @@ inline __m256i dot4(__m256i abs_w, __m256i w, __m256i a) {
 
 inline __m256 load_f16x8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 
-inline void store_rows(float* y, __m256 v, int valid) {
-  if (valid == 8) {
-    _mm256_storeu_ps(y, v);
-  } else {
-    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    _mm256_maskstore_ps(y, _mm256_cmpgt_epi32(_mm256_set1_epi32(valid), idx), v);
-  }
-}
 
 // One half of one group x a sub-tile of tokens.
 struct HalfCall {

@@ -28,17 +28,10 @@
 #include <cstring>
 
 #include "kernels/matmul_internal.h"
+#include "kernels/simd_avx2.h"
 
 namespace zl::kern {
 namespace {
-
-// The 4 bytes at p in every 32-bit lane (vpbroadcastd from memory: a load
-// port only).
-inline __m256i bcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
 
 // v after an empty asm: GCC's reassociation would otherwise turn each chain
 // of int16 additions into a tree, computing every vpmaddubsw of a block
@@ -65,14 +58,6 @@ struct GroupCall {
   bool prefetch;            // the first pass over the group: prefetch ahead
 };
 
-inline void store_rows(float* y, __m256 v, int valid) {
-  if (valid == 8) {
-    _mm256_storeu_ps(y, v);
-  } else {
-    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    _mm256_maskstore_ps(y, _mm256_cmpgt_epi32(_mm256_set1_epi32(valid), idx), v);
-  }
-}
 
 // ---- Q4_0 / Q8_0 ----
 

@@ -20,17 +20,10 @@
 #include <utility>
 
 #include "kernels/matmul_internal.h"
+#include "kernels/simd_avx512.h"
 
 namespace zl::kern {
 namespace {
-
-// acc += w . broadcast(4 bytes at p), the broadcast embedded in vpdpbusd's
-// memory operand ({1to16}): one fused uop instead of a separate broadcast
-// load (GCC does not fold _mm512_set1_epi32 into vpdpbusd by itself).
-inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int8_t* p) {
-  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
-  return acc;
-}
 
 template <int NT, bool kQ4>
 void group_tokens(const uint8_t* quants, const uint16_t* scales, int64_t nb, const Acts& a, int64_t t0,

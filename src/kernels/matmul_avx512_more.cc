@@ -22,15 +22,11 @@
 #include <utility>
 
 #include "kernels/matmul_internal.h"
+#include "kernels/simd_avx512.h"
 
 namespace zl::kern {
 namespace {
 
-// acc += w . broadcast(4 bytes at p) with the broadcast in the memory operand.
-inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int8_t* p) {
-  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
-  return acc;
-}
 
 // A 16-entry grid + 128 (unsigned) in every 128-bit lane, for vpshufb.
 struct alignas(64) GridTable {

@@ -149,7 +149,10 @@ TEST(MakeModel, Llama3PresetWritesRopeFreqs) {
 }
 
 // Rewrites one model file with a tensor dropped, renamed or reshaped.
-std::string mutate(const std::string& src, const std::string& drop, const std::string& reshape) {
+// `src` rewritten without tensor `drop`, with `reshape`'s two dimensions
+// swapped, and with `retype` (zero bytes) in type `new_type`.
+std::string mutate(const std::string& src, const std::string& drop, const std::string& reshape,
+                   const std::string& retype = "", GgmlType new_type = GgmlType::kF32) {
   auto f = GgufFile::open(src);
   EXPECT_TRUE(f.ok());
   GgufWriter w;
@@ -162,6 +165,10 @@ std::string mutate(const std::string& src, const std::string& drop, const std::s
     const uint8_t* data = t.data;
     uint64_t n = t.n_bytes;
     if (t.name == reshape) std::swap(ne[0], ne[1]);
+    if (t.name == retype) {
+      w.add_tensor(t.name, new_type, ne, [](uint8_t* dst, uint64_t size) { std::memset(dst, 0, size); });
+      continue;
+    }
     w.add_tensor(t.name, t.type, ne, [data, n](uint8_t* dst, uint64_t) { std::memcpy(dst, data, n); });
   }
   const std::string out = temp_path("mutated.gguf");
@@ -226,24 +233,8 @@ TEST(LoadModel, UnknownArchitectureIsUnsupported) {
 // A tensor in a type zerolayer cannot compute with (Q5_1 here) is refused
 // by name, with the list of the supported types.
 TEST(LoadModel, UnsupportedTensorTypeNamesItAndListsTheSupportedOnes) {
-  auto f = GgufFile::open(make("llama", GgmlType::kF32, 1, "q51.gguf"));
-  ASSERT_TRUE(f.ok());
-  GgufWriter w;
-  for (const auto& [k, v] : (*f)->metadata()) {
-    if (k != "general.alignment") w.set(k, v);
-  }
-  for (const auto& t : (*f)->tensors()) {
-    const std::vector<int64_t> dims(t.ne.begin(), t.ne.begin() + t.n_dims);
-    if (t.name == "blk.0.ffn_gate.weight") {
-      w.add_tensor(t.name, GgmlType::kQ5_1, dims, [](uint8_t* dst, uint64_t n) { std::memset(dst, 0, n); });
-      continue;
-    }
-    const uint8_t* data = t.data;
-    const uint64_t n = t.n_bytes;
-    w.add_tensor(t.name, t.type, dims, [data, n](uint8_t* dst, uint64_t) { std::memcpy(dst, data, n); });
-  }
-  const std::string path = temp_path("q51-mutated.gguf");
-  ASSERT_TRUE(w.write(path).ok());
+  const std::string path = mutate(make("llama", GgmlType::kF32, 1, "q51.gguf"), "", "", "blk.0.ffn_gate.weight",
+                                  GgmlType::kQ5_1);
   auto m = load_model(path);
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().kind(), ErrorKind::kUnsupported);

@@ -495,6 +495,19 @@ TEST(VecDot, MatchesDequantizedDot) {
         unquantized += double(w[i]) * x[i];
         unq_abs += std::fabs(double(w[i]) * x[i]);
       }
+      if (t == GgmlType::kQ4_1) {
+        // Q8_1 carries its block sum s = d * sum(q) rounded to f16 (d before
+        // its own rounding), and Q4_1's min multiplies that s: not quite the
+        // dequantized activations' sum.
+        const auto* wb = reinterpret_cast<const BlockQ4_1*>(wq.data());
+        const auto* ab = reinterpret_cast<const BlockQ8_1*>(act.data());
+        exact = 0;
+        for (int64_t b = 0; b < n / 32; ++b) {
+          double sum_q = 0;
+          for (int j = 0; j < 32; ++j) sum_q += double(wd[32 * b + j] - fp16_to_fp32(wb[b].m)) * ad[32 * b + j];
+          exact += sum_q + double(fp16_to_fp32(wb[b].m)) * fp16_to_fp32(ab[b].s);
+        }
+      }
       const float got = vec_dot(t, wq.data(), act.data(), n);
       // Only float rounding separates the two: a few ulps of the magnitude sum.
       EXPECT_NEAR(got, exact, 1e-6 * abs_sum + 1e-7 * std::sqrt(double(n)) * abs_sum)
