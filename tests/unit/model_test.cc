@@ -149,7 +149,10 @@ TEST(MakeModel, Llama3PresetWritesRopeFreqs) {
 }
 
 // Rewrites one model file with a tensor dropped, renamed or reshaped.
-std::string mutate(const std::string& src, const std::string& drop, const std::string& reshape) {
+// `src` rewritten without tensor `drop`, with `reshape`'s two dimensions
+// swapped, and with `retype` (zero bytes) in type `new_type`.
+std::string mutate(const std::string& src, const std::string& drop, const std::string& reshape,
+                   const std::string& retype = "", GgmlType new_type = GgmlType::kF32) {
   auto f = GgufFile::open(src);
   EXPECT_TRUE(f.ok());
   GgufWriter w;
@@ -162,6 +165,10 @@ std::string mutate(const std::string& src, const std::string& drop, const std::s
     const uint8_t* data = t.data;
     uint64_t n = t.n_bytes;
     if (t.name == reshape) std::swap(ne[0], ne[1]);
+    if (t.name == retype) {
+      w.add_tensor(t.name, new_type, ne, [](uint8_t* dst, uint64_t size) { std::memset(dst, 0, size); });
+      continue;
+    }
     w.add_tensor(t.name, t.type, ne, [data, n](uint8_t* dst, uint64_t) { std::memcpy(dst, data, n); });
   }
   const std::string out = temp_path("mutated.gguf");
@@ -303,6 +310,22 @@ TEST(LoadModel, Phi3WithoutItsFusedTensorsIsAClearError) {
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().kind(), ErrorKind::kCorruptFile);
   EXPECT_NE(m.status().message().find("blk.1.ffn_up.weight"), std::string::npos) << m.status().message();
+}
+
+// A tensor in a type zerolayer cannot compute with (Q5_1 here) is refused
+// by name, with the list of the supported types.
+TEST(LoadModel, UnsupportedTensorTypeNamesItAndListsTheSupportedOnes) {
+  const std::string path = mutate(make("llama", GgmlType::kF32, 1, "q51.gguf"), "", "", "blk.0.ffn_gate.weight",
+                                  GgmlType::kQ5_1);
+  auto m = load_model(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().kind(), ErrorKind::kUnsupported);
+  const std::string msg = m.status().message();
+  EXPECT_NE(msg.find("blk.0.ffn_gate.weight"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Q5_1"), std::string::npos) << msg;
+  for (const char* supported : {"Q4_K", "Q5_K", "Q3_K", "Q2_K", "IQ4_XS", "IQ4_NL", "MXFP4", "Q4_1", "Q5_0"}) {
+    EXPECT_NE(msg.find(supported), std::string::npos) << supported << " missing from: " << msg;
+  }
 }
 
 TEST(LoadModel, MissingFileIsAnError) {
@@ -496,6 +519,44 @@ TEST(PackedWeights, AnInMemoryImageIsNeverReleased) {
     const uint64_t sum = checksum(t);
     EXPECT_EQ((*file)->release_pages(t), 0u) << t.name;  // madvise would zero heap memory
     EXPECT_EQ(checksum(t), sum) << t.name;
+  }
+}
+
+}  // namespace
+}  // namespace zl
+
+namespace zl {
+namespace {
+
+// The mixes follow llama-quantize's choices; for the tiny 4-layer shape
+// ../shared/models/README.md lists them (Q4_K_M, Q5_K_M: Q6_K output and
+// attn_v/ffn_down of blocks 2 and 3; Q4_K_S: Q5_K attn_v everywhere).
+TEST(QuantMix, TypesPerTensorAsLlamaQuantize) {
+  const auto q4km = parse_quant_mix("q4_k_m"), q4ks = parse_quant_mix("Q4_K_S"), q3km = parse_quant_mix("Q3_K_M");
+  ASSERT_TRUE(q4km && q4ks && q3km);
+  EXPECT_FALSE(parse_quant_mix("Q4_K"));
+  EXPECT_EQ(mix_tensor_type(*q4km, "output.weight", 4), GgmlType::kQ6_K);
+  EXPECT_EQ(mix_tensor_type(*q4km, "token_embd.weight", 4), GgmlType::kQ4_K);
+  for (int il = 0; il < 4; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    const GgmlType more = il >= 2 ? GgmlType::kQ6_K : GgmlType::kQ4_K;
+    EXPECT_EQ(mix_tensor_type(*q4km, p + "attn_v.weight", 4), more) << il;
+    EXPECT_EQ(mix_tensor_type(*q4km, p + "ffn_down.weight", 4), more) << il;
+    EXPECT_EQ(mix_tensor_type(*q4km, p + "attn_q.weight", 4), GgmlType::kQ4_K) << il;
+    EXPECT_EQ(mix_tensor_type(*q4ks, p + "attn_v.weight", 4), GgmlType::kQ5_K) << il;
+    EXPECT_EQ(mix_tensor_type(*q4ks, p + "ffn_down.weight", 4), GgmlType::kQ4_K) << il;
+    EXPECT_EQ(mix_tensor_type(*q3km, p + "attn_v.weight", 4), il < 2 ? GgmlType::kQ5_K : GgmlType::kQ4_K) << il;
+    EXPECT_EQ(mix_tensor_type(*q3km, p + "attn_output.weight", 4), GgmlType::kQ4_K) << il;
+    EXPECT_EQ(mix_tensor_type(*q3km, p + "ffn_gate.weight", 4), GgmlType::kQ3_K) << il;
+  }
+  // 16 layers (Llama 3.2 1B): more bits in 0, 1, 4, 7, 10, 13, 14, 15.
+  const auto q5km = parse_quant_mix("Q5_K_M");
+  ASSERT_TRUE(q5km);
+  for (int il = 0; il < 16; ++il) {
+    const bool more = il < 2 || il >= 14 || (il - 2) % 3 == 2;
+    EXPECT_EQ(mix_tensor_type(*q5km, "blk." + std::to_string(il) + ".ffn_down.weight", 16),
+              more ? GgmlType::kQ6_K : GgmlType::kQ5_K)
+        << il;
   }
 }
 
