@@ -128,6 +128,7 @@ std::vector<FlagSpec> serve_flags() {
        "http://127.0.0.1:4318 (default: none)"},
       {"log-format", true, "logs on stderr: json or text (default: json, text when stderr is a terminal)"},
       {"socket-send-buffer", true, "SO_SNDBUF of connections in bytes (default 0: kernel autotuning)"},
+      {"max-header-bytes", true, "largest request header section (HTTP/2: header list); larger is 413 headers_too_large (default 65536)"},
       {"tls-cert", true, "TLS certificate, PEM (the chain may follow); with --tls-key the port speaks only TLS (re-read on SIGHUP)"},
       {"tls-key", true, "TLS private key, PEM (re-read on SIGHUP)"},
       {"h2-max-concurrent-streams", true, "HTTP/2 streams open at once per connection (default 128)"},
@@ -268,6 +269,7 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
   http_cfg.port = static_cast<uint16_t>(cfg.port);
   http_cfg.n_io_threads = static_cast<int>(cfg.io_threads);
   http_cfg.max_body_bytes = static_cast<uint64_t>(cfg.max_body_bytes);
+  http_cfg.max_header_bytes = static_cast<uint32_t>(cfg.max_header_bytes);
   http_cfg.header_timeout = std::chrono::milliseconds(cfg.header_timeout_ms);
   http_cfg.body_timeout = std::chrono::milliseconds(cfg.body_timeout_ms);
   http_cfg.idle_timeout = std::chrono::milliseconds(cfg.idle_timeout_ms);

@@ -158,7 +158,7 @@ const std::vector<std::string>& serve_setting_names() {
       "keys",            "max-queue",      "max-queue-tokens", "queue-timeout-ms", "max-pause-ms",
       "degrade",         "kv-high-watermark", "redis",       "redis-fail",      "response-cache-mb",
       "guard",           "context-policy", "context-reserve",
-      "tls-cert",        "tls-key",        "h2-max-concurrent-streams", "h2-max-resets-per-s"};
+      "max-header-bytes", "tls-cert",      "tls-key",        "h2-max-concurrent-streams", "h2-max-resets-per-s"};
   return kNames;
 }
 
@@ -226,6 +226,7 @@ Result<ServeConfig> resolve_serve_config(const std::map<std::string, std::string
   }
   RETURN_IF_ERROR(parse_int(src, "io-threads", 1, 64, &c.io_threads));
   RETURN_IF_ERROR(parse_int(src, "max-body-bytes", 1024, 1ll << 32, &c.max_body_bytes));
+  RETURN_IF_ERROR(parse_int(src, "max-header-bytes", 1024, 1 << 24, &c.max_header_bytes));
   RETURN_IF_ERROR(parse_int(src, "header-timeout-ms", 10, 3600000, &c.header_timeout_ms));
   RETURN_IF_ERROR(parse_int(src, "body-timeout-ms", 10, 3600000, &c.body_timeout_ms));
   RETURN_IF_ERROR(parse_int(src, "idle-timeout-ms", 10, 3600000, &c.idle_timeout_ms));

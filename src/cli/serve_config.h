@@ -36,6 +36,7 @@ struct ServeConfig {
   std::string chat_template;          // template family override; empty: from the model
   int64_t io_threads = 1;
   int64_t max_body_bytes = 32ll << 20;
+  int64_t max_header_bytes = 64ll << 10;  // request headers (HTTP/2: the decoded header list); 413 past this
   int64_t header_timeout_ms = 10000;
   int64_t body_timeout_ms = 60000;
   int64_t idle_timeout_ms = 60000;

@@ -6,7 +6,6 @@
 #include "http/http1_connection.h"
 
 #include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
@@ -114,7 +113,7 @@ class Exchange final : public ResponderBase {
 class Connection final : public ConnBase, public std::enable_shared_from_this<Connection> {
  public:
   Connection(Transport sock, asio::io_context& ioc, Shared& shared)
-      : sock_(std::move(sock)), ioc_(ioc), timer_(ioc), sh_(shared) {
+      : sock_(std::move(sock)), ioc_(ioc), deadline_(ioc), sh_(shared) {
     sh_.n_open.fetch_add(1);
   }
   ~Connection() override {
@@ -125,11 +124,15 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
 
   // Thread-safe: the connection's life runs on its own I/O thread from here.
   void start() {
+    init_deadline();
     asio::post(ioc_, [self = shared_from_this()] { self->read_next(); });
   }
   // start() when already on the connection's I/O thread: no trip through
   // the event loop's queue.
-  void start_here() { read_next(); }
+  void start_here() {
+    init_deadline();
+    read_next();
+  }
   // Closes at once (client_gone for a pending answer). Only on the
   // connection's I/O thread, or once that thread has stopped (HttpServer::stop).
   void abort() override { close(); }
@@ -184,15 +187,13 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
   void close();
   void linger_close();
   // The current phase's deadline (idle, headers, body, a write, the
-  // linger), checked lazily: at most one timer wait is pending, and it is
-  // only replaced when a new deadline comes before it. A wait that fires
-  // before the deadline (which moved later) waits again; one that finds no
-  // deadline (disarmed) ends. A request thus re-arms the kernel timer about
-  // once instead of once per phase, and a stream's writes (arm at each
-  // flush, disarm when written) touch no timer at all.
-  void arm(std::chrono::milliseconds d);
-  void disarm() { deadline_ = Clock::time_point::max(); }
-  void wait_until(Clock::time_point t);
+  // linger): past it, the connection closes (a slow client, an idle
+  // keep-alive, a stuck write, the end of a linger).
+  void init_deadline() {
+    deadline_.init(weak_from_this(), [this] { close(); });
+  }
+  void arm(std::chrono::milliseconds d) { deadline_.arm(d); }
+  void disarm() { deadline_.disarm(); }
 
   // A connection's reads start small (a request is usually a few hundred
   // bytes: the buffer of a burst of new connections stays small) and double
@@ -205,7 +206,7 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
 
   Transport sock_;
   asio::io_context& ioc_;
-  asio::steady_timer timer_;
+  Deadline deadline_;
   Shared& sh_;
   beast::flat_buffer buf_;
   // A read while busy lands here and is appended to buf_ when it completes:
@@ -220,10 +221,6 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
   std::shared_ptr<Connection> busy_self_;
   std::string out_;
   std::string writing_buf_;
-  uint64_t timer_gen_ = 0;       // the pending wait's; bumped to orphan it
-  Clock::time_point deadline_ = Clock::time_point::max();
-  Clock::time_point wait_expiry_{};  // when the pending wait fires
-  bool waiting_ = false;             // a timer wait is pending
   bool writing_ = false;
   size_t read_size_ = kMinReadSize;
   bool reading_ = false;        // an async_read_some is in flight (idle, a request's bytes, or background)
@@ -315,30 +312,6 @@ void Exchange::abort_transport() {
 }
 
 // ---- Connection ----
-
-void Connection::arm(std::chrono::milliseconds d) {
-  deadline_ = Clock::now() + d;
-  if (waiting_ && wait_expiry_ <= deadline_) return;  // it wakes up in time and waits on
-  wait_until(deadline_);
-}
-
-void Connection::wait_until(Clock::time_point t) {
-  const uint64_t gen = ++timer_gen_;  // a wait still pending is orphaned (and cancelled below)
-  waiting_ = true;
-  wait_expiry_ = t;
-  timer_.expires_at(t);
-  timer_.async_wait([self = shared_from_this(), gen](error_code ec) {
-    if (gen != self->timer_gen_) return;  // replaced by a newer wait
-    self->waiting_ = false;
-    if (ec || self->closed_ || self->deadline_ == Clock::time_point::max()) return;
-    if (Clock::now() < self->deadline_) {
-      self->wait_until(self->deadline_);
-      return;
-    }
-    // A deadline passed: slow client, idle keep-alive, stuck write or the end of a linger.
-    self->close();
-  });
-}
 
 void Connection::read_next() {
   if (closed_) return;
@@ -546,8 +519,7 @@ void Connection::drain() {
 void Connection::hand_over_to_h2(std::optional<H2Upgrade> upgrade) {
   closed_ = true;
   end_request();  // the session counts its streams
-  ++timer_gen_;
-  timer_.cancel();
+  deadline_.cancel();
   std::string rest(static_cast<const char*>(buf_.data().data()), buf_.size());
   buf_.consume(buf_.size());
   auto self = shared_from_this();
@@ -560,8 +532,7 @@ void Connection::close() {
   if (closed_) return;
   closed_ = true;
   end_request();
-  ++timer_gen_;
-  timer_.cancel();
+  deadline_.cancel();
   if (ex_) {
     auto ex = std::move(ex_);
     ex->mark_gone();

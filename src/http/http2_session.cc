@@ -131,6 +131,7 @@ class Session final : public ConnBase, public std::enable_shared_from_this<Sessi
   std::array<uint8_t, kReadBytes> in_{};
   std::string out_;  // the next write (101 of an upgrade first)
   std::string writing_buf_;
+  const Clock::time_point t_start_ = Clock::now();
   Clock::time_point reset_window_{};
   int n_resets_ = 0;
   Clock::time_point control_window_{};
@@ -326,8 +327,6 @@ int Session::on_data_chunk(nghttp2_session*, uint8_t, int32_t id, const uint8_t*
 int Session::on_frame_recv(nghttp2_session*, const nghttp2_frame* f, void* user) {
   auto* self = static_cast<Session*>(user);
   self->got_frame_ = true;
-  const Clock::time_point now = Clock::now();
-  (void)now;
   switch (f->hd.type) {
     case NGHTTP2_HEADERS:
     case NGHTTP2_DATA:
@@ -402,7 +401,7 @@ void Session::start(std::string_view initial, std::optional<H2Upgrade> upgrade) 
     return;
   }
   if (sh_.draining.load()) drain();
-  deadline_.arm(sh_.cfg.header_timeout);  // the preface and the client's SETTINGS
+  update_deadline();
   if (!initial.empty()) {
     feed(reinterpret_cast<const uint8_t*>(initial.data()), initial.size());
   } else {
@@ -545,10 +544,12 @@ void Session::notify_drained() {
 
 void Session::update_deadline() {
   if (closed_) return;
-  if (writing_) {
+  if (!got_frame_) {
+    // The preface and the first frame within header_timeout of the start.
+    const auto left = sh_.cfg.header_timeout - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t_start_);
+    deadline_.arm(std::max(left, std::chrono::milliseconds(0)));
+  } else if (writing_) {
     deadline_.arm(sh_.cfg.write_timeout);
-  } else if (!got_frame_) {
-    // The preface's deadline (armed at start) runs on.
   } else if (streams_.empty()) {
     deadline_.arm(sh_.cfg.idle_timeout);
   } else if (std::none_of(streams_.begin(), streams_.end(), [](const auto& s) { return s.second.responder; })) {

@@ -18,9 +18,10 @@
 //   - SETTINGS_MAX_CONCURRENT_STREAMS (ServerConfig::h2_max_concurrent_streams);
 //     streams past it are refused by nghttp2 (REFUSED_STREAM).
 //   - A request's header list past ServerConfig::max_header_bytes (HPACK
-//     decoded size, RFC 9113's 32 bytes per field included) is answered 431
-//     without the headers being kept; a body past max_body_bytes is 413 and
-//     is not kept either.
+//     decoded size, RFC 9113's 32 bytes per field included; advertised as
+//     SETTINGS_MAX_HEADER_LIST_SIZE) is answered as HttpError::kHeadersTooLarge
+//     without the rest being kept; a body past max_body_bytes is
+//     kBodyTooLarge and is not kept either.
 //   - HPACK: the decoder's table stays at 4096 bytes (SETTINGS_HEADER_TABLE_SIZE),
 //     the encoder's is bounded at 4096 whatever the client allows.
 //   - Rapid reset (CVE-2023-44487): more than h2_max_resets_per_s RST_STREAM

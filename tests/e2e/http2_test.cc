@@ -128,6 +128,27 @@ TEST(Http2, CurlPriorKnowledgeStreamsAndAnswers) {
   EXPECT_GE(metric(s.port(), "zerolayer_http2_connections_total"), 3);
 }
 
+// Limits over h2: a header list past --max-header-bytes and a body past
+// --max-body-bytes are 413 (reasons headers_too_large, body_too_large) in the
+// API's envelope, as over HTTP/1.1; the connection goes on.
+TEST(Http2, HeaderAndBodyLimits) {
+  REQUIRE_PROGRAM("curl");
+  ServerProcess s(fake_args({"--max-body-bytes", "2048", "--max-header-bytes", "8192"}), ZL_TEST_SERVER);
+  ASSERT_TRUE(s.ok());
+  std::string big_header;
+  for (int i = 0; i < 4; ++i) big_header += " -H 'x-big" + std::to_string(i) + ": " + std::string(3000, 'a') + "'";
+  const std::string h = curl("--http2-prior-knowledge -i " + big_header + " " + url(s.port()) + "/v1/models");
+  EXPECT_EQ(h.rfind("HTTP/2 413", 0), 0u) << h.substr(0, 300);  // as over HTTP/1.1
+  EXPECT_NE(h.find(R"("reason":"headers_too_large")"), std::string::npos) << h.substr(0, 600);
+  const std::string body = temp_file("http2_test", "big_body.json");
+  ASSERT_EQ(run_command("head -c 4096 /dev/zero | tr '\\0' a > " + body).exit_code, 0);
+  const std::string b = curl("--http2-prior-knowledge -i -H 'content-type: application/json' --data-binary @" + body +
+                             " " + url(s.port()) + "/v1/messages");
+  EXPECT_EQ(b.rfind("HTTP/2 413", 0), 0u) << b.substr(0, 300);
+  EXPECT_NE(b.find(R"("type":"error")"), std::string::npos) << b;
+  EXPECT_EQ(curl("--http2-prior-knowledge -i " + url(s.port()) + "/v1/models").rfind("HTTP/2 200", 0), 0u);
+}
+
 TEST(Http2, CurlUpgradeH2c) {
   REQUIRE_PROGRAM("curl");
   ServerProcess s(fake_args(), ZL_TEST_SERVER);
