@@ -84,6 +84,33 @@ class Transport {
   std::unique_ptr<TlsStream> tls_;
 };
 
+// A connection's outgoing bytes: queued in `pending` at any time, written
+// one socket write at a time (what was queued meanwhile goes out in the
+// next). One connection's I/O thread.
+struct WriteBuffers {
+  std::string pending;  // queued, not yet written
+  std::string writing;  // the socket write in flight
+  bool busy = false;    // a write is in flight
+
+  size_t size() const { return pending.size() + writing.size(); }
+  // Starts writing `pending` on `t` unless a write is in flight or nothing
+  // is queued (false). `done(ec)` runs when the write ends, `writing`
+  // cleared; it holds the owner (which owns *this) alive.
+  template <typename Done>
+  bool start(Transport& t, Done done) {
+    if (busy || pending.empty()) return false;
+    writing.swap(pending);
+    pending.clear();
+    busy = true;
+    t.async_write(asio::buffer(writing), [this, done = std::move(done)](error_code ec, size_t) mutable {
+      busy = false;
+      writing.clear();
+      done(ec);
+    });
+    return true;
+  }
+};
+
 // A registered connection (HTTP/1.1 or HTTP/2). abort() and drain() run on
 // the connection's own I/O thread (or after that thread stopped: abort in
 // HttpServer::stop).

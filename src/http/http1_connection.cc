@@ -144,14 +144,14 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
   // Exchange side.
   void queue(std::string_view bytes) {
     if (closed_) return;
-    out_.append(bytes);
+    out_.pending.append(bytes);
     flush();
   }
-  size_t buffered() const { return out_.size() + writing_buf_.size(); }
+  size_t buffered() const { return out_.size(); }
   void exchange_ended(bool keep_alive) {
     answer_queued_ = true;
     if (!keep_alive) keep_alive_ = false;
-    if (!writing_ && out_.empty()) finish_exchange();
+    if (!out_.busy && out_.pending.empty()) finish_exchange();
   }
   bool closed() const { return closed_; }
 
@@ -219,15 +219,13 @@ class Connection final : public ConnBase, public std::enable_shared_from_this<Co
   // Keeps the connection alive while an answer is pending even when no
   // socket operation is (pipelined bytes buffered: no read outstanding).
   std::shared_ptr<Connection> busy_self_;
-  std::string out_;
-  std::string writing_buf_;
-  bool writing_ = false;
+  WriteBuffers out_;
   size_t read_size_ = kMinReadSize;
   bool reading_ = false;        // an async_read_some is in flight (idle, a request's bytes, or background)
   bool header_seen_ = false;    // the current request's headers are complete (body deadline armed)
   bool busy_ = false;           // a request is being answered
   bool in_request_ = false;     // counted in Shared::n_in_progress
-  bool answer_queued_ = false;  // the answer is complete in out_/writing_buf_
+  bool answer_queued_ = false;  // the answer is complete in out_
   bool keep_alive_ = true;
   bool lingering_ = false;
   bool closed_ = false;
@@ -385,7 +383,7 @@ void Connection::parse() {
     const std::string_view got(static_cast<const char*>(buf_.data().data()), std::min(buf_.size(), kH2Preface.size()));
     if (got != kH2Preface.substr(0, got.size())) {
       sniffed_ = true;
-    } else if (got.size() == kH2Preface.size() && !reading_ && !writing_) {
+    } else if (got.size() == kH2Preface.size() && !reading_ && !out_.busy) {
       return hand_over_to_h2(std::nullopt);
     } else {
       if (!reading_) start_read_some();
@@ -420,7 +418,7 @@ void Connection::dispatch() {
   req.request_id = request_id_for(req.headers);  // the client's when valid
   req.t_received = t_received;
   req.tcp_rtt_us = tcp_rtt_us(sock_.socket());
-  if (!sock_.is_tls() && !writing_ && out_.empty() && !reading_ && !sh_.draining.load()) {
+  if (!sock_.is_tls() && !out_.busy && out_.pending.empty() && !reading_ && !sh_.draining.load()) {
     if (auto settings = h2c_upgrade_settings(req)) {
       hand_over_to_h2(H2Upgrade{.request = std::move(req), .settings = std::move(*settings)});
       return;
@@ -435,25 +433,18 @@ void Connection::dispatch() {
 }
 
 void Connection::flush() {
-  if (writing_ || out_.empty() || closed_) return;
-  writing_buf_.swap(out_);
-  out_.clear();
-  writing_ = true;
+  if (closed_) return;
+  if (!out_.start(sock_, [self = shared_from_this()](error_code ec) { self->on_written(ec); })) return;
   if (busy_) arm(sh_.cfg.write_timeout);
-  sock_.async_write(asio::buffer(writing_buf_), [self = shared_from_this()](error_code ec, size_t) {
-    self->on_written(ec);
-  });
 }
 
 void Connection::on_written(error_code ec) {
-  writing_ = false;
-  writing_buf_.clear();
   if (closed_) return;
   if (ec) {
     close();
     return;
   }
-  if (!out_.empty()) {
+  if (!out_.pending.empty()) {
     flush();
     return;
   }

@@ -77,7 +77,7 @@ class Session final : public ConnBase, public std::enable_shared_from_this<Sessi
   }
   ~Session() override {
     if (ng_) nghttp2_session_del(ng_);
-    for (auto& [id, slot] : streams_) sh_.n_in_progress.fetch_sub(1);
+    sh_.n_in_progress.fetch_sub(static_cast<int64_t>(streams_.size()));
     sh_.n_open.fetch_sub(1);
     sh_.remove(this);
   }
@@ -129,15 +129,13 @@ class Session final : public ConnBase, public std::enable_shared_from_this<Sessi
   std::unordered_map<int32_t, StreamSlot> streams_;
   std::vector<int32_t> ready_;  // streams whose request is complete, dispatched after the read
   std::array<uint8_t, kReadBytes> in_{};
-  std::string out_;  // the next write (101 of an upgrade first)
-  std::string writing_buf_;
+  WriteBuffers out_;  // the 101 of an upgrade first
   const Clock::time_point t_start_ = Clock::now();
   Clock::time_point reset_window_{};
   int n_resets_ = 0;
   Clock::time_point control_window_{};
   int n_control_ = 0;
   bool got_frame_ = false;  // past the preface and the first frame
-  bool writing_ = false;
   bool flush_posted_ = false;
   bool closing_ = false;  // close once what is queued is written
   bool draining_ = false;
@@ -389,7 +387,7 @@ bool Session::init(const std::optional<H2Upgrade>& upgrade) {
   slot.req = upgrade->request;
   sh_.n_in_progress.fetch_add(1);
   ready_.push_back(1);
-  out_ = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n";
+  out_.pending = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n";
   return true;
 }
 
@@ -490,8 +488,8 @@ void Session::schedule_flush() {
 }
 
 void Session::flush() {
-  if (writing_ || closed_) return;
-  while (out_.size() < kMaxWriteBytes) {
+  if (out_.busy || closed_) return;
+  while (out_.pending.size() < kMaxWriteBytes) {
     const uint8_t* data = nullptr;
     const ssize_t n = nghttp2_session_mem_send(ng_, &data);
     if (n < 0) {
@@ -500,9 +498,9 @@ void Session::flush() {
       return;
     }
     if (n == 0) break;
-    out_.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
+    out_.pending.append(reinterpret_cast<const char*>(data), static_cast<size_t>(n));
   }
-  if (out_.empty()) {
+  if (out_.pending.empty()) {
     // Nothing left to say: a session that is over (GOAWAY sent, or the
     // drain's last stream done) closes.
     if (closing_ || (nghttp2_session_want_read(ng_) == 0 && nghttp2_session_want_write(ng_) == 0) ||
@@ -513,18 +511,11 @@ void Session::flush() {
     update_deadline();
     return;
   }
-  writing_buf_.swap(out_);
-  out_.clear();
-  writing_ = true;
+  out_.start(sock_, [self = shared_from_this()](error_code ec) { self->on_written(ec); });
   update_deadline();
-  sock_.async_write(asio::buffer(writing_buf_), [self = shared_from_this()](error_code ec, size_t) {
-    self->on_written(ec);
-  });
 }
 
 void Session::on_written(error_code ec) {
-  writing_ = false;
-  writing_buf_.clear();
   if (closed_) return;
   if (ec) {
     close();
@@ -548,7 +539,7 @@ void Session::update_deadline() {
     // The preface and the first frame within header_timeout of the start.
     const auto left = sh_.cfg.header_timeout - std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t_start_);
     deadline_.arm(std::max(left, std::chrono::milliseconds(0)));
-  } else if (writing_) {
+  } else if (out_.busy) {
     deadline_.arm(sh_.cfg.write_timeout);
   } else if (streams_.empty()) {
     deadline_.arm(sh_.cfg.idle_timeout);
@@ -561,7 +552,7 @@ void Session::update_deadline() {
 
 void Session::expired() {
   if (closed_) return;
-  if (writing_ || closing_ || !got_frame_) {
+  if (out_.busy || closing_ || !got_frame_) {
     close();  // a stuck write, a GOAWAY not taken, or no preface in time
     return;
   }
@@ -593,7 +584,7 @@ void Session::terminate(uint32_t error, const char* why) {
   }
   for (auto& s : open) s->mark_gone();
   deadline_.arm(sh_.cfg.write_timeout);
-  if (!writing_) schedule_flush();
+  if (!out_.busy) schedule_flush();
 }
 
 void Session::drain() {
