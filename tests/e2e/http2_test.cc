@@ -231,7 +231,8 @@ TEST(Http2, NodeStreamingPacingAndSettings) {
   EXPECT_EQ(num(paced, "status"), 200);
   EXPECT_EQ(num(paced, "done"), 1);
   EXPECT_GE(num(paced, "n_chunks"), 3);
-  EXPECT_GE(num(paced, "min_gap_ms"), 120) << json::serialize(paced);
+  // Tokens come 50 ms apart ([[fake:slow]]); paced, 150 ms (arrival jitter on a loaded machine allowed).
+  EXPECT_GE(num(paced, "min_gap_ms"), 100) << json::serialize(paced);
   // A stream reset by the client ends its request in the engine.
   json::object cancelled = node_client("cancel", url(s.port()));
   EXPECT_EQ(num(cancelled, "running_after"), 0) << json::serialize(cancelled);
@@ -268,6 +269,72 @@ TEST(Http2, RapidResetFloodIsCutAndLeavesNoWork) {
   const std::string next = curl("--http2-prior-knowledge -i -H 'content-type: application/json' -d '" +
                                 std::string(kMessages) + "' " + url(s.port()) + "/v1/messages");
   EXPECT_EQ(next.rfind("HTTP/2 200", 0), 0u) << next;
+}
+
+// One HTTP/2 frame: a 9-byte header (length, type, flags, stream id) and its payload.
+std::string frame(uint8_t type, uint8_t flags, uint32_t stream, const std::string& payload) {
+  std::string f;
+  const size_t n = payload.size();
+  f += static_cast<char>((n >> 16) & 0xff);
+  f += static_cast<char>((n >> 8) & 0xff);
+  f += static_cast<char>(n & 0xff);
+  f += static_cast<char>(type);
+  f += static_cast<char>(flags);
+  for (int shift = 24; shift >= 0; shift -= 8) f += static_cast<char>((stream >> shift) & 0xff);
+  return f + payload;
+}
+
+// The error code of the first GOAWAY in `bytes` (server frames), or -1.
+int64_t goaway_code(const std::string& bytes) {
+  size_t pos = 0;
+  while (pos + 9 <= bytes.size()) {
+    const auto* b = reinterpret_cast<const uint8_t*>(bytes.data() + pos);
+    const size_t len = (size_t{b[0]} << 16) | (size_t{b[1]} << 8) | b[2];
+    if (pos + 9 + len > bytes.size()) break;
+    if (b[3] == 7 && len >= 8) {
+      const uint8_t* e = b + 9 + 4;
+      return (int64_t{e[0]} << 24) | (int64_t{e[1]} << 16) | (int64_t{e[2]} << 8) | e[3];
+    }
+    pos += 9 + len;
+  }
+  return -1;
+}
+
+// A PING flood (frames written by hand) is cut with GOAWAY(ENHANCE_YOUR_CALM).
+TEST(Http2, PingFloodIsCut) {
+  ServerProcess s(fake_args(), ZL_TEST_SERVER);
+  ASSERT_TRUE(s.ok());
+  RawClient c(s.port());
+  ASSERT_TRUE(c.connected());
+  std::string flood = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(4, 0, 0, "");
+  for (int i = 0; i < 500; ++i) flood += frame(6, 0, 0, std::string(8, static_cast<char>(i)));
+  c.send_raw(flood);
+  c.read_until([](const std::string& b) { return goaway_code(b) >= 0; }, 5000);
+  EXPECT_EQ(goaway_code(c.buffer()), 11);  // ENHANCE_YOUR_CALM
+  EXPECT_TRUE(c.wait_closed(5000));
+  EXPECT_GE(metric(s.port(), "zerolayer_http2_abuse_closed_total"), 1);
+}
+
+// Slow starts are cut at --header-timeout-ms: half an HTTP/2 preface, a TLS
+// client that never says hello.
+TEST(Http2, PrefaceAndHandshakeTimeouts) {
+  ServerProcess s(fake_args({"--header-timeout-ms", "300"}), ZL_TEST_SERVER);
+  ASSERT_TRUE(s.ok());
+  RawClient half(s.port());
+  ASSERT_TRUE(half.send_raw("PRI * HTTP/2.0\r\n"));
+  EXPECT_TRUE(half.wait_closed(5000));
+  RawClient silent_h2(s.port());
+  ASSERT_TRUE(silent_h2.send_raw("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"));  // the preface, then no SETTINGS
+  EXPECT_TRUE(silent_h2.wait_closed(5000));
+  if (!has_program("openssl")) GTEST_SKIP() << "SKIPPED: openssl is not installed (the TLS half)";
+  TestPki pki = make_pki("timeouts");
+  ASSERT_TRUE(pki.ok);
+  ServerProcess t(fake_args({"--header-timeout-ms", "300", "--tls-cert", pki.cert, "--tls-key", pki.key}),
+                  ZL_TEST_SERVER);
+  ASSERT_TRUE(t.ok());
+  RawClient silent_tls(t.port());
+  ASSERT_TRUE(silent_tls.connected());
+  EXPECT_TRUE(silent_tls.wait_closed(5000));
 }
 
 TEST(Http2, H2loadHundredsOfMultiplexedStreams) {
