@@ -26,6 +26,12 @@ constexpr size_t kMaxWriteBytes = 64 << 10;
 constexpr size_t kReadBytes = 16 << 10;
 // RFC 9113 §6.5.2: a field's size is its name, its value and 32.
 constexpr size_t kFieldOverhead = 32;
+// Request bodies a connection may hold at once (streams still arriving), in
+// max_body_bytes: without it, SETTINGS_MAX_CONCURRENT_STREAMS multiplies the
+// body limit. A stream that would pass it is refused (REFUSED_STREAM: not
+// processed, safe to retry).
+constexpr uint64_t kBodyBudgetFactor = 4;
+constexpr uint64_t kMinBodyBudget = 1 << 20;  // whatever max_body_bytes: a read's worth of small requests always fits
 
 class Session;
 
@@ -128,6 +134,7 @@ class Session final : public ConnBase, public std::enable_shared_from_this<Sessi
   nghttp2_session* ng_ = nullptr;
   std::unordered_map<int32_t, StreamSlot> streams_;
   std::vector<int32_t> ready_;  // streams whose request is complete, dispatched after the read
+  uint64_t n_body_bytes_ = 0;   // request bodies held (streams not dispatched yet)
   std::array<uint8_t, kReadBytes> in_{};
   WriteBuffers out_;  // the 101 of an upgrade first
   const Clock::time_point t_start_ = Clock::now();
@@ -315,10 +322,16 @@ int Session::on_data_chunk(nghttp2_session*, uint8_t, int32_t id, const uint8_t*
   if (slot.body_too_large) return 0;
   if (slot.req.body.size() + len > self->sh_.cfg.max_body_bytes) {
     slot.body_too_large = true;  // answered 413 at the end of the stream; nothing more is kept
+    self->n_body_bytes_ -= slot.req.body.size();
     std::string().swap(slot.req.body);
     return 0;
   }
+  if (self->n_body_bytes_ + len > std::max(kMinBodyBudget, kBodyBudgetFactor * self->sh_.cfg.max_body_bytes)) {
+    nghttp2_submit_rst_stream(self->ng_, NGHTTP2_FLAG_NONE, id, NGHTTP2_REFUSED_STREAM);
+    return 0;
+  }
   slot.req.body.append(reinterpret_cast<const char*>(data), len);
+  self->n_body_bytes_ += len;
   return 0;
 }
 
@@ -353,6 +366,7 @@ int Session::on_stream_close(nghttp2_session*, int32_t id, uint32_t, void* user)
   auto it = self->streams_.find(id);
   if (it == self->streams_.end()) return 0;
   std::shared_ptr<H2Stream> responder = std::move(it->second.responder);
+  self->n_body_bytes_ -= it->second.req.body.size();  // 0 once dispatched
   self->streams_.erase(it);
   self->sh_.n_in_progress.fetch_sub(1);
   // Reset by the client (or the session ended) before the answer was
@@ -458,6 +472,7 @@ void Session::dispatch_ready() {
 }
 
 void Session::dispatch(int32_t id, StreamSlot& slot) {
+  n_body_bytes_ -= slot.req.body.size();
   HttpRequest req = std::move(slot.req);
   slot.req = HttpRequest{};
   req.version = 20;
@@ -609,6 +624,7 @@ void Session::close() {
   }
   streams_.clear();
   ready_.clear();
+  n_body_bytes_ = 0;
   for (auto& s : open) s->mark_gone();
   sock_.close();
 }

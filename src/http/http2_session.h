@@ -22,6 +22,9 @@
 //     SETTINGS_MAX_HEADER_LIST_SIZE) is answered as HttpError::kHeadersTooLarge
 //     without the rest being kept; a body past max_body_bytes is
 //     kBodyTooLarge and is not kept either.
+//   - Request bodies held at once per connection: 4 x max_body_bytes (at
+//     least 1 MiB); a
+//     stream past it is refused (RST_STREAM REFUSED_STREAM, safe to retry).
 //   - HPACK: the decoder's table stays at 4096 bytes (SETTINGS_HEADER_TABLE_SIZE),
 //     the encoder's is bounded at 4096 whatever the client allows.
 //   - Rapid reset (CVE-2023-44487): more than h2_max_resets_per_s RST_STREAM
