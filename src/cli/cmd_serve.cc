@@ -68,6 +68,15 @@ void drain(http::HttpServer& server, int sig, int64_t timeout_s, const sigset_t&
   log::info("requests drained, stopping");
 }
 
+// SIGHUP: the TLS certificate and key again; a bad file keeps the ones in force.
+void reload_tls(http::HttpServer& server) {
+  if (Status s = server.reload_tls(); !s.ok()) {
+    log::error("TLS certificate not reloaded: the previous one stays in force", {{"error", s.message()}});
+    return;
+  }
+  log::info("TLS certificate reloaded");
+}
+
 // SIGHUP: the keys file again (limits::reload_keys); a bad file keeps the
 // keys in force and says why. `reloads`: zerolayer_keys_reloads_total{result}.
 void reload_keys(limits::KeyStore* keys, limits::QuotaManager* quota, obs::Family* reloads) {
@@ -119,6 +128,11 @@ std::vector<FlagSpec> serve_flags() {
        "http://127.0.0.1:4318 (default: none)"},
       {"log-format", true, "logs on stderr: json or text (default: json, text when stderr is a terminal)"},
       {"socket-send-buffer", true, "SO_SNDBUF of connections in bytes (default 0: kernel autotuning)"},
+      {"max-header-bytes", true, "largest request header section (HTTP/2: header list); larger is 413 headers_too_large (default 65536)"},
+      {"tls-cert", true, "TLS certificate, PEM (the chain may follow); with --tls-key the port speaks only TLS (re-read on SIGHUP)"},
+      {"tls-key", true, "TLS private key, PEM (re-read on SIGHUP)"},
+      {"h2-max-concurrent-streams", true, "HTTP/2 streams open at once per connection (default 128)"},
+      {"h2-max-resets-per-s", true, "HTTP/2 stream resets a client may send per second before the connection closes (default 100)"},
       {"metrics-compat", true, "also export other servers' metric names on /metrics: vllm (default: none)"},
       {"metrics-auth", true, "/metrics requires an API key like the API routes (default false: open)"},
       {"ui", true, "serve the web playground and dashboard to browsers at / and /ui/ (default true)"},
@@ -282,15 +296,31 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
   http_cfg.port = static_cast<uint16_t>(cfg.port);
   http_cfg.n_io_threads = static_cast<int>(cfg.io_threads);
   http_cfg.max_body_bytes = static_cast<uint64_t>(cfg.max_body_bytes);
+  http_cfg.max_header_bytes = static_cast<uint32_t>(cfg.max_header_bytes);
   http_cfg.header_timeout = std::chrono::milliseconds(cfg.header_timeout_ms);
   http_cfg.body_timeout = std::chrono::milliseconds(cfg.body_timeout_ms);
   http_cfg.idle_timeout = std::chrono::milliseconds(cfg.idle_timeout_ms);
   http_cfg.socket_send_buffer = static_cast<int>(cfg.socket_send_buffer);
+  http_cfg.tls_cert_file = cfg.tls_cert;
+  http_cfg.tls_key_file = cfg.tls_key;
+  http_cfg.h2_max_concurrent_streams = static_cast<uint32_t>(cfg.h2_max_concurrent_streams);
+  http_cfg.h2_max_resets_per_s = static_cast<uint32_t>(cfg.h2_max_resets_per_s);
   http::HttpServer server(http_cfg, &router);
   obs::Gauge& connections_open =
       metrics->registry.add("zerolayer_http_connections_open", "Open HTTP connections", obs::MetricType::kGauge).gauge();
   obs::Counter& connections_total =
       metrics->registry.add("zerolayer_http_connections_total", "HTTP connections accepted", obs::MetricType::kCounter)
+          .counter();
+  obs::Counter& h2_connections_total =
+      metrics->registry
+          .add("zerolayer_http2_connections_total",
+               "HTTP/2 connections (prior knowledge, Upgrade: h2c or ALPN h2)", obs::MetricType::kCounter)
+          .counter();
+  obs::Counter& h2_abuse_closed =
+      metrics->registry
+          .add("zerolayer_http2_abuse_closed_total",
+               "HTTP/2 connections closed with GOAWAY for rapid resets or PING/SETTINGS floods",
+               obs::MetricType::kCounter)
           .counter();
   obs::Counter& spans_exported = metrics->registry
                                      .add("engine_trace_spans_exported_total", "Spans the OTLP collector accepted",
@@ -301,8 +331,11 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
           .add("engine_trace_spans_dropped_total",
                "Spans dropped: the export queue was full or the collector did not take them", obs::MetricType::kCounter)
           .counter();
-  service.set_on_scrape([&server, &tracer, &connections_open, &connections_total, &spans_exported, &spans_dropped] {
+  service.set_on_scrape([&server, &tracer, &connections_open, &connections_total, &spans_exported, &spans_dropped,
+                         &h2_connections_total, &h2_abuse_closed] {
     const http::ServerCounters c = server.counters();
+    h2_connections_total.mirror(c.n_h2_sessions_total);
+    h2_abuse_closed.mirror(c.n_h2_abuse_closed_total);
     connections_open.set(static_cast<double>(c.n_connections_open));
     connections_total.mirror(static_cast<int64_t>(c.n_connections_total));
     spans_exported.mirror(tracer ? static_cast<int64_t>(tracer->spans_exported()) : 0);
@@ -313,7 +346,7 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
   log::info("serving", {{"model", api_cfg.model_alias}, {"host", cfg.host}, {"port", static_cast<int64_t>(server.port())},
                         {"otlp_endpoint", cfg.otlp_endpoint}});
 
-  const std::string url = "http://" + (cfg.host.find(':') != std::string::npos ? "[" + cfg.host + "]" : cfg.host) +
+  const std::string url = std::string(server.tls() ? "https://" : "http://") + (cfg.host.find(':') != std::string::npos ? "[" + cfg.host + "]" : cfg.host) +
                           ":" + std::to_string(server.port());
   std::printf("zerolayer: serving %s at %s (Anthropic base URL %s, OpenAI base URL %s/v1)%s\n",
               api_cfg.model_alias.c_str(), url.c_str(), url.c_str(), url.c_str(),
@@ -325,6 +358,7 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
     sigwait(&wait_signals, &sig);
     if (sig != SIGHUP) break;
     reload_keys(keys.get(), quota.get(), key_reloads);
+    if (server.tls()) reload_tls(server);
   }
   if (cfg.drain_timeout_s > 0) {
     drain(server, sig, cfg.drain_timeout_s, stop_signals);

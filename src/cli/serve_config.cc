@@ -199,7 +199,8 @@ const std::vector<std::string>& serve_setting_names() {
       "degrade",         "kv-high-watermark", "redis",       "redis-fail",      "response-cache-mb",
       "guard",           "context-policy", "context-reserve", "host-name",     "shadow",
       "shadow-fraction", "shadow-api-key", "shadow-log",      "shadow-timeout-ms", "shadow-queue",
-      "record-requests", "ui"};
+      "record-requests", "ui",
+      "max-header-bytes", "tls-cert",      "tls-key",        "h2-max-concurrent-streams", "h2-max-resets-per-s"};
   return kNames;
 }
 
@@ -267,6 +268,7 @@ Result<ServeConfig> resolve_serve_config(const std::map<std::string, std::string
   }
   RETURN_IF_ERROR(parse_int(src, "io-threads", 1, 64, &c.io_threads));
   RETURN_IF_ERROR(parse_int(src, "max-body-bytes", 1024, 1ll << 32, &c.max_body_bytes));
+  RETURN_IF_ERROR(parse_int(src, "max-header-bytes", 1024, 1 << 24, &c.max_header_bytes));
   RETURN_IF_ERROR(parse_int(src, "header-timeout-ms", 10, 3600000, &c.header_timeout_ms));
   RETURN_IF_ERROR(parse_int(src, "body-timeout-ms", 10, 3600000, &c.body_timeout_ms));
   RETURN_IF_ERROR(parse_int(src, "idle-timeout-ms", 10, 3600000, &c.idle_timeout_ms));
@@ -274,6 +276,14 @@ Result<ServeConfig> resolve_serve_config(const std::map<std::string, std::string
   RETURN_IF_ERROR(parse_seconds(src, "sse-ping-interval", 0, 3600, &c.sse_ping_interval_s));
   RETURN_IF_ERROR(parse_int(src, "max-pending-events", 1, 1 << 20, &c.max_pending_events));
   RETURN_IF_ERROR(parse_int(src, "socket-send-buffer", 0, 1 << 30, &c.socket_send_buffer));
+  str("tls-cert", &c.tls_cert);
+  str("tls-key", &c.tls_key);
+  if (c.tls_cert.empty() != c.tls_key.empty()) {
+    const std::string given = c.tls_cert.empty() ? "tls-key" : "tls-cert";
+    return invalid_argument(src.origin.at(given) + ": TLS needs both tls-cert and tls-key");
+  }
+  RETURN_IF_ERROR(parse_int(src, "h2-max-concurrent-streams", 1, 1 << 20, &c.h2_max_concurrent_streams));
+  RETURN_IF_ERROR(parse_int(src, "h2-max-resets-per-s", 1, 1 << 20, &c.h2_max_resets_per_s));
   RETURN_IF_ERROR(parse_bool(src, "request-log", &c.request_log));
   RETURN_IF_ERROR(parse_bool(src, "metrics-auth", &c.metrics_auth));
   RETURN_IF_ERROR(parse_bool(src, "ui", &c.ui));

@@ -36,6 +36,7 @@ struct ServeConfig {
   std::string chat_template;          // template family override; empty: from the model
   int64_t io_threads = 1;
   int64_t max_body_bytes = 32ll << 20;
+  int64_t max_header_bytes = 64ll << 10;  // request headers (HTTP/2: the decoded header list); 413 past this
   int64_t header_timeout_ms = 10000;
   int64_t body_timeout_ms = 60000;
   int64_t idle_timeout_ms = 60000;
@@ -47,6 +48,10 @@ struct ServeConfig {
   // Backpressure: a sequence whose client lags this many events behind is paused.
   int64_t max_pending_events = 256;
   int64_t socket_send_buffer = 0;     // SO_SNDBUF of connections; 0: kernel autotuning
+  std::string tls_cert;               // PEM certificate (chain allowed); with tls_key: the port speaks TLS only
+  std::string tls_key;                // PEM private key
+  int64_t h2_max_concurrent_streams = 128;  // HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS
+  int64_t h2_max_resets_per_s = 100;  // HTTP/2 RST_STREAM frames per connection per second before GOAWAY
   bool request_log = true;            // one line per request on stderr
   // OTLP/HTTP JSON traces go to <otlp_endpoint>/v1/traces; empty: no traces.
   std::string otlp_endpoint;

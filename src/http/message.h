@@ -31,7 +31,7 @@ struct HttpRequest {
   std::string body;
   std::string request_id;   // the client's x-request-id when valid, else "req_…" (http/request_id.h)
   std::vector<std::string> path_params;  // router captures ({id})
-  int version = 11;         // 10 or 11
+  int version = 11;         // 10, 11 or 20 (HTTP/2)
   // When the server had read the whole request (steady clock): where the
   // API's request logs and time-to-first-token measurements start.
   std::chrono::steady_clock::time_point t_received{};

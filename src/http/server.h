@@ -1,4 +1,13 @@
-// HTTP/1.1 server on Boost.Asio + Beast (Beast stays inside server.cc).
+// HTTP/1.1 and HTTP/2 server, plain or TLS, on Boost.Asio (Beast parses
+// HTTP/1.1 in http1_connection.cc, nghttp2 runs HTTP/2 in http2_session.cc,
+// OpenSSL TLS in tls.cc; none of them leaks into this header).
+//
+// Protocols on one port: without TLS, a connection whose first bytes are
+// the HTTP/2 preface is HTTP/2 (prior knowledge), an HTTP/1.1 request with
+// `Upgrade: h2c` is answered 101 and then over HTTP/2, anything else is
+// HTTP/1.1. With TLS (ServerConfig::tls_cert_file) the port speaks only TLS
+// and ALPN picks h2 or http/1.1. HTTP/2's design and limits are in
+// http2_session.h; what follows is HTTP/1.1's.
 //
 // Design: n_io_threads event loops (one io_context each, one thread each);
 // each accepted connection lives on one loop for its whole life, so a
@@ -63,12 +72,25 @@ struct ServerConfig {
   // net.ipv4.tcp_wmem's max, megabytes). A fixed size bounds the kernel's
   // share of a stalled stream and makes backpressure engage sooner.
   int socket_send_buffer = 0;
+  // TLS: PEM certificate (the chain may follow) and private key; both empty:
+  // plain TCP. With TLS the port speaks only TLS (ALPN h2 or http/1.1); the
+  // handshake must end within header_timeout. HttpServer::reload_tls reads
+  // them again.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  // HTTP/2 (http2_session.h): streams open at once per connection
+  // (SETTINGS_MAX_CONCURRENT_STREAMS), and RST_STREAM frames a client may
+  // send per second before the connection is closed (GOAWAY ENHANCE_YOUR_CALM).
+  uint32_t h2_max_concurrent_streams = 128;
+  uint32_t h2_max_resets_per_s = 100;
 };
 
 struct ServerCounters {
   int64_t n_connections_open = 0;
   int64_t n_connections_total = 0;
   int64_t n_requests_total = 0;
+  int64_t n_h2_sessions_total = 0;      // HTTP/2 connections (prior knowledge, Upgrade: h2c, ALPN h2)
+  int64_t n_h2_abuse_closed_total = 0;  // HTTP/2 connections closed for rapid resets or floods
 };
 
 class HttpServer {
@@ -79,8 +101,15 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // Binds and listens; kIo naming the address when that fails.
+  // Binds and listens (loading the TLS certificate and key first when
+  // configured); kIo naming the address or the file when that fails.
   Status listen();
+  // Reads the TLS certificate and key again (SIGHUP): new handshakes use
+  // them, connections already open keep theirs. A bad file keeps the
+  // previous ones and is an error naming it. Thread-safe.
+  Status reload_tls();
+  // Whether the port speaks TLS.
+  bool tls() const;
   // The bound port (after listen()).
   uint16_t port() const;
   // Starts the I/O threads; returns at once.

@@ -60,8 +60,8 @@ class ServerProcess {
       line += c;
     }
     startup_line_ = line;
-    const size_t at = line.find("http://127.0.0.1:");
-    if (at != std::string::npos) port_ = std::atoi(line.c_str() + at + 17);
+    const size_t at = line.find("://127.0.0.1:");  // http:// or https:// (--tls-cert)
+    if (at != std::string::npos) port_ = std::atoi(line.c_str() + at + 13);
   }
   ~ServerProcess() { stop(); }
 

@@ -1,7 +1,7 @@
 # Sourced by the end-to-end scripts (tests/sdk/run.sh, tests/web/run.sh):
 # start_server DIR CMD... runs CMD (a `serve --port 0 …` command line) in the
 # background with its stdout/stderr in DIR, sets SERVER_PID and SERVER_URL
-# (http://127.0.0.1:PORT, read from its startup line, within 10 s); an EXIT
+# (http[s]://127.0.0.1:PORT, read from its startup line, within 10 s); an EXIT
 # trap stops every server started so and removes their DIRs. On failure it
 # prints the server's stderr and exits 1.
 SERVER_PIDS=()
@@ -22,7 +22,7 @@ start_server() {
   SERVER_DIRS+=("$dir")
   SERVER_URL=""
   for _ in $(seq 100); do
-    SERVER_URL=$(grep -o 'http://127.0.0.1:[0-9]*' "$dir/stdout" | head -1 || true)
+    SERVER_URL=$(grep -Eo 'https?://127.0.0.1:[0-9]*' "$dir/stdout" | head -1 || true)
     [ -n "$SERVER_URL" ] && return 0
     sleep 0.1
   done
