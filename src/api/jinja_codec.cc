@@ -182,6 +182,11 @@ Result<tmpl::Rendered> JinjaCodec::render(const ChatRequest& chat) const {
   return r;
 }
 
+Result<std::string> JinjaCodec::render_text(const ChatRequest& chat) const {
+  ASSIGN_OR_RETURN(tmpl::Rendered r, render(chat));
+  return r.text();
+}
+
 bool JinjaCodec::prompt_opens_thought(const ChatRequest& chat) const {
   if (!thinking_.enabled || chat.continue_final_message || !plan_tools(chat, syntax_).prefill.empty()) return false;
   auto r = render(chat);

@@ -481,6 +481,8 @@ class Parser {
       std::string end;
       n->body = parse_body({"endgeneration"}, &end);
       expect_block_end();
+    } else if (k.starts_with("end") || k == "elif" || k == "else") {
+      syntax_error(kw.line, "unexpected '" + k + "'");
     } else {
       syntax_error(kw.line, "unknown statement '" + k + "'");
     }
