@@ -91,7 +91,11 @@ std::string_view trim_space(std::string_view s) {
 }  // namespace
 
 ToolSyntax detect_tool_syntax(std::string_view src) {
-  if (contains(src, "<tool_call>")) return ToolSyntax::kHermes;
+  // <tool_call> around JSON (Hermes, Qwen2.5/QwQ, Granite 4); not the XML
+  // bodies of Qwen3-Coder/Qwen3.5 (<function=…>) and GLM (<arg_key>).
+  if (contains(src, "<tool_call>")) {
+    return contains(src, "<function=") || contains(src, "<arg_key>") ? ToolSyntax::kNone : ToolSyntax::kHermes;
+  }
   if (contains(src, "<|python_tag|>") || (contains(src, "<|start_header_id|>") && contains(src, "\"parameters\""))) {
     return ToolSyntax::kLlama3Json;
   }

@@ -35,7 +35,9 @@
 
 namespace zl::api {
 
-// Which tool-call syntax a Jinja template's models write (from its text).
+// Which tool-call syntax a Jinja template's models write (from its text):
+// Hermes JSON in <tool_call>, Llama 3 JSON; kNone for every other format
+// (their calls stay text).
 ToolSyntax detect_tool_syntax(std::string_view jinja);
 
 class JinjaCodec final : public PromptCodec {

@@ -86,5 +86,24 @@ TEST(JinjaTemplates, EveryTemplateAndConversationMatchesTheReference) {
   EXPECT_EQ(n_checked, 90);
 }
 
+TEST(JinjaTemplates, ToolSyntaxIsDetectedFromTheTemplate) {
+  const std::string dir = test::shared_dir() + "/templates";
+  if (!std::filesystem::exists(dir)) GTEST_SKIP() << "SKIPPED: " << dir << " is absent (needs ../shared)";
+  using api::ToolSyntax;
+  const std::pair<const char*, ToolSyntax> kCases[] = {
+      {"NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use", ToolSyntax::kHermes},
+      {"Qwen-QwQ-32B", ToolSyntax::kHermes},
+      {"ibm-granite-granite-4.0", ToolSyntax::kHermes},
+      {"meta-llama-Llama-3.3-70B-Instruct", ToolSyntax::kLlama3Json},
+      {"Qwen3.5-4B", ToolSyntax::kNone},  // XML parameters
+      {"GLM-4.6", ToolSyntax::kNone},     // <arg_key>
+      {"meetkai-functionary-medium-v3.2", ToolSyntax::kNone},
+      {"unsloth-mistral-Devstral-Small-2507", ToolSyntax::kNone},
+  };
+  for (const auto& [name, syntax] : kCases) {
+    EXPECT_EQ(api::detect_tool_syntax(read_file(dir + "/" + name + ".jinja")), syntax) << name;
+  }
+}
+
 }  // namespace
 }  // namespace zl
