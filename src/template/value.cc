@@ -92,7 +92,7 @@ void append_json_quoted(std::string& out, std::string_view s) {
       case '\b': out += "\\b"; break;
       case '\f': out += "\\f"; break;
       default:
-        if (c < 0x20 || c == 0x7f) {
+        if (c < 0x20) {  // json.dumps leaves DEL and non-ASCII as they are (unlike core/json_escape.h)
           out += "\\u00";
           out += kHex[c >> 4];
           out += kHex[c & 15];

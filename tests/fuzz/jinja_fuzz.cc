@@ -49,7 +49,7 @@ ZL_FUZZ_TARGET(fuzz_jinja) {
   auto t = zl::tmpl::Template::parse(source, "fuzz.jinja");
   if (!t.ok()) {
     FUZZ_CHECK(t.status().kind() == zl::ErrorKind::kInvalidArgument);
-    FUZZ_CHECK(t.status().message().find("fuzz.jinja line ") == 0);
+    FUZZ_CHECK(t.status().message().starts_with("template fuzz.jinja line "));
     return 0;
   }
   const zl::tmpl::RenderLimits limits{.max_call_depth = 32,
