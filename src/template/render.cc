@@ -179,6 +179,7 @@ class Renderer {
     }
     const Value ns = eval(*n.target_expr->args[0], scope);
     if (!ns.is_namespace()) runtime_error(n.line, "cannot assign an attribute to a non-namespace object");
+    if (v.holds_namespace()) runtime_error(n.line, "a namespace attribute cannot hold a namespace");
     ns.dict().set(n.target_expr->name, std::move(v));
   }
 
@@ -469,6 +470,8 @@ Result<Rendered> Template::render(const Value& context, const RenderLimits& limi
     r.render_root(*root_, &out.parts);
   } catch (const TemplateError& e) {
     return to_status(e, name_);
+  } catch (const std::exception& e) {  // a value nested too deep (value.h), memory
+    return to_status(TemplateError(TemplateError::Kind::kLimit, 0, e.what()), name_);
   }
   return out;
 }

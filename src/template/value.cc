@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <stdexcept>
 
 namespace zl::tmpl {
 namespace json = boost::json;
@@ -29,6 +30,23 @@ void Dict::set(std::string key, Value v) {
   } else {
     items.emplace_back(std::move(key), std::move(v));
   }
+}
+
+void Value::measure() {
+  int depth = 0;
+  bool ns = namespace_;
+  auto child = [&](const Value& v) {
+    depth = std::max(depth, static_cast<int>(v.depth_));
+    ns |= v.holds_namespace_;
+  };
+  if (list_) {
+    for (const Value& v : *list_) child(v);
+  } else if (dict_) {
+    for (const auto& kv : dict_->items) child(kv.second);
+  }
+  if (depth + 1 > kMaxDepth) throw std::length_error("values nested deeper than " + std::to_string(kMaxDepth));
+  depth_ = static_cast<uint16_t>(depth + 1);
+  holds_namespace_ = ns;
 }
 
 bool Value::truthy() const {

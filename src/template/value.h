@@ -49,9 +49,12 @@ class Value {
   Value(std::string s, bool from_input = false)             // NOLINT
       : type_(Type::kString), from_input_(from_input), str_(std::make_shared<const std::string>(std::move(s))) {}
   Value(const char* s) : Value(std::string(s)) {}           // NOLINT
-  Value(List l) : type_(Type::kList), list_(std::make_shared<List>(std::move(l))) {}  // NOLINT
+  // Containers nest at most kMaxDepth deep (deeper: std::length_error), so
+  // that printing, comparing and freeing them stays within the stack.
+  Value(List l) : type_(Type::kList), list_(std::make_shared<List>(std::move(l))) { measure(); }  // NOLINT
   Value(Dict d, bool is_namespace = false)                  // NOLINT
-      : type_(Type::kDict), namespace_(is_namespace), dict_(std::make_shared<Dict>(std::move(d))) {}
+      : type_(Type::kDict), namespace_(is_namespace), dict_(std::make_shared<Dict>(std::move(d))) { measure(); }
+  static constexpr int kMaxDepth = 512;
   explicit Value(std::shared_ptr<const Callable> c) : type_(Type::kCallable), callable_(std::move(c)) {}
 
   Type type() const { return type_; }
@@ -67,6 +70,9 @@ class Value {
   bool is_namespace() const { return namespace_; }
   bool is_callable() const { return type_ == Type::kCallable; }
   bool from_input() const { return from_input_; }
+  // A namespace is this value or inside it (a namespace attribute may not
+  // hold one: no cycles).
+  bool holds_namespace() const { return holds_namespace_; }
 
   bool as_bool() const { return int_ != 0; }
   int64_t as_int() const { return int_; }
@@ -98,8 +104,11 @@ class Value {
 
  private:
   explicit Value(Type t) : type_(t) {}
+  void measure();  // depth_ and holds_namespace_ from the children
   Type type_ = Type::kUndefined;
   bool namespace_ = false;
+  bool holds_namespace_ = false;
+  uint16_t depth_ = 0;
   bool from_input_ = false;
   int64_t int_ = 0;
   double float_ = 0;

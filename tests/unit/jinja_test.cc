@@ -705,6 +705,12 @@ TEST(Jinja, BoundsLoopsRecursionOutputAndTime) {
   ASSERT_FALSE(slow.ok());
   EXPECT_NE(slow.status().message().find("longer than"), std::string::npos);
 
+  // Values nested without end, or a namespace inside itself: errors, not a crash or a leak.
+  auto nested = render("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x|tojson }}");
+  ASSERT_FALSE(nested.ok());
+  EXPECT_NE(nested.status().message().find("nested deeper"), std::string::npos) << nested.status().message();
+  EXPECT_FALSE(render("{% set ns = namespace(x=1) %}{% set ns.x = [ns] %}{{ ns|tojson }}").ok());
+
   // Deep nesting is a parse error, not a stack overflow.
   std::string deep(100000, '(');
   EXPECT_FALSE(render("{{ " + deep + " }}").ok());
