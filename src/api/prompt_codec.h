@@ -23,6 +23,11 @@ class PromptCodec {
   // message contents is not honoured). When chat.continue_final_message the
   // prompt ends inside the last (assistant) turn. Thread-safe.
   virtual Result<std::vector<int32_t>> encode_chat(const ChatRequest& chat) const = 0;
+  // The prompt text encode_chat tokenizes (no BOS: the tokenizer adds it as
+  // the vocabulary says). Thread-safe.
+  virtual Result<std::string> render_text(const ChatRequest& chat) const {
+    return unsupported("this codec cannot show its prompt as text");
+  }
   // Raw text as a prompt (BOS as the model wants). Thread-safe.
   virtual Result<std::vector<int32_t>> encode_text(std::string_view text) const = 0;
   // The tool-call syntax of the model's chat format: how encode_chat renders

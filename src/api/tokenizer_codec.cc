@@ -158,6 +158,11 @@ Result<ChatPrompt> TokenizerCodec::render(const ChatRequest& chat) const {
   return template_.render(messages, opts);
 }
 
+Result<std::string> TokenizerCodec::render_text(const ChatRequest& chat) const {
+  ASSIGN_OR_RETURN(ChatPrompt prompt, render(chat));
+  return prompt.text();
+}
+
 bool TokenizerCodec::prompt_opens_thought(const ChatRequest& chat) const {
   if (chat.continue_final_message || !plan_tools(chat, tool_syntax()).prefill.empty()) return false;
   return template_.prompt_opens_thought(ChatRenderOptions{.enable_thinking = chat.thinking.enabled});

@@ -39,6 +39,7 @@ class TokenizerCodec final : public PromptCodec {
 
   Result<std::vector<int32_t>> encode_chat(const ChatRequest& chat) const override;
   Result<std::vector<int32_t>> encode_text(std::string_view text) const override;
+  Result<std::string> render_text(const ChatRequest& chat) const override;
   ToolSyntax tool_syntax() const override;
   std::string template_name() const override { return template_.name(); }
   ThinkingFormat thinking_format() const override { return template_.thinking(); }

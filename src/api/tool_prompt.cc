@@ -2,50 +2,21 @@
 
 #include <boost/json/parse.hpp>
 #include <boost/json/value.hpp>
-#include <charconv>
 #include <cmath>
-#include <cstdlib>
 
 #include "api/json_util.h"
+#include "template/value.h"
 
 namespace zl::api {
 namespace json = boost::json;
 namespace {
 
-// A double as Python's repr() writes it: the shortest digits that round-trip,
-// fixed notation for exponents in [-4, 16), else d.ddde±XX; always with a
-// '.' or an exponent.
+// A double as json.dumps writes it: Python's repr (template/value.h), with
+// JSON's names for the non-finite values.
 std::string python_float(double d) {
   if (std::isnan(d)) return "NaN";
   if (std::isinf(d)) return d > 0 ? "Infinity" : "-Infinity";
-  char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific);
-  const std::string_view sci(buf, static_cast<size_t>(r.ptr - buf));  // [-]d[.ddd]e±XX
-  const size_t e = sci.find('e');
-  const bool negative = sci.front() == '-';
-  std::string digits;
-  for (char c : sci.substr(0, e)) {
-    if (c >= '0' && c <= '9') digits += c;
-  }
-  const int exp = std::atoi(std::string(sci.substr(e + 1)).c_str());
-  std::string out = negative ? "-" : "";
-  if (exp >= -4 && exp < 16) {
-    if (exp < 0) {
-      out.append("0.").append(static_cast<size_t>(-exp - 1), '0').append(digits);
-    } else if (static_cast<size_t>(exp) + 1 >= digits.size()) {
-      out += digits + std::string(static_cast<size_t>(exp) + 1 - digits.size(), '0') + ".0";
-    } else {
-      out += digits.substr(0, static_cast<size_t>(exp) + 1) + "." + digits.substr(static_cast<size_t>(exp) + 1);
-    }
-    return out;
-  }
-  out += digits.substr(0, 1);
-  if (digits.size() > 1) out.append(".").append(digits, 1);
-  out += exp < 0 ? "e-" : "e+";
-  const int a = std::abs(exp);
-  if (a < 10) out += '0';
-  out += std::to_string(a);
-  return out;
+  return tmpl::python_float(d);
 }
 
 void newline(std::string& out, int indent, int depth) {

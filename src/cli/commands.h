@@ -10,6 +10,7 @@ int cmd_inspect(int argc, char** argv, int first);
 int cmd_make_model(int argc, char** argv, int first);
 int cmd_tokenize(int argc, char** argv, int first);
 int cmd_detokenize(int argc, char** argv, int first);
+int cmd_render(int argc, char** argv, int first);
 int cmd_bench(int argc, char** argv, int first);
 int cmd_serve(int argc, char** argv, int first);
 int cmd_probe(int argc, char** argv, int first);

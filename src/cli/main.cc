@@ -22,6 +22,7 @@ constexpr Command kCommands[] = {
     {"make-model", zl::cli::cmd_make_model, "write a deterministic random-weight model"},
     {"tokenize", zl::cli::cmd_tokenize, "print the token ids of text read on stdin"},
     {"detokenize", zl::cli::cmd_detokenize, "print the text of token ids"},
+    {"render", zl::cli::cmd_render, "print the prompt text a chat request (JSON on stdin) becomes"},
     {"bench", zl::cli::cmd_bench, "measure pp/tg/batched throughput against memory and int8 bounds"},
     {"probe", zl::cli::cmd_probe, "1-token health check: time to the first SSE event of a server"},
     {"diff", zl::cli::cmd_diff, "replay recorded requests against two servers and gate on latency, errors, BLEU-4"},

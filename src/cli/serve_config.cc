@@ -190,7 +190,7 @@ Status resolve_rollout(const Sources& src, ServeConfig* c) {
 const std::vector<std::string>& serve_setting_names() {
   static const std::vector<std::string> kNames = {
       "model",           "host",           "port",           "threads",         "ctx",
-      "parallel",        "model-alias",    "chat-template",  "io-threads",      "max-body-bytes",
+      "parallel",        "model-alias",    "chat-template",  "chat-template-file", "io-threads",      "max-body-bytes",
       "header-timeout-ms", "body-timeout-ms", "idle-timeout-ms", "api-key-file",
       "max-pending-events", "socket-send-buffer", "request-log",
       "kv-size",         "kv-type",        "batch-tokens",   "drain-timeout",
@@ -244,6 +244,7 @@ Result<ServeConfig> resolve_serve_config(const std::map<std::string, std::string
   str("host", &c.host);
   str("model-alias", &c.model_alias);
   str("chat-template", &c.chat_template);
+  str("chat-template-file", &c.chat_template_file);
   str("otlp-endpoint", &c.otlp_endpoint);
   if (!c.otlp_endpoint.empty()) {
     // Checked here, before the model loads: a typo is a usage error at once.

@@ -34,6 +34,7 @@ struct ServeConfig {
   int64_t batch_tokens = 512;         // token budget of one engine step
   std::string model_alias;            // the id in /v1/models; default: the model file's stem
   std::string chat_template;          // template family override; empty: from the model
+  std::string chat_template_file;     // a Jinja template file instead of the model's
   int64_t io_threads = 1;
   int64_t max_body_bytes = 32ll << 20;
   int64_t max_header_bytes = 64ll << 10;  // request headers (HTTP/2: the decoded header list); 413 past this

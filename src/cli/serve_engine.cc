@@ -1,10 +1,9 @@
 #include "cli/serve_engine.h"
 
-#include "api/tokenizer_codec.h"
+#include "cli/prompt_codec_setup.h"
 #include "cli/engine_fit.h"
 #include "cli/model_loading.h"
 #include "engine/engine.h"
-#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace zl::cli {
@@ -37,7 +36,9 @@ Result<ServeBackend> make_backend(const ServeConfig& config, obs::EngineSink* ob
   ASSIGN_OR_RETURN(LoadedModel lm, load_model_with_progress(path));
   loaded->model = std::move(lm.model);
   ASSIGN_OR_RETURN(loaded->tokenizer, Tokenizer::from_gguf(*loaded->model->file));
-  ASSIGN_OR_RETURN(ChatTemplate tmpl, ChatTemplate::for_vocab(loaded->tokenizer->vocab(), config.chat_template));
+  ASSIGN_OR_RETURN(std::unique_ptr<api::PromptCodec> codec,
+                   make_prompt_codec(loaded->tokenizer.get(), {.name = config.chat_template,
+                                                               .file = config.chat_template_file}));
   EngineConfig ec{.n_ctx = config.ctx,
                   .max_seqs = static_cast<int32_t>(config.parallel),
                   .n_kv_tokens = config.kv_size,
@@ -62,7 +63,7 @@ Result<ServeBackend> make_backend(const ServeConfig& config, obs::EngineSink* ob
                                   .batch_tokens = given("batch-tokens"), .parallel = given("parallel")},
                                  std::move(lm.weights)));
   b.engine = std::move(engine);
-  b.codec = std::make_unique<api::TokenizerCodec>(loaded->tokenizer.get(), std::move(tmpl));
+  b.codec = std::move(codec);
   b.keep_alive = loaded;
   b.default_alias = file_stem(path);
   return b;

@@ -1,0 +1,219 @@
+#include "api/jinja_codec.h"
+
+#include <boost/json/parse.hpp>
+#include <boost/json/value.hpp>
+#include <ctime>
+
+#include "api/json_util.h"
+#include "api/tool_prompt.h"
+
+namespace zl::api {
+namespace json = boost::json;
+namespace {
+
+using tmpl::Dict;
+using tmpl::List;
+using tmpl::Value;
+
+// Parsed JSON of the request (its strings are request input), or null.
+std::optional<Value> parse_json(std::string_view text) {
+  boost::system::error_code ec;
+  json::parse_options opts;
+  opts.max_depth = kMaxJsonDepth;
+  const json::value v = json::parse(text, ec, json::storage_ptr(), opts);
+  if (ec) return std::nullopt;
+  return tmpl::from_json(v, /*strings_from_input=*/true);
+}
+
+Value tool_call_value(const ToolCall& tc, bool object_arguments) {
+  Dict fn;
+  fn.set("name", Value(tc.name, true));
+  const std::string_view args = tc.arguments_json.empty() ? std::string_view("{}") : tc.arguments_json;
+  std::optional<Value> parsed = object_arguments ? parse_json(args) : std::nullopt;
+  fn.set("arguments", parsed ? std::move(*parsed) : Value(std::string(args), true));
+  Dict call;
+  call.set("id", Value(tc.id, true));
+  call.set("type", Value("function"));
+  call.set("function", Value(std::move(fn)));
+  return Value(std::move(call));
+}
+
+Value message_value(const ChatMessage& m, bool object_arguments) {
+  Dict d;
+  d.set("role", Value(m.role));
+  d.set("content", Value(m.content, true));
+  if (!m.tool_calls.empty()) {
+    List calls;
+    for (const ToolCall& tc : m.tool_calls) calls.push_back(tool_call_value(tc, object_arguments));
+    d.set("tool_calls", Value(std::move(calls)));
+  }
+  if (m.role == "tool" && !m.tool_call_id.empty()) d.set("tool_call_id", Value(m.tool_call_id, true));
+  std::string reasoning;
+  for (const ThinkingBlock& b : m.thinking) {
+    if (b.redacted || b.text.empty()) continue;
+    if (!reasoning.empty()) reasoning += '\n';
+    reasoning += b.text;
+  }
+  if (!reasoning.empty()) d.set("reasoning_content", Value(std::move(reasoning), true));
+  return Value(std::move(d));
+}
+
+bool contains(std::string_view s, std::string_view what) { return s.find(what) != std::string_view::npos; }
+
+// Cuts `r` just after the last occurrence of `final_text` (HF's
+// continue_final_message: the prompt ends inside the final message).
+Status cut_after(tmpl::Rendered& r, std::string_view final_text) {
+  const std::string text = r.text();
+  const size_t at = final_text.empty() ? std::string::npos : text.rfind(final_text);
+  if (at == std::string::npos) {
+    return invalid_argument("the chat template does not render the final assistant message's text, so it cannot be continued",
+                            {.reason = ErrorReason::kInvalidPrompt});
+  }
+  size_t keep = at + final_text.size();
+  for (size_t i = 0; i < r.parts.size(); ++i) {
+    if (keep <= r.parts[i].text.size()) {
+      r.parts[i].text.resize(keep);
+      r.parts.resize(i + 1);
+      break;
+    }
+    keep -= r.parts[i].text.size();
+  }
+  return Status::ok_status();
+}
+
+std::string_view trim_space(std::string_view s) {
+  auto space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
+  while (!s.empty() && space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+}  // namespace
+
+ToolSyntax detect_tool_syntax(std::string_view src) {
+  // <tool_call> around JSON (Hermes, Qwen2.5/QwQ, Granite 4); not the XML
+  // bodies of Qwen3-Coder/Qwen3.5 (<function=…>) and GLM (<arg_key>).
+  if (contains(src, "<tool_call>")) {
+    return contains(src, "<function=") || contains(src, "<arg_key>") ? ToolSyntax::kNone : ToolSyntax::kHermes;
+  }
+  if (contains(src, "<|python_tag|>") || (contains(src, "<|start_header_id|>") && contains(src, "\"parameters\""))) {
+    return ToolSyntax::kLlama3Json;
+  }
+  return ToolSyntax::kNone;
+}
+
+JinjaCodec::JinjaCodec(const Tokenizer* tokenizer, tmpl::Template jinja, std::string name)
+    : tokenizer_(tokenizer), jinja_(std::move(jinja)), name_(std::move(name)), bos_text_("<s>"), eos_text_("</s>") {
+  if (tokenizer_) {
+    const Vocab& v = tokenizer_->vocab();
+    bos_text_ = v.bos() != kNoToken ? v.text(v.bos()) : "";
+    eos_text_ = v.eos() != kNoToken ? v.text(v.eos()) : "";
+  }
+  syntax_ = detect_tool_syntax(jinja_.source());
+  object_arguments_ = probe_object_arguments();
+  thinking_ = detect_thinking_format(detect_chat_template(jinja_.source()), jinja_.source());
+}
+
+// A template renders a call's arguments as an object (tojson, items, is
+// mapping: most) or as the JSON text (string concatenation: Functionary).
+// Objects unless a conversation with an object fails to render or loses
+// the arguments where one with the text renders them.
+bool JinjaCodec::probe_object_arguments() {
+  ChatRequest probe;
+  probe.messages.push_back({.role = "user", .content = "probe"});
+  probe.messages.push_back({.role = "assistant",
+                            .tool_calls = {{.id = "a1b2c3d4e", .name = "probe_tool",
+                                            .arguments_json = R"({"argument_needle": "needle_value"})"}}});
+  probe.messages.push_back({.role = "tool", .content = "ok", .tool_call_id = "a1b2c3d4e"});
+  probe.tools.push_back({.name = "probe_tool",
+                         .json = R"({"type": "function", "function": {"name": "probe_tool", "description": "probe", )"
+                                 R"("parameters": {"type": "object", "properties": {"argument_needle": {"type": "string"}}, )"
+                                 R"("required": ["argument_needle"]}}})"});
+  auto renders_needle = [&](bool objects) {
+    object_arguments_ = objects;
+    auto r = jinja_.render(context(probe));
+    return r.ok() && r->text().find("needle_value") != std::string::npos;
+  };
+  if (renders_needle(true)) return true;
+  return !renders_needle(false);
+}
+
+Value JinjaCodec::context(const ChatRequest& chat) const {
+  Dict ctx;
+  List messages;
+  messages.reserve(chat.messages.size());
+  for (const ChatMessage& m : chat.messages) messages.push_back(message_value(m, object_arguments_));
+  ctx.set("messages", Value(std::move(messages)));
+  if (!chat.tools.empty()) {
+    List tools;
+    for (const ToolDef& t : chat.tools) {
+      std::optional<Value> v = parse_json(t.json);
+      if (v) tools.push_back(std::move(*v));
+    }
+    ctx.set("tools", Value(std::move(tools)));
+  }
+  ctx.set("add_generation_prompt", Value(!chat.continue_final_message));
+  ctx.set("bos_token", Value(bos_text_));
+  ctx.set("eos_token", Value(eos_text_));
+  // Thinking is on unless the request turns it off (Qwen3, QwQ, Command R7B
+  // read enable_thinking; DeepSeek V3.1 reads thinking).
+  const bool thinking = chat.thinking.enabled.value_or(true);
+  ctx.set("enable_thinking", Value(thinking));
+  ctx.set("thinking", Value(thinking));
+  // Today, as Llama 3.x (date_string) and Firefunction (datetime) read it.
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  localtime_r(&now, &tm);
+  char buf[64];
+  ctx.set("date_string", Value(std::string(buf, std::strftime(buf, sizeof buf, "%d %b %Y", &tm))));
+  ctx.set("datetime", Value(std::string(buf, std::strftime(buf, sizeof buf, "%b %d %Y", &tm))));
+  return Value(std::move(ctx));
+}
+
+Result<tmpl::Rendered> JinjaCodec::render(const ChatRequest& chat) const {
+  if (chat.messages.empty()) {
+    return invalid_argument("messages must not be empty", {.reason = ErrorReason::kEmptyMessages});
+  }
+  ASSIGN_OR_RETURN(tmpl::Rendered r, jinja_.render(context(chat)));
+  if (!bos_text_.empty() && !r.parts.empty() && !r.parts[0].from_input && r.parts[0].text.starts_with(bos_text_)) {
+    r.parts[0].text.erase(0, bos_text_.size());
+  }
+  if (chat.continue_final_message && chat.messages.back().role == "assistant") {
+    RETURN_IF_ERROR(cut_after(r, trim_space(chat.messages.back().content)));
+  }
+  const ToolPlan plan = plan_tools(chat, syntax_);
+  if (!plan.prefill.empty()) r.parts.push_back({plan.prefill, false});
+  return r;
+}
+
+Result<std::string> JinjaCodec::render_text(const ChatRequest& chat) const {
+  ASSIGN_OR_RETURN(tmpl::Rendered r, render(chat));
+  return r.text();
+}
+
+bool JinjaCodec::prompt_opens_thought(const ChatRequest& chat) const {
+  if (!thinking_.enabled || chat.continue_final_message || !plan_tools(chat, syntax_).prefill.empty()) return false;
+  auto r = render(chat);
+  if (!r.ok()) return false;
+  const std::string text = r->text();
+  const std::string_view t = trim_space(text);
+  return t.ends_with(ThinkingFormat::kOpen);
+}
+
+Result<std::vector<int32_t>> JinjaCodec::encode_chat(const ChatRequest& chat) const {
+  ASSIGN_OR_RETURN(tmpl::Rendered r, render(chat));
+  std::vector<TextSegment> segments;
+  segments.reserve(r.parts.size());
+  for (const auto& p : r.parts) segments.push_back({p.text, !p.from_input});
+  return tokenizer_->encode(segments, /*add_special=*/true);
+}
+
+Result<std::vector<int32_t>> JinjaCodec::encode_text(std::string_view text) const {
+  return tokenizer_->encode(text, EncodeOptions{.add_special = true, .parse_special = false});
+}
+
+Result<std::vector<int32_t>> JinjaCodec::encode_markup(std::string_view text) const {
+  return tokenizer_->encode(text, EncodeOptions{.add_special = false, .parse_special = true});
+}
+
+}  // namespace zl::api

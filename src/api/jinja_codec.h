@@ -1,0 +1,75 @@
+// PromptCodec on the model's own Jinja chat template (template/jinja.h):
+// what llama-server --jinja, vLLM and transformers' apply_chat_template do.
+//
+// The request (either API: both parse into the same ChatRequest, so an
+// Anthropic request renders exactly as the equivalent OpenAI one) becomes
+// the context Hugging Face passes to the template:
+//   messages   [{role, content, tool_calls?, tool_call_id?, reasoning_content?}]
+//              in order, as sent; a tool call is {id, type: "function",
+//              function: {name, arguments}} with `arguments` the parsed JSON
+//              object (a string when it is not JSON), or the JSON text for
+//              templates that only render text (probed once at load)
+//   tools      the tools as sent ({type: "function", function: {…}}); absent
+//              when the request has none
+//   add_generation_prompt  true, unless the last message is a prefill
+//   bos_token, eos_token   the vocabulary's texts
+//   enable_thinking, thinking  true unless the request turns thinking off
+//              (Anthropic thinking, chat_template_kwargs.enable_thinking,
+//              reasoning_effort "none")
+//   date_string ("01 Dec 2026"), datetime ("Dec 01 2026")  today, as
+//              llama.cpp passes them to Llama 3.x and Firefunction
+// A forced tool call (tool_choice any / a named tool) is the ToolPlan's
+// prefill, appended after the generation prompt; a prefill of the client's
+// own (continue_final_message) is rendered as the last assistant message
+// and the prompt is cut after its content.
+// A leading BOS text in the output is dropped (the tokenizer adds BOS as
+// the vocabulary says); text from the request is never parsed for special
+// tokens (template/value.h's from_input).
+//
+// Immutable; thread-safe.
+#pragma once
+
+#include "api/prompt_codec.h"
+#include "template/jinja.h"
+#include "tokenizer/tokenizer.h"
+
+namespace zl::api {
+
+// Which tool-call syntax a Jinja template's models write (from its text):
+// Hermes JSON in <tool_call>, Llama 3 JSON; kNone for every other format
+// (their calls stay text).
+ToolSyntax detect_tool_syntax(std::string_view jinja);
+
+class JinjaCodec final : public PromptCodec {
+ public:
+  // `tokenizer` must outlive the codec (null: render() alone, BOS/EOS "<s>"/"</s>").
+  JinjaCodec(const Tokenizer* tokenizer, tmpl::Template jinja, std::string name);
+
+  Result<std::vector<int32_t>> encode_chat(const ChatRequest& chat) const override;
+  Result<std::vector<int32_t>> encode_text(std::string_view text) const override;
+  Result<std::string> render_text(const ChatRequest& chat) const override;
+  ToolSyntax tool_syntax() const override { return syntax_; }
+  std::string template_name() const override { return name_; }
+  ThinkingFormat thinking_format() const override { return thinking_; }
+  bool prompt_opens_thought(const ChatRequest& chat) const override;
+  Result<std::vector<int32_t>> encode_markup(std::string_view text) const override;
+
+  // The prompt encode_chat tokenizes, in parts (request text / markup).
+  Result<tmpl::Rendered> render(const ChatRequest& chat) const;
+  // The template context of `chat` (exposed for tests).
+  tmpl::Value context(const ChatRequest& chat) const;
+
+ private:
+  bool probe_object_arguments();
+
+  const Tokenizer* tokenizer_;
+  tmpl::Template jinja_;
+  std::string name_;
+  std::string bos_text_;
+  std::string eos_text_;
+  ToolSyntax syntax_;
+  ThinkingFormat thinking_;
+  bool object_arguments_ = true;  // tool-call arguments as objects (else their JSON text)
+};
+
+}  // namespace zl::api
