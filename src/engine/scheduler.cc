@@ -40,8 +40,14 @@ double StepCostModel::overhead_tokens(double fallback) const {
 }
 
 int32_t plan_first_batch(std::span<const int32_t> costs, int32_t n_decodes, double overhead, int32_t budget) {
+  // The horizon: the first 64 candidates, at most two budgets' worth of tokens (those further
+  // back, later arrivals mostly, do not change how the first ones are batched).
   constexpr size_t kMaxPlanned = 64;
-  const int k = static_cast<int>(std::min(costs.size(), kMaxPlanned));
+  int k = 0;
+  for (int64_t sum = 0; k < static_cast<int>(std::min(costs.size(), kMaxPlanned)) && (k == 0 || sum + costs[k] <= 2 * int64_t{budget});
+       ++k) {
+    sum += costs[k];
+  }
   if (k == 0) return 0;
   budget = std::max(budget, 1);
   // f[i]: the least weighted cost of candidates [i, k) once those before i have their token;
@@ -93,6 +99,7 @@ Result<SeqId> Scheduler::submit(SequenceSpec spec) {
   seq->id = next_id_++;
   seq->priority = spec.priority;
   seq->arrival = next_arrival_++;
+  seq->tag = work_clock_ + config_.fairness * static_cast<double>(n_prompt);
   seq->round = stats_.n_steps;
   seq->n_prompt = static_cast<int32_t>(n_prompt);
   seq->tokens = std::move(spec.prompt);
@@ -131,6 +138,7 @@ StepPlan Scheduler::schedule(std::chrono::steady_clock::time_point now) {
     if (plan.preempted.empty()) admit_waiting(plan, budget);
   }
   plan.n_tokens = config_.max_step_tokens - budget;
+  if (!plan.empty()) work_clock_ += plan.n_tokens + config_.step_overhead_tokens;
   for (const ScheduledSeq& item : plan.items) pending_.emplace(item.id, item);
   ++stats_.n_steps;
   return plan;
@@ -187,10 +195,6 @@ void Scheduler::schedule_decodes(StepPlan& plan, int32_t& budget) {
   }
 }
 
-int64_t Scheduler::allowance(const Sequence& s) const {
-  return std::max<int64_t>(1, static_cast<int64_t>(config_.fairness * s.n_tokens()));
-}
-
 int32_t Scheduler::fair_share(const std::vector<Sequence*>& cands, int32_t budget) {
   // Water-filling: the largest level c with sum(min(remaining, c)) <= budget, at least
   // kMinPrefillGrant; everything when all fit.
@@ -226,12 +230,11 @@ void Scheduler::schedule_latency_prefills(StepPlan& plan, int32_t& budget) {
   for (Sequence* s : waiting_) {
     if (!s->paused) all.push_back(s);
   }
-  if (all.empty()) return;
   std::sort(all.begin(), all.end(), [this](const Sequence* a, const Sequence* b) {
     if (a->priority != b->priority) return a->priority > b->priority;
     const bool a_due = is_overdue(*a), b_due = is_overdue(*b);
     if (a_due != b_due) return a_due;
-    if (!a_due && a->n_uncomputed() != b->n_uncomputed()) return a->n_uncomputed() < b->n_uncomputed();
+    if (!a_due && a->tag != b->tag) return a->tag < b->tag;
     return a->arrival < b->arrival;
   });
   // Those that can be granted now: running ones, and waiting ones up to the free slots (none
@@ -242,66 +245,63 @@ void Scheduler::schedule_latency_prefills(StepPlan& plan, int32_t& budget) {
     if (s->state == SeqState::kRunning || n_slots-- > 0) cands.push_back(s);
   }
   if (cands.empty()) return;
-  // An overdue candidate may take the whole budget; the others share it (fair_share).
+  // The first may take the whole budget; the others share it (fair_share).
   const int32_t cap = std::min(fair_share(cands, budget), chunk_limit(budget));
   std::vector<int32_t> costs;
-  for (const Sequence* s : cands) costs.push_back(std::min(s->n_uncomputed(), is_overdue(*s) ? chunk_limit(budget) : cap));
+  for (const Sequence* s : cands) costs.push_back(std::min(s->n_uncomputed(), costs.empty() ? chunk_limit(budget) : cap));
   const int32_t n_batch = plan_first_batch(costs, n_decodes, config_.step_overhead_tokens, budget);
-  // Fairness: what later arrivals may still be granted ahead of each not yet overdue candidate.
+  // The fairness bound's hard part: what candidates of earlier rounds have left of their
+  // allowance caps what later arrivals get, this step's decodes included.
   std::vector<Sequence*> guarded;
   for (Sequence* s : all) {
     if (!is_overdue(*s)) guarded.push_back(s);
   }
-  // This step's decodes of later arrivals count as bypass too: work done for them first.
+  auto passes = [](const Sequence* g, const Sequence& s) { return g->round < s.round && g->priority >= s.priority; };
   for (const ScheduledSeq& item : plan.items) {
-    const Sequence& d = *seqs_.at(item.id);
     for (Sequence* g : guarded) {
-      if (g->round < d.round && g->priority >= d.priority) g->n_bypassed += item.n_tokens;
+      if (passes(g, *seqs_.at(item.id))) g->n_bypassed += item.n_tokens;
     }
   }
-  bool admitting = true;
-  int32_t n_granted = 0;
-  std::vector<Sequence*> blockers;  // guards that stopped a grant
-  // The planned batch only: a candidate left out (blocks, allowance) leaves the step smaller.
+  std::vector<Sequence*> blockers;
+  bool admitting = true, granted = false;
   for (int32_t i = 0; i < n_batch && budget > 0; ++i) {
     Sequence& s = *cands[i];
-    const int64_t limit = std::min<int64_t>(costs[i], budget);
-    // A grant to a later arrival that some earlier candidate's allowance cannot cover is not
-    // made at all: cut short, it would delay that candidate and give no token.
+    const int32_t grant = std::min(costs[i], budget);
+    // Not made at all when an earlier candidate's allowance cannot cover it: cut short, it
+    // would delay that one and give no token.
     bool covered = true;
     for (Sequence* g : guarded) {
-      if (g->round < s.round && g->priority >= s.priority && allowance(*g) - g->n_bypassed < limit) {
+      if (passes(g, s) && allowance(*g) - g->n_bypassed < grant) {
         covered = false;
         blockers.push_back(g);
       }
     }
-    if (!covered || limit <= 0) continue;
-    int32_t grant = 0;
+    if (!covered) continue;
+    int32_t got = 0;
     if (s.state == SeqState::kRunning) {
-      if (!grant_running(s, static_cast<int32_t>(limit), plan, budget)) continue;
-      grant = static_cast<int32_t>(limit);
-    } else {
-      // Not after a preemption in this step (a candidate preempted above is waiting now).
-      if (!admitting || !plan.preempted.empty()) continue;
-      grant = admit_one(s, static_cast<int32_t>(limit), plan);
-      if (grant == 0) {
-        admitting = false;  // no skipping on blocks
-        continue;
-      }
-      budget -= grant;
+      got = grant_running(s, grant, plan, budget) ? grant : 0;
+    } else if (admitting && plan.preempted.empty()) {  // a candidate preempted above is waiting now
+      got = admit_one(s, grant, plan);
+      admitting = got > 0;  // no skipping on blocks
+      budget -= got;
     }
-    ++n_granted;
+    granted = granted || got > 0;
     for (Sequence* g : guarded) {
-      if (g->round < s.round && g->priority >= s.priority) g->n_bypassed += grant;
+      if (passes(g, s)) g->n_bypassed += got;
     }
   }
-  // Nothing granted, only blocked: the blockers are overdue from now on (they go first, and
-  // guard nothing), and the step is planned again (this recurses once at most).
-  if (n_granted == 0 && !blockers.empty()) {
+  // Nothing granted, only blocked: the blockers are overdue from now on (first, guarding
+  // nothing) and the step is planned again (this recurses once at most).
+  if (!granted && !blockers.empty()) {
     for (Sequence* g : blockers) g->n_bypassed = std::max(g->n_bypassed, allowance(*g));
     schedule_latency_prefills(plan, budget);
   }
 }
+
+int64_t Scheduler::allowance(const Sequence& s) const {
+  return std::max<int64_t>(1, std::llround(config_.fairness * s.n_tokens()));
+}
+
 bool Scheduler::reserve_or_preempt(Sequence& seq, int32_t n_tokens, StepPlan& plan,
                                    int32_t& budget) {
   while (!seq.blocks.reserve(n_tokens)) {

@@ -29,24 +29,26 @@
 // and 3. (decodes are granted first exactly as above, so a running sequence gets one token every
 // step whatever arrives: decode is never starved). Every sequence that still has to compute more
 // than one token before its next sample (a prompt not yet prefilled, a preempted sequence
-// recomputing; running or waiting) is a prefill candidate, ordered by
-//   a. priority, higher first;
-//   b. overdue first, by arrival: a candidate is overdue once later arrivals (submitted in a
-//      later round, i.e. after a schedule() that it was already waiting for; those submitted
-//      between the same two steps arrived together) of its priority or below have been granted `fairness` (default 0.5) times its own token count (prefill
-//      chunks and decodes) while it waited (Sequence::n_bypassed; the fairness bound);
-//   c. shortest remaining (n_uncomputed) first, then arrival.
-// Grants to a later arrival are also capped by what each earlier, not yet overdue candidate has
-// left of its allowance, so later arrivals never take more than half a candidate's own length
-// ahead of it before it goes first, and an overdue candidate may take the whole budget. With
-// the decodes and step overheads that those later arrivals add meanwhile, its first token comes
-// at most about its own prefill time later than without them, and a long prompt is never
-// starved by a stream of short ones.
-// A candidate that is not overdue gets at most the water-filling share of the budget (the
-// largest c with sum(min(remaining, c)) <= budget, at least kMinPrefillGrant): everyone's whole
-// prompt when they all fit, a smaller grant per request when many wait (a long prompt is
-// chunked rather than filling the step). The step's
-// prefill tokens are the first batch of a plan over the ordered candidates that minimises
+// recomputing; running or waiting) is a prefill candidate, ordered by priority (higher first),
+// then by its tag, then arrival:
+//   tag = work clock at submit + fairness (default 0.5) x prompt tokens,
+// where the work clock counts every token computed since the start plus each step's fixed cost
+// (step_overhead_tokens). Among requests that arrived together this is shortest prompt first;
+// a later arrival goes before an earlier one only while the work done since the earlier one
+// arrived is less than `fairness` times their difference in size (age against size). And a
+// hard cap (the fairness bound): "later" being submitted in a later round (after a schedule()
+// that the earlier one was already waiting for; those submitted between the same two steps
+// arrived together), the tokens granted to later arrivals while a candidate waits for its next
+// token (Sequence::n_bypassed, their decodes included) never exceed `fairness` x its own token
+// count: a grant that would is not made, and a candidate that has reached it (or blocked a whole
+// step) is overdue: it goes first, oldest first among overdue ones. So later arrivals delay a
+// request's first token by at most about half its own prefill time, plus the step overheads and
+// decodes they add meanwhile, and a long prompt is never starved by a stream of short ones.
+// The first candidate may take the whole budget (the fairest one is never slowed by the others);
+// the others get at most the water-filling share (the largest c with sum(min(remaining, c)) <=
+// budget, at least kMinPrefillGrant): everyone's whole prompt when they all fit, a smaller grant
+// per request when many wait. The step's prefill is the first batch of a plan over the ordered
+// candidates that minimises
 //   sum over batches of (candidates still without a token + all candidates) x batch cost,
 // batch cost = step_overhead_tokens + decodes + candidates already done + the batch's tokens
 // (plan_first_batch(): the sum of times to first token, plus the time until the last one, in
@@ -143,8 +145,8 @@ struct SchedulerConfig {
   std::chrono::steady_clock::duration max_pause{0};
   // kLatency: a step's fixed cost in tokens of compute until set_step_overhead_tokens() updates it.
   double step_overhead_tokens = 16;
-  // kLatency: a candidate is overdue once later arrivals were granted this fraction of its own
-  // token count ahead of it (the fairness bound; see the design comment).
+  // kLatency: the weight of a prompt's size against its age in the candidates' order (the
+  // fairness bound; see the design comment). 0: first come, first served.
   double fairness = 0.5;
 };
 
@@ -163,7 +165,6 @@ struct Sequence {
   SeqId id = 0;
   int32_t priority = 0;
   int64_t arrival = 0;             // submit order
-  int64_t round = 0;               // steps planned before its submit: a later round arrived later
   int64_t admission = -1;          // order of the latest (re)admission; -1 before the first
   std::vector<int32_t> tokens;     // prompt, then generated tokens
   int32_t n_prompt = 0;
@@ -176,8 +177,10 @@ struct Sequence {
   bool paused = false;
   std::chrono::steady_clock::time_point paused_since{};  // when `paused` last became true
   int32_t n_pause_preemptions = 0;
-  // kLatency: tokens granted to later arrivals while this one waited for its next token
-  // (reset when it samples); overdue at n_tokens().
+  double tag = 0;                  // kLatency: the order among prefill candidates (design comment)
+  int64_t round = 0;               // steps planned before its submit: a later round arrived later
+  // kLatency: tokens granted to later rounds while it waited for its next token (reset when it
+  // samples); overdue at fairness x n_tokens().
   int64_t n_bypassed = 0;
   SequenceBlocks blocks;           // the block table; empty while waiting
 
@@ -220,7 +223,7 @@ inline constexpr int32_t kMinPrefillGrant = 64;
 
 // kLatency: how many of the ordered prefill candidates the step takes (the first batch of the
 // plan in the design comment). `costs`: each candidate's tokens to its next sample this step
-// (the first 64 are planned); `n_decodes`: decode tokens in the step; `overhead`: a step's fixed
+// (the plan's horizon: the first 64, at most 2 x budget tokens; at least one); `n_decodes`: decode tokens in the step; `overhead`: a step's fixed
 // cost in tokens; `budget`: the step's tokens left for prefill (a batch holds at most that,
 // except a lone candidate, which then takes several steps). 0 iff costs is empty. Pure,
 // O(min(n, 64)^2).
@@ -305,8 +308,7 @@ class Scheduler {
   Sequence* pick_victim() const;
   void preempt(Sequence& seq, StepPlan& plan, int32_t& budget);
   void admit_waiting(StepPlan& plan, int32_t& budget);
-  // kLatency (see the design comment): decodes, then prefill candidates by priority, overdue,
-  // shortest remaining.
+  // kLatency (see the design comment): decodes, then prefill candidates by priority, overdue, tag.
   void schedule_decodes(StepPlan& plan, int32_t& budget);
   void schedule_latency_prefills(StepPlan& plan, int32_t& budget);
   // kLatency: tokens that later arrivals may take ahead of `s` before it is overdue.
@@ -330,6 +332,7 @@ class Scheduler {
   SeqId next_id_ = 1;
   int64_t next_arrival_ = 0;
   int64_t next_admission_ = 0;
+  double work_clock_ = 0;  // kLatency: tokens computed + step overheads since the start
   SchedulerStats stats_;
 };
 
