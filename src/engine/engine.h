@@ -95,7 +95,7 @@ inline constexpr int32_t kMinKvBlocks = 4;
 // kTypicalSeqTokens each (or a whole context, if smaller), within
 // [kMinAutoSeqs, kMaxAutoSeqs]. `kv_tokens`: the KV cache's tokens (given, or
 // the memory budget's). Pure.
-inline constexpr int64_t kTypicalSeqTokens = 1024;
+inline constexpr int64_t kTypicalSeqTokens = 512;
 inline constexpr int32_t kMinAutoSeqs = 4, kMaxAutoSeqs = 64;
 int32_t default_max_seqs(int64_t kv_tokens, int64_t n_ctx);
 

@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "engine/engine.h"  // default_max_seqs
 #include "engine/scheduler.h"
 
 namespace zl {
@@ -71,6 +72,15 @@ TEST(SchedulePolicy, NamesRoundTrip) {
   EXPECT_FALSE(parse_schedule_policy("fast").has_value());
   EXPECT_STREQ(schedule_policy_name(SchedulePolicy::kLatency), "latency");
   EXPECT_STREQ(schedule_policy_name(SchedulePolicy::kThroughput), "throughput");
+}
+
+TEST(DefaultMaxSeqs, FromTheKvBudgetAtATypicalSize) {
+  EXPECT_EQ(default_max_seqs(16 * 4096, 4096), 64);   // 1B at ctx 4096: 65536 / 512 = 128, capped
+  EXPECT_EQ(default_max_seqs(16 * 512, 512), 16);     // stories260K at ctx 512
+  EXPECT_EQ(default_max_seqs(8192, 4096), 16);        // --kv-size 8192
+  EXPECT_EQ(default_max_seqs(1000, 4096), kMinAutoSeqs);
+  EXPECT_EQ(default_max_seqs(int64_t{1} << 40, 512), kMaxAutoSeqs);
+  EXPECT_EQ(default_max_seqs(2048, 64), 32);  // a context below the typical size: whole contexts
 }
 
 TEST(PlanFirstBatch, EmptyAndSingle) {
