@@ -30,6 +30,7 @@
 
 #include "cli/args.h"
 #include "model/packed_weights.h"
+#include "policy_table.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -122,11 +123,7 @@ std::vector<int32_t> random_prompt(std::mt19937& rng, int n, int64_t n_vocab, in
 
 // ---- --compare: the two scheduling policies on the same bursts ----
 
-struct BurstStats {
-  double p50 = 0, p90 = 0, p99 = 0, tok_s = 0;
-};
-
-BurstStats burst_stats(const RunResult& r) {
+zl::bench::BurstStats burst_stats(const RunResult& r) {
   return {.p50 = percentile(r.ttft_ms, 50), .p90 = percentile(r.ttft_ms, 90), .p99 = percentile(r.ttft_ms, 99),
           .tok_s = r.wall_s > 0 ? static_cast<double>(r.n_generated) / r.wall_s : 0};
 }
@@ -173,15 +170,14 @@ int compare_policies(const Model& model, const Tokenizer& tok, const cli::Args& 
   for (auto& e : engines) run(*e, {random_prompt(rng, 8, n_vocab, bos)}, 4, "warmup");
   std::printf("policies, same run: %s, gen %d, %lld rounds each (medians; ratios: median of the rounds' ratios)\n",
               args.get("model")->c_str(), n_gen, static_cast<long long>(*reps));
-  std::printf("| burst | prompts | policy | TTFT p50 ms | p90 ms | p99 ms | tokens/s |\n|---|---|---|---|---|---|---|\n");
+  zl::bench::print_policy_header();
   for (int32_t burst : *bursts) {
     for (const std::string& mix : mixes) {
-      std::vector<BurstStats> per[2];
-      std::vector<double> r50, r99, rtok;
+      std::vector<zl::bench::BurstStats> per[2];
       for (int rep = 0; rep < *reps; ++rep) {
         std::vector<std::vector<int32_t>> prompts;
         for (int32_t n : burst_lengths(rng, mix, burst)) prompts.push_back(random_prompt(rng, n, n_vocab, bos));
-        BurstStats got[2];
+        zl::bench::BurstStats got[2];
         for (int k = 0; k < 2; ++k) {
           const int which = (rep + k) % 2;  // alternate which policy runs first
           // A fresh tenant: no prefix hits from the other engine's or an earlier round.
@@ -189,22 +185,8 @@ int compare_policies(const Model& model, const Tokenizer& tok, const cli::Args& 
         }
         per[0].push_back(got[0]);
         per[1].push_back(got[1]);
-        r50.push_back(got[0].p50 / got[1].p50);
-        r99.push_back(got[0].p99 / got[1].p99);
-        rtok.push_back(got[0].tok_s / got[1].tok_s);
       }
-      for (int k = 0; k < 2; ++k) {
-        auto med = [&](double BurstStats::*f) {
-          std::vector<double> v;
-          for (const BurstStats& b : per[k]) v.push_back(b.*f);
-          return percentile(v, 50);
-        };
-        std::printf("| %d | %s | %s | %.1f | %.1f | %.1f | %.1f |\n", burst, mix.c_str(), k == 0 ? "latency" : "throughput",
-                    med(&BurstStats::p50), med(&BurstStats::p90), med(&BurstStats::p99), med(&BurstStats::tok_s));
-      }
-      std::printf("| %d | %s | latency / throughput | %.2f | | %.2f | %.2f |\n", burst, mix.c_str(), percentile(r50, 50),
-                  percentile(r99, 50), percentile(rtok, 50));
-      std::fflush(stdout);
+      zl::bench::print_policy_rows(burst, mix, per);
     }
   }
   return 0;

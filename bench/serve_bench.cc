@@ -66,6 +66,7 @@
 #include "cli/serve_engine.h"
 #include "http/router.h"
 #include "http/server.h"
+#include "policy_table.h"
 
 namespace {
 
@@ -413,9 +414,6 @@ std::string text_of_tokens(const zl::api::PromptCodec& codec, int n_tokens, cons
   return build(lo);
 }
 
-struct BurstStats {
-  double p50 = 0, p90 = 0, p99 = 0, tok_s = 0;
-};
 
 int compare_policies(std::map<std::string, std::string>& a) {
   const std::vector<int> bursts = parse_list(a.count("bursts") ? a["bursts"] : "1,16,64");
@@ -444,12 +442,11 @@ int compare_policies(std::map<std::string, std::string>& a) {
               "%d rounds (medians; ratios: median of the rounds' ratios)\n",
               cfg.model_path.c_str(), static_cast<long long>(cfg.ctx), static_cast<long long>(cfg.parallel),
               static_cast<long long>(cfg.threads), max_tokens, reps);
-  std::printf("| burst | prompts | policy | TTFT p50 ms | p90 ms | p99 ms | tokens/s |\n|---|---|---|---|---|---|---|\n");
+  zl::bench::print_policy_header();
   std::mt19937 rng(11);
   for (int burst : bursts) {
     for (const std::string& mix : mixes) {
-      std::vector<BurstStats> per[2];
-      std::vector<double> r50, r99, rtok;
+      std::vector<zl::bench::BurstStats> per[2];
       for (int rep = 0; rep < reps; ++rep) {
         std::vector<std::string> texts;
         std::uniform_int_distribution<int> len(50, 2000);
@@ -457,7 +454,7 @@ int compare_policies(std::map<std::string, std::string>& a) {
           const std::string head = "Story " + std::to_string(burst) + "-" + std::to_string(rep) + "-" + std::to_string(i) + ":";
           texts.push_back(mix == "mixed" ? text_of_tokens(codec, len(rng), head) : head + " once upon a time, a little girl");
         }
-        BurstStats got[2];
+        zl::bench::BurstStats got[2];
         for (int k = 0; k < 2; ++k) {
           const int which = (rep + k) % 2;  // alternate which policy runs first
           ServedStack& st = *stacks[which];
@@ -466,22 +463,8 @@ int compare_policies(std::map<std::string, std::string>& a) {
                         .p99 = percentile(r.first_delta_ms, 0.99), .tok_s = r.tok_s};
         }
         for (int k = 0; k < 2; ++k) per[k].push_back(got[k]);
-        r50.push_back(got[0].p50 / got[1].p50);
-        r99.push_back(got[0].p99 / got[1].p99);
-        rtok.push_back(got[0].tok_s / got[1].tok_s);
       }
-      for (int k = 0; k < 2; ++k) {
-        auto med = [&](double BurstStats::*f) {
-          std::vector<double> v;
-          for (const BurstStats& b : per[k]) v.push_back(b.*f);
-          return percentile(v, 0.5);
-        };
-        std::printf("| %d | %s | %s | %.2f | %.2f | %.2f | %.0f |\n", burst, mix.c_str(), k == 0 ? "latency" : "throughput",
-                    med(&BurstStats::p50), med(&BurstStats::p90), med(&BurstStats::p99), med(&BurstStats::tok_s));
-      }
-      std::printf("| %d | %s | latency / throughput | %.2f | | %.2f | %.2f |\n", burst, mix.c_str(), percentile(r50, 0.5),
-                  percentile(r99, 0.5), percentile(rtok, 0.5));
-      std::fflush(stdout);
+      zl::bench::print_policy_rows(burst, mix, per);
     }
   }
   for (auto& st : stacks) st->server->stop();
