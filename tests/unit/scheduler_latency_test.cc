@@ -13,15 +13,12 @@
 
 #include "engine/engine.h"  // default_max_seqs
 #include "engine/scheduler.h"
+#include "support/token_ids.h"
 
 namespace zl {
 namespace {
 
-std::vector<int32_t> tokens(int32_t n, int32_t first) {
-  std::vector<int32_t> t(n);
-  std::iota(t.begin(), t.end(), first);
-  return t;
-}
+std::vector<int32_t> tokens(int32_t n, int32_t first) { return test::consecutive_tokens(n, first); }
 
 SchedulerConfig latency(int32_t budget = 512, int32_t max_running = 64, double overhead = 16) {
   return {.policy = SchedulePolicy::kLatency,
