@@ -4,6 +4,17 @@
 //
 //   engine_bench --model PATH [--concurrency 1,4,16,64] [--prompt 64] [--gen 64]
 //                [--threads N] [--prefix 256] [--json]
+//   engine_bench --model PATH --compare [--bursts 1,16,64] [--mix short,mixed]
+//                [--reps 3] [--gen 64] [--threads N]
+//
+// --compare: the scheduling policies (engine/scheduler.h) side by side in the
+// same run: per burst size and prompt mix (short: 20-40 tokens; mixed:
+// 50-2000), `reps` rounds, each running the same burst (all requests
+// submitted at once) on a latency-policy engine and a throughput-policy engine
+// (in alternating order; one set of prepared weights), and reporting TTFT
+// p50/p90/p99 and aggregate tokens/s (generated tokens over submit -> last
+// token) as medians over the rounds, and the latency/throughput ratios (the
+// median of the rounds' ratios).
 //
 // Each request has its own random prompt (so no accidental prefix sharing)
 // and decodes greedily with ignore_eos, so every request generates exactly
@@ -18,6 +29,8 @@
 #include <vector>
 
 #include "cli/args.h"
+#include "model/packed_weights.h"
+#include "policy_table.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -108,6 +121,77 @@ std::vector<int32_t> random_prompt(std::mt19937& rng, int n, int64_t n_vocab, in
   return p;
 }
 
+// ---- --compare: the two scheduling policies on the same bursts ----
+
+zl::bench::BurstStats burst_stats(const RunResult& r) {
+  return {.p50 = percentile(r.ttft_ms, 50), .p90 = percentile(r.ttft_ms, 90), .p99 = percentile(r.ttft_ms, 99),
+          .tok_s = r.wall_s > 0 ? static_cast<double>(r.n_generated) / r.wall_s : 0};
+}
+
+std::vector<int32_t> burst_lengths(std::mt19937& rng, const std::string& mix, int n) {
+  const bool mixed = mix == "mixed";
+  std::uniform_int_distribution<int32_t> len(mixed ? 50 : 20, mixed ? 2000 : 40);
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) out.push_back(len(rng));
+  return out;
+}
+
+int compare_policies(const Model& model, const Tokenizer& tok, const cli::Args& args, int n_gen, int threads) {
+  auto bursts = cli::parse_id_list(args.get_or("bursts", "1,16,64"));
+  auto reps = args.get_int_in("reps", 3, 1, 1000);
+  if (!bursts.ok() || !reps.ok() || bursts->empty() ||
+      std::any_of(bursts->begin(), bursts->end(), [](int32_t b) { return b < 1 || b > 4096; })) {
+    return cli::report_error("engine_bench", invalid_argument("--bursts must list sizes in [1, 4096], --reps >= 1"));
+  }
+  std::vector<std::string> mixes;
+  for (const std::string& m : {std::string("short"), std::string("mixed")}) {
+    if (args.get_or("mix", "short,mixed").find(m) != std::string::npos) mixes.push_back(m);
+  }
+  if (mixes.empty()) return cli::report_error("engine_bench", invalid_argument("--mix: short and/or mixed"));
+  const int max_burst = *std::max_element(bursts->begin(), bursts->end());
+  const bool any_mixed = std::find(mixes.begin(), mixes.end(), "mixed") != mixes.end();
+  const int64_t n_ctx = (any_mixed ? 2000 : 40) + n_gen + 16;
+  // The KV cache holds the largest burst whole (no preemption): the policies
+  // differ in how they order and split the prefill, not in what fits.
+  const int64_t n_kv = static_cast<int64_t>(max_burst) * ((any_mixed ? 1100 : 40) + n_gen + 32);
+  auto weights = PackedWeights::create(model, {.name = "the model"});
+  if (!weights.ok()) return cli::report_error("engine_bench", weights.status());
+  std::vector<std::unique_ptr<Engine>> engines;
+  for (SchedulePolicy policy : {SchedulePolicy::kLatency, SchedulePolicy::kThroughput}) {
+    EngineConfig ec{.n_ctx = n_ctx, .max_seqs = max_burst, .n_kv_tokens = std::max(n_kv, n_ctx),
+                    .schedule = policy, .n_threads = threads};
+    auto e = Engine::create(model, tok, ec, *weights);
+    if (!e.ok()) return cli::report_error("engine_bench", e.status());
+    engines.push_back(std::move(e).value());
+  }
+  const int64_t n_vocab = model.config.n_vocab;
+  const int32_t bos = tok.vocab().bos();
+  std::mt19937 rng(7);
+  for (auto& e : engines) run(*e, {random_prompt(rng, 8, n_vocab, bos)}, 4, "warmup");
+  std::printf("policies, same run: %s, gen %d, %lld rounds each (medians; ratios: median of the rounds' ratios)\n",
+              args.get("model")->c_str(), n_gen, static_cast<long long>(*reps));
+  zl::bench::print_policy_header();
+  for (int32_t burst : *bursts) {
+    for (const std::string& mix : mixes) {
+      std::vector<zl::bench::BurstStats> per[2];
+      for (int rep = 0; rep < *reps; ++rep) {
+        std::vector<std::vector<int32_t>> prompts;
+        for (int32_t n : burst_lengths(rng, mix, burst)) prompts.push_back(random_prompt(rng, n, n_vocab, bos));
+        zl::bench::BurstStats got[2];
+        for (int k = 0; k < 2; ++k) {
+          const int which = (rep + k) % 2;  // alternate which policy runs first
+          // A fresh tenant: no prefix hits from the other engine's or an earlier round.
+          got[which] = burst_stats(run(*engines[which], prompts, n_gen, "r" + std::to_string(rep) + mix));
+        }
+        per[0].push_back(got[0]);
+        per[1].push_back(got[1]);
+      }
+      zl::bench::print_policy_rows(burst, mix, per);
+    }
+  }
+  return 0;
+}
+
 int main_impl(int argc, char** argv) {
   int code = 0;
   auto args = cli::parse_command(argc, argv, 1, "engine_bench", "--model PATH [flags]",
@@ -117,6 +201,10 @@ int main_impl(int argc, char** argv) {
                                   {"gen", true, "generated tokens per request (default 64)"},
                                   {"prefix", true, "shared prefix tokens for the prefix-cache run (default 256)"},
                                   {"threads", true, "compute threads (default: all cores)"},
+                                  {"compare", false, "the scheduling policies side by side on bursts (see the top comment)"},
+                                  {"bursts", true, "--compare: burst sizes (default 1,16,64)"},
+                                  {"mix", true, "--compare: prompt mixes, short and/or mixed (default short,mixed)"},
+                                  {"reps", true, "--compare: rounds per burst and mix (default 3)"},
                                   {"json", false, "one JSON object"}},
                                  &code);
   if (!args) return code;
@@ -139,6 +227,7 @@ int main_impl(int argc, char** argv) {
   if (!model.ok()) return cli::report_error("engine_bench", model.status());
   auto tok = Tokenizer::from_gguf(*(*model)->file);
   if (!tok.ok()) return cli::report_error("engine_bench", tok.status());
+  if (args->has("compare")) return compare_policies(**model, **tok, *args, static_cast<int>(*n_gen), static_cast<int>(*threads));
   const int64_t n_vocab = (*model)->config.n_vocab;
   const int32_t bos = (*tok)->vocab().bos();
   const int max_c = *std::max_element(levels->begin(), levels->end());

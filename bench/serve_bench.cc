@@ -22,7 +22,21 @@
 // same steady clock). The split of the overhead p50 goes to stderr, with
 // where the front goes (the client's send burst, the wait for the server's
 // first read, the server's gap between consecutive request reads) and the
-// client thread's CPU time; ZL_BENCH_DEBUG=1 prints every request's split. Everything runs in this process: the
+// client thread's CPU time; ZL_BENCH_DEBUG=1 prints every request's split.
+//
+//   serve_bench --compare 1 [--bursts 1,16,64] [--mix short,mixed] [--reps 3]
+//               [--max-tokens 64] [--model PATH] [--ctx N] [--parallel N] [--threads N]
+//
+// --compare 1: the scheduling policies side by side in the same run: two
+// servers, `--schedule latency` and `--schedule throughput`, otherwise alike
+// (--parallel 0: serve's default, from the KV budget). Per burst size and
+// prompt mix (short: the usual one-line story prompt; mixed: 50-2000 prompt
+// tokens), `reps` rounds, each sending the same burst of streaming requests
+// at once to both servers in turn (alternating which goes first): TTFT (send
+// -> first content_block_delta) p50/p90/p99 and aggregate tokens/s (usage
+// output_tokens over first send -> last delta), medians over the rounds, and
+// the latency/throughput ratios (median of the rounds' ratios). The context
+// grows to hold the longest mixed prompt. Everything runs in this process: the
 // server is built exactly as `zerolayer serve` builds it (cli::make_backend,
 // api::ApiService, http::HttpServer).
 #include <arpa/inet.h>
@@ -41,6 +55,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -51,6 +66,7 @@
 #include "cli/serve_engine.h"
 #include "http/router.h"
 #include "http/server.h"
+#include "policy_table.h"
 
 namespace {
 
@@ -193,6 +209,7 @@ struct PhaseResult {
   std::vector<double> ttft_ms, gap_ms, overhead_ms;
   std::vector<double> front_ms, back_ms;  // send -> EngineApi::submit(); engine t_first_token -> first byte
   std::vector<double> api_ms;             // request read -> submit (JSON parse, template, tokenize, submit)
+  std::vector<double> first_delta_ms;     // send -> first content_block_delta (time to first token)
   // Where the front goes (one sample per rep): the client's send burst
   // (first to last send), the first send to the server's first request
   // read, the median gap between consecutive request reads on the server
@@ -262,12 +279,14 @@ struct LogStore {
   std::map<std::string, RequestLog> by_id;
 };
 
-PhaseResult run_served(int port, LogStore& logs, int level, int rep, int max_tokens) {
+// `texts`: the prompts (plain words, nothing to escape); null: prompt_text().
+PhaseResult run_served(int port, LogStore& logs, int level, int rep, int max_tokens,
+                       const std::vector<std::string>* texts = nullptr) {
   std::vector<Stream> streams(level);
   for (int i = 0; i < level; ++i) {
     const std::string body = R"({"model":"m","max_tokens":)" + std::to_string(max_tokens) +
                              R"(,"temperature":0,"stream":true,"messages":[{"role":"user","content":")" +
-                             prompt_text(level, rep, i) + "\"}]}";
+                             (texts ? (*texts)[i] : prompt_text(level, rep, i)) + "\"}]}";
     streams[i].request = "POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
   }
@@ -283,6 +302,7 @@ PhaseResult run_served(int port, LogStore& logs, int level, int rep, int max_tok
     out.n_tokens += s.output_tokens;
     if (!s.deltas.empty()) t_end = std::max(t_end, s.deltas.back());
     out.ttft_ms.push_back(ms(s.t_first_byte - s.t_send));
+    if (!s.deltas.empty()) out.first_delta_ms.push_back(ms(s.deltas.front() - s.t_send));
     sends.push_back(s.t_send);
     first_bytes.push_back(s.t_first_byte);
     for (size_t k = 1; k < s.deltas.size(); ++k) out.gap_ms.push_back(ms(s.deltas[k] - s.deltas[k - 1]));
@@ -333,21 +353,155 @@ std::vector<int> parse_list(const std::string& s) {
   return out;
 }
 
+
+// ---- --compare: the scheduling policies on the same bursts ----
+
+// One server as `zerolayer serve` builds it.
+struct ServedStack {
+  zl::cli::ServeBackend backend;
+  LogStore logs;
+  std::unique_ptr<zl::api::ApiService> service;
+  std::unique_ptr<zl::http::Router> router;
+  std::unique_ptr<zl::http::HttpServer> server;
+};
+
+std::unique_ptr<ServedStack> start_stack(const zl::cli::ServeConfig& cfg, int io_threads) {
+  auto st = std::make_unique<ServedStack>();
+  auto backend = zl::cli::make_backend(cfg);
+  if (!backend.ok()) {
+    std::fprintf(stderr, "serve_bench: %s\n", backend.status().message().c_str());
+    return nullptr;
+  }
+  st->backend = std::move(backend).value();
+  zl::api::ApiConfig api_cfg;
+  api_cfg.metrics = std::make_shared<zl::obs::ServerMetrics>();
+  LogStore* logs = &st->logs;
+  api_cfg.request_log = [logs](const RequestLog& r) {
+    std::lock_guard<std::mutex> lock(logs->mu);
+    logs->by_id[r.request_id] = r;
+  };
+  st->service = std::make_unique<zl::api::ApiService>(api_cfg, st->backend.engine.get(), st->backend.codec.get());
+  st->router = std::make_unique<zl::http::Router>();
+  st->service->register_routes(*st->router);
+  st->server = std::make_unique<zl::http::HttpServer>(zl::http::ServerConfig{.port = 0, .n_io_threads = io_threads},
+                                                      st->router.get());
+  if (!st->server->listen().ok()) return nullptr;
+  st->server->start();
+  return st;
+}
+
+// A prompt text of about n_tokens chat-template tokens (at least), from story words.
+std::string text_of_tokens(const zl::api::PromptCodec& codec, int n_tokens, const std::string& head) {
+  static const char* kWords[] = {"once", "upon", "a", "time", "there", "was", "a", "little", "girl", "named",
+                                 "Lily", "who", "liked", "to", "play", "in", "the", "park", "with", "her", "dog"};
+  auto build = [&](int n_words) {
+    std::string t = head;
+    for (int w = 0; w < n_words; ++w) t.append(" ").append(kWords[w % (sizeof kWords / sizeof *kWords)]);
+    return t;
+  };
+  auto count = [&](const std::string& t) {
+    zl::api::ChatRequest chat;
+    chat.messages.push_back({.role = "user", .content = t});
+    auto ids = codec.encode_chat(chat);
+    return ids.ok() ? static_cast<int>(ids->size()) : 0;
+  };
+  int lo = 0, hi = 8;
+  while (count(build(hi)) < n_tokens) hi *= 2;
+  while (lo < hi) {  // the fewest words reaching n_tokens
+    const int mid = (lo + hi) / 2;
+    if (count(build(mid)) < n_tokens) lo = mid + 1; else hi = mid;
+  }
+  return build(lo);
+}
+
+
+int compare_policies(std::map<std::string, std::string>& a) {
+  const std::vector<int> bursts = parse_list(a.count("bursts") ? a["bursts"] : "1,16,64");
+  const std::string mix_arg = a.count("mix") ? a["mix"] : "short,mixed";
+  std::vector<std::string> mixes;
+  for (const char* m : {"short", "mixed"}) {
+    if (mix_arg.find(m) != std::string::npos) mixes.push_back(m);
+  }
+  const int max_tokens = std::max(1, std::atoi(a["max-tokens"].c_str()));
+  const int reps = std::max(1, std::atoi(a["reps"].c_str()));
+  const bool any_mixed = std::find(mixes.begin(), mixes.end(), "mixed") != mixes.end();
+  zl::cli::ServeConfig cfg;
+  cfg.model_path = a["model"];
+  cfg.ctx = std::max<int64_t>(std::atoll(a["ctx"].c_str()), any_mixed ? 2000 + max_tokens + 64 : 0);
+  cfg.parallel = std::atoll(a["parallel"].c_str());
+  cfg.threads = std::atoll(a["threads"].c_str());
+  for (int b : bursts) cfg.max_queue = std::max<int64_t>(cfg.max_queue, b);  // no load shedding here
+  std::unique_ptr<ServedStack> stacks[2];
+  for (int k = 0; k < 2; ++k) {
+    cfg.schedule = k == 0 ? "latency" : "throughput";
+    stacks[k] = start_stack(cfg, std::max(1, std::atoi(a["io-threads"].c_str())));
+    if (!stacks[k]) return 1;
+  }
+  const zl::api::PromptCodec& codec = *stacks[0]->backend.codec;
+  std::printf("policies, same run: %s, ctx %lld, parallel %lld (0: from the KV budget), threads %lld, max_tokens %d, "
+              "%d rounds (medians; ratios: median of the rounds' ratios)\n",
+              cfg.model_path.c_str(), static_cast<long long>(cfg.ctx), static_cast<long long>(cfg.parallel),
+              static_cast<long long>(cfg.threads), max_tokens, reps);
+  zl::bench::print_policy_header();
+  std::mt19937 rng(11);
+  for (int burst : bursts) {
+    for (const std::string& mix : mixes) {
+      std::vector<zl::bench::BurstStats> per[2];
+      for (int rep = 0; rep < reps; ++rep) {
+        std::vector<std::string> texts;
+        std::uniform_int_distribution<int> len(50, 2000);
+        for (int i = 0; i < burst; ++i) {
+          const std::string head = "Story " + std::to_string(burst) + "-" + std::to_string(rep) + "-" + std::to_string(i) + ":";
+          texts.push_back(mix == "mixed" ? text_of_tokens(codec, len(rng), head) : head + " once upon a time, a little girl");
+        }
+        zl::bench::BurstStats got[2];
+        for (int k = 0; k < 2; ++k) {
+          const int which = (rep + k) % 2;  // alternate which policy runs first
+          ServedStack& st = *stacks[which];
+          PhaseResult r = run_served(st.server->port(), st.logs, burst, rep, max_tokens, &texts);
+          got[which] = {.p50 = percentile(r.first_delta_ms, 0.5), .p90 = percentile(r.first_delta_ms, 0.9),
+                        .p99 = percentile(r.first_delta_ms, 0.99), .tok_s = r.tok_s};
+        }
+        for (int k = 0; k < 2; ++k) per[k].push_back(got[k]);
+      }
+      zl::bench::print_policy_rows(burst, mix, per);
+    }
+  }
+  for (auto& st : stacks) st->server->stop();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::map<std::string, std::string> a = {{"model", std::string(ZL_SHARED_DIR) + "/models/stories260K.gguf"},
                                           {"streams", "1,8,64,256"}, {"max-tokens", "256,256,128,64"},
                                           {"ctx", "512"}, {"parallel", "64"},
-                                          {"threads", "1"}, {"io-threads", "1"}, {"reps", "5"}};
+                                          {"threads", "1"}, {"io-threads", "1"}, {"reps", "5"},
+                                          {"compare", "0"}, {"bursts", "1,16,64"}, {"mix", "short,mixed"}};
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
     if (!k.starts_with("--") || !a.count(k.substr(2))) {
       std::fprintf(stderr, "usage: serve_bench [--model PATH] [--streams 1,8,64,256] [--max-tokens 256,256,128,64 (per level)] "
-                           "[--ctx N] [--parallel N] [--threads N] [--io-threads N] [--reps N]\n");
+                           "[--ctx N] [--parallel N] [--threads N] [--io-threads N] [--reps N]\n"
+                           "       serve_bench --compare 1 [--bursts 1,16,64] [--mix short,mixed] [--max-tokens 64] [--reps 3] "
+                           "[--parallel 0] [--model PATH] [--ctx N] [--threads N]\n");
       return 2;
     }
     a[k.substr(2)] = argv[i + 1];
+  }
+  if (a["compare"] == "1") {
+    // Defaults of this mode where the flag was not given: serve's --parallel, 64 tokens, 3 rounds.
+    auto given = [&](const char* f) {
+      for (int i = 1; i < argc; ++i) {
+        if (std::string(argv[i]) == f) return true;
+      }
+      return false;
+    };
+    if (!given("--parallel")) a["parallel"] = "0";
+    if (!given("--max-tokens")) a["max-tokens"] = "64";
+    if (!given("--reps")) a["reps"] = "3";
+    return compare_policies(a);
   }
   zl::cli::ServeConfig cfg;
   cfg.model_path = a["model"];

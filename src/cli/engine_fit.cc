@@ -57,6 +57,16 @@ Result<std::unique_ptr<Engine>> create_engine(const Model& model, const Tokenize
               "gets 400 kv_cache_overflow (or, with --degrade max-tokens, a lower max_tokens)",
               {{"n_kv_tokens", resolved.n_kv_tokens}, {"n_ctx", resolved.n_ctx}});
   }
+  log::info("engine sizing",
+            {{"parallel", int64_t{resolved.max_seqs}},
+             {"parallel_from", sources.parallel.empty() ? "the KV budget (" + std::to_string(resolved.n_kv_tokens) +
+                                                              " tokens / " +
+                                                              std::to_string(std::min(kTypicalSeqTokens, resolved.n_ctx)) +
+                                                              " per sequence, within [" + std::to_string(kMinAutoSeqs) +
+                                                              ", " + std::to_string(kMaxAutoSeqs) + "])"
+                                                        : sources.parallel},
+             {"n_kv_tokens", resolved.n_kv_tokens}, {"n_ctx", resolved.n_ctx},
+             {"batch_tokens", int64_t{resolved.max_step_tokens}}, {"schedule", schedule_policy_name(resolved.schedule)}});
   return Engine::create(model, tokenizer, resolved, std::move(weights));  // resolving again changes nothing
 }
 

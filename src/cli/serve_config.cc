@@ -200,7 +200,7 @@ const std::vector<std::string>& serve_setting_names() {
       "guard",           "context-policy", "context-reserve", "host-name",     "shadow",
       "shadow-fraction", "shadow-api-key", "shadow-log",      "shadow-timeout-ms", "shadow-queue",
       "record-requests", "ui",
-      "max-header-bytes", "tls-cert",      "tls-key",        "h2-max-concurrent-streams", "h2-max-resets-per-s"};
+      "max-header-bytes", "tls-cert",      "tls-key",        "h2-max-concurrent-streams", "h2-max-resets-per-s", "schedule"};
   return kNames;
 }
 
@@ -260,9 +260,14 @@ Result<ServeConfig> resolve_serve_config(const std::map<std::string, std::string
   RETURN_IF_ERROR(parse_int(src, "port", 0, 65535, &c.port));
   RETURN_IF_ERROR(parse_int(src, "threads", 0, 1024, &c.threads));
   RETURN_IF_ERROR(parse_int(src, "ctx", 0, 1 << 24, &c.ctx));
-  RETURN_IF_ERROR(parse_int(src, "parallel", 1, 4096, &c.parallel));
+  RETURN_IF_ERROR(parse_int(src, "parallel", 0, 4096, &c.parallel));
   RETURN_IF_ERROR(parse_int(src, "kv-size", 0, 1ll << 32, &c.kv_size));
   RETURN_IF_ERROR(parse_int(src, "batch-tokens", 1, 1 << 20, &c.batch_tokens));
+  str("schedule", &c.schedule);
+  if (c.schedule != "latency" && c.schedule != "throughput") {
+    return invalid_argument(src.origin.at("schedule") + ": schedule must be latency or throughput, got '" +
+                            c.schedule + "'");
+  }
   str("kv-type", &c.kv_type);
   if (c.kv_type != "f16" && c.kv_type != "f32") {
     return invalid_argument(src.origin.at("kv-type") + ": kv-type must be f16 or f32, got '" + c.kv_type + "'");

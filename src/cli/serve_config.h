@@ -28,10 +28,11 @@ struct ServeConfig {
   std::vector<std::string> api_keys;  // empty: no authentication
   int64_t threads = 0;                // compute threads; 0: one per core
   int64_t ctx = 0;                    // context window per sequence; 0: the model's
-  int64_t parallel = 4;               // sequences decoded at once
+  int64_t parallel = 0;               // sequences decoded at once; 0: from the KV budget (default_max_seqs)
   int64_t kv_size = 0;                // KV cache tokens; 0: ctx × parallel, capped by free memory
   std::string kv_type = "f16";        // KV cache element type: f16 or f32
   int64_t batch_tokens = 512;         // token budget of one engine step
+  std::string schedule = "latency";   // the scheduling policy: latency or throughput (engine/scheduler.h)
   std::string model_alias;            // the id in /v1/models; default: the model file's stem
   std::string chat_template;          // template family override; empty: from the model
   std::string chat_template_file;     // a Jinja template file instead of the model's
@@ -63,7 +64,7 @@ struct ServeConfig {
   bool ui = true;                     // the web playground at / and /ui/ (--ui false: the plain banner only)
   // Admission (src/limits/). Keys file with per-key quotas; empty: none.
   std::string keys_file;
-  int64_t max_queue = -1;             // waiting requests at most; -1: 4 × parallel
+  int64_t max_queue = -1;             // waiting requests at most; -1: 4 × the resolved parallel
   int64_t max_queue_tokens = 0;       // queued prompt tokens at most; 0: unlimited
   int64_t queue_timeout_ms = 0;       // longest wait in the queue; 0: unlimited
   int64_t max_pause_ms = 0;           // a paused (slow reader) sequence is preempted after this; 0: never

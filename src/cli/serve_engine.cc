@@ -44,12 +44,16 @@ Result<ServeBackend> make_backend(const ServeConfig& config, obs::EngineSink* ob
                   .n_kv_tokens = config.kv_size,
                   .max_step_tokens = static_cast<int32_t>(config.batch_tokens),
                   .kv_type = config.kv_type == "f32" ? KvType::kF32 : KvType::kF16,
+                  .schedule = parse_schedule_policy(config.schedule).value_or(SchedulePolicy::kLatency),
                   .n_threads = static_cast<int>(config.threads),
                   .max_pending_events = static_cast<size_t>(config.max_pending_events),
                   .obs_sink = obs_sink,
                   .guard = config.guard};
-  // Admission control: the bounded queue (engine.h); -1: 4 × --parallel.
-  ec.max_queue = config.max_queue >= 0 ? config.max_queue : 4 * config.parallel;
+  // Admission control: the bounded queue (engine.h); -1: 4 × --parallel
+  // (resolved: the default parallel follows from the KV budget).
+  ec.max_queue = config.max_queue >= 0
+                     ? config.max_queue
+                     : 4 * int64_t{resolve_engine_config(loaded->model->config, ec).max_seqs};
   ec.max_queue_tokens = config.max_queue_tokens;
   ec.queue_timeout_ms = config.queue_timeout_ms;
   ec.max_pause_ms = config.max_pause_ms;

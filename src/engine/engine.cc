@@ -79,14 +79,23 @@ struct Engine::Live {
   }
 };
 
+int32_t default_max_seqs(int64_t kv_tokens, int64_t n_ctx) {
+  const int64_t typical = std::max<int64_t>(1, std::min(kTypicalSeqTokens, n_ctx));
+  return static_cast<int32_t>(std::clamp<int64_t>(kv_tokens / typical, kMinAutoSeqs, kMaxAutoSeqs));
+}
+
 EngineConfig resolve_engine_config(const ModelConfig& model, EngineConfig c) {
   if (c.n_ctx <= 0) c.n_ctx = std::min<int64_t>(model.n_ctx_train, 4096);
-  if (c.max_seqs <= 0) c.max_seqs = 16;
+  const bool auto_seqs = c.max_seqs <= 0;
   if (c.block_size <= 0) c.block_size = 16;
   if (c.max_step_tokens <= 0) c.max_step_tokens = 512;
   if (c.n_kv_tokens <= 0) {
+    // Sized for max_seqs full contexts; without max_seqs, for kDefaultKvContexts
+    // (and max_seqs then follows from the cache, below).
+    constexpr int64_t kDefaultKvContexts = 16;
+    const int64_t n_seqs = auto_seqs ? kDefaultKvContexts : c.max_seqs;
     // Saturated: an absurd n_ctx must reach Engine::create's checks, not overflow.
-    c.n_kv_tokens = c.n_ctx > INT64_MAX / 4 / c.max_seqs ? INT64_MAX / 4 : c.n_ctx * c.max_seqs;
+    c.n_kv_tokens = c.n_ctx > INT64_MAX / 4 / n_seqs ? INT64_MAX / 4 : c.n_ctx * n_seqs;
     // Never take more than half of the memory available now, but always one full context.
     if (const uint64_t available = available_memory_bytes(); available != UINT64_MAX) {
       const double budget = 0.5 * static_cast<double>(available);
@@ -99,6 +108,7 @@ EngineConfig resolve_engine_config(const ModelConfig& model, EngineConfig c) {
   // whole cache is then refused with kv_cache_overflow (Scheduler::submit).
   c.n_kv_tokens = std::min(std::max(c.n_kv_tokens, int64_t{kMinKvBlocks} * c.block_size), INT64_MAX / 4);
   c.n_kv_tokens = (c.n_kv_tokens + c.block_size - 1) / c.block_size * c.block_size;
+  if (auto_seqs) c.max_seqs = default_max_seqs(c.n_kv_tokens, c.n_ctx);
   return c;
 }
 
@@ -151,7 +161,8 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, EngineConfig conf
       blocks_(BlockPoolConfig{.block_size = config.block_size,
                               .n_blocks = static_cast<int32_t>(config.n_kv_tokens / config.block_size),
                               .prefix_caching = config.prefix_caching}),
-      scheduler_(SchedulerConfig{.max_step_tokens = config.max_step_tokens,
+      scheduler_(SchedulerConfig{.policy = config.schedule,
+                                 .max_step_tokens = config.max_step_tokens,
                                  .max_running = config.max_seqs,
                                  .max_pause = std::chrono::milliseconds(std::max<int64_t>(config.max_pause_ms, 0))},
                  blocks_) {
@@ -458,10 +469,14 @@ bool Engine::step() {
       config_.obs_sink->on_preemptions(static_cast<int>(plan.preempted.size()));
     }
   }
-  // The step's clock read too is compiled away with ZL_OBS=OFF.
-  const auto t_step = obs::kEnabled ? Timings::Clock::now() : Timings::Clock::time_point{};
+  const auto t_step = Timings::Clock::now();
   logits_.clear();
   Status st = runner_.forward(batch_, kv_, logits_);
+  if (st.ok() && config_.schedule == SchedulePolicy::kLatency) {
+    // The latency policy sizes steps by their fixed cost, measured here.
+    step_cost_.observe(plan.n_tokens, seconds_since(t_step));
+    scheduler_.set_step_overhead_tokens(step_cost_.overhead_tokens(scheduler_.config().step_overhead_tokens));
+  }
   if (!st.ok()) {
     scheduler_.abandon_step();
     for (const ScheduledSeq& it : plan.items) finish(*live_.at(it.id), FinishReason::kError, st);

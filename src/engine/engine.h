@@ -54,11 +54,16 @@ namespace zl {
 
 struct EngineConfig {
   int64_t n_ctx = 0;             // per-sequence context window; 0: min(training context, 4096)
-  int32_t max_seqs = 0;          // sequences in one batch at most; 0: 16
+  // Sequences in one batch at most; 0: derived from the KV budget (default_max_seqs()).
+  int32_t max_seqs = 0;
   int64_t n_kv_tokens = 0;       // KV cache capacity in tokens; 0: n_ctx × max_seqs, capped by memory (>= n_ctx)
   int32_t block_size = 16;       // tokens per KV block
   int32_t max_step_tokens = 512; // token budget of one step
   KvType kv_type = KvType::kF16;
+  // How a step's prefill budget is shared (scheduler.h): kLatency puts the first token of new
+  // requests first (shortest prompt first within a fairness bound), kThroughput fills each step
+  // in arrival order.
+  SchedulePolicy schedule = SchedulePolicy::kLatency;
   int n_threads = 0;             // compute threads; 0: all cores
   bool prefix_caching = true;
   size_t max_pending_events = 256;  // a sequence whose client lags this far behind is paused
@@ -85,6 +90,14 @@ struct EngineConfig {
 
 // The smallest KV cache, in blocks, whatever the settings ask.
 inline constexpr int32_t kMinKvBlocks = 4;
+
+// max_seqs when none is given: as many sequences as the KV budget holds at
+// kTypicalSeqTokens each (or a whole context, if smaller), within
+// [kMinAutoSeqs, kMaxAutoSeqs]. `kv_tokens`: the KV cache's tokens (given, or
+// the memory budget's). Pure.
+inline constexpr int64_t kTypicalSeqTokens = 512;
+inline constexpr int32_t kMinAutoSeqs = 4, kMaxAutoSeqs = 64;
+int32_t default_max_seqs(int64_t kv_tokens, int64_t n_ctx);
 
 // Resolves the zero defaults of `config` for `model` (and free memory).
 // The default KV size (n_kv_tokens 0) holds at least one full context; an
@@ -186,6 +199,7 @@ class Engine final : public EngineApi {
   std::unordered_map<SeqId, std::unique_ptr<Live>> live_;
   std::vector<float> logits_;
   std::vector<BatchSequence> batch_;
+  StepCostModel step_cost_;        // forward-pass times, for the latency policy's step sizing
   int64_t n_prompt_total_ = 0;     // engine thread; published by publish_stats()
   int64_t n_cached_total_ = 0;
   int64_t n_generated_total_ = 0;

@@ -2,10 +2,75 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
+#include <limits>
 
 #include "core/check.h"
 
 namespace zl {
+
+std::optional<SchedulePolicy> parse_schedule_policy(std::string_view name) {
+  if (name == "latency") return SchedulePolicy::kLatency;
+  if (name == "throughput") return SchedulePolicy::kThroughput;
+  return std::nullopt;
+}
+
+const char* schedule_policy_name(SchedulePolicy policy) {
+  return policy == SchedulePolicy::kLatency ? "latency" : "throughput";
+}
+
+void StepCostModel::observe(int32_t n_tokens, double seconds) {
+  if (n_tokens <= 0 || !(seconds >= 0) || !std::isfinite(seconds)) return;
+  const double x = n_tokens, y = seconds;
+  w_ = kDecay * w_ + 1;
+  sx_ = kDecay * sx_ + x;
+  sy_ = kDecay * sy_ + y;
+  sxx_ = kDecay * sxx_ + x * x;
+  sxy_ = kDecay * sxy_ + x * y;
+}
+
+double StepCostModel::overhead_tokens(double fallback) const {
+  if (w_ < 2) return fallback;
+  const double mx = sx_ / w_, my = sy_ / w_;
+  const double vxx = sxx_ / w_ - mx * mx, vxy = sxy_ / w_ - mx * my;
+  if (vxx < 16) return fallback;  // steps of (nearly) one size: no slope to fit
+  const double slope = vxy / vxx;
+  if (!(slope > 0)) return fallback;
+  return std::clamp((my - slope * mx) / slope, 1.0, 4096.0);
+}
+
+int32_t plan_first_batch(std::span<const int32_t> costs, int32_t n_decodes, double overhead, int32_t budget) {
+  // The horizon: the first 64 candidates, at most two budgets' worth of tokens (those further
+  // back, later arrivals mostly, do not change how the first ones are batched).
+  constexpr size_t kMaxPlanned = 64;
+  int k = 0;
+  for (int64_t sum = 0; k < static_cast<int>(std::min(costs.size(), kMaxPlanned)) && (k == 0 || sum + costs[k] <= 2 * int64_t{budget});
+       ++k) {
+    sum += costs[k];
+  }
+  if (k == 0) return 0;
+  budget = std::max(budget, 1);
+  // f[i]: the least weighted cost of candidates [i, k) once those before i have their token;
+  // a batch [i, j) weighs (candidates still waiting + all) x its cost (see the design comment).
+  std::vector<double> f(k + 1, 0.0);
+  std::vector<int> next(k + 1, k);
+  for (int i = k - 1; i >= 0; --i) {
+    f[i] = std::numeric_limits<double>::infinity();
+    int64_t sum = 0;
+    for (int j = i + 1; j <= k; ++j) {
+      sum += std::max(costs[j - 1], 1);
+      if (sum > budget && j > i + 1) break;
+      const double n_steps = std::ceil(static_cast<double>(sum) / budget);  // > 1: a lone long candidate
+      const double cost = n_steps * (overhead + n_decodes + i) + static_cast<double>(sum);
+      const double v = static_cast<double>(2 * k - i) * cost + f[j];
+      if (v < f[i]) {
+        f[i] = v;
+        next[i] = j;
+      }
+    }
+  }
+  return next[0];
+}
 
 Scheduler::Scheduler(SchedulerConfig config, BlockPool& pool) : config_(config), pool_(pool) {
   CHECK(config_.max_step_tokens >= 1) << "max_step_tokens " << config_.max_step_tokens;
@@ -34,6 +99,8 @@ Result<SeqId> Scheduler::submit(SequenceSpec spec) {
   seq->id = next_id_++;
   seq->priority = spec.priority;
   seq->arrival = next_arrival_++;
+  seq->tag = work_clock_ + config_.fairness * static_cast<double>(n_prompt);
+  seq->round = stats_.n_steps;
   seq->n_prompt = static_cast<int32_t>(n_prompt);
   seq->tokens = std::move(spec.prompt);
   seq->max_total_tokens = spec.max_total_tokens;
@@ -63,9 +130,15 @@ StepPlan Scheduler::schedule(std::chrono::steady_clock::time_point now) {
   remove_cancelled(plan);
   preempt_paused(plan, now);
   int32_t budget = config_.max_step_tokens;
-  schedule_running(plan, budget);
-  if (plan.preempted.empty()) admit_waiting(plan, budget);
+  if (config_.policy == SchedulePolicy::kLatency) {
+    schedule_decodes(plan, budget);
+    schedule_latency_prefills(plan, budget);
+  } else {
+    schedule_running(plan, budget);
+    if (plan.preempted.empty()) admit_waiting(plan, budget);
+  }
   plan.n_tokens = config_.max_step_tokens - budget;
+  if (!plan.empty()) work_clock_ += plan.n_tokens + config_.step_overhead_tokens;
   for (const ScheduledSeq& item : plan.items) pending_.emplace(item.id, item);
   ++stats_.n_steps;
   return plan;
@@ -102,26 +175,131 @@ int32_t Scheduler::chunk_limit(int32_t budget) const {
 
 void Scheduler::schedule_running(StepPlan& plan, int32_t& budget) {
   // Decodes first, then unfinished prefills; each group in admission order.
-  std::vector<Sequence*> order;
-  order.reserve(running_.size());
-  for (Sequence* s : running_) {
-    if (s->n_uncomputed() == 1) order.push_back(s);
+  schedule_decodes(plan, budget);
+  for (Sequence* s : std::vector<Sequence*>(running_)) {
+    if (budget == 0) break;
+    if (s->n_uncomputed() == 1 || s->state != SeqState::kRunning || s->paused) continue;
+    grant_running(*s, std::min(s->n_uncomputed(), chunk_limit(budget)), plan, budget);
   }
+}
+
+void Scheduler::schedule_decodes(StepPlan& plan, int32_t& budget) {
+  std::vector<Sequence*> decodes;
   for (Sequence* s : running_) {
-    if (s->n_uncomputed() != 1) order.push_back(s);
+    if (s->n_uncomputed() == 1) decodes.push_back(s);
   }
-  for (Sequence* s : order) {
+  for (Sequence* s : decodes) {
     if (budget == 0) break;
     if (s->state != SeqState::kRunning || s->paused) continue;  // preempted in this loop
-    CHECK(s->n_uncomputed() >= 1) << "running sequence " << s->id << " has nothing to compute";
-    const int32_t grant = std::min(s->n_uncomputed(), chunk_limit(budget));
-    if (!reserve_or_preempt(*s, s->n_computed + grant, plan, budget)) continue;
-    plan.items.push_back({.id = s->id,
-                          .pos = s->n_computed,
-                          .n_tokens = grant,
-                          .samples = s->n_computed + grant == s->n_tokens()});
-    budget -= grant;
+    grant_running(*s, 1, plan, budget);
   }
+}
+
+int32_t Scheduler::fair_share(const std::vector<Sequence*>& cands, int32_t budget) {
+  // Water-filling: the largest level c with sum(min(remaining, c)) <= budget, at least
+  // kMinPrefillGrant; everything when all fit.
+  std::vector<int64_t> rem;
+  for (const Sequence* s : cands) rem.push_back(s->n_uncomputed());
+  std::sort(rem.begin(), rem.end());
+  int64_t left = budget;
+  for (size_t i = 0; i < rem.size(); ++i) {
+    const int64_t n_rest = static_cast<int64_t>(rem.size() - i);
+    if (rem[i] * n_rest > left) return static_cast<int32_t>(std::max<int64_t>(kMinPrefillGrant, left / n_rest));
+    left -= rem[i];
+  }
+  return budget;
+}
+
+bool Scheduler::grant_running(Sequence& s, int32_t grant, StepPlan& plan, int32_t& budget) {
+  CHECK(s.n_uncomputed() >= 1) << "running sequence " << s.id << " has nothing to compute";
+  if (!reserve_or_preempt(s, s.n_computed + grant, plan, budget)) return false;
+  plan.items.push_back({.id = s.id, .pos = s.n_computed, .n_tokens = grant,
+                        .samples = s.n_computed + grant == s.n_tokens()});
+  budget -= grant;
+  return true;
+}
+
+void Scheduler::schedule_latency_prefills(StepPlan& plan, int32_t& budget) {
+  if (budget == 0) return;
+  const int32_t n_decodes = config_.max_step_tokens - budget;
+  // Every sequence short of its next sample by more than one token, running or waiting.
+  std::vector<Sequence*> all;
+  for (Sequence* s : running_) {
+    if (!s->paused && s->n_uncomputed() > 1) all.push_back(s);
+  }
+  for (Sequence* s : waiting_) {
+    if (!s->paused) all.push_back(s);
+  }
+  std::sort(all.begin(), all.end(), [this](const Sequence* a, const Sequence* b) {
+    if (a->priority != b->priority) return a->priority > b->priority;
+    const bool a_due = is_overdue(*a), b_due = is_overdue(*b);
+    if (a_due != b_due) return a_due;
+    if (!a_due && a->tag != b->tag) return a->tag < b->tag;
+    return a->arrival < b->arrival;
+  });
+  // Those that can be granted now: running ones, and waiting ones up to the free slots (none
+  // after a preemption, as in admit_waiting).
+  int32_t n_slots = plan.preempted.empty() ? config_.max_running - static_cast<int32_t>(running_.size()) : 0;
+  std::vector<Sequence*> cands;
+  for (Sequence* s : all) {
+    if (s->state == SeqState::kRunning || n_slots-- > 0) cands.push_back(s);
+  }
+  if (cands.empty()) return;
+  // The first may take the whole budget; the others share it (fair_share).
+  const int32_t cap = std::min(fair_share(cands, budget), chunk_limit(budget));
+  std::vector<int32_t> costs;
+  for (const Sequence* s : cands) costs.push_back(std::min(s->n_uncomputed(), costs.empty() ? chunk_limit(budget) : cap));
+  const int32_t n_batch = plan_first_batch(costs, n_decodes, config_.step_overhead_tokens, budget);
+  // The fairness bound's hard part: what candidates of earlier rounds have left of their
+  // allowance caps what later arrivals get, this step's decodes included.
+  std::vector<Sequence*> guarded;
+  for (Sequence* s : all) {
+    if (!is_overdue(*s)) guarded.push_back(s);
+  }
+  auto passes = [](const Sequence* g, const Sequence& s) { return g->round < s.round && g->priority >= s.priority; };
+  for (const ScheduledSeq& item : plan.items) {
+    for (Sequence* g : guarded) {
+      if (passes(g, *seqs_.at(item.id))) g->n_bypassed += item.n_tokens;
+    }
+  }
+  std::vector<Sequence*> blockers;
+  bool admitting = true, granted = false;
+  for (int32_t i = 0; i < n_batch && budget > 0; ++i) {
+    Sequence& s = *cands[i];
+    const int32_t grant = std::min(costs[i], budget);
+    // Not made at all when an earlier candidate's allowance cannot cover it: cut short, it
+    // would delay that one and give no token.
+    bool covered = true;
+    for (Sequence* g : guarded) {
+      if (passes(g, s) && allowance(*g) - g->n_bypassed < grant) {
+        covered = false;
+        blockers.push_back(g);
+      }
+    }
+    if (!covered) continue;
+    int32_t got = 0;
+    if (s.state == SeqState::kRunning) {
+      got = grant_running(s, grant, plan, budget) ? grant : 0;
+    } else if (admitting && plan.preempted.empty()) {  // a candidate preempted above is waiting now
+      got = admit_one(s, grant, plan);
+      admitting = got > 0;  // no skipping on blocks
+      budget -= got;
+    }
+    granted = granted || got > 0;
+    for (Sequence* g : guarded) {
+      if (passes(g, s)) g->n_bypassed += got;
+    }
+  }
+  // Nothing granted, only blocked: the blockers are overdue from now on (first, guarding
+  // nothing) and the step is planned again (this recurses once at most).
+  if (!granted && !blockers.empty()) {
+    for (Sequence* g : blockers) g->n_bypassed = std::max(g->n_bypassed, allowance(*g));
+    schedule_latency_prefills(plan, budget);
+  }
+}
+
+int64_t Scheduler::allowance(const Sequence& s) const {
+  return std::max<int64_t>(1, std::llround(config_.fairness * s.n_tokens()));
 }
 
 bool Scheduler::reserve_or_preempt(Sequence& seq, int32_t n_tokens, StepPlan& plan,
@@ -173,29 +351,32 @@ void Scheduler::admit_waiting(StepPlan& plan, int32_t& budget) {
   while (it != waiting_.end() && budget > 0 &&
          static_cast<int32_t>(running_.size()) < config_.max_running) {
     Sequence* s = *it;
-    if (s->paused) {
-      ++it;
-      continue;
-    }
-    const int32_t cap = chunk_limit(budget);
-    std::optional<int32_t> n_cached = s->blocks.allocate_prompt(s->tokens, cap);
-    if (!n_cached) break;  // head of line: wait for blocks rather than let others pass
-    s->n_computed = *n_cached;
-    if (s->admission < 0) {
-      s->n_cached_prompt = std::min(*n_cached, s->n_prompt);
-      stats_.n_cached_prompt_tokens += s->n_cached_prompt;
-    }
-    s->admission = next_admission_++;
-    s->state = SeqState::kRunning;
-    ++stats_.n_admissions;
-    it = waiting_.erase(it);
-    running_.push_back(s);
-    const int32_t grant = std::min(s->n_uncomputed(), cap);
-    plan.items.push_back({.id = s->id, .pos = s->n_computed, .n_tokens = grant,
-                          .samples = s->n_computed + grant == s->n_tokens()});
-    plan.admitted.push_back(s->id);
+    ++it;  // admit_one() erases s from waiting_
+    if (s->paused) continue;
+    const int32_t grant = admit_one(*s, chunk_limit(budget), plan);
+    if (grant == 0) break;  // head of line: wait for blocks rather than let others pass
     budget -= grant;
   }
+}
+
+int32_t Scheduler::admit_one(Sequence& s, int32_t cap, StepPlan& plan) {
+  std::optional<int32_t> n_cached = s.blocks.allocate_prompt(s.tokens, cap);
+  if (!n_cached) return 0;
+  s.n_computed = *n_cached;
+  if (s.admission < 0) {
+    s.n_cached_prompt = std::min(*n_cached, s.n_prompt);
+    stats_.n_cached_prompt_tokens += s.n_cached_prompt;
+  }
+  s.admission = next_admission_++;
+  s.state = SeqState::kRunning;
+  ++stats_.n_admissions;
+  waiting_.erase(&s);
+  running_.push_back(&s);
+  const int32_t grant = std::min(s.n_uncomputed(), cap);
+  plan.items.push_back({.id = s.id, .pos = s.n_computed, .n_tokens = grant,
+                        .samples = s.n_computed + grant == s.n_tokens()});
+  plan.admitted.push_back(s.id);
+  return grant;
 }
 
 void Scheduler::on_step_done(SeqId id, std::optional<int32_t> new_token) {
@@ -215,7 +396,12 @@ void Scheduler::on_step_done(SeqId id, std::optional<int32_t> new_token) {
     CHECK(s.n_tokens() < s.max_total_tokens)
         << "sequence " << id << " would exceed max_total_tokens " << s.max_total_tokens;
     s.tokens.push_back(*new_token);
+    s.n_bypassed = 0;
   }
+}
+
+void Scheduler::set_step_overhead_tokens(double tokens) {
+  if (std::isfinite(tokens)) config_.step_overhead_tokens = std::clamp(tokens, 1.0, 4096.0);
 }
 
 void Scheduler::abandon_step() { pending_.clear(); }

@@ -25,6 +25,42 @@
 //      the longest cached prefix (BlockPool prefix caching) and reserves blocks for the first
 //      chunk only; the first waiting sequence that does not fit stops admission (no skipping,
 //      so a large request is not starved by small ones).
+// The latency policy (SchedulePolicy::kLatency, the engine's default) replaces 2.'s prefill part
+// and 3. (decodes are granted first exactly as above, so a running sequence gets one token every
+// step whatever arrives: decode is never starved). Every sequence that still has to compute more
+// than one token before its next sample (a prompt not yet prefilled, a preempted sequence
+// recomputing; running or waiting) is a prefill candidate, ordered by priority (higher first),
+// then by its tag, then arrival:
+//   tag = work clock at submit + fairness (default 0.5) x prompt tokens,
+// where the work clock counts every token computed since the start plus each step's fixed cost
+// (step_overhead_tokens). Among requests that arrived together this is shortest prompt first;
+// a later arrival goes before an earlier one only while the work done since the earlier one
+// arrived is less than `fairness` times their difference in size (age against size). And a
+// hard cap (the fairness bound): "later" being submitted in a later round (after a schedule()
+// that the earlier one was already waiting for; those submitted between the same two steps
+// arrived together), the tokens granted to later arrivals while a candidate waits for its next
+// token (Sequence::n_bypassed, their decodes included) never exceed `fairness` x its own token
+// count: a grant that would is not made, and a candidate that has reached it (or blocked a whole
+// step) is overdue: it goes first, oldest first among overdue ones. So later arrivals delay a
+// request's first token by at most about half its own prefill time, plus the step overheads and
+// decodes they add meanwhile, and a long prompt is never starved by a stream of short ones.
+// The first candidate may take the whole budget (the fairest one is never slowed by the others);
+// the others get at most the water-filling share (the largest c with sum(min(remaining, c)) <=
+// budget, at least kMinPrefillGrant): everyone's whole prompt when they all fit, a smaller grant
+// per request when many wait. The step's prefill is the first batch of a plan over the ordered
+// candidates that minimises
+//   sum over batches of (candidates still without a token + all candidates) x batch cost,
+// batch cost = step_overhead_tokens + decodes + candidates already done + the batch's tokens
+// (plan_first_batch(): the sum of times to first token, plus the time until the last one, in
+// tokens of compute; the overhead is measured by the engine, StepCostModel). So a burst of short
+// prompts is split over a few steps, the shortest first: most requests get their first token
+// after part of the burst's prefill instead of all of it, while the step overhead and the
+// decodes that the early ones add to later steps keep the split coarse. A waiting candidate is
+// admitted when a running slot is free and blocks for its grant can be had; the first one that
+// does not get blocks stops admission in this step (no skipping on blocks), running candidates
+// still get their grants. The throughput policy is 2. and 3. as written: one step takes all the
+// prefill the budget holds, FCFS.
+//
 // Before 2., a running sequence paused (set_paused: its client stopped reading) for at least
 // SchedulerConfig::max_pause is pause-preempted: blocks released (its full blocks were committed
 // as they filled, so they stay in the prefix cache until evicted), n_computed reset, back to the
@@ -63,7 +99,9 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -74,13 +112,42 @@ namespace zl {
 
 using SeqId = int64_t;
 
+// kLatency: time to first token first (see the design comment); kThroughput: FCFS, each step as
+// full as the budget allows.
+enum class SchedulePolicy { kLatency, kThroughput };
+
+// "latency" / "throughput"; nullopt for anything else.
+std::optional<SchedulePolicy> parse_schedule_policy(std::string_view name);
+const char* schedule_policy_name(SchedulePolicy policy);
+
+// The cost of one forward pass as a + b x n_tokens, fitted to the observed steps (exponentially
+// weighted least squares, recent steps count most). The scheduler needs only the ratio a / b,
+// the fixed cost of a step in tokens of compute. Not thread-safe; O(1) per call.
+class StepCostModel {
+ public:
+  // A measured step: n_tokens computed in `seconds`.
+  void observe(int32_t n_tokens, double seconds);
+  // a / b within [1, 4096], or `fallback` until steps of different sizes were seen.
+  double overhead_tokens(double fallback) const;
+
+ private:
+  static constexpr double kDecay = 0.98;  // weight of the past per observation
+  double w_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;
+};
+
 struct SchedulerConfig {
+  SchedulePolicy policy = SchedulePolicy::kThroughput;
   int32_t max_step_tokens = 512;   // token budget of one step (prefill chunks + decodes)
   int32_t max_running = 64;        // sequences in the batch at most
   int32_t max_prefill_chunk = 0;   // largest grant to one sequence in one step; 0: the budget
   // A running sequence paused at least this long is pause-preempted (see the design comment);
   // 0: never.
   std::chrono::steady_clock::duration max_pause{0};
+  // kLatency: a step's fixed cost in tokens of compute until set_step_overhead_tokens() updates it.
+  double step_overhead_tokens = 16;
+  // kLatency: the weight of a prompt's size against its age in the candidates' order (the
+  // fairness bound; see the design comment). 0: first come, first served.
+  double fairness = 0.5;
 };
 
 // What submit() needs to know about a request.
@@ -110,6 +177,11 @@ struct Sequence {
   bool paused = false;
   std::chrono::steady_clock::time_point paused_since{};  // when `paused` last became true
   int32_t n_pause_preemptions = 0;
+  double tag = 0;                  // kLatency: the order among prefill candidates (design comment)
+  int64_t round = 0;               // steps planned before its submit: a later round arrived later
+  // kLatency: tokens granted to later rounds while it waited for its next token (reset when it
+  // samples); overdue at fairness x n_tokens().
+  int64_t n_bypassed = 0;
   SequenceBlocks blocks;           // the block table; empty while waiting
 
   int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
@@ -145,6 +217,17 @@ struct SchedulerStats {
   int64_t n_admissions = 0;
   int64_t n_cached_prompt_tokens = 0;   // over first admissions
 };
+
+// kLatency: no candidate's grant is cut below this by the water-filling share of the budget.
+inline constexpr int32_t kMinPrefillGrant = 64;
+
+// kLatency: how many of the ordered prefill candidates the step takes (the first batch of the
+// plan in the design comment). `costs`: each candidate's tokens to its next sample this step
+// (the plan's horizon: the first 64, at most 2 x budget tokens; at least one); `n_decodes`: decode tokens in the step; `overhead`: a step's fixed
+// cost in tokens; `budget`: the step's tokens left for prefill (a batch holds at most that,
+// except a lone candidate, which then takes several steps). 0 iff costs is empty. Pure,
+// O(min(n, 64)^2).
+int32_t plan_first_batch(std::span<const int32_t> costs, int32_t n_decodes, double overhead, int32_t budget);
 
 class Scheduler {
  public:
@@ -200,6 +283,8 @@ class Scheduler {
   std::vector<const Sequence*> waiting() const;
   SchedulerStats stats() const;
   const SchedulerConfig& config() const { return config_; }
+  // kLatency: the fixed cost of a step in tokens of compute (StepCostModel), clamped to [1, 4096].
+  void set_step_overhead_tokens(double tokens);
   const BlockPool& pool() const { return pool_; }
 
  private:
@@ -223,6 +308,18 @@ class Scheduler {
   Sequence* pick_victim() const;
   void preempt(Sequence& seq, StepPlan& plan, int32_t& budget);
   void admit_waiting(StepPlan& plan, int32_t& budget);
+  // kLatency (see the design comment): decodes, then prefill candidates by priority, overdue, tag.
+  void schedule_decodes(StepPlan& plan, int32_t& budget);
+  void schedule_latency_prefills(StepPlan& plan, int32_t& budget);
+  // kLatency: tokens that later arrivals may take ahead of `s` before it is overdue.
+  int64_t allowance(const Sequence& s) const;
+  bool is_overdue(const Sequence& s) const { return s.n_bypassed >= allowance(s); }
+  // kLatency: the most one candidate may be granted when `cands` share `budget`.
+  static int32_t fair_share(const std::vector<Sequence*>& cands, int32_t budget);
+  // Grants `grant` tokens to a running `s` (reserving blocks, maybe preempting): false if not.
+  bool grant_running(Sequence& s, int32_t grant, StepPlan& plan, int32_t& budget);
+  // Admits waiting `s` with at most `cap` tokens: its grant, 0 when blocks are short.
+  int32_t admit_one(Sequence& s, int32_t cap, StepPlan& plan);
   void erase(Sequence& seq);
 
   SchedulerConfig config_;
@@ -235,6 +332,7 @@ class Scheduler {
   SeqId next_id_ = 1;
   int64_t next_arrival_ = 0;
   int64_t next_admission_ = 0;
+  double work_clock_ = 0;  // kLatency: tokens computed + step overheads since the start
   SchedulerStats stats_;
 };
 

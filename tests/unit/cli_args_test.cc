@@ -152,6 +152,28 @@ TEST(ServeCommandLine, FlagOverEnvironmentOverTomlOverDefault) {
   EXPECT_EQ(c->config.api_keys, std::vector<std::string>{"t1"});
 }
 
+TEST(ServeCommandLine, ScheduleAndDefaultParallel) {
+  ServeFixture f;
+  auto c = f.parse({});
+  ASSERT_TRUE(c) << f.code;
+  EXPECT_EQ(c->config.schedule, "latency");  // default
+  EXPECT_EQ(c->config.parallel, 0);          // default: from the KV budget
+  c = f.parse({"--schedule", "throughput"});
+  ASSERT_TRUE(c) << f.code;
+  EXPECT_EQ(c->config.schedule, "throughput");
+  f.env = {{"ZEROLAYER_SCHEDULE", "throughput"}};
+  c = f.parse({});
+  ASSERT_TRUE(c) << f.code;
+  EXPECT_EQ(c->config.schedule, "throughput");
+  f.env = {};
+  const std::string path = write_toml("cli_serve_schedule.toml", "schedule = \"latency\"\n");
+  c = f.parse({"--config", path});
+  ASSERT_TRUE(c) << f.code;
+  EXPECT_EQ(c->config.schedule, "latency");
+  EXPECT_FALSE(f.parse({"--schedule", "fast"}));
+  EXPECT_EQ(f.code, kExitUsage);
+}
+
 TEST(ServeCommandLine, UsageErrorsAndBadSettingsExitTwo) {
   ServeFixture f;
   EXPECT_FALSE(f.parse({"--port", "1", "--port", "2"}));

@@ -228,6 +228,9 @@ TEST(EngineQueue, APausedStreamIsPreemptedForOthersAndResumesExactly) {
   ASSERT_TRUE(engine.ok());
   Engine& e = **engine;
   auto a = e.submit(greedy(prompt_a, 200, "a"));  // never drained until the end: paused, then preempted
+  // a holds the slot before b arrives (submitted together, the latency policy would run the
+  // shorter b first).
+  ASSERT_TRUE(test::wait_until([&] { return a->pending() > 0; }));
   // The only slot is freed for b, which completes while a's client is still behind.
   Outcome got_b = collect(*e.submit(greedy(prompt_b, 30, "b")));
   EXPECT_EQ(got_b.last.finish, FinishReason::kMaxTokens);

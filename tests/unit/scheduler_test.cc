@@ -12,15 +12,12 @@
 #include <vector>
 
 #include "engine/scheduler.h"
+#include "support/token_ids.h"
 
 namespace zl {
 namespace {
 
-std::vector<int32_t> tokens(int32_t n, int32_t first) {
-  std::vector<int32_t> t(n);
-  std::iota(t.begin(), t.end(), first);
-  return t;
-}
+std::vector<int32_t> tokens(int32_t n, int32_t first) { return test::consecutive_tokens(n, first); }
 
 // A fresh, distinct prompt for each call (no accidental prefix hits).
 struct Fixture {
