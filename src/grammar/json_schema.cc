@@ -435,7 +435,9 @@ class Compiler {
       members.emplace_back(name, &kAny);
     }
     if (members.empty()) {
-      if (closed) {
+      // `properties: {}` declares no arguments: only {} is generated (valid
+      // whatever additionalProperties says). Neither given: any object.
+      if (closed || (o.contains("properties") && !additional)) {
         Seq s = b_.literal("{");
         s.push_back(w);
         b_.append_literal(s, "}");

@@ -14,6 +14,9 @@
 //   (ErrorReason::kUnsupportedValue): a schema the grammar cannot enforce is
 //   refused rather than silently loosened.
 //
+// Objects with `properties` get those properties only (additional ones are
+// never generated: valid whatever additionalProperties says); an object
+// schema with neither properties nor additionalProperties takes any members.
 // The text generated: properties in the schema's order (required ones always,
 // optional ones may be left out), with at most a little whitespace after
 // `{ [ , :` and after values (none before the first `{`-level value but an
