@@ -85,12 +85,33 @@ bool Matcher::may_take(const State& from, uint8_t byte) const {
 
 void Matcher::step(const State& from, uint8_t byte, State& to) {
   to.clear();
+  int n_sources = 0;
   for (uint32_t node : from) {
-    if (node == kAccept) continue;
+    // The top's byte set first: most stacks of a state refuse most bytes.
+    if (node == kAccept || !grammar_->byte_set(grammar_->sym(nodes_[node].pos).value).has(byte)) continue;
     const auto [b, e] = successors(node, byte);
     to.insert(to.end(), results_.begin() + b, results_.begin() + e);
+    n_sources += b != e;
   }
-  if (from.size() > 1) sort_unique(to);
+  if (n_sources > 1) sort_unique(to);
+}
+
+const ByteSet& Matcher::self_loops(const State& s) {
+  if (auto it = loops_.find(s); it != loops_.end()) return it->second;
+  ByteSet loops;
+  State next;
+  for (int b = 0; b < 256; ++b) {
+    if (!may_take(s, static_cast<uint8_t>(b))) continue;
+    step(s, static_cast<uint8_t>(b), next);
+    if (next == s) loops.add(static_cast<uint8_t>(b));
+  }
+  return loops_.emplace(s, loops).first->second;
+}
+
+size_t Matcher::StateHash::operator()(const State& s) const {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ s.size();
+  for (uint32_t v : s) h = (h ^ v) * 0x100000001B3ull + (h >> 29);
+  return static_cast<size_t>(h);
 }
 
 bool Matcher::advance(uint8_t byte) {

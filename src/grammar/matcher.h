@@ -58,7 +58,15 @@ class Matcher {
   // Whether some stack of `from` has `byte` in its top set (cheaper than step).
   bool may_take(const State& from, uint8_t byte) const;
 
+  // The bytes that lead from `s` back to `s` (a loop such as a string's
+  // content): a run of them anywhere keeps the state. Memoized per state.
+  const ByteSet& self_loops(const State& s);
+
   size_t n_nodes() const { return nodes_.size(); }
+
+  struct StateHash {
+    size_t operator()(const State& s) const;
+  };
 
  private:
   static constexpr uint32_t kNoParent = UINT32_MAX;
@@ -77,6 +85,7 @@ class Matcher {
   std::unordered_map<uint64_t, uint32_t> index_;       // (pos, parent) -> node
   std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> memo_;  // (node, byte) -> [begin, end) in results_
   std::vector<uint32_t> results_;
+  std::unordered_map<State, ByteSet, StateHash> loops_;
   State start_;
   State state_;
   State scratch_;

@@ -10,50 +10,67 @@ TokenTrie::TokenTrie(std::span<const std::string> pieces) : n_vocab_(static_cast
   for (size_t i = 0; i < pieces.size(); ++i) {
     if (!pieces[i].empty() && pieces[i].size() <= kMaxTokenBytes) ids.push_back(static_cast<int32_t>(i));
   }
-  std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return pieces[a] < pieces[b] || (pieces[a] == pieces[b] && a < b); });
-  // Breadth-first over ranges of the sorted ids: the children of a node are
-  // the runs of equal byte at `depth`, made contiguous.
-  struct Pending {
-    uint32_t node;
-    size_t lo, hi, depth;
-  };
-  nodes_.push_back({});
-  std::vector<Pending> queue{{0, 0, ids.size(), 0}};
-  for (size_t q = 0; q < queue.size(); ++q) {
-    const Pending p = queue[q];
-    size_t i = p.lo;
-    nodes_[p.node].first_token = static_cast<uint32_t>(tokens_.size());
-    while (i < p.hi && pieces[ids[i]].size() == p.depth) tokens_.push_back(ids[i++]);
-    nodes_[p.node].n_tokens = static_cast<uint32_t>(tokens_.size()) - nodes_[p.node].first_token;
-    nodes_[p.node].first_child = static_cast<uint32_t>(nodes_.size());
-    while (i < p.hi) {
-      const auto byte = static_cast<uint8_t>(pieces[ids[i]][p.depth]);
-      size_t j = i;
-      while (j < p.hi && static_cast<uint8_t>(pieces[ids[j]][p.depth]) == byte) ++j;
-      const auto child = static_cast<uint32_t>(nodes_.size());
-      nodes_.push_back({.byte = byte});
-      queue.push_back({child, i, j, p.depth + 1});
-      i = j;
-    }
-    nodes_[p.node].n_children = static_cast<uint32_t>(nodes_.size()) - nodes_[p.node].first_child;
-  }
+  std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
+    const int c = pieces[a].compare(pieces[b]);
+    return c < 0 || (c == 0 && a < b);
+  });
+  tokens_.reserve(ids.size());
+  build(pieces, ids, 0, ids.size(), 0, 0);
   states_.resize(kMaxTokenBytes + 2);
 }
 
+// The node for the sorted ids [lo, hi) sharing their first `depth` bytes,
+// then its subtree, depth first (recursion depth <= kMaxTokenBytes).
+uint32_t TokenTrie::build(std::span<const std::string> pieces, const std::vector<int32_t>& ids, size_t lo, size_t hi,
+                          size_t depth, uint8_t byte) {
+  const auto node = static_cast<uint32_t>(nodes_.size());
+  nodes_.push_back({.first_token = static_cast<uint32_t>(tokens_.size()), .byte = byte});
+  size_t i = lo;
+  while (i < hi && pieces[ids[i]].size() == depth) tokens_.push_back(ids[i++]);
+  nodes_[node].n_tokens = static_cast<uint32_t>(tokens_.size()) - nodes_[node].first_token;
+  uint32_t prev = 0;
+  ByteSet below;
+  while (i < hi) {
+    const auto b = static_cast<uint8_t>(pieces[ids[i]][depth]);
+    size_t j = i;
+    while (j < hi && static_cast<uint8_t>(pieces[ids[j]][depth]) == b) ++j;
+    const uint32_t child = build(pieces, ids, i, j, depth + 1, b);
+    if (prev != 0) nodes_[prev].next_sibling = child;
+    prev = child;
+    below.add(b);
+    below.add(nodes_[child].below);
+    i = j;
+  }
+  nodes_[node].has_children = prev != 0;
+  nodes_[node].below = below;
+  nodes_[node].subtree_end = static_cast<uint32_t>(tokens_.size());
+  return node;
+}
+
 void TokenTrie::walk(Matcher& m, uint32_t node, size_t depth, std::span<uint64_t> allowed) const {
-  const Node& n = nodes_[node];
   const Matcher::State& from = states_[depth];
   Matcher::State& to = states_[depth + 1];
-  for (uint32_t c = n.first_child; c < n.first_child + n.n_children; ++c) {
+  auto allow = [&](uint32_t first, uint32_t end) {
+    for (uint32_t t = first; t < end; ++t) allowed[tokens_[t] >> 6] |= uint64_t{1} << (tokens_[t] & 63);
+  };
+  for (uint32_t c = nodes_[node].has_children ? node + 1 : 0; c != 0; c = nodes_[c].next_sibling) {
     const Node& child = nodes_[c];
     if (!m.may_take(from, child.byte)) continue;
     m.step(from, child.byte, to);
     if (to.empty()) continue;
-    for (uint32_t t = child.first_token; t < child.first_token + child.n_tokens; ++t) {
-      const int32_t id = tokens_[t];
-      allowed[id >> 6] |= uint64_t{1} << (id & 63);
+    if (!child.has_children) {
+      allow(child.first_token, child.first_token + child.n_tokens);
+      continue;
     }
-    if (child.n_children > 0) walk(m, c, depth + 1, allowed);
+    const ByteSet& loops = m.self_loops(to);
+    bool all_loop = true;
+    for (int w = 0; w < 4; ++w) all_loop &= (child.below.bits[w] & ~loops.bits[w]) == 0;
+    if (all_loop) {
+      allow(child.first_token, child.subtree_end);  // every continuation stays in this state
+      continue;
+    }
+    allow(child.first_token, child.first_token + child.n_tokens);
+    walk(m, c, depth + 1, allowed);
   }
 }
 
@@ -61,12 +78,6 @@ void TokenTrie::fill_allowed(Matcher& m, std::span<uint64_t> allowed) const {
   std::fill(allowed.begin(), allowed.end(), 0);
   states_[0] = m.state();
   walk(m, 0, 0, allowed);
-}
-
-size_t TokenMasker::StateHash::operator()(const Matcher::State& s) const {
-  uint64_t h = 0x9E3779B97F4A7C15ull ^ s.size();
-  for (uint32_t v : s) h = (h ^ v) * 0x100000001B3ull + (h >> 29);
-  return static_cast<size_t>(h);
 }
 
 std::span<const uint64_t> TokenMasker::allowed(Matcher& m) {

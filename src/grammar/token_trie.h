@@ -8,8 +8,11 @@
 // allows few tokens (after `{`: `"`, whitespace, `}`) costs a few hundred
 // steps, not one per token. A state that allows most tokens (inside a free
 // string) walks most of the trie once; the mask is then cached per state
-// (TokenMasker), and such states recur at every token of the string. The
-// per-step cost after the first visit to a state is one hash lookup.
+// (TokenMasker), and such states recur at every token of the string. And a
+// subtree whose bytes all loop back to the state reached at its root (the
+// string's content characters) is taken whole without walking it
+// (Matcher::self_loops, Node::below). The per-step cost after the first
+// visit to a state is one hash lookup.
 //
 // Tokens with an empty byte string (control tokens: BOS, EOS, chat markup)
 // are never allowed by the walk; the caller decides about end-of-sequence
@@ -45,13 +48,20 @@ class TokenTrie {
   void fill_allowed(Matcher& m, std::span<uint64_t> allowed) const;
 
  private:
+  // Nodes in depth-first order: a node's first child follows it, its
+  // siblings are linked, and the tokens of its whole subtree are the range
+  // tokens_[first_token, subtree_end).
   struct Node {
-    uint32_t first_child = 0;
-    uint32_t n_children = 0;
-    uint32_t first_token = 0;  // tokens_[first_token .. first_token + n_tokens): ids ending here
+    uint32_t next_sibling = 0;  // 0: none
+    uint32_t first_token = 0;   // tokens_[first_token .. + n_tokens): ids ending here
     uint32_t n_tokens = 0;
+    uint32_t subtree_end = 0;   // end of the subtree's tokens
+    bool has_children = false;
     uint8_t byte = 0;
+    ByteSet below;  // the bytes of every strict descendant
   };
+  uint32_t build(std::span<const std::string> pieces, const std::vector<int32_t>& ids, size_t lo, size_t hi,
+                 size_t depth, uint8_t byte);
   void walk(Matcher& m, uint32_t node, size_t depth, std::span<uint64_t> allowed) const;
 
   int32_t n_vocab_;
@@ -74,11 +84,8 @@ class TokenMasker {
   int64_t n_walks() const { return n_walks_; }
 
  private:
-  struct StateHash {
-    size_t operator()(const Matcher::State& s) const;
-  };
   const TokenTrie* trie_;
-  std::unordered_map<Matcher::State, std::vector<uint64_t>, StateHash> cache_;
+  std::unordered_map<Matcher::State, std::vector<uint64_t>, Matcher::StateHash> cache_;
   int64_t n_walks_ = 0;
 };
 
