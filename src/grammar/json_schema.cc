@@ -112,17 +112,7 @@ uint32_t JsonRules::value() {
   if (value_ < 0) {
     value_ = b_.new_rule();
     const uint32_t v = static_cast<uint32_t>(value_);
-    const auto w = b_.ref(ws());
-    Seq item = {b_.ref(v), w};
-    Seq more = b_.literal(",");
-    more.push_back(w);
-    more.insert(more.end(), item.begin(), item.end());
-    Seq items = item;
-    items.push_back(b_.ref(b_.star(more)));
-    Seq array = b_.literal("[");
-    array.push_back(w);
-    array.push_back(b_.ref(b_.optional(items)));
-    b_.append_literal(array, "]");
+    const Seq array = list('[', {b_.ref(v), b_.ref(ws())}, ']');
     b_.define(v, {{b_.ref(object())}, array, {b_.ref(string())}, {b_.ref(number())}, b_.literal("true"),
                   b_.literal("false"), b_.literal("null")});
   }
@@ -131,25 +121,33 @@ uint32_t JsonRules::value() {
 
 uint32_t JsonRules::object() {
   if (object_ < 0) {
-    object_ = b_.new_rule();
-    const auto w = b_.ref(ws());
-    Seq member = {b_.ref(string()), w};
-    b_.append_literal(member, ":");
-    member.push_back(w);
-    member.push_back(b_.ref(value()));
-    member.push_back(w);
-    Seq more = b_.literal(",");
-    more.push_back(w);
-    more.insert(more.end(), member.begin(), member.end());
-    Seq members = member;
-    members.push_back(b_.ref(b_.star(more)));
-    Seq obj = b_.literal("{");
-    obj.push_back(w);
-    obj.push_back(b_.ref(b_.optional(members)));
-    b_.append_literal(obj, "}");
-    b_.define(static_cast<uint32_t>(object_), {obj});
+    const uint32_t v = value();            // (value() makes the object rule itself on first use)
+    if (object_ < 0) object_ = object_of(v);
   }
   return static_cast<uint32_t>(object_);
+}
+
+uint32_t JsonRules::object_of(uint32_t v) {
+  const auto w = b_.ref(ws());
+  Seq member = {b_.ref(string()), w};
+  b_.append_literal(member, ":");
+  member.insert(member.end(), {w, b_.ref(v), w});
+  return b_.rule({list('{', member, '}')});
+}
+
+GrammarBuilder::Seq JsonRules::list(char open, const Seq& item, char close) {
+  // open ws [item ("," ws item)*] close; `item` ends with its own whitespace.
+  const auto w = b_.ref(ws());
+  Seq more = b_.literal(",");
+  more.push_back(w);
+  more.insert(more.end(), item.begin(), item.end());
+  Seq items = item;
+  items.push_back(b_.ref(b_.star(more)));
+  Seq out = b_.literal(std::string_view(&open, 1));
+  out.push_back(w);
+  out.push_back(b_.ref(b_.optional(items)));
+  b_.append_literal(out, std::string_view(&close, 1));
+  return out;
 }
 
 std::string json_quote(std::string_view s) { return json::serialize(json::string(s)); }
@@ -443,7 +441,7 @@ class Compiler {
         b_.append_literal(s, "}");
         return b_.rule({std::move(s)});
       }
-      if (additional && additional->is_object()) return free_object(compile(*additional, path + "/additionalProperties", depth + 1));
+      if (additional && additional->is_object()) return j_.object_of(compile(*additional, path + "/additionalProperties", depth + 1));
       return j_.object();
     }
     if (additional && additional->is_object() && !(additional->get_object().empty())) {
@@ -479,26 +477,6 @@ class Compiler {
     Seq obj = b_.literal("{");
     obj.push_back(w);
     obj.push_back(b_.ref(first[0]));
-    b_.append_literal(obj, "}");
-    return b_.rule({std::move(obj)});
-  }
-
-  // {"key": value, ...} with any keys and values of rule `v`.
-  uint32_t free_object(uint32_t v) {
-    const auto w = b_.ref(j_.ws());
-    Seq member = {b_.ref(j_.string()), w};
-    b_.append_literal(member, ":");
-    member.push_back(w);
-    member.push_back(b_.ref(v));
-    member.push_back(w);
-    Seq more = b_.literal(",");
-    more.push_back(w);
-    more.insert(more.end(), member.begin(), member.end());
-    Seq members = member;
-    members.push_back(b_.ref(b_.star(more)));
-    Seq obj = b_.literal("{");
-    obj.push_back(w);
-    obj.push_back(b_.ref(b_.optional(members)));
     b_.append_literal(obj, "}");
     return b_.rule({std::move(obj)});
   }

@@ -53,8 +53,11 @@ class JsonRules {
   uint32_t integer();
   uint32_t value();        // any JSON value
   uint32_t object();       // any JSON object
+  uint32_t object_of(uint32_t value_rule);  // a new rule: objects with any keys, values of value_rule
 
  private:
+  GrammarBuilder::Seq list(char open, const GrammarBuilder::Seq& item, char close);
+
   GrammarBuilder& b_;
   int64_t ws_ = -1, char_ = -1, multi_ = -1, string_ = -1, number_ = -1, integer_ = -1, value_ = -1, object_ = -1;
 };
