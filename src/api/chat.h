@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -85,6 +86,17 @@ struct ContextManagement {
   std::optional<ClearToolUsesEdit> clear_tool_uses;
 };
 
+// Structured output (api/structured_output.h): the answer is one JSON value.
+// OpenAI response_format json_object / json_schema, Anthropic output_format.
+struct ResponseFormat {
+  enum class Kind { kJsonObject, kJsonSchema };
+  Kind kind = Kind::kJsonObject;
+  std::string name;         // json_schema.name (informative)
+  std::string schema_json;  // kJsonSchema: the schema as sent (compact JSON)
+  // Compiled once while parsing (a bad schema is a 400 there).
+  std::shared_ptr<const grammar::Grammar> grammar;
+};
+
 // What to do when the prompt and the reserved output do not fit the window
 // (api/context_policy.h): --context-policy, or the body's `context_policy`.
 enum class ContextPolicy { kError, kDropOldest, kMiddleOut };
@@ -121,6 +133,7 @@ struct ChatRequest {
   // Anthropic context_management; nullopt when the request has none.
   std::optional<ContextManagement> context_management;
   std::optional<ContextPolicy> context_policy;  // the body's `context_policy`; none: the server's
+  std::optional<ResponseFormat> response_format;  // none: free text
 };
 
 }  // namespace zl::api

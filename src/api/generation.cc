@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "api/structured_output.h"
 #include "core/log.h"
 #include "http/sse.h"
 
@@ -59,6 +60,10 @@ ApiResult<Prepared> prepare_request(const ChatRequest& chat, const PromptCodec& 
   const int64_t wanted = chat.max_tokens.value_or(room);
   p.max_tokens_clamped = wanted > room || !chat.max_tokens;
   r.stop.max_tokens = static_cast<int32_t>(std::min<int64_t>({wanted, room, INT32_MAX}));
+  // Structured output: response_format, or tool calls in the model's syntax.
+  ApiResult<std::optional<GrammarConstraint>> constraint = plan_constraint(chat, p.tools, p.thinking);
+  if (!constraint.ok()) return constraint.error();
+  r.constraint = std::move(constraint).value();
   return p;
 }
 

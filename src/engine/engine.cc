@@ -60,6 +60,7 @@ struct Engine::Live {
   StopMatcher stop;
   OutputGuard out_guard;
   std::optional<SpanBudgetTracker> span;  // StopParams::span
+  std::optional<ConstrainedOutput> constraint;  // Request::constraint
   Usage usage;
   Timings timings;
   bool admitted_once = false;
@@ -178,6 +179,26 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, EngineConfig conf
 }
 
 Engine::~Engine() { stop(); }
+
+const grammar::TokenTrie& Engine::grammar_trie() {
+  if (!grammar_trie_) {
+    // Built on first use (engine thread): a server that never constrains pays nothing.
+    const auto t0 = Timings::Clock::now();
+    const int32_t n_vocab = model_.config.n_vocab;
+    std::vector<std::string> pieces(static_cast<size_t>(n_vocab));
+    for (int32_t id = 0; id < n_vocab; ++id) {
+      if (!tokenizer_.vocab().is_valid(id)) continue;
+      pieces[id] = tokenizer_.token_to_piece(id);
+      if (tokenizer_.vocab().is_eog(id)) eog_ids_.push_back(id);
+    }
+    grammar_trie_ = std::make_unique<grammar::TokenTrie>(pieces);
+    grammar_mask_ = TokenMask(n_vocab);
+    log::info("token trie for constrained decoding built",
+              {{"n_tokens", std::to_string(n_vocab)}, {"n_nodes", std::to_string(grammar_trie_->n_nodes())},
+               {"ms", std::to_string(seconds_since(t0) * 1000)}});
+  }
+  return *grammar_trie_;
+}
 
 void Engine::stop() {
   {
@@ -352,6 +373,12 @@ void Engine::admit(Request request, std::shared_ptr<RequestChannel> channel, Tim
   auto seq = scheduler_.submit(std::move(spec));
   if (!seq.ok()) return fail(seq.status());
   auto live = std::make_unique<Live>(std::move(request), std::move(channel), tokenizer_, config_.guard, mask_.get());
+  if (live->request.constraint) {
+    const grammar::TokenTrie& trie = grammar_trie();
+    std::vector<int32_t> end_ids = live->request.stop.stop_token_ids;
+    if (!live->request.stop.ignore_eos) end_ids.insert(end_ids.end(), eog_ids_.begin(), eog_ids_.end());
+    live->constraint.emplace(*live->request.constraint, trie, std::move(end_ids));
+  }
   live->seq = *seq;
   live->usage.n_prompt_tokens = n_prompt;
   live->n_queued_tokens = n_prompt;
@@ -503,8 +530,9 @@ bool Engine::step() {
     // (nor vetoed by the guard's mask, which still sees it through accept()).
     const std::optional<int32_t> forced = live.span ? live.span->forced_next() : std::nullopt;
     if (forced) live.sampler.accept(*forced);
+    const TokenMask* grammar_mask = !forced && live.constraint ? live.constraint->mask(grammar_mask_) : nullptr;
     auto token = forced ? Result<int32_t>(*forced)
-                        : live.sampler.sample(std::span(logits_.data() + row * n_vocab, n_vocab), nullptr,
+                        : live.sampler.sample(std::span(logits_.data() + row * n_vocab, n_vocab), grammar_mask,
                                               live.out_guard.veto());
     ++row;
     const std::optional<GuardAction> masked = live.out_guard.take_refusal();
@@ -523,6 +551,7 @@ bool Engine::step() {
       continue;
     }
     live.out_guard.accept(*token);
+    if (live.constraint) live.constraint->accept(*token, tokenizer_.token_to_piece(*token));
     scheduler_.on_step_done(it.id, *token);
     handle_token(live, *token);
   }

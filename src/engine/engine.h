@@ -38,6 +38,7 @@
 
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "engine/constraint.h"
 #include "engine/kv_cache.h"
 #include "engine/output_guard.h"
 #include "engine/request.h"
@@ -196,6 +197,12 @@ class Engine final : public EngineApi {
   BlockPool blocks_;
   Scheduler scheduler_;
   std::shared_ptr<const guard::TokenMaskTable> mask_;  // config_.guard's mask rules over the vocabulary
+  // Constrained decoding (engine/constraint.h): the vocabulary's trie, made
+  // on first use by grammar_trie(); the end-of-generation ids; the step's mask.
+  const grammar::TokenTrie& grammar_trie();
+  std::unique_ptr<grammar::TokenTrie> grammar_trie_;
+  std::vector<int32_t> eog_ids_;
+  TokenMask grammar_mask_{0};
   std::unordered_map<SeqId, std::unique_ptr<Live>> live_;
   std::vector<float> logits_;
   std::vector<BatchSequence> batch_;

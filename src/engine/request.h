@@ -24,6 +24,10 @@
 
 namespace zl {
 
+namespace grammar {
+class Grammar;  // grammar/grammar.h: compiled by the API layer, read by the engine's sampler
+}
+
 struct SamplingParams {
   float temperature = 1.0f;         // 0: greedy (argmax, lowest id on ties)
   int32_t top_k = 0;                // 0: off
@@ -73,6 +77,30 @@ struct StopParams {
   std::optional<SpanBudget> span;  // a budgeted span (reasoning), see SpanBudget
 };
 
+// Constrained decoding (grammar/): the output, as bytes, must follow a
+// grammar; the sampler masks every token that would leave it, and EOS is
+// allowed only where the grammar is complete. API-neutral: the API layer
+// builds the grammars (a JSON Schema, a tool call in the model's syntax).
+//   start          the output begins inside this grammar (nullable);
+//   trigger        then, whenever the free output contains `trigger` (matched
+//                  on token bytes, any tokenization), the bytes after it
+//                  follow `after_trigger` (nullable: no trigger);
+//   end_when_complete  a grammar that is complete and cannot go on allows
+//                  only the end (EOS / stop ids); otherwise the output is
+//                  free again after it (text, then maybe the trigger again).
+// Costs: engine/constraint.h. max_tokens and the window still end the
+// output wherever it is (finish kMaxTokens: the text is a prefix only).
+struct GrammarConstraint {
+  std::shared_ptr<const grammar::Grammar> start;
+  std::string start_prefix;  // bytes `start` has already read (an assistant prefill in the prompt)
+  std::string trigger;
+  std::shared_ptr<const grammar::Grammar> after_trigger;
+  bool end_when_complete = false;
+  // What the grammars were made from (a schema's text, the tools and the
+  // syntax): equal identities, equal constraints (the response cache's key).
+  std::string identity;
+};
+
 struct Request {
   std::string id;                  // request id (also the log/trace id)
   std::string tenant;              // API key identity, then user id (api::tenant_of): salts the prefix cache
@@ -81,6 +109,7 @@ struct Request {
   StopParams stop;
   int32_t priority = 0;            // higher first; FCFS within a priority
   bool return_token_ids = false;   // include token ids in text events
+  std::optional<GrammarConstraint> constraint;  // constrained decoding (structured output)
 };
 
 enum class FinishReason {

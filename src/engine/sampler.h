@@ -58,6 +58,9 @@ class TokenMask {
   void forbid(std::span<const int32_t> ids);
   void allow_only(std::span<const int32_t> ids);    // forbids every id not listed
   void clear();                                     // nothing forbidden
+  // The bits (1: forbidden), 64 ids a word, for masks computed elsewhere
+  // (grammars); bits past n_vocab must stay 0.
+  std::span<uint64_t> words() { return bits_; }
   bool forbidden(int32_t id) const {
     return id >= 0 && id < n_vocab_ && ((bits_[id >> 6] >> (id & 63)) & 1);
   }

@@ -12,7 +12,7 @@ namespace {
 static_assert(sizeof(SamplingParams) == 96, "SamplingParams changed: add the new field to cache_key()");
 static_assert(sizeof(StopParams) == 176, "StopParams changed: add the new field to cache_key()");
 static_assert(sizeof(SpanBudget) == 104, "SpanBudget changed: add the new field to cache_key()");
-static_assert(sizeof(Request) == 368, "Request changed: add the new field to cache_key() if it can change the answer");
+static_assert(sizeof(Request) == 512, "Request changed: add the new field to cache_key() if it can change the answer");
 
 // Bumped when the key's layout changes (keys never outlive the process; the
 // byte only keeps layouts apart if two ever coexist).
@@ -98,6 +98,8 @@ std::string cache_key(const Request& r, bool single_call) {
   }
   w.u8(r.return_token_ids);
   w.u8(single_call);
+  w.u8(r.constraint.has_value());  // structured output: the grammar's source decides the answer
+  if (r.constraint) w.str(r.constraint->identity);
   return w.take();
 }
 

@@ -4,6 +4,7 @@
 
 #include "api/context_policy.h"
 #include "api/json_fields.h"
+#include "api/structured_output.h"
 #include "api/json_util.h"
 #include "api/thinking.h"
 #include "core/random_id.h"
@@ -194,6 +195,7 @@ void parse_generation_fields(const json::object& o, ChatRequest* r) {
   }
   if (const auto* f = find_field(o, "thinking")) r->thinking = parse_anthropic_thinking(*f, r->max_tokens);
   parse_context_policy_field(o, r);  // extension (api/context_policy.h)
+  parse_anthropic_output_format(o, r);  // structured outputs (api/structured_output.h)
 }
 
 void append_usage(std::string& out, const Usage& u) {

@@ -6,6 +6,7 @@
 #include "api/context_policy.h"
 #include "api/json_fields.h"
 #include "api/json_util.h"
+#include "api/structured_output.h"
 #include "core/random_id.h"
 #include "http/sse.h"
 
@@ -378,6 +379,7 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
     }
     if (const auto* f = find_field(o, "parallel_tool_calls")) r->parallel_tool_calls = json_bool(*f, "parallel_tool_calls");
     check_tool_choice(*r, "tool_choice.function.name");
+    parse_openai_response_format(o, r);  // structured output (api/structured_output.h)
   });
 }
 
@@ -397,6 +399,7 @@ ApiResult<ChatRequest> parse_completion_request(std::string_view body) {
     if (const auto* e = find_field(o, "echo"); e && json_bool(*e, "echo")) {
       throw_field_error("echo", "echo is not supported", ErrorReason::kUnsupportedValue);
     }
+    parse_openai_response_format(o, r);  // structured output (api/structured_output.h)
   });
 }
 

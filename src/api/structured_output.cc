@@ -1,0 +1,279 @@
+#include "api/structured_output.h"
+
+#include <boost/json.hpp>
+
+#include "api/json_fields.h"
+#include "grammar/matcher.h"
+
+namespace zl::api {
+namespace json = boost::json;
+using grammar::GrammarBuilder;
+using grammar::JsonRules;
+using Seq = GrammarBuilder::Seq;
+
+namespace {
+
+// A schema from a request field, compiled: a 400 on `param` when it cannot be.
+std::shared_ptr<const grammar::Grammar> compile_field(const json::value& schema, const std::string& param) {
+  auto g = grammar::compile_json_schema_value(schema);
+  if (!g.ok()) {
+    const ErrorReason reason =
+        g.status().reason() == ErrorReason::kUnsupportedValue ? ErrorReason::kUnsupportedValue : ErrorReason::kInvalidValue;
+    throw_field_error(param, g.status().message(), reason);
+  }
+  return std::move(g).value();
+}
+
+ResponseFormat json_object_format() {
+  return ResponseFormat{.kind = ResponseFormat::Kind::kJsonObject, .grammar = grammar::json_object_grammar()};
+}
+
+// ---- Tool-call syntaxes ----
+
+// `,` `"key"` `:` ARGS `}` [close], with the JSON whitespace between.
+Seq call_tail(JsonRules& j, std::string_view key, uint32_t args, std::string_view close) {
+  GrammarBuilder& b = j.builder();
+  const auto w = b.ref(j.ws());
+  Seq s = {w};
+  b.append_literal(s, ",");
+  s.push_back(w);
+  b.append_literal(s, grammar::json_quote(key));
+  s.push_back(w);
+  b.append_literal(s, ":");
+  s.push_back(w);
+  s.push_back(b.ref(args));
+  s.push_back(w);
+  b.append_literal(s, "}");
+  if (!close.empty()) {
+    s.push_back(w);
+    b.append_literal(s, close);
+  }
+  return s;
+}
+
+// Hermes (<tool_call>{"name": …, "arguments": …}</tool_call>) and Llama 3
+// JSON ({"name": …, "parameters": …}) share their shape: an object with the
+// name first, then the arguments under `args_key`, then an optional closing tag.
+class JsonCallGrammar : public ToolCallGrammar {
+ public:
+  JsonCallGrammar(std::string marker, std::string marker_rest, std::string args_key, std::string close)
+      : marker_(std::move(marker)), marker_rest_(std::move(marker_rest)), args_key_(std::move(args_key)),
+        close_(std::move(close)) {}
+
+  std::string open_marker() const override { return marker_; }
+
+  uint32_t after_marker(JsonRules& j, std::span<const ToolArgsRule> tools) const override {
+    // marker_rest_: what is left of `{"name"` after the marker.
+    GrammarBuilder& b = j.builder();
+    const auto w = b.ref(j.ws());
+    Seq s;
+    if (marker_rest_.starts_with("{")) {
+      s.push_back(w);
+      b.append_literal(s, "{");
+      s.push_back(w);
+      b.append_literal(s, "\"name\"");
+    }
+    s.push_back(w);
+    b.append_literal(s, ":");
+    s.push_back(w);
+    std::vector<Seq> alts;
+    for (const ToolArgsRule& t : tools) {
+      Seq a = b.literal(grammar::json_quote(t.name));
+      const Seq tail = call_tail(j, args_key_, t.rule, close_);
+      a.insert(a.end(), tail.begin(), tail.end());
+      alts.push_back(std::move(a));
+    }
+    s.push_back(b.ref(b.rule(std::move(alts))));
+    return b.rule({std::move(s)});
+  }
+
+  uint32_t after_prefill(JsonRules& j, std::span<const ToolArgsRule> tools, const ToolArgsRule* forced) const override {
+    GrammarBuilder& b = j.builder();
+    const auto w = b.ref(j.ws());
+    if (forced) {
+      // The prefill ends `"arguments":`.
+      Seq s = {w, b.ref(forced->rule), w};
+      b.append_literal(s, "}");
+      if (!close_.empty()) {
+        s.push_back(w);
+        b.append_literal(s, close_);
+      }
+      return b.rule({std::move(s)});
+    }
+    // The prefill ends `{"name": "`: the name's characters and its closing quote come first.
+    std::vector<Seq> alts;
+    for (const ToolArgsRule& t : tools) {
+      const std::string quoted = grammar::json_quote(t.name);
+      Seq a = b.literal(std::string_view(quoted).substr(1));
+      const Seq tail = call_tail(j, args_key_, t.rule, close_);
+      a.insert(a.end(), tail.begin(), tail.end());
+      alts.push_back(std::move(a));
+    }
+    return b.rule(std::move(alts));
+  }
+
+ private:
+  std::string marker_, marker_rest_, args_key_, close_;
+};
+
+const JsonCallGrammar kHermes("<tool_call>", "{\"name\"", "arguments", "</tool_call>");
+const JsonCallGrammar kLlama3("{\"name\"", "", "parameters", "");
+
+// The tools' argument rules in `j`; `strict`: a schema that does not
+// compile is a 400, else that tool takes any object.
+ApiResult<std::vector<ToolArgsRule>> tool_rules(JsonRules& j, const ChatRequest& chat, bool strict) {
+  std::vector<ToolArgsRule> out;
+  for (size_t i = 0; i < chat.tools.size(); ++i) {
+    const ToolDef& t = chat.tools[i];
+    boost::system::error_code ec;
+    const json::value def = json::parse(t.json, ec);
+    const json::value* params = nullptr;
+    if (!ec && def.is_object()) {
+      if (const auto* fn = def.get_object().if_contains("function"); fn && fn->is_object()) {
+        params = fn->get_object().if_contains("parameters");
+      }
+    }
+    uint32_t rule = j.object();
+    if (params && !params->is_null()) {
+      Result<uint32_t> r = grammar::add_json_schema(j, *params);
+      if (r.ok()) {
+        rule = *r;
+      } else if (strict) {
+        return ApiError{.reason = r.status().reason() == ErrorReason::kUnsupportedValue ? ErrorReason::kUnsupportedValue
+                                                                                         : ErrorReason::kInvalidValue,
+                        .message = "tool '" + t.name + "': " + r.status().message(),
+                        .param = "tools[" + std::to_string(i) + "]"};
+      }
+    }
+    out.push_back({.name = t.name, .rule = rule});
+  }
+  return out;
+}
+
+ApiResult<std::shared_ptr<const grammar::Grammar>> build(GrammarBuilder& b, uint32_t root) {
+  Result<grammar::Grammar> g = b.build(root);
+  if (!g.ok()) return ApiError{.reason = ErrorReason::kInvalidValue, .message = g.status().message(), .param = "tools"};
+  return std::make_shared<const grammar::Grammar>(std::move(g).value());
+}
+
+ApiResult<std::optional<GrammarConstraint>> tool_constraint(const ChatRequest& chat, const ToolPlan& tools) {
+  const ToolCallGrammar* syntax = tool_call_grammar(tools.syntax);
+  if (!syntax) return std::optional<GrammarConstraint>();
+  const bool forced = !tools.prefill.empty();
+  GrammarBuilder b;
+  JsonRules j(b);
+  ApiResult<std::vector<ToolArgsRule>> rules = tool_rules(j, chat, /*strict=*/forced);
+  if (!rules.ok()) return rules.error();
+  GrammarConstraint c;
+  c.identity = "tools\n" + std::to_string(static_cast<int>(tools.syntax)) + "\n" + chat.tool_choice + "\n" + chat.tools_json;
+  for (const ToolDef& t : chat.tools) c.identity += "\n" + t.json;
+  if (!syntax->open_marker().empty()) {
+    ApiResult<std::shared_ptr<const grammar::Grammar>> g = build(b, syntax->after_marker(j, rules.value()));
+    if (!g.ok()) return g.error();
+    c.trigger = syntax->open_marker();
+    c.after_trigger = g.value();
+  }
+  if (forced) {
+    const ToolArgsRule* named = nullptr;
+    if (chat.tool_choice.starts_with("tool:")) {
+      for (const ToolArgsRule& t : rules.value()) {
+        if (t.name == std::string_view(chat.tool_choice).substr(5)) named = &t;
+      }
+    }
+    ApiResult<std::shared_ptr<const grammar::Grammar>> g = build(b, syntax->after_prefill(j, rules.value(), named));
+    if (!g.ok()) return g.error();
+    c.start = g.value();
+  }
+  if (!c.start && !c.after_trigger) return std::optional<GrammarConstraint>();
+  return std::optional<GrammarConstraint>(std::move(c));
+}
+
+}  // namespace
+
+void parse_openai_response_format(const json::object& o, ChatRequest* r) {
+  const auto* f = find_field(o, "response_format");
+  if (!f) return;
+  const auto& rf = json_object(*f, "response_format");
+  const std::string type = json_string(require_field(rf, "type", "response_format.type"), "response_format.type");
+  if (type == "text") return;
+  if (type == "json_object") {
+    r->response_format = json_object_format();
+    return;
+  }
+  if (type != "json_schema") {
+    throw_field_error("response_format.type", "must be 'text', 'json_object' or 'json_schema'", ErrorReason::kInvalidValue);
+  }
+  const auto& js = json_object(require_field(rf, "json_schema", "response_format.json_schema"), "response_format.json_schema");
+  ResponseFormat out{.kind = ResponseFormat::Kind::kJsonSchema};
+  if (const auto* n = find_field(js, "name")) out.name = json_string(*n, "response_format.json_schema.name");
+  if (const auto* s = find_field(js, "strict")) json_bool(*s, "response_format.json_schema.strict");
+  const auto* schema = find_field(js, "schema");
+  if (!schema) {  // no schema: any JSON object, as json_object
+    r->response_format = json_object_format();
+    return;
+  }
+  if (!schema->is_object() && !schema->is_bool()) {
+    throw_field_error("response_format.json_schema.schema", "must be a JSON Schema (an object)", ErrorReason::kInvalidType);
+  }
+  out.schema_json = json::serialize(*schema);
+  out.grammar = compile_field(*schema, "response_format.json_schema.schema");
+  r->response_format = std::move(out);
+}
+
+void parse_anthropic_output_format(const json::object& o, ChatRequest* r) {
+  const auto* f = find_field(o, "output_format");
+  if (!f) return;
+  const auto& of = json_object(*f, "output_format");
+  const std::string type = json_string(require_field(of, "type", "output_format.type"), "output_format.type");
+  if (type != "json_schema") throw_field_error("output_format.type", "must be 'json_schema'", ErrorReason::kInvalidValue);
+  const auto& schema = require_field(of, "schema", "output_format.schema");
+  if (!schema.is_object() && !schema.is_bool()) {
+    throw_field_error("output_format.schema", "must be a JSON Schema (an object)", ErrorReason::kInvalidType);
+  }
+  r->response_format = ResponseFormat{.kind = ResponseFormat::Kind::kJsonSchema,
+                                      .schema_json = json::serialize(schema),
+                                      .grammar = compile_field(schema, "output_format.schema")};
+}
+
+const ToolCallGrammar* tool_call_grammar(ToolSyntax syntax) {
+  switch (syntax) {
+    case ToolSyntax::kHermes: return &kHermes;
+    case ToolSyntax::kLlama3Json: return &kLlama3;
+    default: return nullptr;
+  }
+}
+
+ApiResult<std::optional<GrammarConstraint>> plan_constraint(const ChatRequest& chat, const ToolPlan& tools,
+                                                            const ThinkingPlan& thinking) {
+  const bool forced_call = tools.active() && !tools.prefill.empty();
+  if (forced_call || (tools.active() && !chat.response_format)) return tool_constraint(chat, tools);
+  if (!chat.response_format || !chat.response_format->grammar) return std::optional<GrammarConstraint>();
+  const ResponseFormat& rf = *chat.response_format;
+  GrammarConstraint c{.end_when_complete = true};
+  c.identity = (rf.kind == ResponseFormat::Kind::kJsonObject ? "json_object\n" : "json_schema\n") + rf.schema_json;
+  if (thinking.active) {
+    c.trigger = std::string(ThinkingFormat::kClose);  // the answer follows the thought
+    c.after_trigger = rf.grammar;
+    if (!thinking.starts_inside) {
+      // A thought is optional here: the JSON may also come first. Nothing
+      // constrains the start then; the answer is checked after the thought.
+      c.identity += "\nafter-thought";
+    }
+  } else {
+    c.start = rf.grammar;
+    if (chat.continue_final_message && !chat.messages.empty()) {
+      // The answer continues the client's assistant prefill: the grammar starts past it.
+      c.start_prefix = chat.messages.back().content;
+      grammar::Matcher m(rf.grammar);
+      if (!m.advance(c.start_prefix)) {
+        return ApiError{.reason = ErrorReason::kInvalidValue,
+                        .message = "the assistant prefill is not the start of a value the response format allows",
+                        .param = "messages"};
+      }
+      c.identity += "\nprefix\n" + c.start_prefix;
+    }
+  }
+  return std::optional<GrammarConstraint>(std::move(c));
+}
+
+}  // namespace zl::api

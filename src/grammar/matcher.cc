@@ -1,0 +1,138 @@
+#include "grammar/matcher.h"
+
+#include <algorithm>
+
+namespace zl::grammar {
+namespace {
+
+void sort_unique(Matcher::State& s) {
+  std::sort(s.begin(), s.end());
+  s.erase(std::unique(s.begin(), s.end()), s.end());
+}
+
+}  // namespace
+
+Matcher::Matcher(std::shared_ptr<const Grammar> grammar) : grammar_(std::move(grammar)) {
+  nodes_.push_back({.pos = 0, .parent = kNoParent});  // kAccept: never looked up by position
+  const Grammar& g = *grammar_;
+  for (uint32_t alt : g.alternatives(g.root())) expand(alt, kNoParent, start_, 0);
+  sort_unique(start_);
+  state_ = start_;
+}
+
+uint32_t Matcher::intern(uint32_t pos, uint32_t parent) {
+  const uint64_t key = (uint64_t{pos} << 32) | parent;
+  auto [it, inserted] = index_.try_emplace(key, static_cast<uint32_t>(nodes_.size()));
+  if (inserted) nodes_.push_back({.pos = pos, .parent = parent});
+  return it->second;
+}
+
+void Matcher::expand(uint32_t pos, uint32_t parent, State& out, int depth) {
+  if (depth > kMaxExpandDepth) return;
+  const Grammar& g = *grammar_;
+  const Sym& s = g.sym(pos);
+  switch (s.kind) {
+    case Sym::kBytes:
+      out.push_back(intern(pos, parent));
+      return;
+    case Sym::kEnd:
+      if (parent == kNoParent) {
+        out.push_back(kAccept);
+      } else {
+        const Node n = nodes_[parent];  // a copy: intern() may grow nodes_
+        expand(n.pos, n.parent, out, depth + 1);
+      }
+      return;
+    case Sym::kRule: {
+      // The continuation is pushed only when something follows (tail calls
+      // leave the stack as it is: a right-recursive loop stays flat).
+      const uint32_t next = g.sym(pos + 1).kind == Sym::kEnd ? parent : intern(pos + 1, parent);
+      for (uint32_t alt : g.alternatives(s.value)) expand(alt, next, out, depth + 1);
+      return;
+    }
+  }
+}
+
+std::pair<uint32_t, uint32_t> Matcher::successors(uint32_t node, uint8_t byte) {
+  const uint64_t key = (uint64_t{node} << 8) | byte;
+  if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+  const Node n = nodes_[node];
+  scratch_.clear();
+  if (grammar_->byte_set(grammar_->sym(n.pos).value).has(byte)) {
+    const uint32_t next = n.pos + 1;
+    if (grammar_->sym(next).kind == Sym::kEnd && n.parent != kNoParent) {
+      const Node p = nodes_[n.parent];
+      expand(p.pos, p.parent, scratch_, 0);
+    } else {
+      expand(next, n.parent, scratch_, 0);
+    }
+    sort_unique(scratch_);
+  }
+  const auto begin = static_cast<uint32_t>(results_.size());
+  results_.insert(results_.end(), scratch_.begin(), scratch_.end());
+  const std::pair<uint32_t, uint32_t> range{begin, static_cast<uint32_t>(results_.size())};
+  memo_.emplace(key, range);
+  return range;
+}
+
+bool Matcher::may_take(const State& from, uint8_t byte) const {
+  for (uint32_t node : from) {
+    if (node == kAccept) continue;
+    if (grammar_->byte_set(grammar_->sym(nodes_[node].pos).value).has(byte)) return true;
+  }
+  return false;
+}
+
+void Matcher::step(const State& from, uint8_t byte, State& to) {
+  to.clear();
+  int n_sources = 0;
+  for (uint32_t node : from) {
+    // The top's byte set first: most stacks of a state refuse most bytes.
+    if (node == kAccept || !grammar_->byte_set(grammar_->sym(nodes_[node].pos).value).has(byte)) continue;
+    const auto [b, e] = successors(node, byte);
+    to.insert(to.end(), results_.begin() + b, results_.begin() + e);
+    n_sources += b != e;
+  }
+  if (n_sources > 1) sort_unique(to);
+}
+
+const ByteSet& Matcher::self_loops(const State& s) {
+  if (auto it = loops_.find(s); it != loops_.end()) return it->second;
+  ByteSet loops;
+  State next;
+  for (int b = 0; b < 256; ++b) {
+    if (!may_take(s, static_cast<uint8_t>(b))) continue;
+    step(s, static_cast<uint8_t>(b), next);
+    if (next == s) loops.add(static_cast<uint8_t>(b));
+  }
+  return loops_.emplace(s, loops).first->second;
+}
+
+size_t Matcher::StateHash::operator()(const State& s) const {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ s.size();
+  for (uint32_t v : s) h = (h ^ v) * 0x100000001B3ull + (h >> 29);
+  return static_cast<size_t>(h);
+}
+
+bool Matcher::advance(uint8_t byte) {
+  State next;
+  step(state_, byte, next);
+  if (next.empty()) return false;
+  state_ = std::move(next);
+  return true;
+}
+
+bool Matcher::advance(std::string_view bytes) {
+  State cur = state_, next;
+  for (char c : bytes) {
+    step(cur, static_cast<uint8_t>(c), next);
+    if (next.empty()) return false;
+    std::swap(cur, next);
+  }
+  state_ = std::move(cur);
+  return true;
+}
+
+void Matcher::reset() { state_ = start_; }
+
+}  // namespace zl::grammar

@@ -1,0 +1,94 @@
+// Runs a Grammar over bytes: a pushdown automaton whose state is the set of
+// parse stacks still alive (several when the grammar is ambiguous at this
+// point, e.g. an optional property that may come or not).
+//
+// Stacks are interned: a stack node is (position in the grammar, the node
+// below it), and equal stacks share one id, so a state is a sorted vector of
+// node ids, compared and hashed cheaply, and the transition of one node by
+// one byte is computed once and memoized. A state's canonical nodes always
+// have a byte set on top; kAccept stands for the empty stack (the input so
+// far is a complete sentence).
+//
+// Costs: advance() is O(stacks in the state) memo lookups after the first
+// time a (node, byte) pair is seen; the first time, an expansion bounded by
+// kMaxExpandDepth nested rules. Memory grows with the distinct stacks seen
+// (bounded by the input: one output's worth), and is freed with the matcher.
+// Thread-safety: one matcher per sequence, used by one thread at a time; the
+// Grammar is shared and immutable.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "grammar/grammar.h"
+
+namespace zl::grammar {
+
+class Matcher {
+ public:
+  using State = std::vector<uint32_t>;  // sorted, unique node ids
+  static constexpr uint32_t kAccept = 0;
+  // Expansion through more nested rules than this without consuming a byte
+  // is dropped (only a left-recursive grammar gets there).
+  static constexpr int kMaxExpandDepth = 1000;
+
+  explicit Matcher(std::shared_ptr<const Grammar> grammar);
+
+  const Grammar& grammar() const { return *grammar_; }
+  const State& state() const { return state_; }
+  // The bytes so far form a complete sentence.
+  bool accepting() const { return !state_.empty() && state_.front() == kAccept; }
+  // Some byte may still follow.
+  bool can_continue() const { return state_.size() > (accepting() ? 1u : 0u); }
+  bool dead() const { return state_.empty(); }
+
+  // Consumes one byte; false (state unchanged) when the grammar refuses it.
+  bool advance(uint8_t byte);
+  // Consumes all of `bytes`, or none of them (false).
+  bool advance(std::string_view bytes);
+  // Back to the grammar's start.
+  void reset();
+
+  // The state reached from `from` by `byte`, into `to` (cleared first;
+  // empty: refused). `from` must come from this matcher.
+  void step(const State& from, uint8_t byte, State& to);
+  // Whether some stack of `from` has `byte` in its top set (cheaper than step).
+  bool may_take(const State& from, uint8_t byte) const;
+
+  // The bytes that lead from `s` back to `s` (a loop such as a string's
+  // content): a run of them anywhere keeps the state. Memoized per state.
+  const ByteSet& self_loops(const State& s);
+
+  size_t n_nodes() const { return nodes_.size(); }
+
+  struct StateHash {
+    size_t operator()(const State& s) const;
+  };
+
+ private:
+  static constexpr uint32_t kNoParent = UINT32_MAX;
+  struct Node {
+    uint32_t pos;     // next symbol to match (kBytes), or a continuation (kBytes/kRule)
+    uint32_t parent;  // the node below, kNoParent at the bottom
+  };
+  uint32_t intern(uint32_t pos, uint32_t parent);
+  // The canonical nodes for "match from pos, then continue with parent".
+  void expand(uint32_t pos, uint32_t parent, State& out, int depth);
+  // The memoized successors of canonical node `node` by `byte` (sorted).
+  std::pair<uint32_t, uint32_t> successors(uint32_t node, uint8_t byte);
+
+  std::shared_ptr<const Grammar> grammar_;
+  std::vector<Node> nodes_;
+  std::unordered_map<uint64_t, uint32_t> index_;       // (pos, parent) -> node
+  std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> memo_;  // (node, byte) -> [begin, end) in results_
+  std::vector<uint32_t> results_;
+  std::unordered_map<State, ByteSet, StateHash> loops_;
+  State start_;
+  State state_;
+  State scratch_;
+};
+
+}  // namespace zl::grammar

@@ -1,0 +1,255 @@
+// The grammar module: JSON Schema compilation (accepted / refused schemas),
+// the matcher on hand-written texts, integer ranges and patterns against
+// independent references, token masks against a brute-force scan, and random
+// generation through the masks validated by an independent validator
+// (tests/support/schema_validator.h).
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+#include <random>
+#include <regex>
+
+#include "grammar/json_schema.h"
+#include "grammar/matcher.h"
+#include "grammar/regex.h"
+#include "grammar/token_trie.h"
+#include "support/schema_validator.h"
+
+namespace zl::grammar {
+namespace {
+
+namespace json = boost::json;
+
+std::shared_ptr<const Grammar> compile(std::string_view schema) {
+  auto g = compile_json_schema(schema);
+  EXPECT_TRUE(g.ok()) << schema << ": " << g.status().to_string();
+  return g.ok() ? *g : nullptr;
+}
+
+bool matches(const std::shared_ptr<const Grammar>& g, std::string_view text) {
+  Matcher m(g);
+  return m.advance(text) && m.accepting();
+}
+
+bool viable(const std::shared_ptr<const Grammar>& g, std::string_view text) {
+  Matcher m(g);
+  return m.advance(text);
+}
+
+TEST(GrammarSchemaTest, ObjectWithRequiredAndOptionalProperties) {
+  auto g = compile(R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"},
+      "c":{"type":"boolean"}},"required":["a","c"],"additionalProperties":false})");
+  EXPECT_TRUE(matches(g, R"({"a":1,"c":true})"));
+  EXPECT_TRUE(matches(g, R"({"a": -12, "b": "x\"y", "c": false})"));
+  EXPECT_TRUE(matches(g, " {\n  \"a\": 0,\n  \"c\": true\n}"));
+  EXPECT_FALSE(matches(g, R"({"a":1})"));             // c missing
+  EXPECT_FALSE(matches(g, R"({"c":true,"a":1})"));    // schema order
+  EXPECT_FALSE(matches(g, R"({"a":1,"c":true,"d":1})"));
+  EXPECT_FALSE(matches(g, R"({"a":01,"c":true})"));
+  EXPECT_FALSE(matches(g, R"({"a":1,"c":true} )"));   // nothing after the value
+  EXPECT_TRUE(viable(g, R"({"a":1,"b":"unfinished)"));
+}
+
+TEST(GrammarSchemaTest, EnumConstAnyOfRefArrays) {
+  auto g = compile(R"({"$defs":{"node":{"type":"object","properties":{"v":{"enum":["x",1,null]},
+      "kids":{"type":"array","items":{"$ref":"#/$defs/node"},"maxItems":2}},"required":["v"]}},
+      "anyOf":[{"$ref":"#/$defs/node"},{"const":"leaf"}]})");
+  EXPECT_TRUE(matches(g, R"("leaf")"));
+  EXPECT_TRUE(matches(g, R"({"v":"x"})"));
+  EXPECT_TRUE(matches(g, R"({"v":1,"kids":[{"v":null},{"v":"x","kids":[]}]})"));
+  EXPECT_FALSE(matches(g, R"({"v":2})"));
+  EXPECT_FALSE(matches(g, R"({"v":1,"kids":[{"v":null},{"v":null},{"v":null}]})"));
+  EXPECT_FALSE(matches(g, R"("leaves")"));
+}
+
+TEST(GrammarSchemaTest, StringLengthsCountCharacters) {
+  auto g = compile(R"({"type":"string","minLength":2,"maxLength":3})");
+  EXPECT_FALSE(matches(g, R"("a")"));
+  EXPECT_TRUE(matches(g, R"("ab")"));
+  EXPECT_TRUE(matches(g, "\"\xc3\xa9\xe2\x82\xac\\n\""));  // é € \n: 3 characters
+  EXPECT_FALSE(matches(g, R"("abcd")"));
+  EXPECT_FALSE(matches(g, "\"a\xc3\""));       // a broken UTF-8 sequence
+  EXPECT_FALSE(matches(g, "\"a\\ud800b\""));   // a lone surrogate escape
+}
+
+TEST(GrammarSchemaTest, ArraysMinMaxItems) {
+  auto g = compile(R"({"type":"array","items":{"type":"integer"},"minItems":1,"maxItems":3})");
+  EXPECT_FALSE(matches(g, "[]"));
+  EXPECT_TRUE(matches(g, "[1]"));
+  EXPECT_TRUE(matches(g, "[1, 2,3]"));
+  EXPECT_FALSE(matches(g, "[1,2,3,4]"));
+  EXPECT_FALSE(matches(g, "[1,]"));
+}
+
+TEST(GrammarSchemaTest, TypeListsAndUntypedValues) {
+  auto g = compile(R"({"type":["string","null"]})");
+  EXPECT_TRUE(matches(g, "null"));
+  EXPECT_TRUE(matches(g, R"("s")"));
+  EXPECT_FALSE(matches(g, "1"));
+  auto any = compile("{}");
+  EXPECT_TRUE(matches(any, R"([1.5e3, {"k": [true, null]}, "x"])"));
+  EXPECT_FALSE(matches(any, "[1,]"));
+  auto obj = json_object_grammar();
+  EXPECT_TRUE(matches(obj, R"({"k": {"n": -0.5}})"));
+  EXPECT_FALSE(matches(obj, "[]"));
+  EXPECT_FALSE(matches(obj, R"("s")"));
+}
+
+TEST(GrammarSchemaTest, IntegerRangesMatchArithmetic) {
+  const std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> cases = {
+      {R"({"type":"integer","minimum":0,"maximum":100})", {0, 100}},
+      {R"({"type":"integer","minimum":-37,"maximum":1203})", {-37, 1203}},
+      {R"({"type":"integer","minimum":15,"maximum":15})", {15, 15}},
+      {R"({"type":"integer","minimum":-1000,"maximum":-10})", {-1000, -10}},
+      {R"({"type":"integer","exclusiveMinimum":9,"exclusiveMaximum":99})", {10, 98}},
+      {R"({"type":"integer","minimum":7})", {7, INT64_MAX}},
+      {R"({"type":"integer","maximum":-3})", {INT64_MIN, -3}},
+      {R"({"type":"integer","minimum":199,"maximum":1000})", {199, 1000}},
+  };
+  for (const auto& [schema, range] : cases) {
+    auto g = compile(schema);
+    for (int64_t x = -1300; x <= 1300; ++x) {
+      const bool in = x >= range.first && x <= range.second;
+      EXPECT_EQ(matches(g, std::to_string(x)), in) << schema << " " << x;
+    }
+    EXPECT_FALSE(matches(g, "-0" + std::string(range.first <= 0 && range.second >= 0 ? "1" : "")));
+  }
+}
+
+TEST(GrammarSchemaTest, PatternsMatchStdRegex) {
+  const std::vector<std::string> patterns = {"^[a-z]{2,4}-\\d+$", "(ab|cd)*e?", "\\w+@\\w+\\.com",
+                                             "[^0-9]x", "a.c", "\\(\\d{3}\\) \\d{3}-\\d{4}", "[A-F0-9]{4}"};
+  const std::vector<std::string> samples = {"ab-1",  "abcde-12", "abcd-123", "", "e", "abcde", "cdab", "ab",
+                                            "x@y.com", "x@y.org", "ax", "1x", "abc", "a\nc", "a\"c",
+                                            "(555) 123-4567", "555-1234", "BEEF", "beef", "A0F9"};
+  for (const std::string& p : patterns) {
+    auto g = compile(json::serialize(json::object{{"type", "string"}, {"pattern", p}}));
+    std::string core = p;
+    if (core.front() == '^') core.erase(0, 1);
+    if (core.back() == '$') core.pop_back();
+    const std::regex re(core);
+    for (const std::string& s : samples) {
+      EXPECT_EQ(matches(g, json_quote(s)), std::regex_match(s, re)) << p << " on " << s;
+    }
+  }
+}
+
+TEST(GrammarSchemaTest, UnsupportedKeywordsAreNamed) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"type":"string","format":"date-time"})", "'format'"},
+      {R"({"not":{"type":"string"}})", "'not'"},
+      {R"({"type":"object","patternProperties":{"^x":{}}})", "'patternProperties'"},
+      {R"({"type":"array","uniqueItems":true})", "'uniqueItems'"},
+      {R"({"type":"number","minimum":0.5})", "'minimum'"},
+      {R"({"type":"integer","multipleOf":3})", "'multipleOf'"},
+      {R"({"properties":{"a":{"if":{}}}})", "#/properties/a"},
+      {R"({"type":"string","pattern":"(a)\\1"})", "back-references"},
+      {R"({"type":"string","pattern":"(?=a)b"})", "look-arounds"},
+      {R"({"allOf":[{"type":"string"},{"maxLength":3}]})", "'allOf'"},
+  };
+  for (const auto& [schema, named] : cases) {
+    auto g = compile_json_schema(schema);
+    ASSERT_FALSE(g.ok()) << schema;
+    EXPECT_EQ(g.status().reason(), ErrorReason::kUnsupportedValue) << schema;
+    EXPECT_NE(g.status().message().find(named), std::string::npos) << g.status().message();
+  }
+}
+
+TEST(GrammarSchemaTest, MalformedSchemasAreInvalid) {
+  for (const char* schema : {R"({"$ref":"#/$defs/missing"})", R"({"type":"array","minItems":3,"maxItems":2})",
+                             R"({"type":"integer","minimum":5,"maximum":4})", R"({"type":"strin"})",
+                             R"({"enum":[]})", R"({"$defs":{"a":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"})",
+                             "[1]", "{", R"({"type":"string","maxLength":-1})"}) {
+    auto g = compile_json_schema(schema);
+    ASSERT_FALSE(g.ok()) << schema;
+    EXPECT_EQ(g.status().reason(), ErrorReason::kInvalidValue) << schema << ": " << g.status().message();
+  }
+}
+
+TEST(GrammarSchemaTest, HugeBoundsAreRefusedNotAllocated) {
+  auto g = compile_json_schema(R"({"type":"string","minLength":100000000})");
+  ASSERT_FALSE(g.ok());
+  auto h = compile_json_schema(R"({"type":"array","maxItems":900000000000})");
+  ASSERT_FALSE(h.ok());
+}
+
+// A small vocabulary: every byte, plus multi-byte tokens JSON output likes.
+std::vector<std::string> test_vocab() {
+  std::vector<std::string> v;
+  v.push_back("");  // a control token (never allowed by the walk)
+  for (int b = 0; b < 256; ++b) v.push_back(std::string(1, static_cast<char>(b)));
+  for (const char* t : {"{\"", "\":", "\": ", "\",", "\", \"", "}", "},", "\"}", "true", "false", "null", "name",
+                        " \"", "12", "0.", "[{", "}]", "é", "hello", "\\n", "\\u00e9", "ab\"", "\n  "}) {
+    v.push_back(t);
+  }
+  return v;
+}
+
+TEST(GrammarMaskTest, TrieWalkEqualsBruteForce) {
+  const std::vector<std::string> vocab = test_vocab();
+  TokenTrie trie(vocab);
+  auto g = compile(R"({"type":"object","properties":{"name":{"type":"string","maxLength":4},
+      "n":{"type":"integer","minimum":0,"maximum":50}},"required":["name"]})");
+  Matcher m(g);
+  std::vector<uint64_t> bits((vocab.size() + 63) / 64);
+  for (std::string_view prefix : {"", "{", "{\"", "{\"name\": \"ab", "{\"name\":\"abcd\"", "{\"name\":\"a\",\"n\":4"}) {
+    m.reset();
+    ASSERT_TRUE(m.advance(prefix)) << prefix;
+    trie.fill_allowed(m, bits);
+    for (size_t id = 0; id < vocab.size(); ++id) {
+      Matcher probe = m;
+      const bool expect = !vocab[id].empty() && probe.advance(vocab[id]);
+      EXPECT_EQ(((bits[id >> 6] >> (id & 63)) & 1) != 0, expect) << "prefix " << prefix << " token " << vocab[id];
+    }
+  }
+}
+
+// Random decoding through the masks: every finished text validates.
+TEST(GrammarMaskTest, RandomDecodingAlwaysValidates) {
+  const std::vector<std::string> vocab = test_vocab();
+  TokenTrie trie(vocab);
+  const std::vector<std::string> schemas = {
+      R"({"type":"object","properties":{"name":{"type":"string","maxLength":12},"age":{"type":"integer","minimum":0,"maximum":150},
+         "tags":{"type":"array","items":{"enum":["a","b","c"]},"maxItems":3},"ok":{"type":"boolean"}},
+         "required":["name","age"],"additionalProperties":false})",
+      R"({"anyOf":[{"type":"object","properties":{"kind":{"const":"circle"},"r":{"type":"number"}},"required":["kind","r"]},
+         {"type":"object","properties":{"kind":{"const":"square"},"side":{"type":"integer"}},"required":["kind","side"]}]})",
+      R"({"type":"object","properties":{"code":{"type":"string","pattern":"^[A-Z]{3}-\\d{2}$"},
+         "list":{"type":"array","items":{"type":"string","minLength":1,"maxLength":3},"minItems":2,"maxItems":4}},
+         "required":["code","list"]})",
+      R"({"type":"object","properties":{"opt":{"type":["integer","null"]}}})",
+  };
+  for (const std::string& text : schemas) {
+    const json::value schema = json::parse(text);
+    auto g = compile(text);
+    std::mt19937 rng(42);
+    int n_finished = 0;
+    for (int run = 0; run < 60; ++run) {
+      Matcher m(g);
+      TokenMasker masker(trie);
+      std::string out;
+      for (int step = 0; step < 400; ++step) {
+        if (m.accepting() && (!m.can_continue() || rng() % 2 == 0)) break;
+        std::span<const uint64_t> allowed = masker.allowed(m);
+        std::vector<int32_t> ids, closing;
+        for (size_t id = 0; id < vocab.size(); ++id) {
+          if (!((allowed[id >> 6] >> (id & 63)) & 1)) continue;
+          ids.push_back(static_cast<int32_t>(id));
+          if (std::string_view("\"]}0").find(vocab[id][0]) != std::string_view::npos) closing.push_back(static_cast<int32_t>(id));
+        }
+        ASSERT_FALSE(ids.empty()) << "a live state with no token: " << out;
+        const auto& pick = !closing.empty() && rng() % 3 != 0 ? closing : ids;
+        const int32_t id = pick[rng() % pick.size()];
+        ASSERT_TRUE(m.advance(vocab[id]));
+        out += vocab[id];
+      }
+      if (!m.accepting()) continue;
+      ++n_finished;
+      EXPECT_EQ(zl::testing::parse_and_validate(out, schema), "") << out;
+    }
+    EXPECT_GT(n_finished, 30) << text;
+  }
+}
+
+}  // namespace
+}  // namespace zl::grammar
