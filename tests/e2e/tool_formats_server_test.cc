@@ -13,6 +13,7 @@ namespace zl {
 namespace {
 
 namespace json = boost::json;
+using namespace zl::test;
 
 const std::string kTools =
     R"("tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}},)"
