@@ -91,11 +91,24 @@ std::string_view trim_space(std::string_view s) {
 }  // namespace
 
 ToolSyntax detect_tool_syntax(std::string_view src) {
-  // <tool_call> around JSON (Hermes, Qwen2.5/QwQ, Granite 4); not the XML
-  // bodies of Qwen3-Coder/Qwen3.5 (<function=…>) and GLM (<arg_key>).
-  if (contains(src, "<tool_call>")) {
-    return contains(src, "<function=") || contains(src, "<arg_key>") ? ToolSyntax::kNone : ToolSyntax::kHermes;
+  // Each family by the markers its template writes calls with, the more
+  // specific first.
+  if (contains(src, "[TOOL_CALLS]")) return ToolSyntax::kMistral;
+  // Llama 3.2/3.3 pythonic and Llama 4 templates describe [func_name(params_name=params_value)].
+  if (contains(src, "<|python_start|>") || contains(src, "func_name1(") || contains(src, "(params_name1=")) {
+    return ToolSyntax::kLlama3Pythonic;
   }
+  // <tool_call> around XML bodies (Qwen3-Coder, Qwen3.5: <function=…><parameter=…>).
+  if (contains(src, "<tool_call>") && contains(src, "<function=")) return ToolSyntax::kQwen3CoderXml;
+  if (contains(src, "<|channel|>") && (contains(src, "to=functions") || contains(src, "<|call|>"))) {
+    return ToolSyntax::kHarmony;
+  }
+  if (contains(src, "tool\u2581calls\u2581begin") || contains(src, "tool▁calls▁begin")) return ToolSyntax::kDeepSeek;
+  if (contains(src, "<|tool_call|>")) return ToolSyntax::kGranite;
+  if (contains(src, "functools") || (contains(src, "<|tool|>") && contains(src, "<|/tool|>"))) return ToolSyntax::kPhi;
+  // <tool_call> around JSON (Hermes, Qwen2.5/QwQ, Granite 4); not GLM's
+  // XML (<arg_key>).
+  if (contains(src, "<tool_call>")) return contains(src, "<arg_key>") ? ToolSyntax::kNone : ToolSyntax::kHermes;
   if (contains(src, "<|python_tag|>") || (contains(src, "<|start_header_id|>") && contains(src, "\"parameters\""))) {
     return ToolSyntax::kLlama3Json;
   }
@@ -111,6 +124,7 @@ JinjaCodec::JinjaCodec(const Tokenizer* tokenizer, tmpl::Template jinja, std::st
   }
   syntax_ = detect_tool_syntax(jinja_.source());
   object_arguments_ = probe_object_arguments();
+  thinking_default_ = probe_thinking_default();
   thinking_ = detect_thinking_format(detect_chat_template(jinja_.source()), jinja_.source());
 }
 
@@ -138,6 +152,32 @@ bool JinjaCodec::probe_object_arguments() {
   return !renders_needle(false);
 }
 
+// Whether thinking is on when the request does not say, as llama.cpp
+// decides it: on for a template whose reasoning switch shows in the
+// generation prompt (an opened or an empty, closed thought after the last
+// user turn: Qwen3, QwQ, DeepSeek V3.1, GLM, Command R7B, Gemma 4), off for
+// one where enable_thinking only changes earlier text (Apertus's
+// "Deliberation: enabled" system line): such a template has no thought
+// markers the output can be parsed by, so llama-server leaves thinking off.
+bool JinjaCodec::probe_thinking_default() {
+  static constexpr std::string_view kNeedle = "thinking_probe_needle";
+  ChatRequest probe;
+  probe.messages.push_back({.role = "user", .content = std::string(kNeedle)});
+  auto tail = [&](bool on) -> std::optional<std::string> {
+    probe.thinking.enabled = on;
+    auto r = jinja_.render(context(probe));
+    if (!r.ok()) return std::nullopt;
+    std::string text = r->text();
+    const size_t at = text.rfind(kNeedle);
+    if (at == std::string::npos) return std::nullopt;
+    return text.substr(at + kNeedle.size());
+  };
+  thinking_default_ = true;  // context() reads it; the probe sets the request's own value
+  const std::optional<std::string> on = tail(true);
+  const std::optional<std::string> off = tail(false);
+  return on && off && *on != *off;
+}
+
 Value JinjaCodec::context(const ChatRequest& chat) const {
   Dict ctx;
   List messages;
@@ -155,9 +195,9 @@ Value JinjaCodec::context(const ChatRequest& chat) const {
   ctx.set("add_generation_prompt", Value(!chat.continue_final_message));
   ctx.set("bos_token", Value(bos_text_));
   ctx.set("eos_token", Value(eos_text_));
-  // Thinking is on unless the request turns it off (Qwen3, QwQ, Command R7B
-  // read enable_thinking; DeepSeek V3.1 reads thinking).
-  const bool thinking = chat.thinking.enabled.value_or(true);
+  // As the request says, else the template's default (probe_thinking_default;
+  // Qwen3, QwQ, Command R7B read enable_thinking; DeepSeek V3.1 reads thinking).
+  const bool thinking = chat.thinking.enabled.value_or(thinking_default_);
   ctx.set("enable_thinking", Value(thinking));
   ctx.set("thinking", Value(thinking));
   // Today, as Llama 3.x (date_string) and Firefunction (datetime) read it.

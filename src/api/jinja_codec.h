@@ -13,9 +13,12 @@
 //              when the request has none
 //   add_generation_prompt  true, unless the last message is a prefill
 //   bos_token, eos_token   the vocabulary's texts
-//   enable_thinking, thinking  true unless the request turns thinking off
-//              (Anthropic thinking, chat_template_kwargs.enable_thinking,
-//              reasoning_effort "none")
+//   enable_thinking, thinking  as the request says (Anthropic thinking,
+//              chat_template_kwargs.enable_thinking, reasoning_effort
+//              "none"); otherwise true for templates whose generation prompt
+//              shows the switch (an opened or empty thought after the last
+//              user turn) and false for the others (Apertus), as llama.cpp
+//              decides it (probed once at load)
 //   date_string ("01 Dec 2026"), datetime ("Dec 01 2026")  today, as
 //              llama.cpp passes them to Llama 3.x and Firefunction
 // A forced tool call (tool_choice any / a named tool) is the ToolPlan's
@@ -35,9 +38,11 @@
 
 namespace zl::api {
 
-// Which tool-call syntax a Jinja template's models write (from its text):
-// Hermes JSON in <tool_call>, Llama 3 JSON; kNone for every other format
-// (their calls stay text).
+// Which tool-call syntax a Jinja template's models write (from the markers
+// in its text; README "Tool formats"): Mistral [TOOL_CALLS], Llama 3.x
+// pythonic, Qwen3-Coder XML, gpt-oss harmony, DeepSeek, Granite 3
+// <|tool_call|>, Phi functools, Hermes JSON in <tool_call>, Llama 3 JSON;
+// kNone for every other format (their calls stay text).
 ToolSyntax detect_tool_syntax(std::string_view jinja);
 
 class JinjaCodec final : public PromptCodec {
@@ -61,6 +66,7 @@ class JinjaCodec final : public PromptCodec {
 
  private:
   bool probe_object_arguments();
+  bool probe_thinking_default();
 
   const Tokenizer* tokenizer_;
   tmpl::Template jinja_;
@@ -70,6 +76,7 @@ class JinjaCodec final : public PromptCodec {
   ToolSyntax syntax_;
   ThinkingFormat thinking_;
   bool object_arguments_ = true;  // tool-call arguments as objects (else their JSON text)
+  bool thinking_default_ = true;  // enable_thinking when the request does not say
 };
 
 }  // namespace zl::api

@@ -150,8 +150,15 @@ void ToolCallParser::push(std::string_view delta, std::vector<AnswerPart>* out) 
     emit_text(delta, out);
     return;
   }
+  if (tool_formats::is_block_syntax(syntax_) && mode_ == Mode::kText && answer_started_ &&
+      tool_formats::opens_at_start_only(syntax_)) {
+    emit_text(delta, out);
+    return;
+  }
   buf_.append(delta);
-  if (syntax_ == ToolSyntax::kHermes) {
+  if (tool_formats::is_block_syntax(syntax_)) {
+    run_block_syntax(out);
+  } else if (syntax_ == ToolSyntax::kHermes) {
     run_hermes(out);
   } else if (mode_ == Mode::kLlamaStart) {
     run_llama_start(out);
@@ -163,6 +170,7 @@ void ToolCallParser::push(std::string_view delta, std::vector<AnswerPart>* out) 
 void ToolCallParser::finish(std::vector<AnswerPart>* out) {
   push({}, out);
   if (stopped()) return;
+  if (tool_formats::is_block_syntax(syntax_)) return finish_block_syntax(out);
   if (mode_ == Mode::kCall && (syntax_ == ToolSyntax::kHermes || scan_ || n_llama_calls_ == 0)) {
     // Inside a call (Llama 3: inside an object, or nothing but <|python_tag|>).
     count_fallback(ToolFallback::kIncomplete);
@@ -502,6 +510,144 @@ void ToolCallParser::emit_call(ToolCall call, std::vector<AnswerPart>* out) {
   after_call_ = true;
   seed_left_ = 0;
   out->push_back(AnswerPart{.kind = AnswerPart::Kind::kToolCall, .call = std::move(call)});
+}
+
+// ---- block syntaxes (api/tool_formats.h) ----
+
+void ToolCallParser::run_block_syntax(std::vector<AnswerPart>* out) {
+  const std::vector<std::string_view>& openers = tool_formats::openers(syntax_);
+  while (!stopped()) {
+    if (mode_ == Mode::kBlock) {
+      const tool_formats::BlockEnd::State state = block_end_->advance(buf_);
+      if (state == tool_formats::BlockEnd::State::kEnd) {
+        decide_block(block_end_->end(), out);
+        continue;
+      }
+      if (state == tool_formats::BlockEnd::State::kMore && buf_.size() <= kMaxCallBytes) return;
+      // Not a block after all (or too long to be one): the opener is text,
+      // what follows it is looked at again.
+      count_fallback(state == tool_formats::BlockEnd::State::kFail ? ToolFallback::kInvalidJson : ToolFallback::kTooLarge);
+      answer_started_ = true;
+      mode_ = Mode::kText;
+      block_end_.reset();
+      emit_text(block_space_, out);
+      if (tool_formats::kept_opener(block_opener_)) {
+        emit_text(buf_.substr(0, 1), out);
+        buf_.erase(0, 1);
+      } else {
+        emit_text(block_opener_, out);
+      }
+      if (tool_formats::opens_at_start_only(syntax_)) {
+        emit_text(buf_, out);
+        buf_.clear();
+        return;
+      }
+      continue;
+    }
+    // kText: the earliest opener (the longest at the same place).
+    size_t at = std::string::npos;
+    std::string_view opener;
+    if (tool_formats::opens_at_start_only(syntax_)) {
+      if (answer_started_) {
+        emit_text(buf_, out);
+        buf_.clear();
+        return;
+      }
+      const std::string_view rest = ltrim(buf_);
+      if (rest.empty()) return;  // leading whitespace: still the start
+      bool maybe = false;
+      for (std::string_view o : openers) {
+        const Match m = token_match(rest, o);
+        if (m == Match::kYes && o.size() > opener.size()) {
+          opener = o;
+          at = buf_.size() - rest.size();
+        }
+        maybe = maybe || m == Match::kMaybe;
+      }
+      if (at == std::string::npos) {
+        if (maybe) return;
+        answer_started_ = true;
+        emit_text(buf_, out);
+        buf_.clear();
+        return;
+      }
+    } else {
+      for (std::string_view o : openers) {
+        const size_t p = buf_.find(o);
+        if (p != std::string::npos && (p < at || (p == at && o.size() > opener.size()))) {
+          at = p;
+          opener = o;
+        }
+      }
+    }
+    if (at == std::string::npos) {
+      // Hold a possible opener's start and the whitespace before it.
+      size_t hold = 0;
+      for (std::string_view o : openers) hold = std::max(hold, partial_marker_suffix(buf_, o));
+      size_t keep = buf_.size() - hold;
+      while (keep > 0 && is_json_space(buf_[keep - 1])) --keep;
+      if (keep > 0) answer_started_ = true;
+      emit_text(std::string_view(buf_).substr(0, keep), out);
+      buf_.erase(0, keep);
+      return;
+    }
+    // Text before the block (without the whitespace next to it), then the block.
+    size_t text_end = at;
+    while (text_end > 0 && is_json_space(buf_[text_end - 1])) --text_end;
+    if (text_end > 0) answer_started_ = true;
+    emit_text(std::string_view(buf_).substr(0, text_end), out);
+    block_space_ = buf_.substr(text_end, at - text_end);
+    block_opener_ = std::string(opener);
+    buf_.erase(0, tool_formats::kept_opener(opener) ? at : at + opener.size());
+    mode_ = Mode::kBlock;
+    block_end_.emplace(syntax_);
+  }
+}
+
+void ToolCallParser::decide_block(size_t end, std::vector<AnswerPart>* out) {
+  const std::string block = buf_.substr(0, end);
+  buf_.erase(0, end);
+  mode_ = Mode::kText;
+  block_end_.reset();
+  answer_started_ = true;
+  bool bad_json = false;
+  std::optional<std::vector<tool_formats::BlockCall>> calls =
+      tool_formats::parse_block(syntax_, block_opener_, block, &bad_json);
+  std::optional<ToolFallback> reason;
+  if (!calls) {
+    reason = bad_json ? ToolFallback::kInvalidJson : ToolFallback::kInvalidCall;
+  } else {
+    for (const tool_formats::BlockCall& c : *calls) {
+      if (std::find(names_.begin(), names_.end(), c.name) == names_.end()) reason = ToolFallback::kUnknownTool;
+    }
+  }
+  if (reason) {
+    count_fallback(*reason);
+    emit_text(block_space_, out);
+    emit_text((tool_formats::kept_opener(block_opener_) ? "" : block_opener_) + block, out);
+    return;
+  }
+  for (tool_formats::BlockCall& c : *calls) {
+    if (stopped()) break;
+    emit_call(ToolCall{.name = std::move(c.name), .arguments_json = std::move(c.arguments_json)}, out);
+  }
+}
+
+void ToolCallParser::finish_block_syntax(std::vector<AnswerPart>* out) {
+  if (mode_ == Mode::kBlock) {
+    if (tool_formats::ends_with_output(syntax_)) {
+      decide_block(buf_.size(), out);
+    } else {
+      count_fallback(ToolFallback::kIncomplete);
+      emit_text(block_space_, out);
+      emit_text((tool_formats::kept_opener(block_opener_) ? "" : block_opener_) + buf_, out);
+    }
+  } else {
+    emit_text(buf_, out);
+  }
+  buf_.clear();
+  block_end_.reset();
+  mode_ = Mode::kText;
 }
 
 }  // namespace zl::api

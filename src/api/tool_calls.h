@@ -9,6 +9,11 @@
 //               call, {"name": "f", "parameters": {...}} (Llama 3.2 1B/3B
 //               often start it {"type": "function", "name": …}), optionally after
 //               <|python_tag|>; several calls separated by ';' or whitespace.
+//   kMistral, kLlama3Pythonic, kQwen3CoderXml, kHarmony, kDeepSeek, kGranite,
+//               kPhi: block syntaxes (api/tool_formats.h): a marker opens a
+//               block, held until it closes, then parsed whole; its calls go
+//               out as kToolCall (also with stream_arguments), or, when it is
+//               not a valid block of calls to offered tools, its text.
 //   kNone       no parsing: every delta passes through as text.
 //
 // Streaming contract: text that could still turn out to be part of a call is
@@ -82,6 +87,7 @@
 
 #include "api/chat.h"
 #include "api/json_scan.h"
+#include "api/tool_formats.h"
 
 namespace boost::json {
 class value;
@@ -89,7 +95,18 @@ class value;
 
 namespace zl::api {
 
-enum class ToolSyntax { kNone, kHermes, kLlama3Json };
+enum class ToolSyntax {
+  kNone,
+  kHermes,
+  kLlama3Json,
+  kMistral,
+  kLlama3Pythonic,
+  kQwen3CoderXml,
+  kHarmony,
+  kDeepSeek,
+  kGranite,
+  kPhi,
+};
 
 // Why output that started like a tool call (Hermes: <tool_call> then `{` or
 // anything else; Llama 3: the answer's start matched `{"name"`, `{"type":
@@ -200,7 +217,7 @@ class ToolCallParser {
   static constexpr size_t kMaxCallBytes = 64 << 10;
 
  private:
-  enum class Mode { kText, kCall, kLlamaStart };
+  enum class Mode { kText, kCall, kLlamaStart, kBlock };
   bool stopped() const { return done_ || aborted_; }
   void run_hermes(std::vector<AnswerPart>* out);
   // Hermes kCall once the body has begun; false when the call was decided
@@ -212,6 +229,12 @@ class ToolCallParser {
   // separators that follow it), and so is the rest of the answer.
   void llama_give_up(std::vector<AnswerPart>* out);
   void emit_text(std::string_view text, std::vector<AnswerPart>* out);
+  // Block syntaxes (api/tool_formats.h): kText looks for an opener, kBlock
+  // waits for the block's end; finish_block() at the end of the output.
+  void run_block_syntax(std::vector<AnswerPart>* out);
+  void finish_block_syntax(std::vector<AnswerPart>* out);
+  // The block in buf_[0, end) is complete: its calls, or its text.
+  void decide_block(size_t end, std::vector<AnswerPart>* out);
   // One call object ({"name", "arguments"|"parameters"}); else why not.
   // arguments_json is the argument member's text as scan_ minified it (Boost's
   // serialization when scan_ cannot give it).
@@ -266,6 +289,12 @@ class ToolCallParser {
   size_t seed_left_ = 0;     // bytes of the seed not yet skipped in the text emitted
   int n_calls_ = 0;
   std::array<int, kNumToolFallbacks> n_fallbacks_{};
+  // Block syntaxes: the opener of the block being read (kBlock), where its
+  // end is, and whether the answer has begun (openers at the start only).
+  std::string block_opener_;
+  std::string block_space_;  // the whitespace before it (text again when the block is not calls)
+  std::optional<tool_formats::BlockEnd> block_end_;
+  bool answer_started_ = false;
 };
 
 }  // namespace zl::api

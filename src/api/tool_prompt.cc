@@ -99,7 +99,9 @@ ToolPlan plan_tools(const ChatRequest& chat, ToolSyntax native) {
   plan.syntax = native;
   for (const ToolDef& t : chat.tools) plan.names.push_back(t.name);
   plan.single_call = !chat.parallel_tool_calls;
-  if (chat.continue_final_message) return plan;
+  // A forced call opens the call in the prompt; the block syntaxes
+  // (api/tool_formats.h) are not forced.
+  if (chat.continue_final_message || (native != ToolSyntax::kHermes && native != ToolSyntax::kLlama3Json)) return plan;
   const bool hermes = native == ToolSyntax::kHermes;
   const std::string open = hermes ? "<tool_call>\n{\"name\": " : "{\"name\": ";
   if (chat.tool_choice == "any") {

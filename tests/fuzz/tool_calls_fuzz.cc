@@ -1,6 +1,8 @@
 // libFuzzer target fuzz_tool_calls: the tool-call parser (api/tool_calls.h)
 // on arbitrary model output, streamed and not.
-// Input: byte 0 picks the syntax (bits 0-1: none, Hermes, Llama 3 JSON),
+// Input: byte 0 picks the syntax (bits 0-1 and 6-7: none, Hermes, Llama 3
+// JSON, Hermes, then the block syntaxes of api/tool_formats.h: Mistral,
+// Llama 3 pythonic, Qwen3-Coder XML, harmony, DeepSeek, Granite, Phi),
 // single_call (bit 2), stream_arguments (bit 3) and tool_choice (bits 4-5:
 // auto, any, the tool "f": a seed as plan_tools() makes it); byte 1 seeds
 // the delta sizes (1..16 bytes); the rest is the output.
@@ -121,7 +123,12 @@ bool same(const std::vector<AnswerPart>& a, const std::vector<AnswerPart>& b) {
 ZL_FUZZ_TARGET(fuzz_tool_calls) {
   if (size < 2) return 0;
   using zl::api::ToolSyntax;
-  const ToolSyntax syntaxes[] = {ToolSyntax::kNone, ToolSyntax::kHermes, ToolSyntax::kLlama3Json, ToolSyntax::kHermes};
+  const ToolSyntax syntaxes[] = {ToolSyntax::kNone,          ToolSyntax::kHermes,         ToolSyntax::kLlama3Json,
+                                 ToolSyntax::kHermes,        ToolSyntax::kMistral,        ToolSyntax::kLlama3Pythonic,
+                                 ToolSyntax::kQwen3CoderXml, ToolSyntax::kHarmony,        ToolSyntax::kDeepSeek,
+                                 ToolSyntax::kGranite,       ToolSyntax::kPhi,            ToolSyntax::kMistral,
+                                 ToolSyntax::kQwen3CoderXml, ToolSyntax::kHarmony,        ToolSyntax::kDeepSeek,
+                                 ToolSyntax::kLlama3Pythonic};
   zl::api::ChatRequest chat;
   for (const std::string& name : kTools) {
     chat.tools.push_back({.name = name, .json = R"({"type":"function","function":{"name":")" + name + "\"}}"});
@@ -129,7 +136,7 @@ ZL_FUZZ_TARGET(fuzz_tool_calls) {
   const char* choices[] = {"auto", "any", "tool:f", ""};
   chat.tool_choice = choices[(data[0] >> 4) & 3];
   chat.parallel_tool_calls = !(data[0] & 4);
-  const zl::api::ToolPlan plan = zl::api::plan_tools(chat, syntaxes[data[0] & 3]);
+  const zl::api::ToolPlan plan = zl::api::plan_tools(chat, syntaxes[(data[0] & 3) | ((data[0] >> 6) << 2)]);
   const bool stream = data[0] & 8;
   const std::string_view output(reinterpret_cast<const char*>(data + 2), size - 2);
 

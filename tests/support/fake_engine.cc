@@ -66,6 +66,12 @@ std::vector<std::string> tool_script(const std::string& prompt) {
     return tokens_of(calls[0].name + "\", \"parameters\": " + calls[0].args + "}");  // Llama 3
   }
   if (calls.empty() || prompt.find("<|tool|>", last) != std::string::npos) return {};
+  if (prompt.find("[[fake:syntax=mistral]]") != std::string::npos) {
+    // Mistral (Ministral 3, Devstral): [TOOL_CALLS]name[ARGS]{…} per call.
+    std::string text = "Checking.";
+    for (const Call& c : calls) text += "[TOOL_CALLS]" + c.name + "[ARGS]" + c.args;
+    return tokens_of(text);
+  }
   if (prompt.find("[[fake:syntax=llama3]]") != std::string::npos) {
     // Llama 3: the answer is the calls, "; " between them.
     std::string text;

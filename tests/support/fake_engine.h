@@ -33,6 +33,7 @@
 //                      3 bytes a token, then EOS. Not once a tool result
 //                      ("<|tool|>") follows the last marker: the agent's
 //                      second round gets the story.
+//   [[fake:syntax=mistral]] the calls are written as [TOOL_CALLS]NAME[ARGS]ARGS (Mistral)
 //   [[fake:syntax=llama3]]  the tool markers are written as a Llama 3 model
 //                      writes calls instead: the answer is
 //                      {"name": "NAME", "parameters": ARGS} per marker,

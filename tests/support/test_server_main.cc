@@ -35,7 +35,11 @@ zl::Result<zl::cli::ServeBackend> make_test_backend(const zl::cli::ServeConfig& 
   b.engine = std::make_unique<zl::fake::FakeEngine>(zl::fake::FakeEngineConfig{
       .n_ctx = config.ctx > 0 ? config.ctx : fake_ctx, .step_time = std::chrono::microseconds(step_us),
       .kv_tokens = kv_tokens});
-  b.codec = std::make_unique<zl::fake::FakeCodec>();
+  // --fake-tool-syntax mistral: the codec's tool syntax (default Hermes).
+  const std::string syntax = args.get("fake-tool-syntax").value_or("hermes");
+  if (syntax != "hermes" && syntax != "mistral") return zl::invalid_argument("--fake-tool-syntax must be hermes or mistral");
+  b.codec = std::make_unique<zl::fake::FakeCodec>(syntax == "mistral" ? zl::api::ToolSyntax::kMistral
+                                                                       : zl::api::ToolSyntax::kHermes);
   b.default_alias = "zerolayer-fake";
   return b;
 }
@@ -53,6 +57,7 @@ int main(int argc, char** argv) {
       .extra_flags = {{"fake-engine", false, "tests: the model-free fake engine instead of the model"},
                       {"fake-ctx", true, "tests: the fake engine's window without --ctx (default 4096)"},
                       {"fake-step-us", true, "tests: the fake engine's time per token in us (default 2000)"},
-                      {"fake-kv-tokens", true, "tests: the KV cache the fake engine reports (default 16384)"}}};
+                      {"fake-kv-tokens", true, "tests: the KV cache the fake engine reports (default 16384)"},
+                      {"fake-tool-syntax", true, "tests: the fake codec's tool syntax, hermes or mistral (default hermes)"}}};
   return zl::cli::run_serve(argc, argv, 2, hooks);
 }

@@ -54,6 +54,27 @@ TEST(JinjaCodec, ForcedToolCallOpensTheCall) {
   EXPECT_TRUE(r->ends_with("<|im_start|>assistant\n<tool_call>\n{\"name\": \"f\", \"arguments\":")) << *r;
 }
 
+// enable_thinking when the request does not say: on where the switch shows
+// in the generation prompt (Qwen3's empty thought), off where it only
+// changes earlier text (Apertus's "Deliberation:" line), as llama.cpp.
+TEST(JinjaCodec, ThinkingDefaultFollowsWhereTheTemplateShowsIt) {
+  const char* tail =
+      "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+      "<|im_start|>assistant\n{% if enable_thinking is defined and enable_thinking is false %}<think>\n\n</think>\n\n{% endif %}";
+  const char* system =
+      "<|developer|>Deliberation: {% if enable_thinking is defined and enable_thinking %}enabled{% else %}disabled{% endif %}"
+      "{% for m in messages %}<|user|>{{ m.content }}{% endfor %}<|assistant|>";
+  const std::string plain = R"({"model":"m","messages":[{"role":"user","content":"Hi"}]})";
+  const std::string on =
+      R"({"model":"m","messages":[{"role":"user","content":"Hi"}],"chat_template_kwargs":{"enable_thinking":true}})";
+  const std::string off =
+      R"({"model":"m","messages":[{"role":"user","content":"Hi"}],"chat_template_kwargs":{"enable_thinking":false}})";
+  EXPECT_EQ(*codec(tail).render_text(openai(plain)), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(*codec(tail).render_text(openai(off)), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  EXPECT_EQ(*codec(system).render_text(openai(plain)), "<|developer|>Deliberation: disabled<|user|>Hi<|assistant|>");
+  EXPECT_EQ(*codec(system).render_text(openai(on)), "<|developer|>Deliberation: enabled<|user|>Hi<|assistant|>");
+}
+
 TEST(JinjaCodec, ArgumentsAreObjectsUnlessTheTemplateNeedsText) {
   const std::string body =
       R"({"model":"m","messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"","tool_calls":)"

@@ -7,6 +7,7 @@
 
 #include "api/json_scan.h"  // minify_json
 #include "api/tool_calls.h"
+#include "api/tool_formats.h"
 
 namespace zl::api {
 namespace {
@@ -747,6 +748,100 @@ TEST(ToolCallParser, NoSyntaxPassesEverythingThrough) {
   Parsed r = parse(ToolSyntax::kNone, {"x ", kHermesCall});
   EXPECT_EQ(r.text_before_finish, "x " + kHermesCall);
   EXPECT_EQ(r.parts, std::vector<std::string>{"T:x " + kHermesCall});
+}
+
+
+// ---- block syntaxes (api/tool_formats.h), each on its family's exact format ----
+
+const std::string kOslo = R"(C:get_weather {"location":"Oslo"})";
+
+TEST(ToolCallParserBlocks, MistralJsonArray) {
+  expect_chunking_invariant(ToolSyntax::kMistral,
+                            R"(Sure. [TOOL_CALLS][{"name": "get_weather", "arguments": {"location": "Oslo"}}, {"name": "get_time", "arguments": {}}])",
+                            {"T:Sure.", kOslo, "C:get_time {}"});
+}
+
+TEST(ToolCallParserBlocks, MistralNameArgs) {
+  expect_chunking_invariant(ToolSyntax::kMistral,
+                            R"([TOOL_CALLS]get_weather[ARGS]{"location": "Oslo"}[TOOL_CALLS]get_time[CALL_ID]a1b2c3d4e[ARGS]{})",
+                            {kOslo, "C:get_time {}"});
+  // Not a call: text, as written.
+  expect_chunking_invariant(ToolSyntax::kMistral, "[TOOL_CALLS]nope[ARGS]{} end",
+                            {"T:[TOOL_CALLS]nope[ARGS]{} end"});
+  expect_chunking_invariant(ToolSyntax::kMistral, "[TOOL_CALLS] get_weather is cut", {"T:[TOOL_CALLS] get_weather is cut"});
+  expect_chunking_invariant(ToolSyntax::kMistral, "A [TOOL_CALL] mention", {"T:A [TOOL_CALL] mention"});
+}
+
+TEST(ToolCallParserBlocks, Llama3Pythonic) {
+  expect_chunking_invariant(ToolSyntax::kLlama3Pythonic,
+                            R"( [get_weather(location="Oslo"), get_time(tz='UTC', n=-1.5, ok=True, x=None, l=[1, {'a': "b"}])])",
+                            {kOslo, R"(C:get_time {"tz":"UTC","n":-1.5E0,"ok":true,"x":null,"l":[1,{"a":"b"}]})"});
+  expect_chunking_invariant(ToolSyntax::kLlama3Pythonic, "<|python_start|>[get_weather(location=\"Oslo\")]",
+                            {kOslo});
+  // Only at the start of the answer; a list that is not calls is text.
+  expect_chunking_invariant(ToolSyntax::kLlama3Pythonic, "It is [get_weather(location=\"Oslo\")]",
+                            {"T:It is [get_weather(location=\"Oslo\")]"});
+  expect_chunking_invariant(ToolSyntax::kLlama3Pythonic, "[1, 2] are numbers", {"T:[1, 2] are numbers"});
+  expect_chunking_invariant(ToolSyntax::kLlama3Pythonic, "[get_weather(location=\"Oslo\"", {"T:[get_weather(location=\"Oslo\""});
+}
+
+TEST(ToolCallParserBlocks, Qwen3CoderXml) {
+  expect_chunking_invariant(ToolSyntax::kQwen3CoderXml,
+                            "Checking.\n<tool_call>\n<function=get_weather>\n<parameter=location>\nOslo\n</parameter>\n"
+                            "<parameter=days>\n3\n</parameter>\n<parameter=opts>\n{\"unit\": \"c\"}\n</parameter>\n</function>\n</tool_call>",
+                            {"T:Checking.", R"(C:get_weather {"location":"Oslo","days":3,"opts":{"unit":"c"}})"});
+  expect_chunking_invariant(ToolSyntax::kQwen3CoderXml, "<tool_call>\n{\"name\": \"get_time\"}\n</tool_call>",
+                            {"T:<tool_call>\n{\"name\": \"get_time\"}\n</tool_call>"});
+}
+
+TEST(ToolCallParserBlocks, Harmony) {
+  expect_chunking_invariant(ToolSyntax::kHarmony,
+                            R"(<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"location": "Oslo"}<|call|>)",
+                            {kOslo});
+  // <|call|> is a stop token: the output may end without it.
+  expect_chunking_invariant(ToolSyntax::kHarmony,
+                            R"(<|start|>assistant to=functions.get_weather<|channel|>commentary json<|message|>{"location": "Oslo"})",
+                            {kOslo});
+  expect_chunking_invariant(ToolSyntax::kHarmony, R"(<|channel|>commentary to=functions.get_weather<|message|>{"location")",
+                            {R"(T:<|channel|>commentary to=functions.get_weather<|message|>{"location")"});
+}
+
+TEST(ToolCallParserBlocks, DeepSeek) {
+  expect_chunking_invariant(ToolSyntax::kDeepSeek,
+                            "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"location\": \"Oslo\"}\n```"
+                            "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+                            {kOslo});
+  expect_chunking_invariant(ToolSyntax::kDeepSeek,
+                            "Let me see.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"location\": \"Oslo\"}"
+                            "<｜tool▁call▁end｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+                            {"T:Let me see.", kOslo, "C:get_time {}"});
+}
+
+TEST(ToolCallParserBlocks, Granite) {
+  expect_chunking_invariant(ToolSyntax::kGranite, R"(<|tool_call|>[{"name": "get_weather", "arguments": {"location": "Oslo"}}])",
+                            {kOslo});
+  expect_chunking_invariant(ToolSyntax::kGranite, R"(<|tool_call|>[{"name": "launch", "arguments": {}}])",
+                            {R"(T:<|tool_call|>[{"name": "launch", "arguments": {}}])"});
+}
+
+TEST(ToolCallParserBlocks, Phi) {
+  expect_chunking_invariant(ToolSyntax::kPhi,
+                            R"(functools[{"name": "get_weather", "arguments": {"location": "Oslo"}}, {"name": "get_time", "arguments": "{}"}])",
+                            {kOslo, "C:get_time {}"});
+  expect_chunking_invariant(ToolSyntax::kPhi, "import functools is Python", {"T:import functools is Python"});
+}
+
+TEST(ToolCallParserBlocks, SingleCallAndStreamingModes) {
+  const std::string text = R"([TOOL_CALLS][{"name": "get_weather", "arguments": {"location": "Oslo"}}, {"name": "get_time", "arguments": {}}])";
+  expect_chunking_invariant(ToolSyntax::kMistral, text, {kOslo}, {.single_call = true});
+  expect_chunking_invariant(ToolSyntax::kMistral, text, {kOslo, "C:get_time {}"}, {.stream_arguments = true});
+}
+
+TEST(ToolFormats, PythonLiterals) {
+  EXPECT_EQ(tool_formats::python_literal_to_json(R"({'a': [True, None, "x\n", 'it\'s'], "b": (1, 2)})"),
+            R"({"a":[true,null,"x\n","it's"],"b":[1,2]})");
+  EXPECT_EQ(tool_formats::python_literal_to_json("foo"), std::nullopt);
+  EXPECT_EQ(tool_formats::python_literal_to_json("'open"), std::nullopt);
 }
 
 }  // namespace
