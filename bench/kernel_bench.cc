@@ -2,6 +2,7 @@
 // as a fraction of the machine's read bandwidth measured in the same run.
 //
 //   kernel_bench [--types Q4_0,Q8_0,Q4_K,Q6_K,F16,BF16,F32] [--threads N]
+//   (--types takes any supported type: Q4_1,Q5_0,IQ4_NL,MXFP4,Q5_K,Q3_K,Q2_K,IQ4_XS too)
 //                [--mib 1024] [--n-in 2048] [--n-out 8192] [--tokens 1] [--rounds 8]
 //
 // Per type: random weights filling about --mib MiB (much more than the
@@ -16,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -76,16 +78,15 @@ int main(int argc, char** argv) {
   std::vector<float> x(static_cast<size_t>(n_in * n_tokens)), y(static_cast<size_t>(n_out * n_tokens));
   for (float& v : x) v = dist(rng);
   for (const std::string& name : split(a["types"])) {
-    zl::GgmlType type{};
-    bool found = false;
-    for (zl::GgmlType t : {zl::GgmlType::kQ4_0, zl::GgmlType::kQ8_0, zl::GgmlType::kQ4_K, zl::GgmlType::kQ6_K,
-                           zl::GgmlType::kF16, zl::GgmlType::kBF16, zl::GgmlType::kF32}) {
-      if (name == zl::ggml_type_name(t)) type = t, found = true;
-    }
-    if (!found) {
-      std::fprintf(stderr, "kernel_bench: unknown type %s\n", name.c_str());
+    // Any type the kernels support (format/ggml_type.h).
+    const std::optional<zl::GgmlType> parsed = zl::parse_ggml_type(name);
+    const auto traits = parsed ? zl::ggml_type_traits(static_cast<uint32_t>(*parsed)) : std::nullopt;
+    if (!traits || !traits->supported) {
+      std::fprintf(stderr, "kernel_bench: unknown type %s (supported: %s)\n", name.c_str(),
+                   zl::supported_ggml_type_names().c_str());
       return 2;
     }
+    const zl::GgmlType type = *parsed;
     const size_t row = zl::row_size(type, n_in), bytes = row * static_cast<size_t>(n_out);
     const int64_t n_mats = std::max<int64_t>(1, static_cast<int64_t>(budget / bytes));
     // One random matrix quantized, copied (with a changed byte per row so

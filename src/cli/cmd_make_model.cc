@@ -18,7 +18,7 @@ int cmd_make_model(int argc, char** argv, int first) {
   int code = 0;
   auto args = parse_command(argc, argv, first, "make-model", "--shape NAME --type TYPE --vocab VOCAB.gguf --out FILE [flags]",
                             {{"shape", true, "shape preset: " + presets},
-                             {"type", true, "2-D tensor type: F32 F16 BF16 Q8_0 Q4_0 Q4_K Q6_K"},
+                             {"type", true, "2-D tensor type (" + supported_ggml_type_names() + ") or a llama-quantize mix (" + quant_mix_names() + ")"},
                              {"vocab", true, "GGUF whose tokenizer.* metadata is copied"},
                              {"out", true, "output GGUF path"},
                              {"arch", true, "llama, qwen2, qwen3, gemma3 or phi3 (default: the shape's)"},
@@ -40,9 +40,13 @@ int cmd_make_model(int argc, char** argv, int first) {
   }
   auto shape = model_shape_preset(*args->get("shape"));
   if (!shape) return report_error("make-model", invalid_argument("unknown --shape '" + *args->get("shape") + "' (" + presets + ")"));
-  auto type = parse_ggml_type(*args->get("type"));
-  if (!type) return report_error("make-model", invalid_argument("unknown --type '" + *args->get("type") + "'"));
-  MakeModelOptions opts{.shape = *shape, .type = *type, .vocab_path = *args->get("vocab"), .out_path = *args->get("out"), .seed = 1, .name = ""};
+  const std::optional<QuantMix> mix = parse_quant_mix(*args->get("type"));
+  auto type = mix ? std::optional<GgmlType>(mix->base) : parse_ggml_type(*args->get("type"));
+  if (!type) {
+    return report_error("make-model", invalid_argument("unknown --type '" + *args->get("type") + "' (types: " +
+                                                       supported_ggml_type_names() + "; mixes: " + quant_mix_names() + ")"));
+  }
+  MakeModelOptions opts{.shape = *shape, .type = *type, .mix = mix, .vocab_path = *args->get("vocab"), .out_path = *args->get("out"), .seed = 1, .name = ""};
   opts.shape.arch = args->get_or("arch", opts.shape.arch);
   opts.name = args->get_or("name", "");
   // Each dimension up to 2^22 (make_model checks that the tensors they make

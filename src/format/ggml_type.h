@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace zl {
@@ -55,6 +56,9 @@ std::optional<GgmlTypeTraits> ggml_type_traits(uint32_t id);
 
 // Name for messages: "Q4_0", or "type#77" for an unknown id.
 std::string ggml_type_name(GgmlType type);
+
+// The names of the supported types, in type-id order: "F32, F16, Q4_0, …".
+std::string supported_ggml_type_names();
 
 // Parses "Q4_0", "q8_0", "F16", "bf16"… (case-insensitive); nullopt if unknown.
 std::optional<GgmlType> parse_ggml_type(std::string_view name);

@@ -2,6 +2,7 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cpuid.h>
 #include <cstdio>
 #include <cstdlib>
@@ -58,12 +59,16 @@ KernelIsa pick_active_isa() {
   return want;
 }
 
-bool repacks(GgmlType type, KernelIsa isa) {
-  return isa != KernelIsa::kScalar && (type == GgmlType::kQ4_0 || type == GgmlType::kQ8_0 ||
-                                       type == GgmlType::kQ4_K || type == GgmlType::kQ6_K);
-}
+// Every integer format repacks on the SIMD ISAs (matmul_internal.h).
+bool repacks(GgmlType type, KernelIsa isa) { return isa != KernelIsa::kScalar && kern::group_block_bytes(type) > 0; }
 
-bool is_k_quant(GgmlType type) { return type == GgmlType::kQ4_K || type == GgmlType::kQ6_K; }
+bool is_k_quant(GgmlType type) { return kern::uses_q8_k(type); }
+
+// The formats repacked by matmul_repack_more.cc (the rest by repack() and
+// repack_k_quant).
+bool is_more(GgmlType type) {
+  return type != GgmlType::kQ4_0 && type != GgmlType::kQ8_0 && type != GgmlType::kQ4_K && type != GgmlType::kQ6_K;
+}
 
 // A weight copy (allocate_large: huge pages; ResourceExhausted when it does
 // not fit). Freed with std::free (PackedMatrix::FreeDeleter).
@@ -73,8 +78,8 @@ Result<void*> aligned_bytes(size_t n, bool zeroed = true) {
 }
 
 // Bytes of the repacked layout of n_out rows of n_in values of `type` (a
-// type repacks() accepts): the quants stream and the f16 scales (none for
-// Q4_K, whose scales live in the stream). Rows are padded to whole groups.
+// type repacks() accepts): the quants stream and the scales stream (none
+// where the scales live in the quants stream). Rows are padded to whole groups.
 struct RepackBytes {
   size_t quants = 0, scales = 0;
 };
@@ -82,9 +87,8 @@ RepackBytes repack_bytes(GgmlType type, int64_t n_in, int64_t n_out) {
   const int64_t n_groups = (n_out + kern::kGroupRows - 1) / kern::kGroupRows;
   const int64_t n_blocks = n_in / (is_k_quant(type) ? kQkK : kQk32);
   const uint64_t group_blocks = saturating_mul(static_cast<uint64_t>(n_groups), static_cast<uint64_t>(n_blocks));
-  const bool has_scales = type != GgmlType::kQ4_K;
   return {.quants = saturating_mul(group_blocks, static_cast<uint64_t>(kern::group_block_bytes(type))),
-          .scales = has_scales ? saturating_mul(group_blocks, kern::kGroupRows * 2) : 0};
+          .scales = saturating_mul(group_blocks, static_cast<uint64_t>(kern::scale_bytes_per_block(type)))};
 }
 
 // Thread-local activation scratch of the calling thread (see matmul()).
@@ -92,6 +96,7 @@ struct Scratch {
   std::vector<int8_t> qs;
   std::vector<float> d;
   std::vector<int32_t> corr;  // also the K-quant pair sums
+  std::vector<float> sa;      // Q4_1: Q8_1's block sums
   std::vector<float> f;
   std::vector<uint8_t> raw;  // scalar path: vec_dot_type rows
 };
@@ -145,6 +150,43 @@ void matmul_scalar(const PackedMatrix& w, const float* x, int64_t n_tokens, floa
   });
 }
 
+// The per-block correction the kernels add for the weights' unsigned
+// encoding (Acts::corr = corr_mul * sum of the block's activations): the
+// offset of the unsigned weight values, negated. The AVX2 kernels of the
+// later formats multiply signed values (no correction); Q4_1 takes the plain
+// sum, from which q8_1_sums derives Q8_1's s.
+int32_t q8_0_corr_mul(GgmlType type, KernelIsa isa) {
+  switch (type) {
+    case GgmlType::kQ4_0: return -8;
+    case GgmlType::kQ8_0: return -128;
+    case GgmlType::kQ4_1: return 1;
+    case GgmlType::kQ5_0: return isa == KernelIsa::kAvx512 ? -16 : 0;
+    case GgmlType::kIQ4_NL:
+    case GgmlType::kMXFP4: return isa == KernelIsa::kAvx512 ? -128 : 0;
+    default: return 0;
+  }
+}
+
+// Q8_1's s per block, f16(sum(qs) * amax / 127) (the scale before its f16
+// rounding, as ggml's quantize_row_q8_1), from the block sums in `sums`
+// (tiled as Acts::d) into `sa` (same tiling).
+void q8_1_sums(const float* x, int64_t n_in, int64_t n_tokens, const int32_t* sums, float* sa) {
+  const int64_t nb = n_in / kQk32;
+  for (int64_t i = 0; i < n_tokens; ++i) {
+    const int64_t t0 = i / kern::kTokenTile * kern::kTokenTile;
+    const int64_t stride = std::min<int64_t>(kern::kTokenTile, n_tokens - t0);
+    const int64_t first = t0 * nb + (i - t0);
+    for (int64_t b = 0; b < nb; ++b) {
+      const float* xb = x + i * n_in + kQk32 * b;
+      float amax = 0.0f;
+      for (int j = 0; j < kQk32; ++j) amax = std::max(amax, std::fabs(xb[j]));
+      const float d = amax / 127;
+      const int64_t o = first + b * stride;
+      sa[o] = fp16_to_fp32(fp32_to_fp16(static_cast<float>(sums[o]) * d));
+    }
+  }
+}
+
 // Quantizes x for w into the thread-local scratch; returns the view.
 kern::Acts prepare_acts(const PackedMatrix& w, const float* x, int64_t n_tokens, ThreadPool* pool) {
   Scratch& s = scratch();
@@ -154,9 +196,13 @@ kern::Acts prepare_acts(const PackedMatrix& w, const float* x, int64_t n_tokens,
   switch (w.type()) {
     // Integer formats: repacked on every SIMD ISA, activations tiled.
     case GgmlType::kQ4_0:
-    case GgmlType::kQ8_0: {
+    case GgmlType::kQ8_0:
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ5_0:
+    case GgmlType::kIQ4_NL:
+    case GgmlType::kMXFP4: {
       const int64_t nb = n_in / kQk32;
-      const int32_t corr_mul = w.type() == GgmlType::kQ4_0 ? -8 : -128;
+      const int32_t corr_mul = q8_0_corr_mul(w.type(), w.isa());
       // (The tiled layout's last tile is compact: n_tokens rows.)
       ensure_size(s.qs, n_tokens * n_in);
       ensure_size(s.d, n_tokens * nb);
@@ -168,10 +214,19 @@ kern::Acts prepare_acts(const PackedMatrix& w, const float* x, int64_t n_tokens,
       a.qs = s.qs.data();
       a.d = s.d.data();
       a.corr = s.corr.data();
+      if (w.type() == GgmlType::kQ4_1) {
+        ensure_size(s.sa, n_tokens * nb);
+        q8_1_sums(x, n_in, n_tokens, s.corr.data(), s.sa.data());
+        a.sa = s.sa.data();
+      }
       break;
     }
     case GgmlType::kQ4_K:
-    case GgmlType::kQ6_K: {
+    case GgmlType::kQ6_K:
+    case GgmlType::kQ5_K:
+    case GgmlType::kQ3_K:
+    case GgmlType::kQ2_K:
+    case GgmlType::kIQ4_XS: {
       const int64_t nb = n_in / kQkK;
       ensure_size(s.qs, n_tokens * n_in);
       ensure_size(s.d, n_tokens * nb);
@@ -288,6 +343,10 @@ Status PackedMatrix::repack() {
   if (bytes.scales > 0) {
     ASSIGN_OR_RETURN(void* scales, aligned_bytes(bytes.scales));
     scales_.reset(static_cast<uint16_t*>(scales));
+  }
+  if (is_more(type)) {
+    kern::repack_more(type, data, n_in, n_out, quants_.get(), reinterpret_cast<uint8_t*>(scales_.get()));
+    return {};
   }
   if (is_k_quant(type)) {
     kern::repack_k_quant(type, data, n_in, n_out, quants_.get(), scales_.get());

@@ -28,17 +28,10 @@
 #include <cstring>
 
 #include "kernels/matmul_internal.h"
+#include "kernels/simd_avx2.h"
 
 namespace zl::kern {
 namespace {
-
-// The 4 bytes at p in every 32-bit lane (vpbroadcastd from memory: a load
-// port only).
-inline __m256i bcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
 
 // v after an empty asm: GCC's reassociation would otherwise turn each chain
 // of int16 additions into a tree, computing every vpmaddubsw of a block
@@ -65,14 +58,6 @@ struct GroupCall {
   bool prefetch;            // the first pass over the group: prefetch ahead
 };
 
-inline void store_rows(float* y, __m256 v, int valid) {
-  if (valid == 8) {
-    _mm256_storeu_ps(y, v);
-  } else {
-    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    _mm256_maskstore_ps(y, _mm256_cmpgt_epi32(_mm256_set1_epi32(valid), idx), v);
-  }
-}
 
 // ---- Q4_0 / Q8_0 ----
 
@@ -504,7 +489,7 @@ RowsKernel avx2_repacked_rows_kernel(GgmlType type) {
     case GgmlType::kQ8_0: return rows_q8_0;
     case GgmlType::kQ4_K: return rows_q4_k;
     case GgmlType::kQ6_K: return rows_q6_k;
-    default: return nullptr;
+    default: return avx2_more_rows_kernel(type);
   }
 }
 
@@ -547,7 +532,10 @@ void avx2_quantize_q8_k(GgmlType type, const float* x, int64_t nbk, int64_t stri
       __m256i v[4];
       for (int e = 0; e < 4; ++e) {
         // ggml's nearest_int: the rounded integer in the low mantissa bits.
-        const __m256 f = _mm256_add_ps(_mm256_mul_ps(vs, _mm256_loadu_ps(xb + 32 * k + 8 * e)), magic);
+        // (The product rounded on its own, not fused into an FMA: see the avx512 twin.)
+        __m256 prod = _mm256_mul_ps(vs, _mm256_loadu_ps(xb + 32 * k + 8 * e));
+        __asm__("" : "+x"(prod));
+        const __m256 f = _mm256_add_ps(prod, magic);
         v[e] = _mm256_min_epi32(_mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(f), mant), bias), q_max);
       }
       store_int8(q + 32 * k, v);

@@ -20,17 +20,10 @@
 #include <utility>
 
 #include "kernels/matmul_internal.h"
+#include "kernels/simd_avx512.h"
 
 namespace zl::kern {
 namespace {
-
-// acc += w . broadcast(4 bytes at p), the broadcast embedded in vpdpbusd's
-// memory operand ({1to16}): one fused uop instead of a separate broadcast
-// load (GCC does not fold _mm512_set1_epi32 into vpdpbusd by itself).
-inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int8_t* p) {
-  __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
-  return acc;
-}
 
 template <int NT, bool kQ4>
 void group_tokens(const uint8_t* quants, const uint16_t* scales, int64_t nb, const Acts& a, int64_t t0,
@@ -354,7 +347,7 @@ RowsKernel avx512_rows_kernel(GgmlType type) {
     case GgmlType::kQ8_0: return rows_repacked<false>;
     case GgmlType::kQ4_K: return rows_repacked_k<false>;
     case GgmlType::kQ6_K: return rows_repacked_k<true>;
-    default: return nullptr;
+    default: return avx512_more_rows_kernel(type);
   }
 }
 
@@ -412,7 +405,12 @@ void avx512_quantize_q8_k(GgmlType type, const float* x, int64_t nbk, int64_t st
     int32_t bs[16];
     for (int k = 0; k < 16; ++k) {
       // ggml's nearest_int: the rounded integer in the low mantissa bits.
-      const __m512 f = _mm512_add_ps(_mm512_mul_ps(vs, _mm512_loadu_ps(xb + 16 * k)), magic);
+      // The product is rounded on its own (the empty asm keeps GCC, whose
+      // C++ default is -ffp-contract=fast, from fusing it into an FMA with
+      // the add: an exact product just above x.5 would round the other way).
+      __m512 prod = _mm512_mul_ps(vs, _mm512_loadu_ps(xb + 16 * k));
+      __asm__("" : "+v"(prod));
+      const __m512 f = _mm512_add_ps(prod, magic);
       __m512i v = _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(f), mant), bias);
       v = _mm512_min_epi32(v, q_max);
       _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16 * k), _mm512_cvtepi32_epi8(v));

@@ -47,13 +47,80 @@ inline constexpr int kGroupBlockQ4_K = 2304;
 inline constexpr int kGroupBlockQ6_K = 3328;
 inline constexpr int kTokenTileK = 8;  // tokens per K-quant micro-kernel call (3 x 8 accumulators)
 
+// The formats added later (matmul_repack_more.cc; kernels in
+// matmul_avx512_more.cc and matmul_avx2_more.cc) use the same grouping: 16
+// rows, every 64-byte vector holding 4 bytes of each row in lane r.
+//   32-value blocks (Q4_1, Q5_0, IQ4_NL, MXFP4), kGroupBlock bytes a block:
+//     vectors 0-3   qs[4j .. 4j+3] of row r, Q4_0's nibble layout
+//     vector 4      (Q5_0 only) byte i of lane r holds, at bit 2j + h, the
+//                   fifth bit of value 16h + 4j + i (j < 4, h < 2)
+//   and per block in the scales stream (scale_bytes_per_block bytes):
+//     Q5_0, IQ4_NL: 16 f16 d; Q4_1: 16 f16 d then 16 f16 m; MXFP4: 16 e8m0.
+//   256-value super-blocks, kGroupBlock bytes each:
+//     Q5_K  vectors 0-34 and the d/dmin bytes 2240-2303 as Q4_K, then
+//           vectors 36 + k (k < 8): qh[4k .. 4k+3]
+//     Q3_K  vectors 8h + k (h < 2, k < 8): qs[32h + 4k .. +3]; vectors
+//           16 + k: hmask[4k .. +3]; vectors 24 + i (i < 3): scales[4i ..
+//           +3] (packed); the f16 d in the scales stream as for Q6_K
+//     Q2_K  vectors 8h + k: qs[32h + 4k .. +3]; vectors 16 + i (i < 4):
+//           scales[4i .. +3]; bytes 1280 + 2r, 1312 + 2r: d, dmin of row r
+//     IQ4_XS vectors 4s + k (s < 8, k < 4): qs[16s + 4k .. +3]; vector 32:
+//           scales_l[0 .. 3]; bytes 2112 + 2r, 2144 + 2r: d, scales_h of row r
+inline constexpr int kGroupBlockQ4_1 = 256;
+inline constexpr int kGroupBlockQ5_0 = 320;
+inline constexpr int kGroupBlockIq4Nl = 256;
+inline constexpr int kGroupBlockMxfp4 = 256;
+inline constexpr int kGroupBlockQ5_K = 2816;
+inline constexpr int kGroupBlockQ3_K = 1728;
+inline constexpr int kGroupBlockQ2_K = 1344;
+inline constexpr int kGroupBlockIq4Xs = 2176;
+
 // Bytes of one block (32 values; a K-quant super-block: 256) of one group in
-// the repacked stream of `type` (Q4_0, Q8_0, Q4_K or Q6_K).
+// the repacked stream of `type` (a type the SIMD ISAs repack).
 inline constexpr int64_t group_block_bytes(GgmlType type) {
-  return type == GgmlType::kQ4_0   ? kGroupBlockQ4_0
-         : type == GgmlType::kQ8_0 ? kGroupBlockQ8_0
-         : type == GgmlType::kQ4_K ? kGroupBlockQ4_K
-                                   : kGroupBlockQ6_K;
+  switch (type) {
+    case GgmlType::kQ4_0: return kGroupBlockQ4_0;
+    case GgmlType::kQ8_0: return kGroupBlockQ8_0;
+    case GgmlType::kQ4_K: return kGroupBlockQ4_K;
+    case GgmlType::kQ6_K: return kGroupBlockQ6_K;
+    case GgmlType::kQ4_1: return kGroupBlockQ4_1;
+    case GgmlType::kQ5_0: return kGroupBlockQ5_0;
+    case GgmlType::kIQ4_NL: return kGroupBlockIq4Nl;
+    case GgmlType::kMXFP4: return kGroupBlockMxfp4;
+    case GgmlType::kQ5_K: return kGroupBlockQ5_K;
+    case GgmlType::kQ3_K: return kGroupBlockQ3_K;
+    case GgmlType::kQ2_K: return kGroupBlockQ2_K;
+    case GgmlType::kIQ4_XS: return kGroupBlockIq4Xs;
+    default: return 0;
+  }
+}
+
+// Bytes of the scales stream per block of one group (0: none, the scales
+// live in the quants stream).
+inline constexpr int64_t scale_bytes_per_block(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ8_0:
+    case GgmlType::kQ6_K:
+    case GgmlType::kQ5_0:
+    case GgmlType::kIQ4_NL:
+    case GgmlType::kQ3_K: return 32;
+    case GgmlType::kQ4_1: return 64;
+    case GgmlType::kMXFP4: return 16;
+    default: return 0;
+  }
+}
+
+// Whether `type` pairs with Q8_K activations (256-value super-blocks).
+inline constexpr bool uses_q8_k(GgmlType type) {
+  return type == GgmlType::kQ4_K || type == GgmlType::kQ6_K || type == GgmlType::kQ5_K || type == GgmlType::kQ3_K ||
+         type == GgmlType::kQ2_K || type == GgmlType::kIQ4_XS;
+}
+
+// Whether the Q8_K pair sums of `type` are over 16 values (Q6_K's layout)
+// rather than 32 (Q4_K's): the formats with 16 sub-block scales.
+inline constexpr bool pairs_of_16(GgmlType type) {
+  return type == GgmlType::kQ6_K || type == GgmlType::kQ3_K || type == GgmlType::kQ2_K;
 }
 
 // Activations quantized for one matmul, n_tokens rows.
@@ -71,6 +138,9 @@ struct Acts {
   const int8_t* qs = nullptr;     // n_tokens * n_in
   const float* d = nullptr;       // n_tokens * n_in / 32
   const int32_t* corr = nullptr;  // n_tokens * n_in / 32
+  // Q4_1 only: Q8_1's s = f16(d * sum(qs)) per block (d before rounding),
+  // as floats, tiled like d.
+  const float* sa = nullptr;
   // Q8_K (Q4_K/Q6_K weights), tiled like the Q8_0 ones above with
   // kTokenTileK and super-blocks for blocks: index t0 * nbk + b * w + (i -
   // t0) holds 256 values at kqs + 256 * index, the scale at kd[index] and 8
@@ -88,13 +158,13 @@ struct Acts {
   const float* f = nullptr;       // [n_tokens][n_in]
 };
 
-// The 8 pair sums of Acts::kpairs for `type` (Q4_K or Q6_K) from a Q8_K
+// The 8 pair sums of Acts::kpairs for `type` (pairs_of_16 or not) from a Q8_K
 // super-block's 16-value sums bs[16].
 inline void q8_k_pair_sums(GgmlType type, const int32_t bs[16], int32_t pairs[8]) {
   auto pack = [](int32_t lo, int32_t hi) {
     return static_cast<int32_t>((static_cast<uint32_t>(lo) & 0xFFFFu) | (static_cast<uint32_t>(hi) << 16));
   };
-  if (type == GgmlType::kQ6_K) {
+  if (pairs_of_16(type)) {
     for (int k = 0; k < 4; ++k) {
       pairs[2 * k] = pack(bs[4 * k], bs[4 * k + 2]);
       pairs[2 * k + 1] = pack(bs[4 * k + 1], bs[4 * k + 3]);
@@ -137,6 +207,10 @@ void quantize_q8_k_tiled(RowQ8_K row, GgmlType type, const float* x, int64_t n_i
 // (Q6_K only) n_groups * nbk * 16 f16. Padding rows are zero.
 void repack_k_quant(GgmlType type, const uint8_t* data, int64_t n_in, int64_t n_out, uint8_t* stream,
                     uint16_t* scales);
+// The same for the later formats (Q4_1, Q5_0, IQ4_NL, MXFP4, Q5_K, Q3_K,
+// Q2_K, IQ4_XS; matmul_repack_more.cc): `scales` gets
+// scale_bytes_per_block(type) bytes per group and block, where not 0.
+void repack_more(GgmlType type, const uint8_t* data, int64_t n_in, int64_t n_out, uint8_t* stream, uint8_t* scales);
 
 // AVX2 kernels. matmul_avx2.cc: the float formats and the Q8_0 row
 // quantizer; matmul_avx2_repacked.cc: the repacked integer formats (rows
@@ -147,6 +221,11 @@ void avx2_quantize_q8_0(const float* x, int64_t nb, int64_t stride, int32_t corr
                         int32_t* corr);
 void avx2_quantize_q8_k(GgmlType type, const float* x, int64_t nbk, int64_t stride, int8_t* qs, float* d,
                         int32_t* pairs);
+
+// Kernels of the later formats: avx512 in matmul_avx512_more.cc, avx2 in
+// matmul_avx2_more.cc (null for other types).
+RowsKernel avx512_more_rows_kernel(GgmlType type);
+RowsKernel avx2_more_rows_kernel(GgmlType type);
 
 // AVX-512 kernels (matmul_avx512.cc): repacked Q4_0/Q8_0/Q4_K/Q6_K; rows are
 // split in whole groups (r0, r1 multiples of kGroupRows, r1 may be n_out).

@@ -12,8 +12,85 @@
 
 #include "core/check.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/quant_internal.h"
 
 namespace zl {
+namespace quant_detail {
+
+// Fits x ≈ scale*L + min with L in [0, nmax] and min <= 0, minimising the
+// weighted squared error: start from the min/max grid, then try nstep+1
+// rescaled grids, solving the 2x2 least-squares system for each and keeping
+// the best. Returns scale; *neg_min = -min. `aux` is scratch of n bytes.
+// use_mad: absolute instead of squared errors. (ggml: make_qkx2_quants.)
+float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L, float* neg_min, uint8_t* aux,
+                    float rmin, float rdelta, int nstep, bool use_mad) {
+  float min = x[0], max = x[0];
+  float sum_w = w[0];
+  float sum_x = sum_w * x[0];
+  for (int i = 1; i < n; ++i) {
+    if (x[i] < min) min = x[i];
+    if (x[i] > max) max = x[i];
+    sum_w += w[i];
+    sum_x += w[i] * x[i];
+  }
+  if (min > 0) min = 0;
+  if (max == min) {
+    std::fill(L, L + n, 0);
+    *neg_min = -min;
+    return 0.f;
+  }
+  float iscale = nmax / (max - min);
+  float scale = 1 / iscale;
+  float best_error = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = nearest_int(iscale * (x[i] - min));
+    L[i] = static_cast<uint8_t>(std::clamp(l, 0, nmax));
+    const float diff = scale * L[i] + min - x[i];
+    best_error += w[i] * (use_mad ? std::fabs(diff) : diff * diff);
+  }
+  if (nstep < 1) {
+    *neg_min = -min;
+    return scale;
+  }
+  for (int is = 0; is <= nstep; ++is) {
+    iscale = (rmin + rdelta * is + nmax) / (max - min);
+    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = std::clamp(nearest_int(iscale * (x[i] - min)), 0, nmax);
+      aux[i] = static_cast<uint8_t>(l);
+      sum_l += w[i] * l;
+      sum_l2 += w[i] * l * l;
+      sum_xl += w[i] * l * x[i];
+    }
+    const float det = sum_w * sum_l2 - sum_l * sum_l;
+    if (!(det > 0)) continue;
+    float this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
+    float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
+    if (this_min > 0) {
+      this_min = 0;
+      this_scale = sum_xl / sum_l2;
+    }
+    float error = 0;
+    for (int i = 0; i < n; ++i) {
+      const float diff = this_scale * aux[i] + this_min - x[i];
+      error += w[i] * (use_mad ? std::fabs(diff) : diff * diff);
+    }
+    if (error < best_error) {
+      std::copy(aux, aux + n, L);
+      best_error = error;
+      scale = this_scale;
+      min = this_min;
+    }
+  }
+  *neg_min = -min;
+  return scale;
+}
+
+}  // namespace quant_detail
+
+using quant_detail::fit_scale_min;
+using quant_detail::nearest_int;
+
 namespace {
 
 uint32_t float_bits(float f) {
@@ -26,14 +103,6 @@ float bits_float(uint32_t u) {
   float f;
   std::memcpy(&f, &u, sizeof(f));
   return f;
-}
-
-// Round to nearest, ties to even, for |f| <= 2^22: adding 1.5*2^23 leaves the
-// rounded integer in the low mantissa bits. This is ggml's nearest_int, kept
-// as is so that out-of-range inputs (which ggml asserts against) behave alike.
-int nearest_int(float f) {
-  const int32_t i = static_cast<int32_t>(float_bits(f + 12582912.f));
-  return (i & 0x007fffff) - 0x00400000;
 }
 
 int64_t block_size_of(GgmlType type) {
@@ -193,75 +262,6 @@ void quantize_q8_k(const float* x, BlockQ8_K* y, int64_t nb) {
 // Quantization: K-quant fitting (ggml's reference quantizers, no imatrix)
 // ============================================================================
 
-// Fits x ≈ scale*L + min with L in [0, nmax] and min <= 0, minimising the
-// weighted squared error: start from the min/max grid, then try nstep+1
-// rescaled grids, solving the 2x2 least-squares system for each and keeping
-// the best. Returns scale; *neg_min = -min. `aux` is scratch of n bytes.
-// (ggml: make_qkx2_quants with use_mad = false.)
-float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L, float* neg_min,
-                    uint8_t* aux, float rmin, float rdelta, int nstep) {
-  float min = x[0], max = x[0];
-  float sum_w = w[0];
-  float sum_x = sum_w * x[0];
-  for (int i = 1; i < n; ++i) {
-    if (x[i] < min) min = x[i];
-    if (x[i] > max) max = x[i];
-    sum_w += w[i];
-    sum_x += w[i] * x[i];
-  }
-  if (min > 0) min = 0;
-  if (max == min) {
-    std::fill(L, L + n, 0);
-    *neg_min = -min;
-    return 0.f;
-  }
-  float iscale = nmax / (max - min);
-  float scale = 1 / iscale;
-  float best_error = 0;
-  for (int i = 0; i < n; ++i) {
-    const int l = nearest_int(iscale * (x[i] - min));
-    L[i] = static_cast<uint8_t>(std::clamp(l, 0, nmax));
-    const float diff = scale * L[i] + min - x[i];
-    best_error += w[i] * (diff * diff);
-  }
-  if (nstep < 1) {
-    *neg_min = -min;
-    return scale;
-  }
-  for (int is = 0; is <= nstep; ++is) {
-    iscale = (rmin + rdelta * is + nmax) / (max - min);
-    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
-    for (int i = 0; i < n; ++i) {
-      const int l = std::clamp(nearest_int(iscale * (x[i] - min)), 0, nmax);
-      aux[i] = static_cast<uint8_t>(l);
-      sum_l += w[i] * l;
-      sum_l2 += w[i] * l * l;
-      sum_xl += w[i] * l * x[i];
-    }
-    const float det = sum_w * sum_l2 - sum_l * sum_l;
-    if (!(det > 0)) continue;
-    float this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
-    float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
-    if (this_min > 0) {
-      this_min = 0;
-      this_scale = sum_xl / sum_l2;
-    }
-    float error = 0;
-    for (int i = 0; i < n; ++i) {
-      const float diff = this_scale * aux[i] + this_min - x[i];
-      error += w[i] * (diff * diff);
-    }
-    if (error < best_error) {
-      std::copy(aux, aux + n, L);
-      best_error = error;
-      scale = this_scale;
-      min = this_min;
-    }
-  }
-  *neg_min = -min;
-  return scale;
-}
-
 // Fits x ≈ scale*(L - nmax) with L - nmax in [-nmax, nmax-1], weighting each
 // value by x^2: tries 19 grids around nmax/max and keeps the one with the best
 // least-squares scale. Returns the (signed) scale; L holds offset quants.
@@ -326,7 +326,7 @@ void quantize_q4_k(const float* x, BlockQ4_K* y, int64_t nb) {
       for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
       const float av_x = std::sqrt(sum_x2 / 32);
       for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(xs[l]);
-      scales[j] = fit_scale_min(32, 15, xs, weights, L + 32 * j, &mins[j], aux, -1.f, 0.1f, 20);
+      scales[j] = fit_scale_min(32, 15, xs, weights, L + 32 * j, &mins[j], aux, -1.f, 0.1f, 20, false);
       max_scale = std::max(max_scale, scales[j]);
       max_min = std::max(max_min, mins[j]);
     }
@@ -577,7 +577,9 @@ void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
     case GgmlType::kQ4_K: return dequantize_q4_k(static_cast<const BlockQ4_K*>(src), dst, n / kQkK);
     case GgmlType::kQ6_K: return dequantize_q6_k(static_cast<const BlockQ6_K*>(src), dst, n / kQkK);
     case GgmlType::kQ8_K: return dequantize_q8_k(static_cast<const BlockQ8_K*>(src), dst, n / kQkK);
-    default: break;
+    default:
+      if (quant_detail::dequantize_more(static_cast<int>(type), src, dst, n)) return;
+      break;
   }
   CHECK(false) << "dequantize_row: unsupported type " << ggml_type_name(type);
 }
@@ -603,7 +605,9 @@ void quantize_row(GgmlType type, const float* src, void* dst, int64_t n) {
     case GgmlType::kQ4_K: return quantize_q4_k(src, static_cast<BlockQ4_K*>(dst), n / kQkK);
     case GgmlType::kQ6_K: return quantize_q6_k(src, static_cast<BlockQ6_K*>(dst), n / kQkK);
     case GgmlType::kQ8_K: return quantize_q8_k(src, static_cast<BlockQ8_K*>(dst), n / kQkK);
-    default: break;
+    default:
+      if (quant_detail::quantize_more(static_cast<int>(type), src, dst, n)) return;
+      break;
   }
   CHECK(false) << "quantize_row: unsupported type " << ggml_type_name(type);
 }
@@ -614,9 +618,17 @@ GgmlType vec_dot_type(GgmlType weight_type) {
     case GgmlType::kF16:
     case GgmlType::kBF16: return weight_type;
     case GgmlType::kQ8_0:
-    case GgmlType::kQ4_0: return GgmlType::kQ8_0;
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ5_0:
+    case GgmlType::kIQ4_NL:
+    case GgmlType::kMXFP4: return GgmlType::kQ8_0;
+    case GgmlType::kQ4_1: return GgmlType::kQ8_1;
     case GgmlType::kQ4_K:
-    case GgmlType::kQ6_K: return GgmlType::kQ8_K;
+    case GgmlType::kQ6_K:
+    case GgmlType::kQ5_K:
+    case GgmlType::kQ3_K:
+    case GgmlType::kQ2_K:
+    case GgmlType::kIQ4_XS: return GgmlType::kQ8_K;
     default: break;
   }
   CHECK(false) << "vec_dot_type: unsupported weight type " << ggml_type_name(weight_type);
@@ -654,7 +666,11 @@ float vec_dot(GgmlType weight_type, const void* w_row, const void* act, int64_t 
     case GgmlType::kQ6_K:
       return dot_q6_k_q8_k(static_cast<const BlockQ6_K*>(w_row), static_cast<const BlockQ8_K*>(act),
                            n / kQkK);
-    default: break;
+    default: {
+      float out = 0.0f;
+      if (quant_detail::vec_dot_more(static_cast<int>(weight_type), w_row, act, n, &out)) return out;
+      break;
+    }
   }
   CHECK(false) << "vec_dot: unsupported weight type " << ggml_type_name(weight_type);
   return 0.0f;

@@ -5,8 +5,29 @@
 
 #include <immintrin.h>
 
+#include <cstdint>
+#include <cstring>
+
 namespace zl::kern {
 namespace {
+
+// The 4 bytes at p in every 32-bit lane (vpbroadcastd from memory: a load
+// port only).
+[[maybe_unused]] inline __m256i bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// Stores the first `valid` (0..8) floats of v at y.
+[[maybe_unused]] inline void store_rows(float* y, __m256 v, int valid) {
+  if (valid == 8) {
+    _mm256_storeu_ps(y, v);
+  } else {
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    _mm256_maskstore_ps(y, _mm256_cmpgt_epi32(_mm256_set1_epi32(valid), idx), v);
+  }
+}
 
 [[maybe_unused]] inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

@@ -63,6 +63,14 @@ uint32_t llama_file_type(GgmlType t) {
     case GgmlType::kQ4_K: return 15;  // Q4_K_M is the closest named mix
     case GgmlType::kQ6_K: return 18;
     case GgmlType::kBF16: return 32;
+    case GgmlType::kQ4_1: return 3;
+    case GgmlType::kQ5_0: return 8;
+    case GgmlType::kQ2_K: return 10;
+    case GgmlType::kQ3_K: return 11;  // Q3_K_S, the closest named mix
+    case GgmlType::kQ5_K: return 16;  // Q5_K_S
+    case GgmlType::kIQ4_NL: return 25;
+    case GgmlType::kIQ4_XS: return 30;
+    case GgmlType::kMXFP4: return 38;
     default: return 0;
   }
 }
@@ -112,7 +120,8 @@ Status check_writer_memory(const ModelShape& s, const MakeModelOptions& opts, in
                   {"ffn_down", s.n_ff, s.n_embd}};
   const uint64_t available = opts.memory_budget ? *opts.memory_budget : available_memory_bytes();
   for (const auto& m : matrices) {
-    const GgmlType t = matrix_type(opts.type, m.ne0);
+    // (A mix's largest type is Q6_K.)
+    const GgmlType t = matrix_type(opts.mix ? GgmlType::kQ6_K : opts.type, m.ne0);
     const std::optional<uint64_t> bytes = checked_mul(row_size(t, m.ne0), static_cast<uint64_t>(m.ne1));
     const uint64_t rows = saturating_mul(saturating_mul(static_cast<uint64_t>(m.ne0), 4), static_cast<uint64_t>(n_threads));
     const std::string what = std::string("the ") + m.name + " tensor [" + std::to_string(m.ne0) + ", " +
@@ -160,7 +169,7 @@ Status make_model(const MakeModelOptions& opts, ThreadPool* pool,
   }
   const bool gemma3 = s.arch == "gemma3", phi3 = s.arch == "phi3";
   auto traits = ggml_type_traits(static_cast<uint32_t>(opts.type));
-  if (!traits || !traits->supported) return invalid_argument("unsupported tensor type " + ggml_type_name(opts.type));
+  if (!traits || !traits->supported) return invalid_argument("unsupported tensor type " + ggml_type_name(opts.type) + " (supported: " + supported_ggml_type_names() + ")");
   ASSIGN_OR_RETURN(auto vocab, GgufFile::open(opts.vocab_path));
   const GgufArray* tokens = vocab->get_array("tokenizer.ggml.tokens");
   if (!tokens || tokens->items.empty()) {
@@ -181,7 +190,7 @@ Status make_model(const MakeModelOptions& opts, ThreadPool* pool,
   const std::string a = s.arch + ".";
   w.set("general.architecture", GgufValue::string(s.arch));
   w.set("general.name", GgufValue::string(opts.name.empty() ? "zerolayer random " + s.arch : opts.name));
-  w.set("general.file_type", GgufValue::u32(llama_file_type(opts.type)));
+  w.set("general.file_type", GgufValue::u32(opts.mix ? opts.mix->file_type : llama_file_type(opts.type)));
   w.set("general.quantization_version", GgufValue::u32(2));
   w.set(a + "vocab_size", GgufValue::u32(static_cast<uint32_t>(s.n_vocab)));
   w.set(a + "context_length", GgufValue::u32(static_cast<uint32_t>(s.n_ctx)));
@@ -219,7 +228,7 @@ Status make_model(const MakeModelOptions& opts, ThreadPool* pool,
   // A weight matrix [ne0, ne1] in opts.type, falling back to Q8_0/F16 when the
   // row length is not a multiple of the type's block (as llama-quantize does).
   auto matrix = [&](const std::string& name, int64_t ne0, int64_t ne1) {
-    const GgmlType t = matrix_type(opts.type, ne0);
+    const GgmlType t = matrix_type(opts.mix ? mix_tensor_type(*opts.mix, name, s.n_layer) : opts.type, ne0);
     const uint64_t h = hash_name(name);
     w.add_tensor(name, t, {ne0, ne1}, [=](uint8_t* dst, uint64_t n_bytes) {
       const size_t rb = row_size(t, ne0);

@@ -15,6 +15,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "format/ggml_type.h"
+#include "model/quant_mix.h"
 
 namespace zl {
 
@@ -50,6 +51,9 @@ std::vector<std::string> model_shape_preset_names();
 struct MakeModelOptions {
   ModelShape shape;
   GgmlType type = GgmlType::kF32;  // type of the 2-D weight matrices
+  // A llama-quantize mix ("Q4_K_M", model/quant_mix.h): per-matrix types
+  // instead of `type` everywhere (which should then be the mix's base).
+  std::optional<QuantMix> mix;
   std::string vocab_path;          // GGUF with tokenizer.* metadata
   std::string out_path;
   uint64_t seed = 1;

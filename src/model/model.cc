@@ -55,7 +55,7 @@ Result<const GgufTensor*> bind_tensor(const GgufFile& f, const std::string& name
   auto traits = ggml_type_traits(static_cast<uint32_t>(t->type));
   if (!traits || !traits->supported) {
     return unsupported("tensor '" + name + "' has type " + ggml_type_name(t->type) +
-                       ", which zerolayer does not support (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)");
+                       ", which zerolayer does not support (supported: " + supported_ggml_type_names() + ")");
   }
   if (is_vector && t->type != GgmlType::kF32) {
     return unsupported("tensor '" + name + "' is " + ggml_type_name(t->type) + "; 1-D tensors must be F32");

@@ -38,6 +38,10 @@ const Case kCases[] = {
     {GgmlType::kQ4_K, {256, 768}},          {GgmlType::kQ6_K, {256, 768}},
     {GgmlType::kF32, {1, 7, 37, 100, 264}}, {GgmlType::kF16, {1, 7, 37, 100, 264}},
     {GgmlType::kBF16, {1, 7, 37, 100, 264}},
+    {GgmlType::kQ4_1, {32, 96, 160, 544}},  {GgmlType::kQ5_0, {32, 96, 160, 544}},
+    {GgmlType::kIQ4_NL, {32, 96, 160, 544}}, {GgmlType::kMXFP4, {32, 96, 160, 544}},
+    {GgmlType::kQ5_K, {256, 768}},          {GgmlType::kQ3_K, {256, 768}},
+    {GgmlType::kQ2_K, {256, 768}},          {GgmlType::kIQ4_XS, {256, 768}},
 };
 const int64_t kNOuts[] = {1, 15, 17, 50};
 const int64_t kNTokens[] = {1, 2, 3, 5, 8, 17};
@@ -205,6 +209,30 @@ TEST(MatmulQuantize, Avx2TiledQ8_KIsBitExact) {
   check_tiled_q8_k(kern::avx2_quantize_q8_k);
 }
 
+// A product that rounds to exactly x.5 must round to even as in scalar
+// code: fused into an FMA with nearest_int's addition (GCC contracts by
+// default in C++) the exact product, a little above or below, decides.
+// Here iscale = -127 / 5.137259 = -24.721354 and iscale * -0.7483409 is
+// 18.50000007 exactly, 18.5 rounded (ties to even: 18).
+TEST(MatmulQuantize, Q8_KRoundsTheRoundedProduct) {
+  std::vector<float> x(256, 0.0f);
+  x[0] = 5.137259006500244f;
+  x[1] = -0.748340904712677f;
+  std::vector<BlockQ8_K> ref(1);
+  quantize_row(GgmlType::kQ8_K, x.data(), ref.data(), 256);
+  ASSERT_EQ(ref[0].qs[1], 18);
+  for (KernelIsa isa : {KernelIsa::kAvx2, KernelIsa::kAvx512}) {
+    if (!isa_supported(isa)) continue;
+    int8_t qs[256];
+    float d = 0;
+    int32_t pairs[8];
+    (isa == KernelIsa::kAvx2 ? kern::avx2_quantize_q8_k : kern::avx512_quantize_q8_k)(GgmlType::kQ6_K, x.data(), 1, 1, qs,
+                                                                                     &d, pairs);
+    EXPECT_EQ(d, ref[0].d) << isa_name(isa);
+    for (int i = 0; i < 256; ++i) ASSERT_EQ(qs[i], ref[0].qs[i]) << isa_name(isa) << " value " << i;
+  }
+}
+
 // Wraps a tiled Q8_0 quantizer into the row layout check_quantizer expects.
 template <kern::RowQ8_0 kRow>
 void tiled_as_rows(const float* x, int64_t n_in, int64_t n_tokens, int32_t corr_mul, int8_t* qs, float* d,
@@ -241,7 +269,9 @@ TEST(MatmulPack, RepacksTheIntegerFormatsForTheSimdPaths) {
   for (KernelIsa isa : {KernelIsa::kAvx2, KernelIsa::kAvx512}) {
     if (!isa_supported(isa)) continue;
     EXPECT_FALSE(PackedMatrix(GgmlType::kF16, wf.data(), 256, 3, isa).repacked());
-    for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+    for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ8_0, GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ4_1,
+                          GgmlType::kQ5_0, GgmlType::kIQ4_NL, GgmlType::kMXFP4, GgmlType::kQ5_K, GgmlType::kQ3_K,
+                          GgmlType::kQ2_K, GgmlType::kIQ4_XS}) {
       std::vector<uint8_t> w(row_size(type, 256) * 3);
       PackedMatrix p(type, w.data(), 256, 3, isa);
       EXPECT_TRUE(p.repacked()) << ggml_type_name(type) << " " << isa_name(isa);

@@ -149,7 +149,10 @@ TEST(MakeModel, Llama3PresetWritesRopeFreqs) {
 }
 
 // Rewrites one model file with a tensor dropped, renamed or reshaped.
-std::string mutate(const std::string& src, const std::string& drop, const std::string& reshape) {
+// `src` rewritten without tensor `drop`, with `reshape`'s two dimensions
+// swapped, and with `retype` (zero bytes) in type `new_type`.
+std::string mutate(const std::string& src, const std::string& drop, const std::string& reshape,
+                   const std::string& retype = "", GgmlType new_type = GgmlType::kF32) {
   auto f = GgufFile::open(src);
   EXPECT_TRUE(f.ok());
   GgufWriter w;
@@ -162,6 +165,10 @@ std::string mutate(const std::string& src, const std::string& drop, const std::s
     const uint8_t* data = t.data;
     uint64_t n = t.n_bytes;
     if (t.name == reshape) std::swap(ne[0], ne[1]);
+    if (t.name == retype) {
+      w.add_tensor(t.name, new_type, ne, [](uint8_t* dst, uint64_t size) { std::memset(dst, 0, size); });
+      continue;
+    }
     w.add_tensor(t.name, t.type, ne, [data, n](uint8_t* dst, uint64_t) { std::memcpy(dst, data, n); });
   }
   const std::string out = temp_path("mutated.gguf");
@@ -303,6 +310,22 @@ TEST(LoadModel, Phi3WithoutItsFusedTensorsIsAClearError) {
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().kind(), ErrorKind::kCorruptFile);
   EXPECT_NE(m.status().message().find("blk.1.ffn_up.weight"), std::string::npos) << m.status().message();
+}
+
+// A tensor in a type zerolayer cannot compute with (Q5_1 here) is refused
+// by name, with the list of the supported types.
+TEST(LoadModel, UnsupportedTensorTypeNamesItAndListsTheSupportedOnes) {
+  const std::string path = mutate(make("llama", GgmlType::kF32, 1, "q51.gguf"), "", "", "blk.0.ffn_gate.weight",
+                                  GgmlType::kQ5_1);
+  auto m = load_model(path);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().kind(), ErrorKind::kUnsupported);
+  const std::string msg = m.status().message();
+  EXPECT_NE(msg.find("blk.0.ffn_gate.weight"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Q5_1"), std::string::npos) << msg;
+  for (const char* supported : {"Q4_K", "Q5_K", "Q3_K", "Q2_K", "IQ4_XS", "IQ4_NL", "MXFP4", "Q4_1", "Q5_0"}) {
+    EXPECT_NE(msg.find(supported), std::string::npos) << supported << " missing from: " << msg;
+  }
 }
 
 TEST(LoadModel, MissingFileIsAnError) {

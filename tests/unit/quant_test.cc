@@ -407,7 +407,9 @@ TEST(Quantize, Q8_KNearestEvenAndBsums) {
 }
 
 TEST(Quantize, ZeroRowsStayZero) {
-  for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+  for (GgmlType t : {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ4_1,
+                     GgmlType::kQ5_0, GgmlType::kIQ4_NL, GgmlType::kMXFP4, GgmlType::kQ5_K, GgmlType::kQ3_K,
+                     GgmlType::kQ2_K, GgmlType::kIQ4_XS, GgmlType::kQ8_1}) {
     const std::vector<float> x(512, 0.0f);
     const auto y = round_trip(t, x);
     for (float v : y) ASSERT_EQ(v, 0.0f) << ggml_type_name(t);
@@ -425,7 +427,10 @@ TEST(Quantize, RoundTripErrorIsSmall) {
   const ErrorBound bounds[] = {
       {GgmlType::kF32, 0.0},      {GgmlType::kF16, 1e-3},    {GgmlType::kBF16, 5e-3},
       {GgmlType::kQ8_0, 0.01},    {GgmlType::kQ4_0, 0.15},   {GgmlType::kQ8_K, 0.01},
-      {GgmlType::kQ4_K, 0.12},    {GgmlType::kQ6_K, 0.03},
+      {GgmlType::kQ4_K, 0.12},    {GgmlType::kQ6_K, 0.03},   {GgmlType::kQ4_1, 0.12},
+      {GgmlType::kQ8_1, 0.01},    {GgmlType::kQ5_0, 0.07},   {GgmlType::kIQ4_NL, 0.12},
+      {GgmlType::kMXFP4, 0.25},   {GgmlType::kQ5_K, 0.06},   {GgmlType::kQ3_K, 0.25},
+      {GgmlType::kQ2_K, 0.45},    {GgmlType::kIQ4_XS, 0.12},
   };
   for (const auto& b : bounds) {
     const int64_t bs = ggml_type_traits(static_cast<uint32_t>(b.type))->block_size;
@@ -460,11 +465,17 @@ TEST(VecDot, PartnerTypes) {
   EXPECT_EQ(vec_dot_type(GgmlType::kQ4_0), GgmlType::kQ8_0);
   EXPECT_EQ(vec_dot_type(GgmlType::kQ4_K), GgmlType::kQ8_K);
   EXPECT_EQ(vec_dot_type(GgmlType::kQ6_K), GgmlType::kQ8_K);
+  EXPECT_EQ(vec_dot_type(GgmlType::kQ4_1), GgmlType::kQ8_1);
+  for (GgmlType t : {GgmlType::kQ5_0, GgmlType::kIQ4_NL, GgmlType::kMXFP4}) EXPECT_EQ(vec_dot_type(t), GgmlType::kQ8_0);
+  for (GgmlType t : {GgmlType::kQ5_K, GgmlType::kQ3_K, GgmlType::kQ2_K, GgmlType::kIQ4_XS}) {
+    EXPECT_EQ(vec_dot_type(t), GgmlType::kQ8_K);
+  }
 }
 
 TEST(VecDot, MatchesDequantizedDot) {
-  for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0,
-                     GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K}) {
+  for (GgmlType t : {GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ8_0, GgmlType::kQ4_0,
+                     GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kIQ4_NL,
+                     GgmlType::kMXFP4, GgmlType::kQ5_K, GgmlType::kQ3_K, GgmlType::kQ2_K, GgmlType::kIQ4_XS}) {
     for (int64_t n : {256, 768, 4096}) {
       const auto w = random_row(n, 100 + static_cast<uint32_t>(n), 0.02f);
       const auto x = random_row(n, 200 + static_cast<uint32_t>(n), 1.5f);
@@ -483,6 +494,19 @@ TEST(VecDot, MatchesDequantizedDot) {
         abs_sum += std::fabs(double(wd[i]) * ad[i]);
         unquantized += double(w[i]) * x[i];
         unq_abs += std::fabs(double(w[i]) * x[i]);
+      }
+      if (t == GgmlType::kQ4_1) {
+        // Q8_1 carries its block sum s = d * sum(q) rounded to f16 (d before
+        // its own rounding), and Q4_1's min multiplies that s: not quite the
+        // dequantized activations' sum.
+        const auto* wb = reinterpret_cast<const BlockQ4_1*>(wq.data());
+        const auto* ab = reinterpret_cast<const BlockQ8_1*>(act.data());
+        exact = 0;
+        for (int64_t b = 0; b < n / 32; ++b) {
+          double sum_q = 0;
+          for (int j = 0; j < 32; ++j) sum_q += double(wd[32 * b + j] - fp16_to_fp32(wb[b].m)) * ad[32 * b + j];
+          exact += sum_q + double(fp16_to_fp32(wb[b].m)) * fp16_to_fp32(ab[b].s);
+        }
       }
       const float got = vec_dot(t, wq.data(), act.data(), n);
       // Only float rounding separates the two: a few ulps of the magnitude sum.
@@ -540,7 +564,7 @@ TEST(QuantDeath, RejectsPartialBlocks) {
   std::vector<uint8_t> q(1024);
   EXPECT_DEATH(quantize_row(GgmlType::kQ8_0, x.data(), q.data(), 33), "block size");
   EXPECT_DEATH(dequantize_row(GgmlType::kQ4_K, q.data(), y.data(), 64), "block size");
-  EXPECT_DEATH(quantize_row(GgmlType::kQ5_0, x.data(), q.data(), 32), "unsupported");
+  EXPECT_DEATH(quantize_row(GgmlType::kQ5_1, x.data(), q.data(), 32), "unsupported");
 }
 
 // --------------------------------------------- bit-exactness with llama-quantize
@@ -634,7 +658,7 @@ TEST(BitExact, RequantizingF32ReproducesLlamaQuantize) {
   TinyGguf f32;
   if (!load_tiny_gguf(dir + "tiny-llama-F32.gguf", f32)) GTEST_SKIP() << "no shared models";
   std::map<std::string, int> n_by_type;
-  for (const char* name : {"F16", "BF16", "Q8_0", "Q4_0", "Q4_K_M", "Q6_K"}) {
+  for (const char* name : {"F16", "BF16", "Q8_0", "Q4_0", "Q4_K_M", "Q6_K", "Q4_1", "Q5_0", "IQ4_NL"}) {
     TinyGguf q;
     ASSERT_TRUE(load_tiny_gguf(dir + "tiny-llama-" + name + ".gguf", q)) << name;
     int n_checked = 0;
@@ -664,7 +688,7 @@ TEST(BitExact, RequantizingF32ReproducesLlamaQuantize) {
     EXPECT_GT(n_checked, 0) << name;
   }
   // Every quantized type must have been met in the files.
-  for (const char* type : {"F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q6_K"}) {
+  for (const char* type : {"F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q6_K", "Q4_1", "Q5_0", "IQ4_NL"}) {
     EXPECT_GT(n_by_type[type], 0) << type;
   }
   for (const auto& [type, count] : n_by_type) std::printf("  %s: %d tensors bit-exact\n", type.c_str(), count);
