@@ -63,6 +63,25 @@ Result<const GgufTensor*> bind_tensor(const GgufFile& f, const std::string& name
   return t;
 }
 
+// Binds a stack of n_expert matrices [ne0, ne1, n_expert] (a 2-D type).
+Result<const GgufTensor*> bind_experts(const GgufFile& f, const std::string& name, int64_t ne0, int64_t ne1,
+                                       int64_t n_expert) {
+  const GgufTensor* t = f.find_tensor(name);
+  if (!t) return corrupt_file("missing tensor '" + name + "'");
+  if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != n_expert || t->ne[3] != 1) {
+    return corrupt_file("tensor '" + name + "' has shape [" + std::to_string(t->ne[0]) + ", " +
+                        std::to_string(t->ne[1]) + ", " + std::to_string(t->ne[2]) + ", " +
+                        std::to_string(t->ne[3]) + "], expected [" + std::to_string(ne0) + ", " +
+                        std::to_string(ne1) + ", " + std::to_string(n_expert) + "]");
+  }
+  auto traits = ggml_type_traits(static_cast<uint32_t>(t->type));
+  if (!traits || !traits->supported) {
+    return unsupported("tensor '" + name + "' has type " + ggml_type_name(t->type) +
+                       ", which zerolayer does not support (supported: " + supported_ggml_type_names() + ")");
+  }
+  return t;
+}
+
 // Every supported architecture: its GGUF name and rope pairing.
 struct ArchInfo {
   Arch arch;
@@ -73,7 +92,8 @@ constexpr ArchInfo kArchs[] = {{Arch::kLlama, "llama", RopeType::kNorm},
                                {Arch::kQwen2, "qwen2", RopeType::kNeox},
                                {Arch::kQwen3, "qwen3", RopeType::kNeox},
                                {Arch::kGemma3, "gemma3", RopeType::kNeox},
-                               {Arch::kPhi3, "phi3", RopeType::kNeox}};
+                               {Arch::kPhi3, "phi3", RopeType::kNeox},
+                               {Arch::kQwen3Moe, "qwen3moe", RopeType::kNeox}};
 
 // Gemma 3's layer kinds: `sliding_window_pattern` n (an integer) makes layer
 // il local when il % n < n - 1 (n local : 1 global); an array gives each
@@ -140,7 +160,18 @@ Status read_arch_traits(const GgufFile& f, ModelConfig& c) {
       if (!(c.rope_attn_factor > 0)) return corrupt_file("rope.scaling.attn_factor must be positive");
       break;
     }
+    case Arch::kQwen3Moe: {
+      ASSIGN_OR_RETURN(c.n_expert, required_int(f, a + "expert_count"));
+      ASSIGN_OR_RETURN(c.n_expert_used, required_int(f, a + "expert_used_count"));
+      ASSIGN_OR_RETURN(c.n_ff_exp, optional_int(f, a + "expert_feed_forward_length", c.n_ff));
+      c.moe_gating = MoeGating::kSoftmaxTopkNorm;
+      break;
+    }
     default: break;
+  }
+  if (c.n_expert > 0 && (c.n_expert_used > c.n_expert || c.n_expert > 4096)) {
+    return corrupt_file("expert_used_count " + std::to_string(c.n_expert_used) + " of expert_count " +
+                        std::to_string(c.n_expert) + " is out of range");
   }
   return {};
 }
@@ -243,7 +274,7 @@ Result<std::unique_ptr<Model>> load_model(std::unique_ptr<GgufFile> file) {
     return corrupt_file("rope_factors_long and rope_factors_short must come together");
   }
   const bool qwen2 = c.arch == Arch::kQwen2;
-  const bool qk_norm = c.arch == Arch::kQwen3 || c.arch == Arch::kGemma3;
+  const bool qk_norm = c.arch == Arch::kQwen3 || c.arch == Arch::kGemma3 || c.arch == Arch::kQwen3Moe;
   const bool gemma3 = c.arch == Arch::kGemma3;
   const bool phi3 = c.arch == Arch::kPhi3;
   // block_count comes from the header: a layer has at least 9 tensors, so a
@@ -281,6 +312,13 @@ Result<std::unique_ptr<Model>> load_model(std::unique_ptr<GgufFile> file) {
       ASSIGN_OR_RETURN(l.post_ffn_norm, bind_tensor(f, p + "post_ffw_norm.weight", c.n_embd, 1));
     }
     ASSIGN_OR_RETURN(l.ffn_norm, bind_tensor(f, p + "ffn_norm.weight", c.n_embd, 1));
+    if (c.n_expert > 0) {
+      ASSIGN_OR_RETURN(l.ffn_gate_inp, bind_tensor(f, p + "ffn_gate_inp.weight", c.n_embd, c.n_expert));
+      ASSIGN_OR_RETURN(l.ffn_gate_exps, bind_experts(f, p + "ffn_gate_exps.weight", c.n_embd, c.n_ff_exp, c.n_expert));
+      ASSIGN_OR_RETURN(l.ffn_up_exps, bind_experts(f, p + "ffn_up_exps.weight", c.n_embd, c.n_ff_exp, c.n_expert));
+      ASSIGN_OR_RETURN(l.ffn_down_exps, bind_experts(f, p + "ffn_down_exps.weight", c.n_ff_exp, c.n_embd, c.n_expert));
+      continue;
+    }
     if (phi3) {  // ffn_up holds the gate rows, then the up rows
       ASSIGN_OR_RETURN(l.ffn_up, bind_tensor(f, p + "ffn_up.weight", c.n_embd, 2 * c.n_ff));
     } else {

@@ -5,8 +5,9 @@
 // TinyLlama, Mistral, SmolLM, stories), `qwen2` (q/k/v biases, NEOX rope),
 // `qwen3` (per-head q/k RMS norm, NEOX rope), `gemma3` (embedding scale, q/k
 // norms, post-attention and post-FFN norms, GELU FFN, interleaved
-// sliding-window layers with their own rope base) and `phi3` (fused QKV and
-// gate/up matrices, partial rotary, LongRoPE factors). Output embeddings may
+// sliding-window layers with their own rope base), `phi3` (fused QKV and
+// gate/up matrices, partial rotary, LongRoPE factors) and `qwen3moe` (qwen3
+// attention, mixture-of-experts FFN: router, top-k experts). Output embeddings may
 // be tied (no `output.weight`: token_embd is used). Weights stay in the
 // mmap'ed file; Model only holds pointers to the tensors.
 //
@@ -25,7 +26,7 @@
 
 namespace zl {
 
-enum class Arch { kLlama, kQwen2, kQwen3, kGemma3, kPhi3 };
+enum class Arch { kLlama, kQwen2, kQwen3, kGemma3, kPhi3, kQwen3Moe };
 // kNorm rotates adjacent pairs (x[2i], x[2i+1]); kNeox rotates halves (x[i], x[i+d/2]).
 enum class RopeType { kNorm, kNeox };
 // The FFN's gated activation: down(act(gate(x)) * up(x)).
@@ -49,6 +50,13 @@ struct RopeParams {
 struct LayerConfig {
   int64_t sliding_window = 0;  // > 0: queries see only the last sliding_window positions (their own included)
   int32_t rope = 0;            // index into ModelConfig::ropes
+};
+
+// How a mixture-of-experts layer turns router logits into expert weights
+// (model/moe.h route_tokens).
+enum class MoeGating {
+  kSoftmaxTopkNorm,  // qwen3moe: p = softmax(r); the k largest p; weights p_e / sum of the k
+  kTopkSoftmax,      // gpt-oss: the k largest r; weights softmax over those k
 };
 
 struct ModelConfig {
@@ -79,6 +87,12 @@ struct ModelConfig {
   // rope_attn_factor.
   int64_t rope_orig_ctx = 0;
   float rope_attn_factor = 1.0f;
+  // Mixture of experts (n_expert > 0): every layer's FFN is n_expert expert
+  // FFNs of n_ff_exp, n_expert_used of them per token chosen by the router.
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_exp = 0;
+  MoeGating moe_gating = MoeGating::kSoftmaxTopkNorm;
   std::vector<RopeParams> ropes;    // distinct rope settings; ropes[0] is the file's main one
   std::vector<LayerConfig> layers;  // n_layer entries
 
@@ -105,6 +119,11 @@ struct LayerWeights {
   const GgufTensor* ffn_up = nullptr;     // [n_embd, n_ff], or phi3 [n_embd, 2 n_ff]: gate rows then up rows
   const GgufTensor* ffn_down = nullptr;   // [n_ff, n_embd]
   const GgufTensor* post_ffn_norm = nullptr;  // gemma3: [n_embd], on the FFN output
+  // Mixture of experts (replace ffn_gate, ffn_up, ffn_down).
+  const GgufTensor* ffn_gate_inp = nullptr;   // router [n_embd, n_expert]
+  const GgufTensor* ffn_gate_exps = nullptr;  // [n_embd, n_ff_exp, n_expert]
+  const GgufTensor* ffn_up_exps = nullptr;    // [n_embd, n_ff_exp, n_expert]
+  const GgufTensor* ffn_down_exps = nullptr;  // [n_ff_exp, n_embd, n_expert]
 };
 
 struct Model {

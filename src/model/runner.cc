@@ -108,6 +108,7 @@ const PackedMatrix& ModelRunner::attention_in(int64_t il) const {
 }
 
 const PackedMatrix& ModelRunner::ffn_in(int64_t il) const {
+  if (model_.layers[il].ffn_gate_inp) return weights_->get(*model_.layers[il].ffn_gate_inp);
   const PackedMatrix* gate_up = weights_->gate_up(il);
   return gate_up ? *gate_up : weights_->get(*model_.layers[il].ffn_gate);
 }
@@ -289,11 +290,74 @@ void ModelRunner::add_residual(const GgufTensor* post_norm, int64_t n_tokens) {
   for (int64_t i = 0; i < n_tokens * n_embd; ++i) x_[i] += tmp_[i];
 }
 
+void ModelRunner::moe_ffn(const LayerWeights& l, int64_t il) {
+  const int64_t n_tokens = static_cast<int64_t>(tokens_.size());
+  const int64_t n_embd = c_.n_embd, n_exp = c_.n_expert, k = c_.n_expert_used, n_ff = c_.n_ff_exp;
+  router_.resize(n_tokens * n_exp);
+  matmul(*l.ffn_gate_inp, xn_.data(), n_tokens, router_.data());
+  choices_.resize(n_tokens * k);
+  for (int64_t t = 0; t < n_tokens; ++t) route_token(c_.moe_gating, &router_[t * n_exp], n_exp, k, &choices_[t * k]);
+  group_by_expert(choices_, n_exp, &groups_);
+  const std::vector<PackedExpert>& experts = weights_->experts(il);
+  expert_out_.resize(n_tokens * k * n_embd);
+  int64_t max_rows = 0;
+  for (int64_t e = 0; e < n_exp; ++e) max_rows = std::max(max_rows, groups_.size(e));
+  xe_.resize(max_rows * n_embd);
+  gu_.resize(max_rows * 2 * n_ff);
+  act_.resize(max_rows * n_ff);
+  ye_.resize(max_rows * n_embd);
+  // Each expert once, over all its tokens: gather their normed rows, one
+  // [gate; up] matmul, the activation, one down matmul, scatter the rows.
+  for (int64_t e = 0; e < n_exp; ++e) {
+    const int64_t n_e = groups_.size(e);
+    if (n_e == 0) continue;
+    const int32_t* rows = &groups_.rows[groups_.offsets[e]];
+    for (int64_t i = 0; i < n_e; ++i) {
+      std::memcpy(&xe_[i * n_embd], &xn_[(rows[i] / k) * n_embd], n_embd * sizeof(float));
+    }
+    const PackedExpert& x = experts[e];
+    const float *gate = gu_.data(), *up = gu_.data() + n_ff;
+    int64_t stride = 2 * n_ff;
+    if (x.gate_up) {
+      zl::matmul(*x.gate_up, xe_.data(), n_e, gu_.data(), pool_);
+    } else {
+      zl::matmul(x.gate, xe_.data(), n_e, gu_.data(), pool_);
+      zl::matmul(x.up, xe_.data(), n_e, gu_.data() + n_e * n_ff, pool_);
+      up = gu_.data() + n_e * n_ff;
+      stride = n_ff;
+    }
+    for (int64_t i = 0; i < n_e; ++i) swiglu(gate + i * stride, up + i * stride, &act_[i * n_ff], n_ff);
+    zl::matmul(x.down, act_.data(), n_e, ye_.data(), pool_);
+    for (int64_t i = 0; i < n_e; ++i) {
+      std::memcpy(&expert_out_[rows[i] * n_embd], &ye_[i * n_embd], n_embd * sizeof(float));
+    }
+  }
+  // Weighted sum in choice order (whatever the batch, the same order per token).
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    float* out = &tmp_[t * n_embd];
+    for (int64_t j = 0; j < k; ++j) {
+      const float w = choices_[t * k + j].weight;
+      const float* y = &expert_out_[(t * k + j) * n_embd];
+      if (j == 0) {
+        for (int64_t i = 0; i < n_embd; ++i) out[i] = y[i] * w;
+      } else {
+        for (int64_t i = 0; i < n_embd; ++i) out[i] += y[i] * w;
+      }
+    }
+  }
+}
+
 void ModelRunner::ffn_block(const LayerWeights& l, int64_t il) {
   const int64_t n_tokens = static_cast<int64_t>(tokens_.size());
   const int64_t n_embd = c_.n_embd, n_ff = c_.n_ff;
   for (int64_t t = 0; t < n_tokens; ++t) {
     rms_norm(&x_[t * n_embd], f32_data(l.ffn_norm), &xn_[t * n_embd], n_embd, c_.rms_eps);
+  }
+  if (l.ffn_gate_exps) {
+    moe_ffn(l, il);
+    hint(il + 1 < c_.n_layer ? attention_in(il + 1) : weights_->get(*model_.output), n_tokens);
+    add_residual(l.post_ffn_norm, n_tokens);
+    return;
   }
   // Token t's gate and up rows: gate_, up_ (stride n_ff), or one stacked row
   // of stacked_ (stride 2 n_ff). The activation goes to gate_.
@@ -336,7 +400,12 @@ uint64_t ModelRunner::step_bytes(const ModelConfig& c, int64_t n_tokens, int64_t
   const uint64_t floats = 3 * c.n_embd + 2 * c.q_dim() + 2 * c.kv_dim() + 2 * c.n_ff +
                           std::max(c.q_dim() + 2 * c.kv_dim(), 2 * c.n_ff) +
                           c.rope_dim * std::max<int64_t>(1, static_cast<int64_t>(c.ropes.size()));
-  const uint64_t per_token = 4 * floats + static_cast<uint64_t>(std::max(c.n_embd, c.n_ff)) + 64;
+  // MoE: router logits, the choices, each (token, choice)'s expert output,
+  // and the gathered rows of an expert (at most all tokens).
+  const uint64_t moe_floats = c.n_expert > 0 ? c.n_expert + 2 * c.n_expert_used + c.n_expert_used * c.n_embd +
+                                                   2 * c.n_embd + 3 * c.n_ff_exp
+                                             : 0;
+  const uint64_t per_token = 4 * (floats + moe_floats) + static_cast<uint64_t>(std::max(c.n_embd, c.n_ff)) + 64;
   const uint64_t logits = saturating_mul(static_cast<uint64_t>(std::max<int64_t>(n_logit_rows, 0)),
                                          4 * static_cast<uint64_t>(c.n_vocab));
   const uint64_t scratch = saturating_mul(static_cast<uint64_t>(std::max<int64_t>(n_tokens, 0)), per_token);
