@@ -7,7 +7,9 @@
 // norms, post-attention and post-FFN norms, GELU FFN, interleaved
 // sliding-window layers with their own rope base), `phi3` (fused QKV and
 // gate/up matrices, partial rotary, LongRoPE factors) and `qwen3moe` (qwen3
-// attention, mixture-of-experts FFN: router, top-k experts). Output embeddings may
+// attention, mixture-of-experts FFN: router, top-k experts) and `gpt-oss`
+// (attention biases and sinks, alternating sliding-window layers, experts
+// with biases and a clamped SwiGLU). Output embeddings may
 // be tied (no `output.weight`: token_embd is used). Weights stay in the
 // mmap'ed file; Model only holds pointers to the tensors.
 //
@@ -26,7 +28,7 @@
 
 namespace zl {
 
-enum class Arch { kLlama, kQwen2, kQwen3, kGemma3, kPhi3, kQwen3Moe };
+enum class Arch { kLlama, kQwen2, kQwen3, kGemma3, kPhi3, kQwen3Moe, kGptOss };
 // kNorm rotates adjacent pairs (x[2i], x[2i+1]); kNeox rotates halves (x[i], x[i+d/2]).
 enum class RopeType { kNorm, kNeox };
 // The FFN's gated activation: down(act(gate(x)) * up(x)).
@@ -93,6 +95,10 @@ struct ModelConfig {
   int64_t n_expert_used = 0;
   int64_t n_ff_exp = 0;
   MoeGating moe_gating = MoeGating::kSoftmaxTopkNorm;
+  // > 0: the experts' activation is gpt-oss's clamped SwiGLU,
+  // g = min(g, limit), u = clamp(u, -limit, limit), g * sigmoid(alpha g) * (u + 1).
+  float expert_swiglu_limit = 0.0f;
+  float expert_swiglu_alpha = 1.0f;
   std::vector<RopeParams> ropes;    // distinct rope settings; ropes[0] is the file's main one
   std::vector<LayerConfig> layers;  // n_layer entries
 
@@ -110,6 +116,8 @@ struct LayerWeights {
   const GgufTensor* bq = nullptr;         // qwen2: [q_dim]
   const GgufTensor* bk = nullptr;         // qwen2: [kv_dim]
   const GgufTensor* bv = nullptr;         // qwen2: [kv_dim]
+  const GgufTensor* bo = nullptr;         // gpt-oss: [n_embd], after wo
+  const GgufTensor* attn_sinks = nullptr; // gpt-oss: [n_head], a logit per head that joins the softmax denominator
   const GgufTensor* q_norm = nullptr;     // qwen3: [head_dim]
   const GgufTensor* k_norm = nullptr;     // qwen3: [head_dim]
   const GgufTensor* wqkv = nullptr;       // phi3: [n_embd, q_dim + 2 kv_dim], replaces wq, wk, wv
@@ -124,6 +132,10 @@ struct LayerWeights {
   const GgufTensor* ffn_gate_exps = nullptr;  // [n_embd, n_ff_exp, n_expert]
   const GgufTensor* ffn_up_exps = nullptr;    // [n_embd, n_ff_exp, n_expert]
   const GgufTensor* ffn_down_exps = nullptr;  // [n_ff_exp, n_embd, n_expert]
+  const GgufTensor* ffn_gate_inp_b = nullptr;  // gpt-oss: router bias [n_expert]
+  const GgufTensor* ffn_gate_exps_b = nullptr; // gpt-oss: [n_ff_exp, n_expert]
+  const GgufTensor* ffn_up_exps_b = nullptr;   // gpt-oss: [n_ff_exp, n_expert]
+  const GgufTensor* ffn_down_exps_b = nullptr; // gpt-oss: [n_embd, n_expert]
 };
 
 struct Model {

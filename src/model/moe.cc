@@ -60,6 +60,15 @@ void route_token(MoeGating gating, const float* logits, int64_t n_expert, int64_
   for (int64_t j = 0; j < k; ++j) out[j] = {idx[j], buf[j] * inv};
 }
 
+void swiglu_clamped(const float* gate, const float* bg, const float* up, const float* bu, float alpha, float limit,
+                    float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = std::min(gate[i] + bg[i], limit);
+    const float u = std::clamp(up[i] + bu[i], -limit, limit);
+    out[i] = g / (1.0f + std::exp(-alpha * g)) * (u + 1.0f);
+  }
+}
+
 void group_by_expert(std::span<const ExpertChoice> choices, int64_t n_expert, ExpertGroups* g) {
   g->offsets.assign(n_expert + 1, 0);
   for (const ExpertChoice& c : choices) {

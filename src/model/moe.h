@@ -39,4 +39,9 @@ struct ExpertGroups {
 // `choices`: n_tokens * k entries, token-major. Expert ids must be < n_expert.
 void group_by_expert(std::span<const ExpertChoice> choices, int64_t n_expert, ExpertGroups* groups);
 
+// gpt-oss's expert activation: g = min(gate + bg, limit),
+// u = clamp(up + bu, -limit, limit), out = g * sigmoid(alpha * g) * (u + 1).
+void swiglu_clamped(const float* gate, const float* bg, const float* up, const float* bu, float alpha, float limit,
+                    float* out, int64_t n);
+
 }  // namespace zl
