@@ -21,7 +21,7 @@ int cmd_make_model(int argc, char** argv, int first) {
                              {"type", true, "2-D tensor type (" + supported_ggml_type_names() + ") or a llama-quantize mix (" + quant_mix_names() + ")"},
                              {"vocab", true, "GGUF whose tokenizer.* metadata is copied"},
                              {"out", true, "output GGUF path"},
-                             {"arch", true, "llama, qwen2, qwen3, gemma3, phi3 or qwen3moe (default: the shape's)"},
+                             {"arch", true, "llama, qwen2, qwen3, gemma3, phi3, qwen3moe or gpt-oss (default: the shape's)"},
                              {"seed", true, "weight seed (default 1)"},
                              {"name", true, "general.name"},
                              {"threads", true, "threads (default: all cores)"},

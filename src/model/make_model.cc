@@ -156,6 +156,10 @@ std::optional<ModelShape> model_shape_preset(const std::string& name) {
     s = {.arch = "qwen3moe", .n_vocab = 151936, .n_embd = 2048, .n_layer = 48, .n_head = 32, .n_head_kv = 4,
          .head_dim = 128, .n_ff = 6144, .n_ctx = 40960, .rope_freq_base = 1000000.0f, .rms_eps = 1e-6f,
          .n_expert = 128, .n_expert_used = 8, .n_ff_exp = 768};
+  } else if (name == "gpt-oss-20b") {
+    s = {.arch = "gpt-oss", .n_vocab = 201088, .n_embd = 2880, .n_layer = 24, .n_head = 64, .n_head_kv = 8,
+         .head_dim = 64, .n_ff = 2880, .n_ctx = 131072, .rope_freq_base = 150000.0f, .sliding_window = 128,
+         .rope_orig_ctx = 4096, .yarn_factor = 32.0f, .n_expert = 32, .n_expert_used = 4, .n_ff_exp = 2880};
   } else if (name == "tiny-moe") {
     s = {.arch = "qwen3moe", .n_embd = 256, .n_layer = 4, .n_head = 8, .n_head_kv = 4, .n_ff = 768, .n_ctx = 512,
          .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 64};
@@ -166,19 +170,20 @@ std::optional<ModelShape> model_shape_preset(const std::string& name) {
 }
 
 std::vector<std::string> model_shape_preset_names() {
-  return {"tiny", "stories260k", "llama3.2-1b", "tinyllama-1.1b", "gemma3-1b", "phi3.5-mini", "qwen3-30b-a3b", "tiny-moe"};
+  return {"tiny", "stories260k", "llama3.2-1b", "tinyllama-1.1b", "gemma3-1b", "phi3.5-mini", "qwen3-30b-a3b", "gpt-oss-20b", "tiny-moe"};
 }
 
 Status make_model(const MakeModelOptions& opts, ThreadPool* pool,
                   const std::function<void(uint64_t, uint64_t)>& progress) {
   ModelShape s = opts.shape;
   if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "gemma3" && s.arch != "phi3" &&
-      s.arch != "qwen3moe") {
-    return invalid_argument("--arch must be llama, qwen2, qwen3, gemma3, phi3 or qwen3moe, not '" + s.arch + "'");
+      s.arch != "qwen3moe" && s.arch != "gpt-oss") {
+    return invalid_argument("--arch must be llama, qwen2, qwen3, gemma3, phi3, qwen3moe or gpt-oss, not '" + s.arch + "'");
   }
-  const bool moe = s.arch == "qwen3moe";
+  const bool gpt_oss = s.arch == "gpt-oss";
+  const bool moe = s.arch == "qwen3moe" || gpt_oss;
   if (moe && (s.n_expert <= 0 || s.n_expert_used <= 0 || s.n_expert_used > s.n_expert || s.n_ff_exp <= 0)) {
-    return invalid_argument("qwen3moe needs experts (use --shape qwen3-30b-a3b or tiny-moe)");
+    return invalid_argument(s.arch + " needs experts (use --shape qwen3-30b-a3b, gpt-oss-20b or tiny-moe)");
   }
   const bool gemma3 = s.arch == "gemma3", phi3 = s.arch == "phi3";
   auto traits = ggml_type_traits(static_cast<uint32_t>(opts.type));
@@ -219,7 +224,7 @@ Status make_model(const MakeModelOptions& opts, ThreadPool* pool,
   w.set(a + "attention.layer_norm_rms_epsilon", GgufValue::f32(s.rms_eps));
   w.set(a + "rope.freq_base", GgufValue::f32(s.rope_freq_base));
   w.set(a + "rope.dimension_count", GgufValue::u32(static_cast<uint32_t>(s.head_dim)));
-  if (s.sliding_window > 0 && (gemma3 || phi3)) {
+  if (s.sliding_window > 0 && (gemma3 || phi3 || gpt_oss)) {
     w.set(a + "attention.sliding_window", GgufValue::u32(static_cast<uint32_t>(s.sliding_window)));
   }
   if (gemma3) {
@@ -232,6 +237,11 @@ Status make_model(const MakeModelOptions& opts, ThreadPool* pool,
     w.set(a + "rope.scaling.original_context_length", GgufValue::u32(static_cast<uint32_t>(s.rope_orig_ctx)));
     w.set(a + "rope.scaling.attn_factor",
           GgufValue::f32(static_cast<float>(std::sqrt(1 + std::log(scale) / std::log(static_cast<double>(s.rope_orig_ctx))))));
+  }
+  if (gpt_oss && s.yarn_factor > 1) {
+    w.set(a + "rope.scaling.type", GgufValue::string("yarn"));
+    w.set(a + "rope.scaling.factor", GgufValue::f32(s.yarn_factor));
+    w.set(a + "rope.scaling.original_context_length", GgufValue::u32(static_cast<uint32_t>(s.rope_orig_ctx)));
   }
   if (moe) {
     w.set(a + "expert_count", GgufValue::u32(static_cast<uint32_t>(s.n_expert)));
@@ -305,22 +315,32 @@ Status make_model(const MakeModelOptions& opts, ThreadPool* pool,
       matrix(p + "attn_v.weight", s.n_embd, kv_dim);
     }
     matrix(p + "attn_output.weight", q_dim, s.n_embd);
-    if (s.arch == "qwen2") {
+    if (s.arch == "qwen2" || gpt_oss) {
       vector(p + "attn_q.bias", q_dim, 0.0f, 0.02f);
       vector(p + "attn_k.bias", kv_dim, 0.0f, 0.02f);
       vector(p + "attn_v.bias", kv_dim, 0.0f, 0.02f);
+    }
+    if (gpt_oss) {
+      vector(p + "attn_output.bias", s.n_embd, 0.0f, 0.02f);
+      vector(p + "attn_sinks.weight", s.n_head, 0.0f, 1.0f);
     }
     if (s.arch == "qwen3" || gemma3 || moe) {
       vector(p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.05f);
       vector(p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.05f);
     }
     if (gemma3) vector(p + "post_attention_norm.weight", s.n_embd, 1.0f, 0.05f);
-    vector(p + "ffn_norm.weight", s.n_embd, 1.0f, 0.05f);
+    vector(p + (gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight"), s.n_embd, 1.0f, 0.05f);
     if (moe) {  // the router stays F32, as llama-quantize leaves it
       matrix(p + "ffn_gate_inp.weight", s.n_embd, s.n_expert, 1, /*f32=*/true);
       matrix(p + "ffn_gate_exps.weight", s.n_embd, s.n_ff_exp, s.n_expert);
       matrix(p + "ffn_up_exps.weight", s.n_embd, s.n_ff_exp, s.n_expert);
       matrix(p + "ffn_down_exps.weight", s.n_ff_exp, s.n_embd, s.n_expert);
+      if (gpt_oss) {  // biases, F32
+        vector(p + "ffn_gate_inp.bias", s.n_expert, 0.0f, 0.02f);
+        matrix(p + "ffn_gate_exps.bias", s.n_ff_exp, s.n_expert, 1, true);
+        matrix(p + "ffn_up_exps.bias", s.n_ff_exp, s.n_expert, 1, true);
+        matrix(p + "ffn_down_exps.bias", s.n_embd, s.n_expert, 1, true);
+      }
       continue;
     }
     if (phi3) {

@@ -256,6 +256,18 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
     ASSIGN_OR_RETURN(float factor, optional_float(f, a + "rope.scaling.factor", 1.0f));
     if (!(factor > 0)) return corrupt_file("rope.scaling.factor must be positive");
     c.rope_freq_scale = 1.0f / factor;
+  } else if (type.ok() && *type == "yarn") {
+    ASSIGN_OR_RETURN(float factor, optional_float(f, a + "rope.scaling.factor", 1.0f));
+    if (!(factor >= 1)) return corrupt_file("rope.scaling.factor must be at least 1 for yarn");
+    c.rope_freq_scale = 1.0f / factor;
+    c.yarn = factor > 1;
+    ASSIGN_OR_RETURN(c.rope_orig_ctx, optional_int(f, a + "rope.scaling.original_context_length", c.n_ctx_train));
+    ASSIGN_OR_RETURN(c.rope_attn_factor, optional_float(f, a + "rope.scaling.attn_factor", 1.0f));
+    ASSIGN_OR_RETURN(c.yarn_beta_fast, optional_float(f, a + "rope.scaling.yarn_beta_fast", 32.0f));
+    ASSIGN_OR_RETURN(c.yarn_beta_slow, optional_float(f, a + "rope.scaling.yarn_beta_slow", 1.0f));
+    if (!(c.rope_attn_factor > 0) || !(c.yarn_beta_fast > 0) || !(c.yarn_beta_slow > 0)) {
+      return corrupt_file("yarn attn_factor and beta values must be positive");
+    }
   } else if (type.ok() && *type != "none" && *type != "llama3" &&
              !(c.arch == Arch::kPhi3 && (*type == "longrope" || *type == "su"))) {
     return unsupported("rope scaling type '" + *type + "' is not supported");

@@ -99,6 +99,13 @@ struct ModelConfig {
   // g = min(g, limit), u = clamp(u, -limit, limit), g * sigmoid(alpha g) * (u + 1).
   float expert_swiglu_limit = 0.0f;
   float expert_swiglu_alpha = 1.0f;
+  // YaRN (rope.scaling.type "yarn"): per rotated dimension i, theta mixes
+  // the interpolated (freq_scale) and the original angle by a ramp between
+  // the correction dimensions of yarn_beta_fast and yarn_beta_slow over
+  // rope_orig_ctx; cos/sin × (1 + 0.1 ln(1 / freq_scale)), as llama.cpp.
+  bool yarn = false;
+  float yarn_beta_fast = 32.0f;
+  float yarn_beta_slow = 1.0f;
   std::vector<RopeParams> ropes;    // distinct rope settings; ropes[0] is the file's main one
   std::vector<LayerConfig> layers;  // n_layer entries
 

@@ -124,6 +124,28 @@ void ModelRunner::rope_table(int64_t pos, const RopeParams& rope, float* cs) con
   const float* factors = rope_factors_;
   const float mscale = c_.rope_attn_factor;
   float theta = static_cast<float>(pos);
+  if (c_.yarn && rope.freq_scale != 1.0f) {
+    // YaRN as ggml's rope_yarn: the ramp between the correction dimensions
+    // mixes the interpolated angle (low dimensions) with the original one.
+    const float n_dims = static_cast<float>(c_.rope_dim), orig = static_cast<float>(c_.rope_orig_ctx);
+    auto corr_dim = [&](float n_rot) {
+      return n_dims * std::log(orig / (n_rot * 2.0f * static_cast<float>(M_PI))) / (2.0f * std::log(rope.freq_base));
+    };
+    const float low = std::max(0.0f, std::floor(corr_dim(c_.yarn_beta_fast)));
+    const float high = std::min(n_dims - 1, std::ceil(corr_dim(c_.yarn_beta_slow)));
+    const float ymscale = mscale * (1.0f + 0.1f * std::log(1.0f / rope.freq_scale));
+    for (int64_t i = 0; i < half; ++i) {
+      const float extrap = theta / (factors ? factors[i] : 1.0f);
+      const float interp = rope.freq_scale * extrap;
+      const float y = (static_cast<float>(i) - low) / std::max(0.001f, high - low);
+      const float ramp = 1.0f - std::min(1.0f, std::max(0.0f, y));
+      const float angle = interp * (1.0f - ramp) + extrap * ramp;
+      cs[i] = std::cos(angle) * ymscale;
+      cs[half + i] = std::sin(angle) * ymscale;
+      theta *= theta_scale;
+    }
+    return;
+  }
   for (int64_t i = 0; i < half; ++i) {
     const float angle = rope.freq_scale * (theta / (factors ? factors[i] : 1.0f));
     cs[i] = std::cos(angle) * mscale;

@@ -84,14 +84,17 @@ TEST(MoeRouting, GroupsListEachExpertsRowsInBatchOrder) {
   EXPECT_EQ(g.size(1), 0);
 }
 
-std::unique_ptr<Model> moe_model(GgmlType type) {
+std::unique_ptr<Model> moe_model(GgmlType type, const std::string& arch = "qwen3moe") {
   const std::string dir = testing_support::temp_file("zl_moe", "");
   GgufWriter vw;
   vw.set("tokenizer.ggml.tokens", GgufValue::string_array(std::vector<std::string>(80, "t")));
   EXPECT_TRUE(vw.write(dir + "vocab.gguf").ok());
   ModelShape s = *model_shape_preset("tiny-moe");
+  s.arch = arch;
   s.n_embd = 64, s.n_layer = 2, s.n_head = 4, s.n_head_kv = 2, s.n_ctx = 64, s.n_ff_exp = 32;
-  MakeModelOptions o{.shape = s, .type = type, .vocab_path = dir + "vocab.gguf", .out_path = dir + "moe.gguf", .seed = 5};
+  if (arch == "gpt-oss") s.sliding_window = 4;  // layer 0 local, layer 1 global
+  MakeModelOptions o{.shape = s, .type = type, .vocab_path = dir + "vocab.gguf", .out_path = dir + arch + ".gguf",
+                     .seed = 5};
   EXPECT_TRUE(make_model(o, nullptr, nullptr).ok());
   auto m = load_model(o.out_path);
   EXPECT_TRUE(m.ok()) << m.status().to_string();
@@ -102,8 +105,10 @@ std::unique_ptr<Model> moe_model(GgmlType type) {
 // to it; every token's logits must be bit for bit those of the token run
 // alone (one token: each of its experts a one-row matmul).
 TEST(MoeRunner, GroupedExpertsEqualPerTokenExecution) {
-  for (GgmlType type : {GgmlType::kF32, GgmlType::kQ4_0, GgmlType::kQ8_0}) {
-    auto model = moe_model(type);
+  for (auto [arch, type] : {std::pair{"qwen3moe", GgmlType::kF32}, std::pair{"qwen3moe", GgmlType::kQ4_0},
+                            std::pair{"qwen3moe", GgmlType::kQ8_0}, std::pair{"gpt-oss", GgmlType::kF32},
+                            std::pair{"gpt-oss", GgmlType::kMXFP4}}) {
+    auto model = moe_model(type, arch);
     ASSERT_EQ(model->config.n_expert, 8);
     const int64_t n_vocab = model->config.n_vocab;
     ThreadPool pool(2);
@@ -141,6 +146,29 @@ TEST(MoeRunner, GroupedExpertsEqualPerTokenExecution) {
     EXPECT_EQ(off, together.size());
     (void)n_vocab;
   }
+}
+
+// gpt-oss: a prompt's logits computed in one prefill equal, bit for bit,
+// those of the same tokens fed one by one (sinks, the window of layer 0).
+TEST(MoeRunner, GptOssPrefillEqualsDecode) {
+  auto model = moe_model(GgmlType::kQ8_0, "gpt-oss");
+  ASSERT_NE(model->layers[0].attn_sinks, nullptr);
+  EXPECT_EQ(model->config.layers[0].sliding_window, 4);
+  EXPECT_EQ(model->config.layers[1].sliding_window, 0);
+  ThreadPool pool(2);
+  ModelRunner runner(*model, &pool);
+  const std::vector<int32_t> ids = {1, 7, 3, 9, 22, 5, 40, 11, 2, 63};
+  std::vector<int32_t> table = {0};
+  KvStorage kv1(model->config, 1, 16, KvType::kF32), kv2(model->config, 1, 16, KvType::kF32);
+  BatchSequence all{.tokens = ids, .n_past = 0, .block_table = table, .all_logits = true};
+  std::vector<float> prefill, decode;
+  ASSERT_TRUE(runner.forward(std::span(&all, 1), kv1, prefill).ok());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    BatchSequence one{.tokens = std::span(ids).subspan(i, 1), .n_past = static_cast<int64_t>(i), .block_table = table};
+    ASSERT_TRUE(runner.forward(std::span(&one, 1), kv2, decode).ok());
+  }
+  ASSERT_EQ(prefill.size(), decode.size());
+  for (size_t i = 0; i < prefill.size(); ++i) ASSERT_EQ(prefill[i], decode[i]) << i;
 }
 
 // The roofline bytes of a MoE model count the router and the used experts.
