@@ -175,7 +175,7 @@ Result<std::unique_ptr<Model>> load_model(const std::string& path);
 Result<std::unique_ptr<Model>> load_model(std::unique_ptr<GgufFile> file);
 
 std::string arch_name(Arch arch);
-// "llama, qwen2, qwen3, gemma3, phi3": what the error for an unsupported one lists.
+// "llama, qwen2, qwen3, gemma3, phi3, qwen3moe, gpt-oss": what the error for an unsupported one lists.
 std::string supported_arch_names();
 
 }  // namespace zl
