@@ -524,3 +524,41 @@ TEST(PackedWeights, AnInMemoryImageIsNeverReleased) {
 
 }  // namespace
 }  // namespace zl
+
+namespace zl {
+namespace {
+
+// The mixes follow llama-quantize's choices; for the tiny 4-layer shape
+// ../shared/models/README.md lists them (Q4_K_M, Q5_K_M: Q6_K output and
+// attn_v/ffn_down of blocks 2 and 3; Q4_K_S: Q5_K attn_v everywhere).
+TEST(QuantMix, TypesPerTensorAsLlamaQuantize) {
+  const auto q4km = parse_quant_mix("q4_k_m"), q4ks = parse_quant_mix("Q4_K_S"), q3km = parse_quant_mix("Q3_K_M");
+  ASSERT_TRUE(q4km && q4ks && q3km);
+  EXPECT_FALSE(parse_quant_mix("Q4_K"));
+  EXPECT_EQ(mix_tensor_type(*q4km, "output.weight", 4), GgmlType::kQ6_K);
+  EXPECT_EQ(mix_tensor_type(*q4km, "token_embd.weight", 4), GgmlType::kQ4_K);
+  for (int il = 0; il < 4; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    const GgmlType more = il >= 2 ? GgmlType::kQ6_K : GgmlType::kQ4_K;
+    EXPECT_EQ(mix_tensor_type(*q4km, p + "attn_v.weight", 4), more) << il;
+    EXPECT_EQ(mix_tensor_type(*q4km, p + "ffn_down.weight", 4), more) << il;
+    EXPECT_EQ(mix_tensor_type(*q4km, p + "attn_q.weight", 4), GgmlType::kQ4_K) << il;
+    EXPECT_EQ(mix_tensor_type(*q4ks, p + "attn_v.weight", 4), GgmlType::kQ5_K) << il;
+    EXPECT_EQ(mix_tensor_type(*q4ks, p + "ffn_down.weight", 4), GgmlType::kQ4_K) << il;
+    EXPECT_EQ(mix_tensor_type(*q3km, p + "attn_v.weight", 4), il < 2 ? GgmlType::kQ5_K : GgmlType::kQ4_K) << il;
+    EXPECT_EQ(mix_tensor_type(*q3km, p + "attn_output.weight", 4), GgmlType::kQ4_K) << il;
+    EXPECT_EQ(mix_tensor_type(*q3km, p + "ffn_gate.weight", 4), GgmlType::kQ3_K) << il;
+  }
+  // 16 layers (Llama 3.2 1B): more bits in 0, 1, 4, 7, 10, 13, 14, 15.
+  const auto q5km = parse_quant_mix("Q5_K_M");
+  ASSERT_TRUE(q5km);
+  for (int il = 0; il < 16; ++il) {
+    const bool more = il < 2 || il >= 14 || (il - 2) % 3 == 2;
+    EXPECT_EQ(mix_tensor_type(*q5km, "blk." + std::to_string(il) + ".ffn_down.weight", 16),
+              more ? GgmlType::kQ6_K : GgmlType::kQ5_K)
+        << il;
+  }
+}
+
+}  // namespace
+}  // namespace zl
