@@ -155,8 +155,12 @@ Result<RooflineWindows> decode_roofline_windows(BenchContext& ctx, double bytes_
 double layer_macs_per_token(const Model& model) {
   double macs = 0;
   for (const LayerWeights& l : model.layers) {
-    for (const GgufTensor* t : {l.wq, l.wk, l.wv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down}) {
-      macs += static_cast<double>(t->ne[0]) * static_cast<double>(t->ne[1]);
+    for (const GgufTensor* t : {l.wq, l.wk, l.wv, l.wqkv, l.wo, l.ffn_gate, l.ffn_up, l.ffn_down, l.ffn_gate_inp}) {
+      if (t) macs += static_cast<double>(t->ne[0]) * static_cast<double>(t->ne[1]);
+    }
+    // Mixture of experts: the experts a token uses (expert_used_count of them).
+    for (const GgufTensor* t : {l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps}) {
+      if (t) macs += static_cast<double>(t->ne[0]) * static_cast<double>(t->ne[1]) * static_cast<double>(model.config.n_expert_used);
     }
   }
   return macs;

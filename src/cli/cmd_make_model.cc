@@ -21,7 +21,7 @@ int cmd_make_model(int argc, char** argv, int first) {
                              {"type", true, "2-D tensor type (" + supported_ggml_type_names() + ") or a llama-quantize mix (" + quant_mix_names() + ")"},
                              {"vocab", true, "GGUF whose tokenizer.* metadata is copied"},
                              {"out", true, "output GGUF path"},
-                             {"arch", true, "llama, qwen2, qwen3, gemma3 or phi3 (default: the shape's)"},
+                             {"arch", true, "llama, qwen2, qwen3, gemma3, phi3, qwen3moe or gpt-oss (default: the shape's)"},
                              {"seed", true, "weight seed (default 1)"},
                              {"name", true, "general.name"},
                              {"threads", true, "threads (default: all cores)"},
@@ -32,7 +32,10 @@ int cmd_make_model(int argc, char** argv, int first) {
                              {"head-dim", true, "override head dimension"},
                              {"n-ff", true, "override feed-forward length"},
                              {"n-ctx", true, "override context length"},
-                             {"n-vocab", true, "pad the vocabulary to this size"}},
+                             {"n-vocab", true, "pad the vocabulary to this size"},
+                             {"n-expert", true, "override expert count (MoE shapes)"},
+                             {"n-expert-used", true, "override experts used per token"},
+                             {"n-ff-exp", true, "override expert feed-forward length"}},
                             &code);
   if (!args) return code;
   for (const char* req : {"shape", "type", "vocab", "out"}) {
@@ -60,7 +63,9 @@ int cmd_make_model(int argc, char** argv, int first) {
   } overrides[] = {{"n-embd", &opts.shape.n_embd}, {"n-layer", &opts.shape.n_layer, kMaxLayers},
                    {"n-head", &opts.shape.n_head}, {"n-head-kv", &opts.shape.n_head_kv},
                    {"head-dim", &opts.shape.head_dim}, {"n-ff", &opts.shape.n_ff},
-                   {"n-ctx", &opts.shape.n_ctx}, {"n-vocab", &opts.shape.n_vocab}};
+                   {"n-ctx", &opts.shape.n_ctx}, {"n-vocab", &opts.shape.n_vocab},
+                   {"n-expert", &opts.shape.n_expert, 4096}, {"n-expert-used", &opts.shape.n_expert_used, 4096},
+                   {"n-ff-exp", &opts.shape.n_ff_exp}};
   for (auto& o : overrides) {
     auto v = args->get_int_in(o.flag, *o.field, 0, o.max);
     if (!v.ok()) return report_error("make-model", v.status());

@@ -117,7 +117,8 @@ Status check_writer_memory(const ModelShape& s, const MakeModelOptions& opts, in
                   {"attn_k", s.n_embd, kv_dim},
                   {"attn_output", q_dim, s.n_embd},
                   {"ffn_up", s.n_embd, fused ? 2 * s.n_ff : s.n_ff},
-                  {"ffn_down", s.n_ff, s.n_embd}};
+                  {"ffn_down", s.n_ff, s.n_embd},
+                  {"ffn_gate_exps", s.n_embd, std::max<int64_t>(1, s.n_ff_exp) * std::max<int64_t>(1, s.n_expert)}};
   const uint64_t available = opts.memory_budget ? *opts.memory_budget : available_memory_bytes();
   for (const auto& m : matrices) {
     // (A mix's largest type is Q6_K.)
@@ -151,6 +152,17 @@ std::optional<ModelShape> model_shape_preset(const std::string& name) {
   } else if (name == "phi3.5-mini") {
     s = {.arch = "phi3", .n_vocab = 32064, .n_embd = 3072, .n_layer = 32, .n_head = 32, .n_head_kv = 32,
          .n_ff = 8192, .n_ctx = 131072, .sliding_window = 262144, .rope_orig_ctx = 4096};
+  } else if (name == "qwen3-30b-a3b") {
+    s = {.arch = "qwen3moe", .n_vocab = 151936, .n_embd = 2048, .n_layer = 48, .n_head = 32, .n_head_kv = 4,
+         .head_dim = 128, .n_ff = 6144, .n_ctx = 40960, .rope_freq_base = 1000000.0f, .rms_eps = 1e-6f,
+         .n_expert = 128, .n_expert_used = 8, .n_ff_exp = 768};
+  } else if (name == "gpt-oss-20b") {
+    s = {.arch = "gpt-oss", .n_vocab = 201088, .n_embd = 2880, .n_layer = 24, .n_head = 64, .n_head_kv = 8,
+         .head_dim = 64, .n_ff = 2880, .n_ctx = 131072, .rope_freq_base = 150000.0f, .sliding_window = 128,
+         .rope_orig_ctx = 4096, .yarn_factor = 32.0f, .n_expert = 32, .n_expert_used = 4, .n_ff_exp = 2880};
+  } else if (name == "tiny-moe") {
+    s = {.arch = "qwen3moe", .n_embd = 256, .n_layer = 4, .n_head = 8, .n_head_kv = 4, .n_ff = 768, .n_ctx = 512,
+         .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 64};
   } else {
     return std::nullopt;
   }
@@ -158,14 +170,20 @@ std::optional<ModelShape> model_shape_preset(const std::string& name) {
 }
 
 std::vector<std::string> model_shape_preset_names() {
-  return {"tiny", "stories260k", "llama3.2-1b", "tinyllama-1.1b", "gemma3-1b", "phi3.5-mini"};
+  return {"tiny", "stories260k", "llama3.2-1b", "tinyllama-1.1b", "gemma3-1b", "phi3.5-mini", "qwen3-30b-a3b", "gpt-oss-20b", "tiny-moe"};
 }
 
 Status make_model(const MakeModelOptions& opts, ThreadPool* pool,
                   const std::function<void(uint64_t, uint64_t)>& progress) {
   ModelShape s = opts.shape;
-  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "gemma3" && s.arch != "phi3") {
-    return invalid_argument("--arch must be llama, qwen2, qwen3, gemma3 or phi3, not '" + s.arch + "'");
+  if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "qwen3" && s.arch != "gemma3" && s.arch != "phi3" &&
+      s.arch != "qwen3moe" && s.arch != "gpt-oss") {
+    return invalid_argument("--arch must be llama, qwen2, qwen3, gemma3, phi3, qwen3moe or gpt-oss, not '" + s.arch + "'");
+  }
+  const bool gpt_oss = s.arch == "gpt-oss";
+  const bool moe = s.arch == "qwen3moe" || gpt_oss;
+  if (moe && (s.n_expert <= 0 || s.n_expert_used <= 0 || s.n_expert_used > s.n_expert || s.n_ff_exp <= 0)) {
+    return invalid_argument(s.arch + " needs experts (use --shape qwen3-30b-a3b, gpt-oss-20b or tiny-moe)");
   }
   const bool gemma3 = s.arch == "gemma3", phi3 = s.arch == "phi3";
   auto traits = ggml_type_traits(static_cast<uint32_t>(opts.type));
@@ -206,7 +224,7 @@ Status make_model(const MakeModelOptions& opts, ThreadPool* pool,
   w.set(a + "attention.layer_norm_rms_epsilon", GgufValue::f32(s.rms_eps));
   w.set(a + "rope.freq_base", GgufValue::f32(s.rope_freq_base));
   w.set(a + "rope.dimension_count", GgufValue::u32(static_cast<uint32_t>(s.head_dim)));
-  if (s.sliding_window > 0 && (gemma3 || phi3)) {
+  if (s.sliding_window > 0 && (gemma3 || phi3 || gpt_oss)) {
     w.set(a + "attention.sliding_window", GgufValue::u32(static_cast<uint32_t>(s.sliding_window)));
   }
   if (gemma3) {
@@ -220,6 +238,16 @@ Status make_model(const MakeModelOptions& opts, ThreadPool* pool,
     w.set(a + "rope.scaling.attn_factor",
           GgufValue::f32(static_cast<float>(std::sqrt(1 + std::log(scale) / std::log(static_cast<double>(s.rope_orig_ctx))))));
   }
+  if (gpt_oss && s.yarn_factor > 1) {
+    w.set(a + "rope.scaling.type", GgufValue::string("yarn"));
+    w.set(a + "rope.scaling.factor", GgufValue::f32(s.yarn_factor));
+    w.set(a + "rope.scaling.original_context_length", GgufValue::u32(static_cast<uint32_t>(s.rope_orig_ctx)));
+  }
+  if (moe) {
+    w.set(a + "expert_count", GgufValue::u32(static_cast<uint32_t>(s.n_expert)));
+    w.set(a + "expert_used_count", GgufValue::u32(static_cast<uint32_t>(s.n_expert_used)));
+    w.set(a + "expert_feed_forward_length", GgufValue::u32(static_cast<uint32_t>(s.n_ff_exp)));
+  }
   for (const auto& [key, value] : vocab->metadata()) {
     if (key.rfind("tokenizer.", 0) == 0) w.set(key, value);
   }
@@ -227,10 +255,15 @@ Status make_model(const MakeModelOptions& opts, ThreadPool* pool,
   const uint64_t seed = opts.seed;
   // A weight matrix [ne0, ne1] in opts.type, falling back to Q8_0/F16 when the
   // row length is not a multiple of the type's block (as llama-quantize does).
-  auto matrix = [&](const std::string& name, int64_t ne0, int64_t ne1) {
-    const GgmlType t = matrix_type(opts.mix ? mix_tensor_type(*opts.mix, name, s.n_layer) : opts.type, ne0);
+  // ne2 > 1: a stack of ne2 matrices (experts), rows numbered across them.
+  auto matrix = [&](const std::string& name, int64_t ne0, int64_t ne1, int64_t ne2 = 1, bool f32 = false) {
+    GgmlType t = matrix_type(opts.mix ? mix_tensor_type(*opts.mix, name, s.n_layer) : opts.type, ne0);
+    if (f32) t = GgmlType::kF32;
     const uint64_t h = hash_name(name);
-    w.add_tensor(name, t, {ne0, ne1}, [=](uint8_t* dst, uint64_t n_bytes) {
+    std::vector<int64_t> shape = {ne0, ne1};
+    if (ne2 > 1) shape.push_back(ne2);
+    ne1 *= ne2;
+    w.add_tensor(name, t, shape, [=](uint8_t* dst, uint64_t n_bytes) {
       const size_t rb = row_size(t, ne0);
       auto rows = [&](int64_t r0, int64_t r1) {
         std::vector<float> buf(ne0);
@@ -282,17 +315,34 @@ Status make_model(const MakeModelOptions& opts, ThreadPool* pool,
       matrix(p + "attn_v.weight", s.n_embd, kv_dim);
     }
     matrix(p + "attn_output.weight", q_dim, s.n_embd);
-    if (s.arch == "qwen2") {
+    if (s.arch == "qwen2" || gpt_oss) {
       vector(p + "attn_q.bias", q_dim, 0.0f, 0.02f);
       vector(p + "attn_k.bias", kv_dim, 0.0f, 0.02f);
       vector(p + "attn_v.bias", kv_dim, 0.0f, 0.02f);
     }
-    if (s.arch == "qwen3" || gemma3) {
+    if (gpt_oss) {
+      vector(p + "attn_output.bias", s.n_embd, 0.0f, 0.02f);
+      vector(p + "attn_sinks.weight", s.n_head, 0.0f, 1.0f);
+    }
+    if (s.arch == "qwen3" || gemma3 || moe) {
       vector(p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.05f);
       vector(p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.05f);
     }
     if (gemma3) vector(p + "post_attention_norm.weight", s.n_embd, 1.0f, 0.05f);
-    vector(p + "ffn_norm.weight", s.n_embd, 1.0f, 0.05f);
+    vector(p + (gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight"), s.n_embd, 1.0f, 0.05f);
+    if (moe) {  // the router stays F32, as llama-quantize leaves it
+      matrix(p + "ffn_gate_inp.weight", s.n_embd, s.n_expert, 1, /*f32=*/true);
+      matrix(p + "ffn_gate_exps.weight", s.n_embd, s.n_ff_exp, s.n_expert);
+      matrix(p + "ffn_up_exps.weight", s.n_embd, s.n_ff_exp, s.n_expert);
+      matrix(p + "ffn_down_exps.weight", s.n_ff_exp, s.n_embd, s.n_expert);
+      if (gpt_oss) {  // biases, F32
+        vector(p + "ffn_gate_inp.bias", s.n_expert, 0.0f, 0.02f);
+        matrix(p + "ffn_gate_exps.bias", s.n_ff_exp, s.n_expert, 1, true);
+        matrix(p + "ffn_up_exps.bias", s.n_ff_exp, s.n_expert, 1, true);
+        matrix(p + "ffn_down_exps.bias", s.n_embd, s.n_expert, 1, true);
+      }
+      continue;
+    }
     if (phi3) {
       matrix(p + "ffn_up.weight", s.n_embd, 2 * s.n_ff);  // gate rows, then up rows
     } else {

@@ -20,7 +20,7 @@
 namespace zl {
 
 struct ModelShape {
-  std::string arch = "llama";  // llama, qwen2, qwen3, gemma3, phi3
+  std::string arch = "llama";  // llama, qwen2, qwen3, gemma3, phi3, qwen3moe, gpt-oss
   int64_t n_vocab = 0;         // 0: take the vocabulary's size
   int64_t n_embd = 0;
   int64_t n_layer = 0;
@@ -40,10 +40,19 @@ struct ModelShape {
   float rope_freq_base_swa = 10000.0f;
   // phi3: LongRoPE factor tensors for a context beyond rope_orig_ctx (0: none).
   int64_t rope_orig_ctx = 0;
+  // gpt-oss: YaRN rope scaling by this factor over rope_orig_ctx (0: none).
+  float yarn_factor = 0.0f;
+  // qwen3moe, gpt-oss: n_expert experts of n_ff_exp, n_expert_used per token.
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_exp = 0;
 };
 
 // Presets: "tiny", "llama3.2-1b", "tinyllama-1.1b", "stories260k",
-// "gemma3-1b" (Gemma 3 1B), "phi3.5-mini" (Phi-3.5-mini). Each sets its
+// "gemma3-1b" (Gemma 3 1B), "phi3.5-mini" (Phi-3.5-mini), "qwen3-30b-a3b"
+// (Qwen3-30B-A3B; --n-layer makes it smaller), "tiny-moe" (qwen3moe of the
+// tiny shape, 8 experts of 64, 2 used), "gpt-oss-20b" (gpt-oss-20b; use
+// --n-layer for fewer layers). Each sets its
 // architecture. nullopt if unknown.
 std::optional<ModelShape> model_shape_preset(const std::string& name);
 std::vector<std::string> model_shape_preset_names();

@@ -63,6 +63,25 @@ Result<const GgufTensor*> bind_tensor(const GgufFile& f, const std::string& name
   return t;
 }
 
+// Binds a stack of n_expert matrices [ne0, ne1, n_expert] (a 2-D type).
+Result<const GgufTensor*> bind_experts(const GgufFile& f, const std::string& name, int64_t ne0, int64_t ne1,
+                                       int64_t n_expert) {
+  const GgufTensor* t = f.find_tensor(name);
+  if (!t) return corrupt_file("missing tensor '" + name + "'");
+  if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != n_expert || t->ne[3] != 1) {
+    return corrupt_file("tensor '" + name + "' has shape [" + std::to_string(t->ne[0]) + ", " +
+                        std::to_string(t->ne[1]) + ", " + std::to_string(t->ne[2]) + ", " +
+                        std::to_string(t->ne[3]) + "], expected [" + std::to_string(ne0) + ", " +
+                        std::to_string(ne1) + ", " + std::to_string(n_expert) + "]");
+  }
+  auto traits = ggml_type_traits(static_cast<uint32_t>(t->type));
+  if (!traits || !traits->supported) {
+    return unsupported("tensor '" + name + "' has type " + ggml_type_name(t->type) +
+                       ", which zerolayer does not support (supported: " + supported_ggml_type_names() + ")");
+  }
+  return t;
+}
+
 // Every supported architecture: its GGUF name and rope pairing.
 struct ArchInfo {
   Arch arch;
@@ -73,12 +92,15 @@ constexpr ArchInfo kArchs[] = {{Arch::kLlama, "llama", RopeType::kNorm},
                                {Arch::kQwen2, "qwen2", RopeType::kNeox},
                                {Arch::kQwen3, "qwen3", RopeType::kNeox},
                                {Arch::kGemma3, "gemma3", RopeType::kNeox},
-                               {Arch::kPhi3, "phi3", RopeType::kNeox}};
+                               {Arch::kPhi3, "phi3", RopeType::kNeox},
+                               {Arch::kQwen3Moe, "qwen3moe", RopeType::kNeox},
+                               {Arch::kGptOss, "gpt-oss", RopeType::kNeox}};
 
 // Gemma 3's layer kinds: `sliding_window_pattern` n (an integer) makes layer
 // il local when il % n < n - 1 (n local : 1 global); an array gives each
 // layer's flag. Absent: Gemma 3's 6 (5 local : 1 global).
-Result<std::vector<bool>> sliding_layers(const GgufFile& f, const std::string& key, int64_t n_layer) {
+Result<std::vector<bool>> sliding_layers(const GgufFile& f, const std::string& key, int64_t n_layer,
+                                         int64_t default_pattern = 6) {
   std::vector<bool> local(n_layer);
   if (const GgufArray* arr = f.get_array(key)) {
     if (static_cast<int64_t>(arr->items.size()) != n_layer) {
@@ -92,7 +114,7 @@ Result<std::vector<bool>> sliding_layers(const GgufFile& f, const std::string& k
     }
     return local;
   }
-  ASSIGN_OR_RETURN(int64_t n, optional_int(f, key, 6));
+  ASSIGN_OR_RETURN(int64_t n, optional_int(f, key, default_pattern));
   for (int64_t i = 0; i < n_layer; ++i) local[i] = i % n < n - 1;
   return local;
 }
@@ -140,7 +162,36 @@ Status read_arch_traits(const GgufFile& f, ModelConfig& c) {
       if (!(c.rope_attn_factor > 0)) return corrupt_file("rope.scaling.attn_factor must be positive");
       break;
     }
+    case Arch::kQwen3Moe:
+    case Arch::kGptOss: {
+      ASSIGN_OR_RETURN(c.n_expert, required_int(f, a + "expert_count"));
+      ASSIGN_OR_RETURN(c.n_expert_used, required_int(f, a + "expert_used_count"));
+      ASSIGN_OR_RETURN(c.n_ff_exp, optional_int(f, a + "expert_feed_forward_length", c.n_ff));
+      if (c.arch == Arch::kQwen3Moe) {
+        c.moe_gating = MoeGating::kSoftmaxTopkNorm;
+        break;
+      }
+      // gpt-oss: selection on the biased router logits, softmax over the
+      // chosen; the clamped SwiGLU (no GGUF key holds its constants: those
+      // of the reference implementation and llama.cpp); alternating
+      // sliding-window layers (layer il local when il % 2 == 0, unless a
+      // sliding_window_pattern key says otherwise).
+      c.moe_gating = MoeGating::kTopkSoftmax;
+      c.expert_swiglu_limit = 7.0f;
+      c.expert_swiglu_alpha = 1.702f;
+      ASSIGN_OR_RETURN(int64_t window, optional_window(f, a + "attention.sliding_window"));
+      if (window == 0) break;
+      ASSIGN_OR_RETURN(auto local, sliding_layers(f, a + "attention.sliding_window_pattern", c.n_layer, 2));
+      for (int64_t i = 0; i < c.n_layer; ++i) {
+        if (local[i]) c.layers[i].sliding_window = window;
+      }
+      break;
+    }
     default: break;
+  }
+  if (c.n_expert > 0 && (c.n_expert_used > c.n_expert || c.n_expert > 4096)) {
+    return corrupt_file("expert_used_count " + std::to_string(c.n_expert_used) + " of expert_count " +
+                        std::to_string(c.n_expert) + " is out of range");
   }
   return {};
 }
@@ -205,6 +256,18 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
     ASSIGN_OR_RETURN(float factor, optional_float(f, a + "rope.scaling.factor", 1.0f));
     if (!(factor > 0)) return corrupt_file("rope.scaling.factor must be positive");
     c.rope_freq_scale = 1.0f / factor;
+  } else if (type.ok() && *type == "yarn") {
+    ASSIGN_OR_RETURN(float factor, optional_float(f, a + "rope.scaling.factor", 1.0f));
+    if (!(factor >= 1)) return corrupt_file("rope.scaling.factor must be at least 1 for yarn");
+    c.rope_freq_scale = 1.0f / factor;
+    c.yarn = factor > 1;
+    ASSIGN_OR_RETURN(c.rope_orig_ctx, optional_int(f, a + "rope.scaling.original_context_length", c.n_ctx_train));
+    ASSIGN_OR_RETURN(c.rope_attn_factor, optional_float(f, a + "rope.scaling.attn_factor", 1.0f));
+    ASSIGN_OR_RETURN(c.yarn_beta_fast, optional_float(f, a + "rope.scaling.yarn_beta_fast", 32.0f));
+    ASSIGN_OR_RETURN(c.yarn_beta_slow, optional_float(f, a + "rope.scaling.yarn_beta_slow", 1.0f));
+    if (!(c.rope_attn_factor > 0) || !(c.yarn_beta_fast > 0) || !(c.yarn_beta_slow > 0)) {
+      return corrupt_file("yarn attn_factor and beta values must be positive");
+    }
   } else if (type.ok() && *type != "none" && *type != "llama3" &&
              !(c.arch == Arch::kPhi3 && (*type == "longrope" || *type == "su"))) {
     return unsupported("rope scaling type '" + *type + "' is not supported");
@@ -243,9 +306,10 @@ Result<std::unique_ptr<Model>> load_model(std::unique_ptr<GgufFile> file) {
     return corrupt_file("rope_factors_long and rope_factors_short must come together");
   }
   const bool qwen2 = c.arch == Arch::kQwen2;
-  const bool qk_norm = c.arch == Arch::kQwen3 || c.arch == Arch::kGemma3;
+  const bool qk_norm = c.arch == Arch::kQwen3 || c.arch == Arch::kGemma3 || c.arch == Arch::kQwen3Moe;
   const bool gemma3 = c.arch == Arch::kGemma3;
   const bool phi3 = c.arch == Arch::kPhi3;
+  const bool gpt_oss = c.arch == Arch::kGptOss;
   // block_count comes from the header: a layer has at least 9 tensors, so a
   // count the file cannot hold is refused before it sizes anything.
   if (c.n_layer > static_cast<int64_t>(f.tensors().size())) {
@@ -271,6 +335,11 @@ Result<std::unique_ptr<Model>> load_model(std::unique_ptr<GgufFile> file) {
     ASSIGN_OR_RETURN(l.bq, bind_tensor(f, p + "attn_q.bias", c.q_dim(), 1, qwen2));
     ASSIGN_OR_RETURN(l.bk, bind_tensor(f, p + "attn_k.bias", c.kv_dim(), 1, qwen2));
     ASSIGN_OR_RETURN(l.bv, bind_tensor(f, p + "attn_v.bias", c.kv_dim(), 1, qwen2));
+    ASSIGN_OR_RETURN(l.bo, bind_tensor(f, p + "attn_output.bias", c.n_embd, 1, false));
+    ASSIGN_OR_RETURN(l.attn_sinks, bind_tensor(f, p + "attn_sinks.weight", c.n_head, 1, gpt_oss));
+    if ((l.bq == nullptr) != (l.bk == nullptr) || (l.bq == nullptr) != (l.bv == nullptr)) {
+      return corrupt_file("layer " + std::to_string(i) + " has some but not all of the q/k/v biases");
+    }
     if (qk_norm) {
       ASSIGN_OR_RETURN(l.q_norm, bind_tensor(f, p + "attn_q_norm.weight", c.head_dim, 1));
       ASSIGN_OR_RETURN(l.k_norm, bind_tensor(f, p + "attn_k_norm.weight", c.head_dim, 1));
@@ -280,7 +349,24 @@ Result<std::unique_ptr<Model>> load_model(std::unique_ptr<GgufFile> file) {
       ASSIGN_OR_RETURN(l.post_attn_norm, bind_tensor(f, p + "post_attention_norm.weight", c.n_embd, 1));
       ASSIGN_OR_RETURN(l.post_ffn_norm, bind_tensor(f, p + "post_ffw_norm.weight", c.n_embd, 1));
     }
-    ASSIGN_OR_RETURN(l.ffn_norm, bind_tensor(f, p + "ffn_norm.weight", c.n_embd, 1));
+    // gpt-oss's post_attention_norm is the norm in front of the MoE.
+    ASSIGN_OR_RETURN(l.ffn_norm, bind_tensor(f, p + (gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight"), c.n_embd, 1));
+    if (c.n_expert > 0) {
+      ASSIGN_OR_RETURN(l.ffn_gate_inp, bind_tensor(f, p + "ffn_gate_inp.weight", c.n_embd, c.n_expert));
+      ASSIGN_OR_RETURN(l.ffn_gate_exps, bind_experts(f, p + "ffn_gate_exps.weight", c.n_embd, c.n_ff_exp, c.n_expert));
+      ASSIGN_OR_RETURN(l.ffn_up_exps, bind_experts(f, p + "ffn_up_exps.weight", c.n_embd, c.n_ff_exp, c.n_expert));
+      ASSIGN_OR_RETURN(l.ffn_down_exps, bind_experts(f, p + "ffn_down_exps.weight", c.n_ff_exp, c.n_embd, c.n_expert));
+      if (gpt_oss) {
+        ASSIGN_OR_RETURN(l.ffn_gate_inp_b, bind_tensor(f, p + "ffn_gate_inp.bias", c.n_expert, 1));
+        ASSIGN_OR_RETURN(l.ffn_gate_exps_b, bind_tensor(f, p + "ffn_gate_exps.bias", c.n_ff_exp, c.n_expert));
+        ASSIGN_OR_RETURN(l.ffn_up_exps_b, bind_tensor(f, p + "ffn_up_exps.bias", c.n_ff_exp, c.n_expert));
+        ASSIGN_OR_RETURN(l.ffn_down_exps_b, bind_tensor(f, p + "ffn_down_exps.bias", c.n_embd, c.n_expert));
+        for (const GgufTensor* b : {l.ffn_gate_exps_b, l.ffn_up_exps_b, l.ffn_down_exps_b}) {
+          if (b->type != GgmlType::kF32) return unsupported("tensor '" + b->name + "' must be F32");
+        }
+      }
+      continue;
+    }
     if (phi3) {  // ffn_up holds the gate rows, then the up rows
       ASSIGN_OR_RETURN(l.ffn_up, bind_tensor(f, p + "ffn_up.weight", c.n_embd, 2 * c.n_ff));
     } else {

@@ -5,8 +5,11 @@
 // TinyLlama, Mistral, SmolLM, stories), `qwen2` (q/k/v biases, NEOX rope),
 // `qwen3` (per-head q/k RMS norm, NEOX rope), `gemma3` (embedding scale, q/k
 // norms, post-attention and post-FFN norms, GELU FFN, interleaved
-// sliding-window layers with their own rope base) and `phi3` (fused QKV and
-// gate/up matrices, partial rotary, LongRoPE factors). Output embeddings may
+// sliding-window layers with their own rope base), `phi3` (fused QKV and
+// gate/up matrices, partial rotary, LongRoPE factors) and `qwen3moe` (qwen3
+// attention, mixture-of-experts FFN: router, top-k experts) and `gpt-oss`
+// (attention biases and sinks, alternating sliding-window layers, experts
+// with biases and a clamped SwiGLU). Output embeddings may
 // be tied (no `output.weight`: token_embd is used). Weights stay in the
 // mmap'ed file; Model only holds pointers to the tensors.
 //
@@ -25,7 +28,7 @@
 
 namespace zl {
 
-enum class Arch { kLlama, kQwen2, kQwen3, kGemma3, kPhi3 };
+enum class Arch { kLlama, kQwen2, kQwen3, kGemma3, kPhi3, kQwen3Moe, kGptOss };
 // kNorm rotates adjacent pairs (x[2i], x[2i+1]); kNeox rotates halves (x[i], x[i+d/2]).
 enum class RopeType { kNorm, kNeox };
 // The FFN's gated activation: down(act(gate(x)) * up(x)).
@@ -49,6 +52,13 @@ struct RopeParams {
 struct LayerConfig {
   int64_t sliding_window = 0;  // > 0: queries see only the last sliding_window positions (their own included)
   int32_t rope = 0;            // index into ModelConfig::ropes
+};
+
+// How a mixture-of-experts layer turns router logits into expert weights
+// (model/moe.h route_tokens).
+enum class MoeGating {
+  kSoftmaxTopkNorm,  // qwen3moe: p = softmax(r); the k largest p; weights p_e / sum of the k
+  kTopkSoftmax,      // gpt-oss: the k largest r; weights softmax over those k
 };
 
 struct ModelConfig {
@@ -79,6 +89,23 @@ struct ModelConfig {
   // rope_attn_factor.
   int64_t rope_orig_ctx = 0;
   float rope_attn_factor = 1.0f;
+  // Mixture of experts (n_expert > 0): every layer's FFN is n_expert expert
+  // FFNs of n_ff_exp, n_expert_used of them per token chosen by the router.
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_exp = 0;
+  MoeGating moe_gating = MoeGating::kSoftmaxTopkNorm;
+  // > 0: the experts' activation is gpt-oss's clamped SwiGLU,
+  // g = min(g, limit), u = clamp(u, -limit, limit), g * sigmoid(alpha g) * (u + 1).
+  float expert_swiglu_limit = 0.0f;
+  float expert_swiglu_alpha = 1.0f;
+  // YaRN (rope.scaling.type "yarn"): per rotated dimension i, theta mixes
+  // the interpolated (freq_scale) and the original angle by a ramp between
+  // the correction dimensions of yarn_beta_fast and yarn_beta_slow over
+  // rope_orig_ctx; cos/sin × (1 + 0.1 ln(1 / freq_scale)), as llama.cpp.
+  bool yarn = false;
+  float yarn_beta_fast = 32.0f;
+  float yarn_beta_slow = 1.0f;
   std::vector<RopeParams> ropes;    // distinct rope settings; ropes[0] is the file's main one
   std::vector<LayerConfig> layers;  // n_layer entries
 
@@ -96,6 +123,8 @@ struct LayerWeights {
   const GgufTensor* bq = nullptr;         // qwen2: [q_dim]
   const GgufTensor* bk = nullptr;         // qwen2: [kv_dim]
   const GgufTensor* bv = nullptr;         // qwen2: [kv_dim]
+  const GgufTensor* bo = nullptr;         // gpt-oss: [n_embd], after wo
+  const GgufTensor* attn_sinks = nullptr; // gpt-oss: [n_head], a logit per head that joins the softmax denominator
   const GgufTensor* q_norm = nullptr;     // qwen3: [head_dim]
   const GgufTensor* k_norm = nullptr;     // qwen3: [head_dim]
   const GgufTensor* wqkv = nullptr;       // phi3: [n_embd, q_dim + 2 kv_dim], replaces wq, wk, wv
@@ -105,6 +134,15 @@ struct LayerWeights {
   const GgufTensor* ffn_up = nullptr;     // [n_embd, n_ff], or phi3 [n_embd, 2 n_ff]: gate rows then up rows
   const GgufTensor* ffn_down = nullptr;   // [n_ff, n_embd]
   const GgufTensor* post_ffn_norm = nullptr;  // gemma3: [n_embd], on the FFN output
+  // Mixture of experts (replace ffn_gate, ffn_up, ffn_down).
+  const GgufTensor* ffn_gate_inp = nullptr;   // router [n_embd, n_expert]
+  const GgufTensor* ffn_gate_exps = nullptr;  // [n_embd, n_ff_exp, n_expert]
+  const GgufTensor* ffn_up_exps = nullptr;    // [n_embd, n_ff_exp, n_expert]
+  const GgufTensor* ffn_down_exps = nullptr;  // [n_ff_exp, n_embd, n_expert]
+  const GgufTensor* ffn_gate_inp_b = nullptr;  // gpt-oss: router bias [n_expert]
+  const GgufTensor* ffn_gate_exps_b = nullptr; // gpt-oss: [n_ff_exp, n_expert]
+  const GgufTensor* ffn_up_exps_b = nullptr;   // gpt-oss: [n_ff_exp, n_expert]
+  const GgufTensor* ffn_down_exps_b = nullptr; // gpt-oss: [n_embd, n_expert]
 };
 
 struct Model {
@@ -137,7 +175,7 @@ Result<std::unique_ptr<Model>> load_model(const std::string& path);
 Result<std::unique_ptr<Model>> load_model(std::unique_ptr<GgufFile> file);
 
 std::string arch_name(Arch arch);
-// "llama, qwen2, qwen3, gemma3, phi3": what the error for an unsupported one lists.
+// "llama, qwen2, qwen3, gemma3, phi3, qwen3moe, gpt-oss": what the error for an unsupported one lists.
 std::string supported_arch_names();
 
 }  // namespace zl

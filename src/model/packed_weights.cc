@@ -30,6 +30,11 @@ Result<std::optional<PackedMatrix>> stack_parts(std::initializer_list<const Gguf
   return std::optional<PackedMatrix>(std::move(m));
 }
 
+// The rows of expert e of a stack of experts [ne0, ne1, n_expert].
+const uint8_t* expert_rows(const GgufTensor* t, int64_t e) {
+  return t->data + static_cast<size_t>(e) * row_size(t->type, t->ne[0]) * t->ne[1];
+}
+
 }  // namespace
 
 uint64_t PackedWeights::bytes_for(const Model& model, KernelIsa isa, bool stack) {
@@ -54,6 +59,15 @@ uint64_t PackedWeights::bytes_for(const Model& model, KernelIsa isa, bool stack)
                                                             : PackedMatrix::copy_bytes(first->type, first->ne[0], n_out, isa));
   };
   for (const LayerWeights& l : model.layers) {
+    if (l.ffn_gate_exps) {  // every expert a copy of its rows ([gate; up] stacked or not) for every ISA but scalar
+      for (const GgufTensor* t : {l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps}) {
+        const bool stacked = t != l.ffn_down_exps && l.ffn_gate_exps->type == l.ffn_up_exps->type;
+        const uint64_t one = stacked && isa == KernelIsa::kScalar ? saturating_mul(row_size(t->type, t->ne[0]), t->ne[1])
+                                                                  : PackedMatrix::copy_bytes(t->type, t->ne[0], t->ne[1], isa);
+        total = saturating_add(total, saturating_mul(one, static_cast<uint64_t>(t->ne[2])));
+      }
+      add(l.ffn_gate_inp);
+    }
     add_group({l.wq, l.wk, l.wv});
     add_group({l.ffn_gate, l.ffn_up});
     for (const GgufTensor* t : {l.wqkv, l.wo, l.ffn_down}) add(t);
@@ -112,12 +126,41 @@ Status PackedWeights::init(const Model& model, KernelIsa isa, bool stack) {
       ASSIGN_OR_RETURN(qkv, stack_parts({l.wq, l.wk, l.wv}, isa));
       if (qkv) copied.insert(copied.end(), {l.wq, l.wk, l.wv});
     }
-    if (!l.ffn_gate) {
+    if (l.ffn_gate_exps) {
+      // experts below
+    } else if (!l.ffn_gate) {
       ASSIGN_OR_RETURN(gate_up, fused(l.ffn_up));
     } else if (stack) {
       ASSIGN_OR_RETURN(gate_up, stack_parts({l.ffn_gate, l.ffn_up}, isa));
       if (gate_up) copied.insert(copied.end(), {l.ffn_gate, l.ffn_up});
     }
+    std::vector<PackedExpert> experts;
+    if (l.ffn_gate_exps) {
+      const GgufTensor *g = l.ffn_gate_exps, *u = l.ffn_up_exps, *d = l.ffn_down_exps;
+      const int64_t n_expert = g->ne[2], n_used = model.config.n_expert_used;
+      uint64_t expert_bytes = 0;
+      for (int64_t e = 0; e < n_expert; ++e) {
+        PackedExpert x;
+        if (g->type == u->type) {
+          const PackedMatrix::Rows parts[] = {{expert_rows(g, e), g->ne[1]}, {expert_rows(u, e), u->ne[1]}};
+          ASSIGN_OR_RETURN(PackedMatrix gu, PackedMatrix::create_stacked(g->type, g->ne[0], parts, isa));
+          x.gate_up = std::move(gu);
+          expert_bytes += x.gate_up->n_bytes();
+        } else {
+          ASSIGN_OR_RETURN(x.gate, PackedMatrix::create(g->type, expert_rows(g, e), g->ne[0], g->ne[1], isa));
+          ASSIGN_OR_RETURN(x.up, PackedMatrix::create(u->type, expert_rows(u, e), u->ne[0], u->ne[1], isa));
+          expert_bytes += x.gate.n_bytes() + x.up.n_bytes();
+        }
+        ASSIGN_OR_RETURN(x.down, PackedMatrix::create(d->type, expert_rows(d, e), d->ne[0], d->ne[1], isa));
+        expert_bytes += x.down.n_bytes();
+        experts.push_back(std::move(x));
+      }
+      // Active bytes: a token reads the router and n_expert_used experts.
+      n_bytes_per_token_ += expert_bytes / static_cast<uint64_t>(n_expert) * static_cast<uint64_t>(n_used);
+      if (isa != KernelIsa::kScalar) copied.insert(copied.end(), {g, u, d});
+      RETURN_IF_ERROR(add(l.ffn_gate_inp));
+    }
+    experts_.push_back(std::move(experts));
     qkv_.push_back(std::move(qkv));
     gate_up_.push_back(std::move(gate_up));
     if (qkv_.back()) {

@@ -28,6 +28,14 @@ struct PackOptions {
   std::optional<uint64_t> available;
 };
 
+// One expert of a mixture-of-experts layer: [gate; up] stacked (outputs
+// 2 n_ff_exp per token) where the two have one type, else gate and up on
+// their own; and down.
+struct PackedExpert {
+  std::optional<PackedMatrix> gate_up;
+  PackedMatrix gate, up, down;
+};
+
 // Immutable after construction; thread-safe to read.
 class PackedWeights {
  public:
@@ -59,7 +67,11 @@ class PackedWeights {
   // Layer `il`'s [ffn_gate; ffn_up] (outputs 2 n_ff per token; the file's
   // fused ffn_up where there is no ffn_gate), or null.
   const PackedMatrix* gate_up(int64_t il) const { return gate_up_[il] ? &*gate_up_[il] : nullptr; }
-  // Weight bytes one token's forward pass reads (each matrix once).
+  // Layer `il`'s experts (n_expert of them; empty for a dense layer).
+  const std::vector<PackedExpert>& experts(int64_t il) const { return experts_[il]; }
+  // Weight bytes one token's forward pass reads (each matrix once; of a
+  // mixture-of-experts layer the router and n_expert_used experts: the
+  // active bytes).
   uint64_t n_bytes_per_token() const { return n_bytes_per_token_; }
   // Bytes of the model file's mapping released from the resident set after
   // the copies were made (GgufFile::release_pages).
@@ -70,6 +82,7 @@ class PackedWeights {
   Status init(const Model& model, KernelIsa isa, bool stack);
   std::unordered_map<const GgufTensor*, PackedMatrix> by_tensor_;
   std::vector<std::optional<PackedMatrix>> qkv_, gate_up_;  // per layer
+  std::vector<std::vector<PackedExpert>> experts_;           // per layer
   uint64_t n_bytes_per_token_ = 0;
   uint64_t released_bytes_ = 0;
 };

@@ -108,6 +108,7 @@ const PackedMatrix& ModelRunner::attention_in(int64_t il) const {
 }
 
 const PackedMatrix& ModelRunner::ffn_in(int64_t il) const {
+  if (model_.layers[il].ffn_gate_inp) return weights_->get(*model_.layers[il].ffn_gate_inp);
   const PackedMatrix* gate_up = weights_->gate_up(il);
   return gate_up ? *gate_up : weights_->get(*model_.layers[il].ffn_gate);
 }
@@ -123,6 +124,28 @@ void ModelRunner::rope_table(int64_t pos, const RopeParams& rope, float* cs) con
   const float* factors = rope_factors_;
   const float mscale = c_.rope_attn_factor;
   float theta = static_cast<float>(pos);
+  if (c_.yarn && rope.freq_scale != 1.0f) {
+    // YaRN as ggml's rope_yarn: the ramp between the correction dimensions
+    // mixes the interpolated angle (low dimensions) with the original one.
+    const float n_dims = static_cast<float>(c_.rope_dim), orig = static_cast<float>(c_.rope_orig_ctx);
+    auto corr_dim = [&](float n_rot) {
+      return n_dims * std::log(orig / (n_rot * 2.0f * static_cast<float>(M_PI))) / (2.0f * std::log(rope.freq_base));
+    };
+    const float low = std::max(0.0f, std::floor(corr_dim(c_.yarn_beta_fast)));
+    const float high = std::min(n_dims - 1, std::ceil(corr_dim(c_.yarn_beta_slow)));
+    const float ymscale = mscale * (1.0f + 0.1f * std::log(1.0f / rope.freq_scale));
+    for (int64_t i = 0; i < half; ++i) {
+      const float extrap = theta / (factors ? factors[i] : 1.0f);
+      const float interp = rope.freq_scale * extrap;
+      const float y = (static_cast<float>(i) - low) / std::max(0.001f, high - low);
+      const float ramp = 1.0f - std::min(1.0f, std::max(0.0f, y));
+      const float angle = interp * (1.0f - ramp) + extrap * ramp;
+      cs[i] = std::cos(angle) * ymscale;
+      cs[half + i] = std::sin(angle) * ymscale;
+      theta *= theta_scale;
+    }
+    return;
+  }
   for (int64_t i = 0; i < half; ++i) {
     const float angle = rope.freq_scale * (theta / (factors ? factors[i] : 1.0f));
     cs[i] = std::cos(angle) * mscale;
@@ -226,24 +249,41 @@ void ModelRunner::attention_block(const LayerWeights& l, int64_t il, std::span<c
     int64_t seq, first, n;  // first: index into tokens_
   };
   struct Split {
-    int64_t seq, token, range;
+    int64_t seq, token, range, slot;  // slot: index of its partial state in partials_
   };
   std::vector<Item> items;
   std::vector<Split> splits;
   const bool can_split = attention_range_supported(shape);
+  // Attention sinks (gpt-oss): every token goes through the split path, its
+  // ranges' partial states followed by one holding only the sink (m = the
+  // head's sink logit, l = 1, no value), so that the merge adds exp(sink)
+  // to each head's softmax denominator.
+  const float* sinks = l.attn_sinks ? f32_data(l.attn_sinks) : nullptr;
+  int64_t n_slots = 0;
+  auto split_token = [&](int64_t si, int64_t token) {
+    const int64_t n_kv = tokens_[token].pos + 1;
+    for (int64_t j = attention_first_position(shape, n_kv) / kAttentionRange; j * kAttentionRange < n_kv; ++j) {
+      splits.push_back({si, token, j, n_slots++});
+    }
+    if (sinks) ++n_slots;
+  };
   for (int64_t si = 0; si < static_cast<int64_t>(batch.size()); ++si) {
     const int64_t n_s = static_cast<int64_t>(batch[si].tokens.size()), first = seq_first_token_[si];
+    if (sinks) {
+      for (int64_t i = 0; i < n_s; ++i) split_token(si, first + i);
+      continue;
+    }
     const int64_t n_kv = tokens_[first].pos + 1;
     const int64_t first_range = attention_first_position(shape, n_kv) / kAttentionRange;
     if (can_split && n_s == 1 && n_kv - first_range * kAttentionRange > kAttentionRange) {
-      for (int64_t j = first_range; j * kAttentionRange < n_kv; ++j) splits.push_back({si, first, j});
+      split_token(si, first);
       continue;
     }
     for (int64_t i = 0; i < n_s; i += kTokensPerItem) items.push_back({si, first + i, std::min(kTokensPerItem, n_s - i)});
   }
   const int64_t n_items = static_cast<int64_t>(items.size()), n_head_items = n_items * c_.n_head_kv;
   const int64_t partial_floats = attention_partial_floats(shape);
-  partials_.resize(splits.size() * partial_floats);
+  partials_.resize(n_slots * partial_floats);
   const void* k_layer = kv.k_layer(il);
   const void* v_layer = kv.v_layer(il);
   auto work = [&](int64_t j0, int64_t j1) {
@@ -251,7 +291,7 @@ void ModelRunner::attention_block(const LayerWeights& l, int64_t il, std::span<c
       if (j >= n_head_items) {
         const Split& sp = splits[j - n_head_items];
         attention_range(shape, &q_[sp.token * q_dim], k_layer, v_layer, kv.type(), batch[sp.seq].block_table.data(),
-                        tokens_[sp.token].pos + 1, sp.range, &partials_[(j - n_head_items) * partial_floats]);
+                        tokens_[sp.token].pos + 1, sp.range, &partials_[sp.slot * partial_floats]);
         continue;
       }
       const Item& it = items[j % n_items];
@@ -271,10 +311,22 @@ void ModelRunner::attention_block(const LayerWeights& l, int64_t il, std::span<c
   for (size_t i = 0; i < splits.size();) {  // each split token's ranges are consecutive, in order
     size_t e = i;
     while (e < splits.size() && splits[e].token == splits[i].token) ++e;
-    attention_merge(shape, &partials_[i * partial_floats], static_cast<int64_t>(e - i), &attn_[splits[i].token * q_dim]);
+    int64_t n_parts = static_cast<int64_t>(e - i);
+    if (sinks) {  // the partial state layout of kernels/attention.h: acc [n_head][head_dim], m [n_head], l [n_head]
+      float* p = &partials_[(splits[i].slot + n_parts) * partial_floats];
+      std::fill(p, p + c_.n_head * hd, 0.0f);
+      for (int64_t h = 0; h < c_.n_head; ++h) p[c_.n_head * hd + h] = sinks[h], p[c_.n_head * (hd + 1) + h] = 1.0f;
+      ++n_parts;
+    }
+    attention_merge(shape, &partials_[splits[i].slot * partial_floats], n_parts, &attn_[splits[i].token * q_dim]);
     i = e;
   }
   matmul(*l.wo, attn_.data(), n_tokens, tmp_.data());
+  if (l.bo) {
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      for (int64_t i = 0; i < n_embd; ++i) tmp_[t * n_embd + i] += f32_data(l.bo)[i];
+    }
+  }
   hint(ffn_in(il), n_tokens);
   add_residual(l.post_attn_norm, n_tokens);
 }
@@ -289,11 +341,92 @@ void ModelRunner::add_residual(const GgufTensor* post_norm, int64_t n_tokens) {
   for (int64_t i = 0; i < n_tokens * n_embd; ++i) x_[i] += tmp_[i];
 }
 
+void ModelRunner::moe_ffn(const LayerWeights& l, int64_t il) {
+  const int64_t n_tokens = static_cast<int64_t>(tokens_.size());
+  const int64_t n_embd = c_.n_embd, n_exp = c_.n_expert, k = c_.n_expert_used, n_ff = c_.n_ff_exp;
+  router_.resize(n_tokens * n_exp);
+  matmul(*l.ffn_gate_inp, xn_.data(), n_tokens, router_.data());
+  if (l.ffn_gate_inp_b) {
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      for (int64_t e = 0; e < n_exp; ++e) router_[t * n_exp + e] += f32_data(l.ffn_gate_inp_b)[e];
+    }
+  }
+  choices_.resize(n_tokens * k);
+  for (int64_t t = 0; t < n_tokens; ++t) route_token(c_.moe_gating, &router_[t * n_exp], n_exp, k, &choices_[t * k]);
+  group_by_expert(choices_, n_exp, &groups_);
+  const std::vector<PackedExpert>& experts = weights_->experts(il);
+  expert_out_.resize(n_tokens * k * n_embd);
+  int64_t max_rows = 0;
+  for (int64_t e = 0; e < n_exp; ++e) max_rows = std::max(max_rows, groups_.size(e));
+  xe_.resize(max_rows * n_embd);
+  gu_.resize(max_rows * 2 * n_ff);
+  act_.resize(max_rows * n_ff);
+  ye_.resize(max_rows * n_embd);
+  // Each expert once, over all its tokens: gather their normed rows, one
+  // [gate; up] matmul, the activation, one down matmul, scatter the rows.
+  for (int64_t e = 0; e < n_exp; ++e) {
+    const int64_t n_e = groups_.size(e);
+    if (n_e == 0) continue;
+    const int32_t* rows = &groups_.rows[groups_.offsets[e]];
+    for (int64_t i = 0; i < n_e; ++i) {
+      std::memcpy(&xe_[i * n_embd], &xn_[(rows[i] / k) * n_embd], n_embd * sizeof(float));
+    }
+    const PackedExpert& x = experts[e];
+    const float *gate = gu_.data(), *up = gu_.data() + n_ff;
+    int64_t stride = 2 * n_ff;
+    if (x.gate_up) {
+      zl::matmul(*x.gate_up, xe_.data(), n_e, gu_.data(), pool_);
+    } else {
+      zl::matmul(x.gate, xe_.data(), n_e, gu_.data(), pool_);
+      zl::matmul(x.up, xe_.data(), n_e, gu_.data() + n_e * n_ff, pool_);
+      up = gu_.data() + n_e * n_ff;
+      stride = n_ff;
+    }
+    if (l.ffn_gate_exps_b) {  // gpt-oss: biases, the clamped SwiGLU
+      const float* bg = f32_data(l.ffn_gate_exps_b) + e * n_ff;
+      const float* bu = f32_data(l.ffn_up_exps_b) + e * n_ff;
+      for (int64_t i = 0; i < n_e; ++i) {
+        swiglu_clamped(gate + i * stride, bg, up + i * stride, bu, c_.expert_swiglu_alpha, c_.expert_swiglu_limit,
+                       &act_[i * n_ff], n_ff);
+      }
+    } else {
+      for (int64_t i = 0; i < n_e; ++i) swiglu(gate + i * stride, up + i * stride, &act_[i * n_ff], n_ff);
+    }
+    zl::matmul(x.down, act_.data(), n_e, ye_.data(), pool_);
+    if (l.ffn_down_exps_b) {
+      const float* bd = f32_data(l.ffn_down_exps_b) + e * n_embd;
+      for (int64_t i = 0; i < n_e * n_embd; ++i) ye_[i] += bd[i % n_embd];
+    }
+    for (int64_t i = 0; i < n_e; ++i) {
+      std::memcpy(&expert_out_[rows[i] * n_embd], &ye_[i * n_embd], n_embd * sizeof(float));
+    }
+  }
+  // Weighted sum in choice order (whatever the batch, the same order per token).
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    float* out = &tmp_[t * n_embd];
+    for (int64_t j = 0; j < k; ++j) {
+      const float w = choices_[t * k + j].weight;
+      const float* y = &expert_out_[(t * k + j) * n_embd];
+      if (j == 0) {
+        for (int64_t i = 0; i < n_embd; ++i) out[i] = y[i] * w;
+      } else {
+        for (int64_t i = 0; i < n_embd; ++i) out[i] += y[i] * w;
+      }
+    }
+  }
+}
+
 void ModelRunner::ffn_block(const LayerWeights& l, int64_t il) {
   const int64_t n_tokens = static_cast<int64_t>(tokens_.size());
   const int64_t n_embd = c_.n_embd, n_ff = c_.n_ff;
   for (int64_t t = 0; t < n_tokens; ++t) {
     rms_norm(&x_[t * n_embd], f32_data(l.ffn_norm), &xn_[t * n_embd], n_embd, c_.rms_eps);
+  }
+  if (l.ffn_gate_exps) {
+    moe_ffn(l, il);
+    hint(il + 1 < c_.n_layer ? attention_in(il + 1) : weights_->get(*model_.output), n_tokens);
+    add_residual(l.post_ffn_norm, n_tokens);
+    return;
   }
   // Token t's gate and up rows: gate_, up_ (stride n_ff), or one stacked row
   // of stacked_ (stride 2 n_ff). The activation goes to gate_.
@@ -336,7 +469,12 @@ uint64_t ModelRunner::step_bytes(const ModelConfig& c, int64_t n_tokens, int64_t
   const uint64_t floats = 3 * c.n_embd + 2 * c.q_dim() + 2 * c.kv_dim() + 2 * c.n_ff +
                           std::max(c.q_dim() + 2 * c.kv_dim(), 2 * c.n_ff) +
                           c.rope_dim * std::max<int64_t>(1, static_cast<int64_t>(c.ropes.size()));
-  const uint64_t per_token = 4 * floats + static_cast<uint64_t>(std::max(c.n_embd, c.n_ff)) + 64;
+  // MoE: router logits, the choices, each (token, choice)'s expert output,
+  // and the gathered rows of an expert (at most all tokens).
+  const uint64_t moe_floats = c.n_expert > 0 ? c.n_expert + 2 * c.n_expert_used + c.n_expert_used * c.n_embd +
+                                                   2 * c.n_embd + 3 * c.n_ff_exp
+                                             : 0;
+  const uint64_t per_token = 4 * (floats + moe_floats) + static_cast<uint64_t>(std::max(c.n_embd, c.n_ff)) + 64;
   const uint64_t logits = saturating_mul(static_cast<uint64_t>(std::max<int64_t>(n_logit_rows, 0)),
                                          4 * static_cast<uint64_t>(c.n_vocab));
   const uint64_t scratch = saturating_mul(static_cast<uint64_t>(std::max<int64_t>(n_tokens, 0)), per_token);
@@ -345,6 +483,13 @@ uint64_t ModelRunner::step_bytes(const ModelConfig& c, int64_t n_tokens, int64_t
 
 Status ModelRunner::forward(std::span<const BatchSequence> batch, KvStorage& kv, std::vector<float>& logits) {
   RETURN_IF_ERROR(validate(batch, kv));
+  for (int64_t il = 0; il < c_.n_layer; ++il) {
+    const AttentionShape shape{.n_head = c_.n_head, .n_head_kv = c_.n_head_kv, .head_dim = c_.head_dim, .block_size = kv.block_size()};
+    if (model_.layers[il].attn_sinks && !attention_range_supported(shape)) {
+      return unsupported("attention sinks need the AVX2 or AVX-512 attention kernels (head_dim " +
+                         std::to_string(c_.head_dim) + ", kernels " + isa_name(active_isa()) + ")");
+    }
+  }
   tokens_.clear();
   seq_first_token_.clear();
   for (int64_t si = 0; si < static_cast<int64_t>(batch.size()); ++si) {

@@ -23,6 +23,7 @@
 #include "core/thread_pool.h"
 #include "kernels/attention.h"  // KvType
 #include "model/model.h"
+#include "model/moe.h"
 #include "model/packed_weights.h"
 
 namespace zl {
@@ -104,6 +105,9 @@ class ModelRunner {
   Status validate(std::span<const BatchSequence> batch, const KvStorage& kv) const;
   void attention_block(const LayerWeights& l, int64_t il, std::span<const BatchSequence> batch, KvStorage& kv);
   void ffn_block(const LayerWeights& l, int64_t il);
+  // The mixture-of-experts FFN of xn_ into tmp_: route every token, then per
+  // expert one matmul over the tokens routed to it (model/moe.h).
+  void moe_ffn(const LayerWeights& l, int64_t il);
   // x_ += tmp_ (a block's output) for the batch's tokens, tmp_ RMS-normed
   // with `post_norm` first where the layer has one (gemma3).
   void add_residual(const GgufTensor* post_norm, int64_t n_tokens);
@@ -130,6 +134,12 @@ class ModelRunner {
   std::vector<float> stacked_;  // output of a stacked matmul (PackedWeights::qkv, gate_up)
   std::vector<float> rope_cs_;   // rope_table of each token of the batch, per rope setting: [token][rope][rope_dim]
   std::vector<float> partials_;  // split decode attention: one partial state per position range
+  // MoE scratch: router logits [n_tokens][n_expert], choices [n_tokens][k],
+  // an expert's gathered input / gate-up / activation / output rows, and
+  // every (token, choice)'s expert output [n_tokens * k][n_embd].
+  std::vector<float> router_, xe_, gu_, act_, ye_, expert_out_;
+  std::vector<ExpertChoice> choices_;
+  ExpertGroups groups_;
 };
 
 }  // namespace zl
