@@ -99,7 +99,7 @@ std::vector<FlagSpec> serve_flags() {
       {"ctx", true, "context window per sequence in tokens (default: the model's)"},
       {"parallel", true, "sequences decoded at once (default 4)"},
       {"kv-size", true, "KV cache size in tokens, shared by all sequences (default: ctx x parallel, at most half the free memory, at least ctx; below ctx, long requests get 400 kv_cache_overflow)"},
-      {"kv-type", true, "KV cache type: f16 (default) or f32"},
+      {"kv-type", true, "KV cache type: f16 (default), q8_0 (half the bytes) or f32"},
       {"batch-tokens", true, "token budget of one engine step: prefill chunks + decodes (default 512)"},
       {"model-alias", true, "model id listed by /v1/models (default: the model file's name)"},
       {"chat-template", true, "chat template family (default: detected from the model; with thoughts: qwen3, qwen3.5, qwq, deepseek-r1)"},

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "kernels/attention.h"  // parse_kv_type
 #include "limits/redis_store.h"  // parse_redis_url
 #include "obs/otlp_http.h"
 
@@ -220,8 +221,8 @@ Result<ServeConfig> resolve_serve_config(const std::map<std::string, std::string
   RETURN_IF_ERROR(parse_int(src, "kv-size", 0, 1ll << 32, &c.kv_size));
   RETURN_IF_ERROR(parse_int(src, "batch-tokens", 1, 1 << 20, &c.batch_tokens));
   str("kv-type", &c.kv_type);
-  if (c.kv_type != "f16" && c.kv_type != "f32") {
-    return invalid_argument(src.origin.at("kv-type") + ": kv-type must be f16 or f32, got '" + c.kv_type + "'");
+  if (KvType t; !parse_kv_type(c.kv_type.c_str(), &t)) {
+    return invalid_argument(src.origin.at("kv-type") + ": kv-type must be f16, q8_0 or f32, got '" + c.kv_type + "'");
   }
   RETURN_IF_ERROR(parse_int(src, "io-threads", 1, 64, &c.io_threads));
   RETURN_IF_ERROR(parse_int(src, "max-body-bytes", 1024, 1ll << 32, &c.max_body_bytes));

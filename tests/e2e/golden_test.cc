@@ -178,5 +178,84 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest, ::testing::ValuesIn(discover()),
                            return n;
                          });
 
+
+// The golden files per KV cache type (`logits --kv-type`): teacher-forced
+// logits of the longest case (the most positions, so the most KV rounding)
+// against llama.cpp's F32-KV golden logits and against our own F16-KV run.
+// Tolerances (max |Δlogit|), measured worst case about 3x under them:
+//   f16   the F16 cache rounds K and V to 11 bits: ~1e-3 relative.
+//   q8_0  32-value blocks with an F16 scale: each value within max|x|/254 of
+//         its block, ~10x F16's error, still far under a logit's margin.
+struct GoldenKvCase {
+  std::string model;
+  std::string kv_type;
+  double vs_golden;  // max |Δlogit| against the golden (F32 KV) logits
+  double vs_f16;     // max |Δlogit| against our F16-KV logits
+};
+
+const GoldenKvCase kKvCases[] = {
+    {"stories260K", "f16", 5e-3, 0},    {"stories260K", "q8_0", 5e-2, 5e-2},
+    {"tiny-llama-F32", "f16", 5e-3, 0}, {"tiny-llama-F32", "q8_0", 5e-2, 5e-2},
+    {"tiny-gemma3-F32", "f16", 5e-3, 0}, {"tiny-gemma3-F32", "q8_0", 5e-2, 5e-2},
+};
+
+class GoldenKvTest : public ::testing::TestWithParam<GoldenKvCase> {};
+
+std::vector<std::vector<double>> logits_rows(const std::string& model, const std::string& kv_type,
+                                             const std::vector<int64_t>& fed) {
+  auto r = run_command(zerolayer_bin() + " logits --threads 2 --kv-type " + kv_type + " --model " + model + " --ids " +
+                       join(fed));
+  EXPECT_EQ(r.exit_code, 0) << "zerolayer logits --kv-type " << kv_type << " failed";
+  std::vector<std::vector<double>> rows;
+  if (r.exit_code != 0) return rows;
+  for (const auto& row : boost::json::parse(r.out).at("logits").as_array()) rows.push_back(doubles(row));
+  return rows;
+}
+
+TEST_P(GoldenKvTest, TeacherForcedLogitsWithinKvTolerance) {
+  const GoldenKvCase& kc = GetParam();
+  const std::string golden = shared_dir() + "/golden/" + kc.model + ".json";
+  const std::string model = shared_dir() + "/models/" + kc.model + ".gguf";
+  if (!file_exists(golden) || !file_exists(model)) GTEST_SKIP() << "SKIPPED: " << golden << " not found";
+  const auto doc = boost::json::parse(read_file(golden));
+  const auto& cases = doc.at("cases").as_array();
+  size_t longest = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    if (cases[i].at("prompt_ids").as_array().size() > cases[longest].at("prompt_ids").as_array().size()) longest = i;
+  }
+  const auto prompt = ints(cases[longest].at("prompt_ids"));
+  const auto generated = ints(cases[longest].at("generated_ids"));
+  const auto& golden_logits = cases[longest].at("logits").as_array();
+  std::vector<int64_t> fed = prompt;
+  fed.insert(fed.end(), generated.begin(), generated.end() - 1);
+  const auto ours = logits_rows(model, kc.kv_type, fed);
+  ASSERT_EQ(ours.size(), fed.size());
+  std::vector<std::vector<double>> f16;
+  if (kc.vs_f16 > 0) {
+    f16 = logits_rows(model, "f16", fed);
+    ASSERT_EQ(f16.size(), fed.size());
+  }
+  double worst = 0, worst_f16 = 0;
+  for (size_t i = 0; i < generated.size(); ++i) {
+    const auto want = doubles(golden_logits[i]);
+    const auto& got = ours[prompt.size() - 1 + i];
+    ASSERT_EQ(want.size(), got.size());
+    for (size_t j = 0; j < want.size(); ++j) {
+      worst = std::max(worst, std::abs(want[j] - got[j]));
+      if (kc.vs_f16 > 0) worst_f16 = std::max(worst_f16, std::abs(f16[prompt.size() - 1 + i][j] - got[j]));
+    }
+  }
+  std::printf("%s --kv-type %s: %zu positions, max |dlogit| %.3g vs golden (tolerance %.0e), %.3g vs f16 KV\n",
+              kc.model.c_str(), kc.kv_type.c_str(), fed.size(), worst, kc.vs_golden, worst_f16);
+  EXPECT_LE(worst, kc.vs_golden);
+  if (kc.vs_f16 > 0) EXPECT_LE(worst_f16, kc.vs_f16);
+}
+
+INSTANTIATE_TEST_SUITE_P(KvTypes, GoldenKvTest, ::testing::ValuesIn(kKvCases), [](const auto& info) {
+  std::string n = info.param.model + "_" + info.param.kv_type;
+  std::replace(n.begin(), n.end(), '-', '_');
+  return n;
+});
+
 }  // namespace
 }  // namespace zl::test
