@@ -181,22 +181,29 @@ INSTANTIATE_TEST_SUITE_P(Models, GoldenTest, ::testing::ValuesIn(discover()),
 
 // The golden files per KV cache type (`logits --kv-type`): teacher-forced
 // logits of the longest case (the most positions, so the most KV rounding)
-// against llama.cpp's F32-KV golden logits and against our own F16-KV run.
-// Tolerances (max |Δlogit|), measured worst case about 3x under them:
-//   f16   the F16 cache rounds K and V to 11 bits: ~1e-3 relative.
-//   q8_0  32-value blocks with an F16 scale: each value within max|x|/254 of
-//         its block, ~10x F16's error, still far under a logit's margin.
+// against llama.cpp's F32-KV golden logits and against our own F16-KV run,
+// and the argmax wherever the golden top-2 margin exceeds twice the
+// tolerance. Tolerances (max |Δlogit|) are about 2-3x the measured worst case:
+//   f16   K and V rounded to 11 bits: 3e-4 / 7e-4 on the random tiny models
+//         (logits within a few units), 1.3e-2 on stories260K (a trained model
+//         whose logits span ±15).
+//   q8_0  32-value blocks with an F16 scale, each value within max|x|/254 of
+//         its block: 6e-3 / 1.8e-2 on the tiny models (head_dim 32: a block
+//         is one head's row). stories260K has head_dim 8, so one block spans
+//         four heads of K after RoPE and the smaller heads lose most of their
+//         bits: 0.75 there (the argmax still agrees) — use f16 for models
+//         with head_dim < 32.
 struct GoldenKvCase {
   std::string model;
   std::string kv_type;
   double vs_golden;  // max |Δlogit| against the golden (F32 KV) logits
-  double vs_f16;     // max |Δlogit| against our F16-KV logits
+  double vs_f16;     // max |Δlogit| against our F16-KV logits (0: not compared)
 };
 
 const GoldenKvCase kKvCases[] = {
-    {"stories260K", "f16", 5e-3, 0},    {"stories260K", "q8_0", 5e-2, 5e-2},
-    {"tiny-llama-F32", "f16", 5e-3, 0}, {"tiny-llama-F32", "q8_0", 5e-2, 5e-2},
-    {"tiny-gemma3-F32", "f16", 5e-3, 0}, {"tiny-gemma3-F32", "q8_0", 5e-2, 5e-2},
+    {"stories260K", "f16", 3e-2, 0},      {"stories260K", "q8_0", 1.5, 1.5},
+    {"tiny-llama-F32", "f16", 1e-3, 0},   {"tiny-llama-F32", "q8_0", 2e-2, 2e-2},
+    {"tiny-gemma3-F32", "f16", 2e-3, 0},  {"tiny-gemma3-F32", "q8_0", 5e-2, 5e-2},
 };
 
 class GoldenKvTest : public ::testing::TestWithParam<GoldenKvCase> {};
@@ -208,7 +215,8 @@ std::vector<std::vector<double>> logits_rows(const std::string& model, const std
   EXPECT_EQ(r.exit_code, 0) << "zerolayer logits --kv-type " << kv_type << " failed";
   std::vector<std::vector<double>> rows;
   if (r.exit_code != 0) return rows;
-  for (const auto& row : boost::json::parse(r.out).at("logits").as_array()) rows.push_back(doubles(row));
+  const boost::json::value doc = boost::json::parse(r.out);
+  for (const auto& row : doc.at("logits").as_array()) rows.push_back(doubles(row));
   return rows;
 }
 
@@ -243,6 +251,11 @@ TEST_P(GoldenKvTest, TeacherForcedLogitsWithinKvTolerance) {
     for (size_t j = 0; j < want.size(); ++j) {
       worst = std::max(worst, std::abs(want[j] - got[j]));
       if (kc.vs_f16 > 0) worst_f16 = std::max(worst_f16, std::abs(f16[prompt.size() - 1 + i][j] - got[j]));
+    }
+    std::vector<double> sorted = want;
+    std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
+    if (sorted[0] - sorted[1] > 2 * kc.vs_golden) {
+      EXPECT_EQ(std::max_element(got.begin(), got.end()) - got.begin(), generated[i]) << "step " << i;
     }
   }
   std::printf("%s --kv-type %s: %zu positions, max |dlogit| %.3g vs golden (tolerance %.0e), %.3g vs f16 KV\n",
