@@ -151,6 +151,15 @@ Result<RooflineWindows> decode_roofline_windows(BenchContext& ctx, double bytes_
   return RooflineWindows{median(ratios), median(bandwidths)};
 }
 
+// Prints {"model": path<rest> on stdout (rest: the other members and the
+// closing brace).
+void print_json(const std::string& path, const char* rest) {
+  std::string out = "{\"model\": ";
+  api::append_json_string(out, path);
+  out += rest;
+  std::fwrite(out.data(), 1, out.size(), stdout);
+}
+
 // KV bytes one decode step reads with n_kv positions in the cache: per
 // layer K and V rows of the positions it attends (a sliding-window layer at
 // most its window).
@@ -245,20 +254,17 @@ int report_depth(BenchContext& ctx, const std::string& path, int n_threads, int6
   const double weight_bytes = static_cast<double>(ctx.weights->n_bytes_per_token());
   const double attention_share = f->decode_tps > 0 ? std::max(0.0, 1.0 - f->decode_tps / f->decode0_tps) : 0;
   if (json) {
-    std::string out = "{\"model\": ";
-    api::append_json_string(out, path);
     char buf[1024];
     std::snprintf(buf, sizeof buf,
                   ", \"threads\": %d, \"kernels\": \"%s\", \"depth\": %lld, \"kv_type\": \"%s\", "
                   "\"pp512\": %.2f, \"prefill_tokens_per_s\": %.2f, \"prefill_vs_pp512\": %.4f, "
                   "\"decode_tokens_per_s\": %.2f, \"decode_roofline\": %.4f, \"decode0_tokens_per_s\": %.2f, "
                   "\"decode0_roofline\": %.4f, \"attention_share\": %.4f, \"weight_bytes_per_token\": %.0f, "
-                  "\"kv_bytes_per_token\": %.0f, \"bandwidth_gbs\": %.2f}\n",
+                  "\"kv_bytes_per_step\": %.0f, \"bandwidth_gbs\": %.2f}\n",
                   n_threads, isa_name(active_isa()), static_cast<long long>(depth), kv_type_name(type), f->pp512,
                   f->prefill_tps, f->pp512 > 0 ? f->prefill_tps / f->pp512 : 0.0, f->decode_tps, f->decode_roofline,
                   f->decode0_tps, f->decode0_roofline, attention_share, weight_bytes, f->kv_bytes, f->bandwidth_gbs);
-    out += buf;
-    std::fwrite(out.data(), 1, out.size(), stdout);
+    print_json(path, buf);
     return kExitOk;
   }
   std::printf("model %s, %d threads, %s kernels, KV cache %s, depth %lld\n", path.c_str(), n_threads,
@@ -368,8 +374,6 @@ int cmd_bench(int argc, char** argv, int first) {
 
   const std::string path = *args->get("model");
   if (args->has("json")) {
-    std::string out = "{\"model\": ";
-    api::append_json_string(out, path);
     char buf[1024];
     std::snprintf(buf, sizeof buf,
                   ", \"threads\": %d, \"kernels\": \"%s\", \"pp128\": %.2f, \"pp512\": %.2f, \"tg128\": %.2f, "
@@ -378,8 +382,7 @@ int cmd_bench(int argc, char** argv, int first) {
                   "\"pp512_int8_fraction\": %.4f, \"cpu_share\": %.3f}\n",
                   pool.n_threads(), isa_name(active_isa()), figs[0].tps, figs[1].tps, tg, figs[3].tps, figs[4].tps,
                   figs[5].tps, figs[6].tps, bandwidth_gbs, weight_bytes, roofline, int8_peak_gops, pp_fraction, cpu_share);
-    out += buf;
-    std::fwrite(out.data(), 1, out.size(), stdout);
+    print_json(path, buf);
     return kExitOk;
   }
   std::printf("model %s, %d threads, %s kernels, best of %d\n", path.c_str(), pool.n_threads(),
