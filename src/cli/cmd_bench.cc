@@ -184,6 +184,7 @@ struct DepthFigures {
   double pp512 = 0, prefill_tps = 0, prefill_s = 0;
   double decode_tps = 0, decode_roofline = 0, bandwidth_gbs = 0, kv_bytes = 0;
   double decode0_tps = 0, decode0_roofline = 0;
+  double attention_roofline = 0;  // attention alone at the depth (attention_roofline)
 };
 
 struct DecodeWindows {
@@ -215,12 +216,71 @@ Result<DecodeWindows> decode_windows(BenchContext& ctx, ReferenceForward& fwd, K
   return DecodeWindows{median(tps), median(ratios), median(bandwidths)};
 }
 
+// Decode attention alone at depth n_kv: one query token over a KV cache of
+// n_kv random positions in every layer (blocks of 16 in shuffled order, as
+// the engine's pool hands them out), split by position range across the
+// pool and merged, as the runner does; each of n_windows steps right after
+// a bandwidth pass. Returns the median of (KV bytes / step time) / bandwidth:
+// how close the kernels read K and V to the memory bound.
+Result<double> attention_roofline(BenchContext& ctx, KvType type, int64_t n_kv, int n_windows) {
+  const ModelConfig& c = ctx.model.config;
+  constexpr int64_t kBlock = 16;
+  const int64_t n_blocks = (n_kv + kBlock - 1) / kBlock;
+  ASSIGN_OR_RETURN(KvStorage kv, KvStorage::create(c, n_blocks, kBlock, type));
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> row(c.kv_dim());
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      for (int64_t slot = 0; slot < kBlock; ++slot) {
+        for (float& x : row) x = dist(rng);
+        store_kv_row(type, row.data(), kv.k_row(il, b, slot), c.kv_dim());
+        store_kv_row(type, row.data(), kv.v_row(il, b, slot), c.kv_dim());
+      }
+    }
+  }
+  std::vector<int32_t> table(n_blocks);
+  for (int64_t i = 0; i < n_blocks; ++i) table[i] = static_cast<int32_t>(i);
+  std::shuffle(table.begin(), table.end(), rng);
+  std::vector<float> q(c.q_dim()), out(c.q_dim());
+  for (float& x : q) x = dist(rng);
+  const int64_t n_ranges = (n_kv + kAttentionRange - 1) / kAttentionRange;
+  std::vector<double> ratios;
+  for (int w = 0; w < n_windows; ++w) {
+    ASSIGN_OR_RETURN(const double bw, measure_read_bandwidth_gbs(ctx.pool, size_t{1} << 30, /*n_passes=*/1));
+    const auto t0 = std::chrono::steady_clock::now();
+    double bytes = 0;
+    for (int64_t il = 0; il < c.n_layer; ++il) {
+      const AttentionShape shape{.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim,
+                                 .block_size = kBlock, .scale = c.attn_scale, .window = c.layers[il].sliding_window};
+      if (!attention_range_supported(shape)) return unsupported("no SIMD attention for this model's head_dim");
+      const int64_t first = attention_first_position(shape, n_kv) / kAttentionRange;
+      const int64_t pf = attention_partial_floats(shape);
+      std::vector<float> partials((n_ranges - first) * pf);
+      ctx.pool->parallel_for(n_ranges - first, [&](int64_t j0, int64_t j1) {
+        for (int64_t j = j0; j < j1; ++j) {
+          attention_range(shape, q.data(), kv.k_layer(il), kv.v_layer(il), type, table.data(), n_kv, first + j,
+                          &partials[j * pf]);
+        }
+      });
+      attention_merge(shape, partials.data(), n_ranges - first, out.data());
+      const int64_t seen = n_kv - attention_first_position(shape, n_kv);
+      bytes += 2.0 * static_cast<double>(seen) * static_cast<double>(kv_row_bytes(type, c.kv_dim()));
+    }
+    ratios.push_back(bytes / seconds(t0) / (bw * 1e9));
+  }
+  return median(ratios);
+}
+
 Result<DepthFigures> depth_figures(BenchContext& ctx, int64_t depth, KvType type) {
   constexpr int kWindows = 8;
   constexpr int64_t kChunk = 512;
   const double weight_bytes = static_cast<double>(ctx.weights->n_bytes_per_token());
   const int64_t n_decode = kWindows * 9;
   DepthFigures f;
+  if (depth > 0) {
+    ASSIGN_OR_RETURN(f.attention_roofline, attention_roofline(ctx, type, depth, 16));
+  }
   for (int rep = 0; rep < ctx.reps; ++rep) {
     ReferenceForward fwd(ctx.model, kChunk, ctx.pool, ctx.weights, type);
     const auto t0 = std::chrono::steady_clock::now();
@@ -260,10 +320,10 @@ int report_depth(BenchContext& ctx, const std::string& path, int n_threads, int6
                   "\"pp512\": %.2f, \"prefill_tokens_per_s\": %.2f, \"prefill_vs_pp512\": %.4f, "
                   "\"decode_tokens_per_s\": %.2f, \"decode_roofline\": %.4f, \"decode0_tokens_per_s\": %.2f, "
                   "\"decode0_roofline\": %.4f, \"attention_share\": %.4f, \"weight_bytes_per_token\": %.0f, "
-                  "\"kv_bytes_per_step\": %.0f, \"bandwidth_gbs\": %.2f}\n",
+                  "\"kv_bytes_per_step\": %.0f, \"attention_roofline\": %.4f, \"bandwidth_gbs\": %.2f}\n",
                   n_threads, isa_name(active_isa()), static_cast<long long>(depth), kv_type_name(type), f->pp512,
                   f->prefill_tps, f->pp512 > 0 ? f->prefill_tps / f->pp512 : 0.0, f->decode_tps, f->decode_roofline,
-                  f->decode0_tps, f->decode0_roofline, attention_share, weight_bytes, f->kv_bytes, f->bandwidth_gbs);
+                  f->decode0_tps, f->decode0_roofline, attention_share, weight_bytes, f->kv_bytes, f->attention_roofline, f->bandwidth_gbs);
     print_json(path, buf);
     return kExitOk;
   }
@@ -279,6 +339,8 @@ int report_depth(BenchContext& ctx, const std::string& path, int n_threads, int6
               100 * f->decode0_roofline);
   std::printf("%-22s %10.2f   (%.1f%% of the weights + KV roofline)\n", ("decode at " + std::to_string(depth)).c_str(),
               f->decode_tps, 100 * f->decode_roofline);
+  std::printf("%-22s %10s   (%.1f%% of the KV roofline: split attention alone, K and V read once)\n",
+              "attention alone", "", 100 * f->attention_roofline);
   std::printf("\nattention over the context: %.0f%% of a decode step at depth %lld (1 - depth-0 rate / depth rate)\n",
               100 * attention_share, static_cast<long long>(depth));
   return kExitOk;
