@@ -151,6 +151,201 @@ Result<RooflineWindows> decode_roofline_windows(BenchContext& ctx, double bytes_
   return RooflineWindows{median(ratios), median(bandwidths)};
 }
 
+// Prints {"model": path<rest> on stdout (rest: the other members and the
+// closing brace).
+void print_json(const std::string& path, const char* rest) {
+  std::string out = "{\"model\": ";
+  api::append_json_string(out, path);
+  out += rest;
+  std::fwrite(out.data(), 1, out.size(), stdout);
+}
+
+// KV bytes one decode step reads with n_kv positions in the cache: per
+// layer K and V rows of the positions it attends (a sliding-window layer at
+// most its window).
+double kv_bytes_per_step(const ModelConfig& c, KvType type, int64_t n_kv) {
+  double bytes = 0;
+  for (const LayerConfig& l : c.layers) {
+    const int64_t seen = l.sliding_window > 0 ? std::min(n_kv, l.sliding_window) : n_kv;
+    bytes += 2.0 * static_cast<double>(seen) * static_cast<double>(kv_row_bytes(type, c.kv_dim()));
+  }
+  return bytes;
+}
+
+// `bench --depth N`: long-context figures with a KV cache of `type`:
+//   pp512        one forward of 512 tokens on a fresh context (the short-prompt rate)
+//   prefill      N tokens in chunks of 512 (the engine's default step budget)
+//   decode       tokens decoded after the N, in windows as decode_roofline_windows,
+//                each window's roofline counting the weights plus the KV bytes
+//                its steps read; decode at depth 0 (a fresh context) in the
+//                same way, so that the step time splits into weights (the
+//                depth-0 step) and attention over the context (the rest).
+struct DepthFigures {
+  double pp512 = 0, prefill_tps = 0, prefill_s = 0;
+  double decode_tps = 0, decode_roofline = 0, bandwidth_gbs = 0, kv_bytes = 0;
+  double decode0_tps = 0, decode0_roofline = 0;
+  double attention_roofline = 0;  // attention alone at the depth (attention_roofline)
+};
+
+struct DecodeWindows {
+  double tps = 0, roofline = 0, bandwidth_gbs = 0;
+};
+
+// kWindows windows of kTokens decode steps on `fwd` from where it stands,
+// each after a bandwidth pass and an untimed step; medians.
+Result<DecodeWindows> decode_windows(BenchContext& ctx, ReferenceForward& fwd, KvType type, double weight_bytes,
+                                     int n_windows) {
+  constexpr int kTokens = 8, kWarmup = 1;
+  std::vector<double> tps, ratios, bandwidths;
+  for (int w = 0; w < n_windows; ++w) {
+    ASSIGN_OR_RETURN(const double bw, measure_read_bandwidth_gbs(ctx.pool, size_t{1} << 30, /*n_passes=*/1));
+    auto t0 = std::chrono::steady_clock::now();
+    double bytes = 0;
+    for (int i = 0; i < kTokens + kWarmup; ++i) {
+      if (i == kWarmup) t0 = std::chrono::steady_clock::now();
+      if (i >= kWarmup) bytes += weight_bytes + kv_bytes_per_step(ctx.model.config, type, fwd.n_past() + 1);
+      const int32_t id = ctx.ids[(fwd.n_past() * 7 + i) % ctx.ids.size()];
+      auto r = fwd.forward(std::span<const int32_t>(&id, 1), false);
+      if (!r.ok()) return r.status();
+    }
+    const double dt = seconds(t0);
+    tps.push_back(kTokens / dt);
+    bandwidths.push_back(bw);
+    ratios.push_back(bytes / dt / (bw * 1e9));
+  }
+  return DecodeWindows{median(tps), median(ratios), median(bandwidths)};
+}
+
+// Decode attention alone at depth n_kv: one query token over a KV cache of
+// n_kv random positions in every layer (blocks of 16 in shuffled order, as
+// the engine's pool hands them out), split by position range across the
+// pool and merged, as the runner does; each of n_windows steps right after
+// a bandwidth pass. Returns the median of (KV bytes / step time) / bandwidth:
+// how close the kernels read K and V to the memory bound.
+Result<double> attention_roofline(BenchContext& ctx, KvType type, int64_t n_kv, int n_windows) {
+  const ModelConfig& c = ctx.model.config;
+  constexpr int64_t kBlock = 16;
+  const int64_t n_blocks = (n_kv + kBlock - 1) / kBlock;
+  ASSIGN_OR_RETURN(KvStorage kv, KvStorage::create(c, n_blocks, kBlock, type));
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> row(c.kv_dim());
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      for (int64_t slot = 0; slot < kBlock; ++slot) {
+        for (float& x : row) x = dist(rng);
+        store_kv_row(type, row.data(), kv.k_row(il, b, slot), c.kv_dim());
+        store_kv_row(type, row.data(), kv.v_row(il, b, slot), c.kv_dim());
+      }
+    }
+  }
+  std::vector<int32_t> table(n_blocks);
+  for (int64_t i = 0; i < n_blocks; ++i) table[i] = static_cast<int32_t>(i);
+  std::shuffle(table.begin(), table.end(), rng);
+  std::vector<float> q(c.q_dim()), out(c.q_dim());
+  for (float& x : q) x = dist(rng);
+  const int64_t n_ranges = (n_kv + kAttentionRange - 1) / kAttentionRange;
+  std::vector<double> ratios;
+  for (int w = 0; w < n_windows; ++w) {
+    ASSIGN_OR_RETURN(const double bw, measure_read_bandwidth_gbs(ctx.pool, size_t{1} << 30, /*n_passes=*/1));
+    const auto t0 = std::chrono::steady_clock::now();
+    double bytes = 0;
+    for (int64_t il = 0; il < c.n_layer; ++il) {
+      const AttentionShape shape{.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim,
+                                 .block_size = kBlock, .scale = c.attn_scale, .window = c.layers[il].sliding_window};
+      if (!attention_range_supported(shape)) return unsupported("no SIMD attention for this model's head_dim");
+      const int64_t first = attention_first_position(shape, n_kv) / kAttentionRange;
+      const int64_t pf = attention_partial_floats(shape);
+      std::vector<float> partials((n_ranges - first) * pf);
+      ctx.pool->parallel_for(n_ranges - first, [&](int64_t j0, int64_t j1) {
+        for (int64_t j = j0; j < j1; ++j) {
+          attention_range(shape, q.data(), kv.k_layer(il), kv.v_layer(il), type, table.data(), n_kv, first + j,
+                          &partials[j * pf]);
+        }
+      });
+      attention_merge(shape, partials.data(), n_ranges - first, out.data());
+      const int64_t seen = n_kv - attention_first_position(shape, n_kv);
+      bytes += 2.0 * static_cast<double>(seen) * static_cast<double>(kv_row_bytes(type, c.kv_dim()));
+    }
+    ratios.push_back(bytes / seconds(t0) / (bw * 1e9));
+  }
+  return median(ratios);
+}
+
+Result<DepthFigures> depth_figures(BenchContext& ctx, int64_t depth, KvType type) {
+  constexpr int kWindows = 8;
+  constexpr int64_t kChunk = 512;
+  const double weight_bytes = static_cast<double>(ctx.weights->n_bytes_per_token());
+  const int64_t n_decode = kWindows * 9;
+  DepthFigures f;
+  if (depth > 0) {
+    ASSIGN_OR_RETURN(f.attention_roofline, attention_roofline(ctx, type, depth, 16));
+  }
+  for (int rep = 0; rep < ctx.reps; ++rep) {
+    ReferenceForward fwd(ctx.model, kChunk, ctx.pool, ctx.weights, type);
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = fwd.forward(std::span<const int32_t>(ctx.ids.data(), kChunk), false);
+    if (!r.ok()) return r.status();
+    f.pp512 = std::max(f.pp512, kChunk / seconds(t0));
+  }
+  {
+    ReferenceForward fwd(ctx.model, n_decode + 1, ctx.pool, ctx.weights, type);
+    ASSIGN_OR_RETURN(DecodeWindows d0, decode_windows(ctx, fwd, type, weight_bytes, kWindows));
+    f.decode0_tps = d0.tps, f.decode0_roofline = d0.roofline;
+  }
+  ReferenceForward fwd(ctx.model, depth + n_decode + 1, ctx.pool, ctx.weights, type);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t p = 0; p < depth; p += kChunk) {
+    const int64_t n = std::min(kChunk, depth - p);
+    auto r = fwd.forward(std::span<const int32_t>(ctx.ids.data() + p, static_cast<size_t>(n)), false);
+    if (!r.ok()) return r.status();
+  }
+  f.prefill_s = seconds(t0);
+  f.prefill_tps = depth > 0 ? static_cast<double>(depth) / f.prefill_s : 0;
+  ASSIGN_OR_RETURN(DecodeWindows d, decode_windows(ctx, fwd, type, weight_bytes, kWindows));
+  f.decode_tps = d.tps, f.decode_roofline = d.roofline, f.bandwidth_gbs = d.bandwidth_gbs;
+  f.kv_bytes = kv_bytes_per_step(ctx.model.config, type, depth + 1);
+  return f;
+}
+
+int report_depth(BenchContext& ctx, const std::string& path, int n_threads, int64_t depth, KvType type, bool json) {
+  auto f = depth_figures(ctx, depth, type);
+  if (!f.ok()) return report_error("bench", f.status());
+  const double weight_bytes = static_cast<double>(ctx.weights->n_bytes_per_token());
+  const double attention_share = f->decode_tps > 0 ? std::max(0.0, 1.0 - f->decode_tps / f->decode0_tps) : 0;
+  if (json) {
+    char buf[1024];
+    std::snprintf(buf, sizeof buf,
+                  ", \"threads\": %d, \"kernels\": \"%s\", \"depth\": %lld, \"kv_type\": \"%s\", "
+                  "\"pp512\": %.2f, \"prefill_tokens_per_s\": %.2f, \"prefill_vs_pp512\": %.4f, "
+                  "\"decode_tokens_per_s\": %.2f, \"decode_roofline\": %.4f, \"decode0_tokens_per_s\": %.2f, "
+                  "\"decode0_roofline\": %.4f, \"attention_share\": %.4f, \"weight_bytes_per_token\": %.0f, "
+                  "\"kv_bytes_per_step\": %.0f, \"attention_roofline\": %.4f, \"bandwidth_gbs\": %.2f}\n",
+                  n_threads, isa_name(active_isa()), static_cast<long long>(depth), kv_type_name(type), f->pp512,
+                  f->prefill_tps, f->pp512 > 0 ? f->prefill_tps / f->pp512 : 0.0, f->decode_tps, f->decode_roofline,
+                  f->decode0_tps, f->decode0_roofline, attention_share, weight_bytes, f->kv_bytes, f->attention_roofline, f->bandwidth_gbs);
+    print_json(path, buf);
+    return kExitOk;
+  }
+  std::printf("model %s, %d threads, %s kernels, KV cache %s, depth %lld\n", path.c_str(), n_threads,
+              isa_name(active_isa()), kv_type_name(type), static_cast<long long>(depth));
+  std::printf("bytes / decode step    %8.1f MB weights + %.1f MB KV; bandwidth %.2f GB/s (median)\n\n",
+              weight_bytes / 1e6, f->kv_bytes / 1e6, f->bandwidth_gbs);
+  std::printf("%-22s %10s\n", "test", "t/s");
+  std::printf("%-22s %10.2f\n", "pp512", f->pp512);
+  std::printf("%-22s %10.2f   (%.1f%% of pp512, %.1f s)\n", ("prefill " + std::to_string(depth)).c_str(),
+              f->prefill_tps, f->pp512 > 0 ? 100 * f->prefill_tps / f->pp512 : 0.0, f->prefill_s);
+  std::printf("%-22s %10.2f   (%.1f%% of the weights roofline)\n", "decode at depth 0", f->decode0_tps,
+              100 * f->decode0_roofline);
+  std::printf("%-22s %10.2f   (%.1f%% of the weights + KV roofline)\n", ("decode at " + std::to_string(depth)).c_str(),
+              f->decode_tps, 100 * f->decode_roofline);
+  std::printf("%-22s %10s   (%.1f%% of the KV roofline: split attention alone, K and V read once)\n",
+              "attention alone", "", 100 * f->attention_roofline);
+  std::printf("\nattention over the context: %.0f%% of a decode step at depth %lld (1 - depth-0 rate / depth rate)\n",
+              100 * attention_share, static_cast<long long>(depth));
+  return kExitOk;
+}
+
 // Multiply-adds per token of the layer matrices (prompt tokens skip the output).
 double layer_macs_per_token(const Model& model) {
   double macs = 0;
@@ -170,10 +365,13 @@ double layer_macs_per_token(const Model& model) {
 
 int cmd_bench(int argc, char** argv, int first) {
   int code = 0;
-  auto args = parse_command(argc, argv, first, "bench", "--model PATH [--threads N] [--reps N] [--json]",
+  auto args = parse_command(argc, argv, first, "bench",
+                            "--model PATH [--threads N] [--reps N] [--depth N [--kv-type T]] [--json]",
                             {{"model", true, "GGUF model file"},
                              {"threads", true, "compute threads (default: all cores)"},
                              {"reps", true, "runs per figure, the best is reported (default 2)"},
+                             {"depth", true, "long context: prefill N tokens, then decode after them"},
+                             {"kv-type", true, "KV cache type of --depth: f16 (default), q8_0 or f32"},
                              {"json", false, "print one JSON object"}},
                             &code);
   if (!args) return code;
@@ -182,6 +380,15 @@ int cmd_bench(int argc, char** argv, int first) {
   auto reps = args->get_int_in("reps", 2, 1, kMaxReps);
   if (!threads.ok()) return report_error("bench", threads.status());
   if (!reps.ok()) return report_error("bench", reps.status());
+  auto depth = args->get_int_in("depth", -1, 0, 1 << 20);
+  if (!depth.ok()) return report_error("bench", depth.status());
+  KvType kv_type = KvType::kF16;
+  if (!parse_kv_type(args->get_or("kv-type", "f16").c_str(), &kv_type)) {
+    return report_error("bench", invalid_argument("--kv-type must be f16, q8_0 or f32"));
+  }
+  if (args->has("kv-type") && !args->has("depth")) {
+    return report_error("bench", invalid_argument("--kv-type applies to --depth runs"));
+  }
   auto loaded = load_model_with_progress(*args->get("model"));
   if (!loaded.ok()) return report_error("bench", loaded.status());
   const Model& model = *loaded->model;
@@ -189,7 +396,14 @@ int cmd_bench(int argc, char** argv, int first) {
   BenchContext ctx{model, &pool, loaded->weights, static_cast<int>(*reps), {}};
   std::mt19937 rng(42);
   std::uniform_int_distribution<int32_t> id_dist(0, static_cast<int32_t>(model.config.n_vocab - 1));
-  for (int i = 0; i < 1024; ++i) ctx.ids.push_back(id_dist(rng));
+  for (int64_t i = 0; i < std::max<int64_t>(1024, *depth + 512); ++i) ctx.ids.push_back(id_dist(rng));
+  if (*depth >= 0) {
+    if (!kv_type_fits(kv_type, model.config.kv_dim())) {
+      return report_error("bench", invalid_argument(std::string("--kv-type ") + kv_type_name(kv_type) +
+                                                    " needs K/V rows of a multiple of 32 values"));
+    }
+    return report_depth(ctx, *args->get("model"), pool.n_threads(), *depth, kv_type, args->has("json"));
+  }
 
   const double int8_peak_start = measure_int8_peak_gops(&pool);
   if (auto warm = tokens_per_second(ctx, 2, 8, false); !warm.ok()) return report_error("bench", warm.status());
@@ -226,8 +440,6 @@ int cmd_bench(int argc, char** argv, int first) {
 
   const std::string path = *args->get("model");
   if (args->has("json")) {
-    std::string out = "{\"model\": ";
-    api::append_json_string(out, path);
     char buf[1024];
     std::snprintf(buf, sizeof buf,
                   ", \"threads\": %d, \"kernels\": \"%s\", \"pp128\": %.2f, \"pp512\": %.2f, \"tg128\": %.2f, "
@@ -236,8 +448,7 @@ int cmd_bench(int argc, char** argv, int first) {
                   "\"pp512_int8_fraction\": %.4f, \"cpu_share\": %.3f}\n",
                   pool.n_threads(), isa_name(active_isa()), figs[0].tps, figs[1].tps, tg, figs[3].tps, figs[4].tps,
                   figs[5].tps, figs[6].tps, bandwidth_gbs, weight_bytes, roofline, int8_peak_gops, pp_fraction, cpu_share);
-    out += buf;
-    std::fwrite(out.data(), 1, out.size(), stdout);
+    print_json(path, buf);
     return kExitOk;
   }
   std::printf("model %s, %d threads, %s kernels, best of %d\n", path.c_str(), pool.n_threads(),

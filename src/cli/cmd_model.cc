@@ -90,10 +90,15 @@ int cmd_logits(int argc, char** argv, int first) {
   auto args = parse_command(argc, argv, first, "logits", "--model PATH --ids 1,2,3",
                             {{"model", true, "GGUF model file"},
                              {"ids", true, "comma-separated token ids, fed in one batch"},
-                             {"threads", true, "compute threads (default: all cores)"}},
+                             {"threads", true, "compute threads (default: all cores)"},
+                             {"kv-type", true, "KV cache type: f32 (default, the reference), f16 or q8_0"}},
                             &code);
   if (!args) return code;
   if (!args->has("model") || !args->has("ids")) return report_error("logits", invalid_argument("--model and --ids are required"));
+  KvType kv_type = KvType::kF32;
+  if (!parse_kv_type(args->get_or("kv-type", "f32").c_str(), &kv_type)) {
+    return report_error("logits", invalid_argument("--kv-type must be f32, f16 or q8_0"));
+  }
   auto ids = parse_id_list(*args->get("ids"));
   if (!ids.ok()) return report_error("logits", ids.status());
   if (ids->empty()) return report_error("logits", invalid_argument("--ids is empty"));
@@ -106,7 +111,12 @@ int cmd_logits(int argc, char** argv, int first) {
     return report_error("logits", st);
   }
   ThreadPool pool(static_cast<int>(*threads));
-  ReferenceForward fwd(model, static_cast<int64_t>(ids->size()), &pool, loaded->weights);
+  if (!kv_type_fits(kv_type, model.config.kv_dim())) {
+    return report_error("logits", invalid_argument(std::string("--kv-type ") + kv_type_name(kv_type) +
+                                                   " needs K/V rows of a multiple of 32 values; this model has " +
+                                                   std::to_string(model.config.kv_dim())));
+  }
+  ReferenceForward fwd(model, static_cast<int64_t>(ids->size()), &pool, loaded->weights, kv_type);
   auto logits = fwd.forward(*ids, /*all_logits=*/true);
   if (!logits.ok()) return report_error("logits", logits.status());
   const int64_t n_vocab = model.config.n_vocab;
@@ -139,9 +149,11 @@ int cmd_generate(int argc, char** argv, int first) {
        {"seed", true, "sampling seed (default 42)"},
        {"threads", true, "compute threads (default: all cores)"},
        {"ctx", true, "context size in tokens (default: prompt + n)"},
-       {"kv-type", true, "KV cache type: f16 (default) or f32"},
+       {"kv-type", true, "KV cache type: f16 (default), q8_0 or f32"},
        {"ignore-eos", false, "do not stop at the end-of-sequence token"},
-       {"json", false, "print {prompt_ids, generated_ids, text} as one JSON object"}},
+       {"json", false,
+        "print {prompt_ids, generated_ids, text, finish_reason, prefill_tokens_per_s, decode_tokens_per_s} as one JSON "
+        "object"}},
       &code);
   if (!args) return code;
   if (args->has("prompt") == args->has("prompt-ids")) {
@@ -164,8 +176,10 @@ int cmd_generate(int argc, char** argv, int first) {
   }
   if (!(*temperature >= 0)) return report_error("generate", invalid_argument("--temperature must be >= 0"));
   if (!(*top_p > 0 && *top_p <= 1)) return report_error("generate", invalid_argument("--top-p must be in (0, 1]"));
-  const std::string kv_name = args->get_or("kv-type", "f16");
-  if (kv_name != "f16" && kv_name != "f32") return report_error("generate", invalid_argument("--kv-type must be f16 or f32"));
+  KvType kv_type = KvType::kF16;
+  if (!parse_kv_type(args->get_or("kv-type", "f16").c_str(), &kv_type)) {
+    return report_error("generate", invalid_argument("--kv-type must be f16, q8_0 or f32"));
+  }
 
   auto model_path = args->has("model") ? Result<std::string>(*args->get("model")) : default_model_path();
   if (!model_path.ok()) return report_error("generate", model_path.status());
@@ -195,7 +209,7 @@ int cmd_generate(int argc, char** argv, int first) {
 
   const int64_t ctx = *n_ctx > 0 ? *n_ctx : n_prompt + *n_gen;
   EngineConfig ec{.n_ctx = ctx, .max_seqs = 1, .n_kv_tokens = ctx,
-                  .kv_type = kv_name == "f32" ? KvType::kF32 : KvType::kF16, .n_threads = static_cast<int>(*threads)};
+                  .kv_type = kv_type, .n_threads = static_cast<int>(*threads)};
   const std::string ctx_source = *n_ctx > 0 ? "--ctx " + std::to_string(*n_ctx)
                                             : "the prompt (" + std::to_string(n_prompt) + " tokens) + -n " +
                                                   std::to_string(*n_gen);
@@ -224,6 +238,15 @@ int cmd_generate(int argc, char** argv, int first) {
     }
   }
   if (last.kind == EventKind::kError) return report_error("generate", last.error);
+  // Rates from the engine's own timings (timing the process would add the
+  // model load): prefill = prompt tokens computed / (scheduled -> first
+  // token), decode = tokens after the first / (first -> last token).
+  const Timings& t = last.timings;
+  const double prefill_ms = t.t_prefill_ms(), tg_ms = t.t_decode_ms();
+  const int64_t n_out = last.usage.n_generated_tokens;
+  const int64_t n_prefilled = n_prompt - last.usage.n_cached_tokens;
+  const double prefill_tps = prefill_ms > 0 ? n_prefilled * 1000.0 / prefill_ms : 0.0;
+  const double decode_tps = n_out > 1 && tg_ms > 0 ? (n_out - 1) * 1000.0 / tg_ms : 0.0;
   if (json) {
     std::string out = "{\"prompt_ids\": ";
     append_ids(out, prompt_ids);
@@ -233,18 +256,18 @@ int cmd_generate(int argc, char** argv, int first) {
     api::append_json_string(out, text);
     out += ", \"finish_reason\": ";
     api::append_json_string(out, finish_reason_name(last.finish));
-    out += "}\n";
+    char rates[128];
+    std::snprintf(rates, sizeof rates, ", \"prefill_tokens_per_s\": %.3f, \"decode_tokens_per_s\": %.3f}\n", prefill_tps,
+                  decode_tps);
+    out += rates;
     std::fwrite(out.data(), 1, out.size(), stdout);
   } else {
     std::fputc('\n', stdout);
   }
   std::fflush(stdout);  // the text before the stats line on stderr
-  const Timings& t = last.timings;
-  const double tg_ms = std::chrono::duration<double, std::milli>(t.t_last_token - t.t_first_token).count();
-  const int64_t n_out = last.usage.n_generated_tokens;
   log::info("generated", {{"t_load_ms", loaded->t_load_ms}, {"n_prompt_tokens", n_prompt},
-                          {"t_prefill_ms", t.t_prefill_ms()}, {"n_generated_tokens", n_out},
-                          {"tokens_per_s", n_out > 1 ? (n_out - 1) * 1000.0 / tg_ms : 0.0},
+                          {"t_prefill_ms", prefill_ms}, {"n_generated_tokens", n_out},
+                          {"prefill_tokens_per_s", prefill_tps}, {"tokens_per_s", decode_tps},
                           {"finish", finish_reason_name(last.finish)}});
   return kExitOk;
 }

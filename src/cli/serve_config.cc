@@ -8,6 +8,7 @@
 #include <sstream>
 #include <unistd.h>  // gethostname
 
+#include "kernels/attention.h"  // parse_kv_type
 #include "limits/redis_store.h"  // parse_redis_url
 #include "obs/otlp_http.h"
 
@@ -269,8 +270,8 @@ Result<ServeConfig> resolve_serve_config(const std::map<std::string, std::string
                             c.schedule + "'");
   }
   str("kv-type", &c.kv_type);
-  if (c.kv_type != "f16" && c.kv_type != "f32") {
-    return invalid_argument(src.origin.at("kv-type") + ": kv-type must be f16 or f32, got '" + c.kv_type + "'");
+  if (KvType t; !parse_kv_type(c.kv_type.c_str(), &t)) {
+    return invalid_argument(src.origin.at("kv-type") + ": kv-type must be f16, q8_0 or f32, got '" + c.kv_type + "'");
   }
   RETURN_IF_ERROR(parse_int(src, "io-threads", 1, 64, &c.io_threads));
   RETURN_IF_ERROR(parse_int(src, "max-body-bytes", 1024, 1ll << 32, &c.max_body_bytes));

@@ -30,7 +30,7 @@ struct ServeConfig {
   int64_t ctx = 0;                    // context window per sequence; 0: the model's
   int64_t parallel = 0;               // sequences decoded at once; 0: from the KV budget (default_max_seqs)
   int64_t kv_size = 0;                // KV cache tokens; 0: ctx × parallel, capped by free memory
-  std::string kv_type = "f16";        // KV cache element type: f16 or f32
+  std::string kv_type = "f16";        // KV cache element type: f16, q8_0 or f32
   int64_t batch_tokens = 512;         // token budget of one engine step
   std::string schedule = "latency";   // the scheduling policy: latency or throughput (engine/scheduler.h)
   std::string model_alias;            // the id in /v1/models; default: the model file's stem

@@ -43,12 +43,13 @@ Result<ServeBackend> make_backend(const ServeConfig& config, obs::EngineSink* ob
                   .max_seqs = static_cast<int32_t>(config.parallel),
                   .n_kv_tokens = config.kv_size,
                   .max_step_tokens = static_cast<int32_t>(config.batch_tokens),
-                  .kv_type = config.kv_type == "f32" ? KvType::kF32 : KvType::kF16,
+                  .kv_type = KvType::kF16,
                   .schedule = parse_schedule_policy(config.schedule).value_or(SchedulePolicy::kLatency),
                   .n_threads = static_cast<int>(config.threads),
                   .max_pending_events = static_cast<size_t>(config.max_pending_events),
                   .obs_sink = obs_sink,
                   .guard = config.guard};
+  if (!parse_kv_type(config.kv_type.c_str(), &ec.kv_type)) return invalid_argument("unknown kv-type '" + config.kv_type + "'");
   // Admission control: the bounded queue (engine.h); -1: 4 × --parallel
   // (resolved: the default parallel follows from the KV budget).
   ec.max_queue = config.max_queue >= 0

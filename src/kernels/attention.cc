@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "core/check.h"
+#include "kernels/fused.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
+#include "kernels/quant_blocks.h"
 
 namespace zl {
 namespace kern {
@@ -40,16 +43,51 @@ int simd_path(const AttentionShape& s) {
 void load_row(const AttentionShape& s, const void* cache, KvType kv_type, const int32_t* block_table, int64_t p,
               int64_t h, float* dst) {
   const int64_t kv_dim = s.n_head_kv * s.head_dim;
-  const int64_t off = (block_table[p / s.block_size] * s.block_size + p % s.block_size) * kv_dim + h * s.head_dim;
+  const int64_t row = block_table[p / s.block_size] * s.block_size + p % s.block_size;
+  const int64_t off = row * kv_dim + h * s.head_dim;
   if (kv_type == KvType::kF32) {
     std::copy_n(static_cast<const float*>(cache) + off, s.head_dim, dst);
-  } else {
+  } else if (kv_type == KvType::kF16) {
     const uint16_t* src = static_cast<const uint16_t*>(cache) + off;
     for (int64_t i = 0; i < s.head_dim; ++i) dst[i] = fp16_to_fp32(src[i]);
+  } else {  // Q8_0: element e of the row in block e / 32
+    const auto* base = static_cast<const uint8_t*>(cache) + row * kv_row_bytes(kv_type, kv_dim);
+    for (int64_t i = 0; i < s.head_dim; ++i) {
+      const int64_t e = h * s.head_dim + i;
+      const auto* blk = reinterpret_cast<const BlockQ8_0*>(base) + e / kQk32;
+      dst[i] = fp16_to_fp32(blk->d) * static_cast<float>(blk->qs[e % kQk32]);
+    }
   }
 }
 
 }  // namespace
+
+const char* kv_type_name(KvType t) {
+  switch (t) {
+    case KvType::kF32: return "f32";
+    case KvType::kF16: return "f16";
+    case KvType::kQ8_0: return "q8_0";
+  }
+  return "?";
+}
+
+bool parse_kv_type(const char* name, KvType* out) {
+  for (KvType t : {KvType::kF32, KvType::kF16, KvType::kQ8_0}) {
+    if (std::strcmp(name, kv_type_name(t)) == 0) {
+      *out = t;
+      return true;
+    }
+  }
+  return false;
+}
+
+void store_kv_row(KvType t, const float* src, void* dst, int64_t n) {
+  switch (t) {
+    case KvType::kF32: std::memcpy(dst, src, n * sizeof(float)); return;
+    case KvType::kF16: fp32_to_fp16_row(src, static_cast<uint16_t*>(dst), n); return;
+    case KvType::kQ8_0: quantize_row(GgmlType::kQ8_0, src, dst, n); return;
+  }
+}
 
 void attention_scalar(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
                       KvType kv_type, const int32_t* block_table, int64_t n_kv, float* out, int64_t kv_h0,

@@ -3,7 +3,9 @@
 // heads that share it).
 //
 // Cache layout, per layer: blocks [n_blocks][block_size][n_head_kv * head_dim]
-// of F16 (uint16_t bits) or F32; position p of a sequence lives in block
+// of F16 (uint16_t bits), F32, or Q8_0 (each row of n_head_kv * head_dim
+// values stored as blocks of 32: an F16 scale and 32 int8, 34 bytes; element
+// e of a row lies in block e / 32); position p of a sequence lives in block
 // block_table[p / block_size], row p % block_size. A contiguous cache
 // [n_ctx][kv_dim] is the special case of one block (block_table = {0},
 // block_size >= n_kv).
@@ -18,7 +20,20 @@
 
 namespace zl {
 
-enum class KvType { kF32, kF16 };
+enum class KvType { kF32, kF16, kQ8_0 };
+
+// "f32", "f16", "q8_0".
+const char* kv_type_name(KvType t);
+// The KvType of a name kv_type_name gives; false for anything else.
+bool parse_kv_type(const char* name, KvType* out);
+// Bytes of a row of n values (n a multiple of 32 for Q8_0).
+inline int64_t kv_row_bytes(KvType t, int64_t n) {
+  return t == KvType::kF32 ? 4 * n : t == KvType::kF16 ? 2 * n : (n + 31) / 32 * 34;
+}
+// Whether rows of kv_dim values can be stored as t (Q8_0: a multiple of 32).
+inline bool kv_type_fits(KvType t, int64_t kv_dim) { return t != KvType::kQ8_0 || kv_dim % 32 == 0; }
+// Stores n floats (a whole cache row) as t.
+void store_kv_row(KvType t, const float* src, void* dst, int64_t n);
 
 struct AttentionShape {
   int64_t n_head = 0;      // query heads

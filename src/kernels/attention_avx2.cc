@@ -18,6 +18,11 @@ struct Vec {
   static T zero() { return _mm256_setzero_ps(); }
   static T load(const float* p) { return _mm256_loadu_ps(p); }
   static T load_f16(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  // d (f16 bits) times the 8 int8 at p.
+  static T load_q8(const int8_t* p, uint16_t d) {
+    return _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(d)),
+                         _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))));
+  }
   static void store(float* p, T v) { _mm256_storeu_ps(p, v); }
   static T set1(float x) { return _mm256_set1_ps(x); }
   static T fmadd(T a, T b, T c) { return _mm256_fmadd_ps(a, b, c); }

@@ -35,6 +35,11 @@ struct Vec {
   static T zero() { return _mm512_setzero_ps(); }
   static T load(const float* p) { return _mm512_loadu_ps(p); }
   static T load_f16(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  // d (f16 bits) times the 16 int8 at p.
+  static T load_q8(const int8_t* p, uint16_t d) {
+    return _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(d)),
+                         _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))));
+  }
   static void store(float* p, T v) { _mm512_storeu_ps(p, v); }
   static T set1(float x) { return _mm512_set1_ps(x); }
   static T fmadd(T a, T b, T c) { return _mm512_fmadd_ps(a, b, c); }

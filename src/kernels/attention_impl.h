@@ -22,12 +22,26 @@ constexpr int kChunk = 16;  // Vec::chunk_max / chunk_sum assume 16
 constexpr int kHeadBlock = 4;
 static_assert(kAttentionRange % kChunk == 0);
 
+// Byte offset of element `off` of a cache (rows of whole Q8_0 blocks: kWidth
+// consecutive elements from a multiple of kWidth lie in one block).
+template <KvType kType>
+inline int64_t kv_byte_offset(int64_t off) {
+  if constexpr (kType == KvType::kF32) return 4 * off;
+  if constexpr (kType == KvType::kF16) return 2 * off;
+  return off / 32 * 34 + 2 + off % 32;
+}
+
 template <KvType kType>
 inline typename Vec::T load_kv(const void* base, int64_t off) {
   if constexpr (kType == KvType::kF32) {
     return Vec::load(static_cast<const float*>(base) + off);
-  } else {
+  } else if constexpr (kType == KvType::kF16) {
     return Vec::load_f16(static_cast<const uint16_t*>(base) + off);
+  } else {  // the block's f16 scale times kWidth int8 values
+    const auto* blk = static_cast<const uint8_t*>(base) + off / 32 * 34;
+    uint16_t d;
+    __builtin_memcpy(&d, blk, 2);
+    return Vec::load_q8(reinterpret_cast<const int8_t*>(blk + 2 + off % 32), d);
   }
 }
 
@@ -241,7 +255,6 @@ inline void finish_rows(const RowsState& st, int nr, int64_t hd, float* const* o
 template <KvType kType>
 inline void chunk_offsets(const AttentionShape& s, const int32_t* block_table, int64_t p0, int n, int64_t kv_off,
                           const void* k_cache, const void* v_cache, int64_t prefetch_bytes, int64_t* o) {
-  constexpr int64_t kElem = kType == KvType::kF32 ? 4 : 2;
   const int64_t kv_dim = s.n_head_kv * s.head_dim, bs = s.block_size;
   int64_t blk = p0 / bs, slot = p0 % bs;
   for (int c = 0; c < n; ++c) {
@@ -249,8 +262,9 @@ inline void chunk_offsets(const AttentionShape& s, const int32_t* block_table, i
     if (++slot == bs) slot = 0, ++blk;
   }
   for (int c = 0; c < n; ++c) {
-    const char* kr = static_cast<const char*>(k_cache) + o[c] * kElem;
-    const char* vr = static_cast<const char*>(v_cache) + o[c] * kElem;
+    const int64_t b = kv_byte_offset<kType>(o[c]) & ~int64_t{63};  // from the cache line holding the start
+    const char* kr = static_cast<const char*>(k_cache) + b;
+    const char* vr = static_cast<const char*>(v_cache) + b;
     for (int64_t i = 0; i < prefetch_bytes; i += 64) {
       __builtin_prefetch(kr + i, 0, 3);
       __builtin_prefetch(vr + i, 0, 3);
@@ -270,8 +284,7 @@ template <KvType kType>
 void head_rows(const AttentionShape& s, const float* const* q, float* const* out, const int64_t* limit, int nr,
                const void* k_cache, const void* v_cache, const int32_t* block_table, int64_t kv_off) {
   constexpr int R = Vec::kMaxRows;
-  constexpr int64_t kElem = kType == KvType::kF32 ? 4 : 2;
-  const int64_t hd = s.head_dim;
+  const int64_t hd = s.head_dim, head_bytes = kv_row_bytes(kType, hd) + 64;
   alignas(64) float acc[R][kMaxHeadDim], acc_b[R][kMaxHeadDim];
   float m[R], l[R], m_b[R], l_b[R];
   const RowsState st{&acc[0][0], kMaxHeadDim, m, l}, st_b{&acc_b[0][0], kMaxHeadDim, m_b, l_b};
@@ -285,7 +298,7 @@ void head_rows(const AttentionShape& s, const float* const* q, float* const* out
   int64_t offs[kChunk], offs_next[kChunk];
   if (n_kv > c0) {
     chunk_offsets<kType>(s, block_table, c0, static_cast<int>(std::min<int64_t>(kChunk, n_kv - c0)), kv_off, k_cache,
-                         v_cache, hd * kElem, offs_next);
+                         v_cache, head_bytes, offs_next);
   }
   for (int64_t rb = rb0; rb < n_kv; rb += kAttentionRange) {
     const RowsState& target = rb == rb0 ? st : st_b;
@@ -296,7 +309,7 @@ void head_rows(const AttentionShape& s, const float* const* q, float* const* out
       std::copy(offs_next, offs_next + n, offs);
       if (p0 + kChunk < n_kv) {
         chunk_offsets<kType>(s, block_table, p0 + kChunk, static_cast<int>(std::min<int64_t>(kChunk, n_kv - p0 - kChunk)),
-                             kv_off, k_cache, v_cache, hd * kElem, offs_next);
+                             kv_off, k_cache, v_cache, head_bytes, offs_next);
       }
       chunk_rows<kType>(s, q, start, limit, nr, k_cache, v_cache, offs, p0, n, target);
     }
@@ -314,8 +327,8 @@ template <KvType kType>
 void range_rows(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
                 const int32_t* block_table, int64_t n_kv, int64_t range, const RowsState& st) {
   constexpr int R = Vec::kMaxRows;
-  constexpr int64_t kElem = kType == KvType::kF32 ? 4 : 2;
-  const int64_t group = s.n_head / s.n_head_kv, hd = s.head_dim, row_bytes = s.n_head_kv * hd * kElem;
+  const int64_t group = s.n_head / s.n_head_kv, hd = s.head_dim;
+  const int64_t row_bytes = kv_row_bytes(kType, s.n_head_kv * hd) + 64;
   const int64_t lo = attention_first_position(s, n_kv);
   const int64_t rb = std::max(range * kAttentionRange, lo / kChunk * kChunk);
   const int64_t re = std::min(range * kAttentionRange + kAttentionRange, n_kv);
@@ -368,10 +381,10 @@ inline void attention_rows(const AttentionShape& s, const float* q, int64_t n_q,
         outr[r] = out + t * q_dim + h * hd;
         limit[r] = n_kv_first + t;
       }
-      if (kv_type == KvType::kF32) {
-        head_rows<KvType::kF32>(s, qr, outr, limit, nr, k_cache, v_cache, block_table, kvh * hd);
-      } else {
-        head_rows<KvType::kF16>(s, qr, outr, limit, nr, k_cache, v_cache, block_table, kvh * hd);
+      switch (kv_type) {
+        case KvType::kF32: head_rows<KvType::kF32>(s, qr, outr, limit, nr, k_cache, v_cache, block_table, kvh * hd); break;
+        case KvType::kF16: head_rows<KvType::kF16>(s, qr, outr, limit, nr, k_cache, v_cache, block_table, kvh * hd); break;
+        case KvType::kQ8_0: head_rows<KvType::kQ8_0>(s, qr, outr, limit, nr, k_cache, v_cache, block_table, kvh * hd); break;
       }
     }
   }
@@ -388,10 +401,10 @@ inline void attention_range_impl(const AttentionShape& s, const float* q, const 
                                  KvType kv_type, const int32_t* block_table, int64_t n_kv, int64_t range,
                                  float* partial) {
   const RowsState st = partial_state(s, partial);
-  if (kv_type == KvType::kF32) {
-    range_rows<KvType::kF32>(s, q, k_cache, v_cache, block_table, n_kv, range, st);
-  } else {
-    range_rows<KvType::kF16>(s, q, k_cache, v_cache, block_table, n_kv, range, st);
+  switch (kv_type) {
+    case KvType::kF32: range_rows<KvType::kF32>(s, q, k_cache, v_cache, block_table, n_kv, range, st); break;
+    case KvType::kF16: range_rows<KvType::kF16>(s, q, k_cache, v_cache, block_table, n_kv, range, st); break;
+    case KvType::kQ8_0: range_rows<KvType::kQ8_0>(s, q, k_cache, v_cache, block_table, n_kv, range, st); break;
   }
 }
 

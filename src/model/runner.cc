@@ -24,7 +24,7 @@ KvStorage::KvStorage(const ModelConfig& c, int64_t n_blocks, int64_t block_size,
       block_size_(block_size),
       kv_dim_(c.kv_dim()),
       type_(type),
-      elem_size_(type == KvType::kF32 ? 4 : 2),
+      row_bytes_(kv_row_bytes(type, c.kv_dim())),
       data_(std::move(data)) {}
 
 KvStorage::KvStorage(const ModelConfig& c, int64_t n_blocks, int64_t block_size, KvType type)
@@ -42,6 +42,10 @@ uint64_t KvStorage::bytes_for(const ModelConfig& c, int64_t n_blocks, int64_t bl
 
 Result<KvStorage> KvStorage::create(const ModelConfig& c, int64_t n_blocks, int64_t block_size, KvType type) {
   CHECK(n_blocks > 0 && block_size > 0);
+  if (!kv_type_fits(type, c.kv_dim())) {
+    return invalid_argument(std::string("KV cache type ") + kv_type_name(type) + " needs rows of a multiple of 32 values; " +
+                            "this model's K/V rows have " + std::to_string(c.kv_dim()) + " (use f16)");
+  }
   const uint64_t bytes = bytes_for(c, n_blocks, block_size, type);
   const std::string what = "the KV cache (" +
                            std::to_string(saturating_mul(static_cast<uint64_t>(n_blocks), static_cast<uint64_t>(block_size))) +
@@ -52,13 +56,13 @@ Result<KvStorage> KvStorage::create(const ModelConfig& c, int64_t n_blocks, int6
 }
 
 size_t KvStorage::bytes_per_token(const ModelConfig& c, KvType type) {
-  return static_cast<size_t>(c.n_layer) * 2 * c.kv_dim() * (type == KvType::kF32 ? 4 : 2);
+  return static_cast<size_t>(c.n_layer) * 2 * static_cast<size_t>(kv_row_bytes(type, c.kv_dim()));
 }
 
 uint8_t* KvStorage::row(int64_t layer, int which, int64_t block, int64_t slot) {
   DCHECK(layer < n_layer_ && block < n_blocks_ && slot < block_size_);
   const size_t index = ((static_cast<size_t>(layer) * 2 + which) * n_blocks_ + block) * block_size_ + slot;
-  return data_.data() + index * kv_dim_ * elem_size_;
+  return data_.data() + index * row_bytes_;
 }
 
 void* KvStorage::k_row(int64_t layer, int64_t block, int64_t slot) { return row(layer, 0, block, slot); }
@@ -172,18 +176,6 @@ void ModelRunner::rope(float* x, int64_t n_heads, const float* cs) const {
   }
 }
 
-namespace {
-
-void store_row(KvType type, const float* src, void* dst, int64_t n) {
-  if (type == KvType::kF32) {
-    std::memcpy(dst, src, n * sizeof(float));
-  } else {
-    fp32_to_fp16_row(src, static_cast<uint16_t*>(dst), n);
-  }
-}
-
-}  // namespace
-
 void ModelRunner::attention_block(const LayerWeights& l, int64_t il, std::span<const BatchSequence> batch,
                                   KvStorage& kv) {
   const int64_t n_tokens = static_cast<int64_t>(tokens_.size());
@@ -227,8 +219,8 @@ void ModelRunner::attention_block(const LayerWeights& l, int64_t il, std::span<c
     rope(q, c_.n_head, cs);
     rope(k, c_.n_head_kv, cs);
     const int32_t block = batch[ref.seq].block_table[ref.pos / bs];
-    store_row(kv.type(), k, kv.k_row(il, block, ref.pos % bs), kv_dim);
-    store_row(kv.type(), v, kv.v_row(il, block, ref.pos % bs), kv_dim);
+    store_kv_row(kv.type(), k, kv.k_row(il, block, ref.pos % bs), kv_dim);
+    store_kv_row(kv.type(), v, kv.v_row(il, block, ref.pos % bs), kv_dim);
   }
   // Causal attention through each sequence's block table: the token at
   // position p attends to positions [0, p] (a sliding-window layer to

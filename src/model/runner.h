@@ -34,7 +34,9 @@ namespace zl {
 class KvStorage {
  public:
   // ResourceExhausted, naming the bytes, when the storage does not fit in
-  // the memory available now (core/memory.h) or its size overflows.
+  // the memory available now (core/memory.h) or its size overflows;
+  // InvalidArgument when the model's rows cannot be stored as `type`
+  // (kv_type_fits).
   static Result<KvStorage> create(const ModelConfig& config, int64_t n_blocks, int64_t block_size, KvType type);
   // Bytes of the storage, saturating at UINT64_MAX.
   static uint64_t bytes_for(const ModelConfig& config, int64_t n_blocks, int64_t block_size, KvType type);
@@ -61,7 +63,7 @@ class KvStorage {
   uint8_t* row(int64_t layer, int which, int64_t block, int64_t slot);
   int64_t n_layer_, n_blocks_, block_size_, kv_dim_;
   KvType type_;
-  size_t elem_size_;
+  size_t row_bytes_;  // one row of kv_dim values
   LargeBuffer data_;
 };
 

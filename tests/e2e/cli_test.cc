@@ -82,6 +82,28 @@ TEST(CliE2e, ImpossibleKvSizeIsAnErrorNamingTheFlag) {
   EXPECT_TRUE(contains(r.out, "ZEROLAYER_KV_SIZE=4294967296: the KV cache")) << r.out;
 }
 
+// --kv-type: q8_0 sizes the cache at 34 bytes per 32 values (5 layers × K,V
+// × 34 B = 340 B a token on stories260K); an unknown type is a usage error
+// naming the accepted ones, from a flag or the environment, on every command.
+TEST(CliE2e, KvTypeQ8SizesTheCacheAndUnknownTypesAreUsageErrors) {
+  if (!file_exists(stories())) GTEST_SKIP() << "SKIPPED: " << stories() << " is absent (needs ../shared)";
+  CommandResult r = run(bin() + " serve --port 0 --request-log false --model " + stories() +
+                        " --kv-type q8_0 --kv-size 4294967296");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(contains(r.out, "the KV cache (4294967296 tokens × 340 B)")) << r.out;
+  r = run(bin() + " serve --port 0 --model " + stories() + " --kv-type q4_0");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_TRUE(contains(r.out, "kv-type must be f16, q8_0 or f32, got 'q4_0'")) << r.out;
+  r = run("ZEROLAYER_KV_TYPE=int8 " + bin() + " serve --port 0 --model " + stories());
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_TRUE(contains(r.out, "ZEROLAYER_KV_TYPE")) << r.out;
+  for (const char* cmd : {" generate --prompt Hi -n 1", " logits --ids 1,2", " bench --depth 16"}) {
+    r = run(bin() + cmd + " --model " + stories() + " --kv-type q4_0");
+    EXPECT_NE(r.exit_code, 0) << cmd << ": " << r.out;
+    EXPECT_TRUE(contains(r.out, "--kv-type must be")) << cmd << ": " << r.out;
+  }
+}
+
 TEST(CliE2e, ImpossibleContextIsAnErrorNamingTheFlag) {
   if (!file_exists(stories())) GTEST_SKIP() << "SKIPPED: " << stories() << " is absent (needs ../shared)";
   // generate: --ctx sizes the KV cache (2e9 tokens × 640 B = 1.2 TiB).

@@ -130,7 +130,11 @@ TEST(Engine, PreemptionUnderMemoryPressureKeepsResultsExact) {
   std::mt19937 rng(9);
   std::vector<std::vector<int32_t>> prompts;
   for (int i = 0; i < 5; ++i) prompts.push_back(random_prompt(rng, 30 + 3 * i, 512));
-  EngineConfig roomy{.n_ctx = 96, .max_seqs = 1, .n_kv_tokens = 96, .block_size = 16, .kv_type = KvType::kF32, .n_threads = 1};
+  // Preemption recomputes the KV of a sequence by prefill: with every KV
+  // type (Q8_0 quantizes the recomputed rows exactly as the first time).
+  for (KvType kv_type : {KvType::kF32, KvType::kQ8_0}) {
+  SCOPED_TRACE(kv_type_name(kv_type));
+  EngineConfig roomy{.n_ctx = 96, .max_seqs = 1, .n_kv_tokens = 96, .block_size = 16, .kv_type = kv_type, .n_threads = 1};
   std::vector<Outcome> alone;
   {
     auto engine = Engine::create(*l.model, *l.tokenizer, roomy);
@@ -151,6 +155,7 @@ TEST(Engine, PreemptionUnderMemoryPressureKeepsResultsExact) {
   EXPECT_TRUE(wait_idle(**engine));
   EXPECT_EQ((*engine)->stats().n_kv_blocks_used, 0);
   EXPECT_GT((*engine)->stats().n_preemptions, 0);
+  }
 }
 
 // A KV cache smaller than the window (an explicit --kv-size): the scheduler

@@ -125,7 +125,8 @@ TEST(ModelRunner, LongContextDecodeEqualsPrefillBitwise) {
   const auto ids = random_ids(rng, 560);  // decode positions 540..559: three ranges
   ThreadPool pool(2);
   ModelRunner runner(*model, &pool);
-  for (KvType type : {KvType::kF16, KvType::kF32}) {
+  for (KvType type : {KvType::kF16, KvType::kF32, KvType::kQ8_0}) {
+    if (!kv_type_fits(type, model->config.kv_dim())) continue;
     std::vector<int32_t> table(70);
     std::iota(table.begin(), table.end(), 0);
     std::shuffle(table.begin(), table.end(), rng);
@@ -146,7 +147,7 @@ TEST(ModelRunner, LongContextDecodeEqualsPrefillBitwise) {
       std::vector<float> got;
       ASSERT_TRUE(runner.forward(batch, kv_b, got).ok());
       for (int64_t v = 0; v < n_vocab; ++v) {
-        ASSERT_EQ(got[v], prefill[p * n_vocab + v]) << (type == KvType::kF16 ? "f16" : "f32") << " pos " << p;
+        ASSERT_EQ(got[v], prefill[p * n_vocab + v]) << kv_type_name(type) << " pos " << p;
       }
     }
   }
