@@ -107,7 +107,7 @@ std::vector<FlagSpec> serve_flags() {
       {"threads", true, "compute threads (default: one per core)"},
       {"ctx", true, "context window per sequence in tokens (default: the model's)"},
       {"parallel", true, "sequences decoded at once (default 0: as many as the KV cache holds at 512 tokens each, 4 to 64; printed at startup)"},
-      {"kv-size", true, "KV cache size in tokens, shared by all sequences (default: ctx x parallel, at most half the free memory, at least ctx; below ctx, long requests get 400 kv_cache_overflow)"},
+      {"kv-size", true, "KV cache size in tokens, shared by all sequences (default: ctx x parallel when --parallel is given, else ctx x 16; at most half the free memory, at least ctx; below ctx, long requests get 400 kv_cache_overflow)"},
       {"kv-type", true, "KV cache type: f16 (default), q8_0 (half the bytes) or f32"},
       {"batch-tokens", true, "token budget of one engine step: prefill chunks + decodes (default 512)"},
       {"schedule", true, "latency (default): new requests' first tokens first, shortest prompt first within a fairness bound; throughput: each step as full as the budget allows, in arrival order"},
