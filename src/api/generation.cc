@@ -40,6 +40,15 @@ ApiResult<Prepared> prepare_request(const ChatRequest& chat, const PromptCodec& 
   Prepared p;
   p.truncation = fitted.value().truncation;
   p.tools = plan_tools(chat, codec.tool_syntax());
+  if (codec.tool_syntax() == ToolSyntax::kNone && !chat.raw_prompt && !chat.tools.empty() &&
+      (chat.tool_choice == "any" || chat.tool_choice.starts_with("tool:"))) {
+    // Tools are left out of a prompt whose template has no tool-call syntax;
+    // a call the client requires cannot be honoured there, so say so.
+    return ApiError{.reason = ErrorReason::kUnsupportedValue,
+                    .message = "tool_choice requires a tool call, but this model's chat template has no tool-call "
+                               "syntax (use --chat-template chatml or llama3, or a template with tools)",
+                    .param = "tool_choice"};
+  }
   if (p.tools.prefill.empty()) {  // (a forced call is the answer itself)
     ApiResult<ThinkingPlan> thinking = plan_thinking(chat, codec, &p.request.stop);
     if (!thinking.ok()) return thinking.error();

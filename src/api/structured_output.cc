@@ -164,7 +164,9 @@ ApiResult<std::optional<GrammarConstraint>> tool_constraint(const ChatRequest& c
   JsonRules j(b);
   ApiResult<std::vector<ToolArgsRule>> rules = tool_rules(j, chat, /*strict=*/forced);
   if (!rules.ok()) return rules.error();
-  GrammarConstraint c;
+  // A forced call is the whole answer: once it is complete only the end may
+  // follow (stop_reason tool_use), not free text after it.
+  GrammarConstraint c{.end_when_complete = forced};
   c.identity = "tools\n" + std::to_string(static_cast<int>(tools.syntax)) + "\n" + chat.tool_choice + "\n" + chat.tools_json;
   for (const ToolDef& t : chat.tools) c.identity += "\n" + t.json;
   if (!syntax->open_marker().empty()) {

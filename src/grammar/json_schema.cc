@@ -235,6 +235,33 @@ struct SchemaError {
   throw SchemaError{invalid_argument(std::move(msg), {.reason = ErrorReason::kUnsupportedValue})};
 }
 
+// Whether `v` has one of the types the schema `o` names (true when it names none).
+bool of_schema_type(const json::object& o, const json::value& v) {
+  const auto* t = o.if_contains("type");
+  if (!t) return true;
+  auto is = [&v](std::string_view type) {
+    if (type == "string") return v.is_string();
+    if (type == "boolean") return v.is_bool();
+    if (type == "null") return v.is_null();
+    if (type == "object") return v.is_object();
+    if (type == "array") return v.is_array();
+    if (type == "number") return v.is_number();
+    if (type == "integer") {
+      if (v.is_int64() || v.is_uint64()) return true;
+      return v.is_double() && std::isfinite(v.get_double()) && std::trunc(v.get_double()) == v.get_double();
+    }
+    return false;
+  };
+  if (t->is_string()) return is(t->get_string());
+  if (t->is_array()) {
+    for (const auto& x : t->get_array()) {
+      if (x.is_string() && is(x.get_string())) return true;
+    }
+    return false;
+  }
+  return true;  // a malformed `type` is reported where it is compiled
+}
+
 [[noreturn]] void invalid_schema(const std::string& path, std::string_view why) {
   throw SchemaError{invalid_argument("invalid JSON Schema at " + path + ": " + std::string(why),
                                      {.reason = ErrorReason::kInvalidValue})};
@@ -266,10 +293,19 @@ class Compiler {
       if (!kAnnotations.contains(k) && !kSupported.contains(k)) unsupported_keyword(k, path);
     }
     if (const auto* r = o.if_contains("$ref")) return compile_ref(o, *r, path, depth);
-    if (const auto* c = o.if_contains("const")) return literal_rule({*c});
+    if (const auto* c = o.if_contains("const")) {
+      if (!of_schema_type(o, *c)) invalid_schema(path + "/const", "the value does not have the schema's type");
+      return literal_rule({*c});
+    }
     if (const auto* e = o.if_contains("enum")) {
       if (!e->is_array() || e->get_array().empty()) invalid_schema(path + "/enum", "must be a non-empty array");
-      return literal_rule(e->get_array());
+      // Only the values of the schema's type (when it names one) can validate.
+      json::array typed;
+      for (const auto& v : e->get_array()) {
+        if (of_schema_type(o, v)) typed.push_back(v);
+      }
+      if (typed.empty()) invalid_schema(path + "/enum", "no value has the schema's type");
+      return literal_rule(typed);
     }
     for (std::string_view key : {"anyOf", "oneOf", "allOf"}) {
       if (const auto* a = o.if_contains(key)) return compile_any_of(o, key, *a, path, depth);
@@ -350,10 +386,20 @@ class Compiler {
     // Made before its body so that recursive definitions refer to it.
     const uint32_t r = b_.new_rule();
     refs_.emplace(target, r);
+    ref_rules_.insert(r);
     if (++n_refs_in_progress_ > kMaxDepth) invalid_schema(path, "$ref chain too deep");
     const uint32_t body = compile(*node, target, depth + 1);
     --n_refs_in_progress_;
     if (body == r) invalid_schema(path + "/$ref", "'" + target + "' refers to itself");
+    // A definition that is only another reference: follow the chain of such
+    // aliases; coming back here is a cycle that never reads a byte.
+    if (ref_rules_.contains(body)) {
+      aliases_[r] = body;
+      for (uint32_t x = body; aliases_.contains(x);) {
+        x = aliases_.at(x);
+        if (x == r) invalid_schema(path + "/$ref", "'" + target + "' is a cycle of references");
+      }
+    }
     b_.define(r, {{b_.ref(body)}});
     return r;
   }
@@ -586,6 +632,8 @@ class Compiler {
   GrammarBuilder& b_;
   const json::value& root_;
   std::map<std::string, uint32_t> refs_;
+  std::set<uint32_t> ref_rules_;            // rules made for a $ref target
+  std::map<uint32_t, uint32_t> aliases_;   // a $ref rule whose body is another $ref rule
   int n_refs_in_progress_ = 0;
 };
 

@@ -18,9 +18,9 @@ using tcp = asio::ip::tcp;
 Result<HttpEndpoint> parse_http_url(std::string_view url, std::string_view suffix) {
   const std::string_view scheme = "http://";
   auto bad = [&](std::string_view why) {
-    return invalid_argument("OTLP endpoint '" + std::string(url) + "': " + std::string(why));
+    return invalid_argument("URL '" + std::string(url) + "': " + std::string(why));
   };
-  if (url.substr(0, scheme.size()) != scheme) return bad("expected http://host[:port][/path]");
+  if (url.substr(0, scheme.size()) != scheme) return bad("expected http://host[:port][/path] (plain HTTP; https is not supported here)");
   std::string_view rest = url.substr(scheme.size());
   const size_t slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);

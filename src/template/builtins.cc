@@ -548,13 +548,18 @@ Value arithmetic(std::string_view op, const Value& a, const Value& b, int line) 
     }
   }
   if (op == "*" && (a.is_string() || a.is_list()) && (b.is_int() || b.is_bool())) {
-    const int64_t n = std::clamp<int64_t>(b.as_int(), 0, 1 << 20);
+    // Python's repetition: a count below 1 gives an empty value; the result
+    // is exact or an error, never silently shortened.
+    const int64_t n = std::max<int64_t>(b.as_int(), 0);
     if (a.is_string()) {
+      if (a.str().empty() || n == 0) return Value(std::string(), a.from_input());
       if (static_cast<double>(a.str().size()) * static_cast<double>(n) > 64e6) runtime_error(line, "string too long");
       std::string out;
+      out.reserve(a.str().size() * static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i) out += a.str();
-      return Value(std::move(out));
+      return Value(std::move(out), a.from_input());
     }
+    if (a.list().empty() || n == 0) return Value(List());
     if (static_cast<double>(a.list().size()) * static_cast<double>(n) > 1e6) runtime_error(line, "list too long");
     List out;
     for (int64_t i = 0; i < n; ++i) out.insert(out.end(), a.list().begin(), a.list().end());

@@ -80,6 +80,9 @@ TEST(StructuredOutputServerTest, AnthropicForcedToolInputValidates) {
       const json::object& first = content[0].get_object();
       if (o.at("stop_reason").get_string() == "max_tokens" && first.at("type").get_string() == "text") continue;  // cut
       ASSERT_EQ(first.at("type").get_string(), "tool_use") << r.body;
+      // The forced call is the whole answer: it ends there.
+      EXPECT_EQ(o.at("stop_reason").get_string(), "tool_use") << r.body;
+      EXPECT_EQ(content.size(), 1u) << r.body;
       ++n_calls;
       if (first.at("name").get_string() == "forecast") {
         EXPECT_EQ(zl::testing::validate_schema(first.at("input"), schema, schema), "") << r.body;

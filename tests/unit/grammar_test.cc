@@ -159,7 +159,11 @@ TEST(GrammarSchemaTest, MalformedSchemasAreInvalid) {
   for (const char* schema : {R"({"$ref":"#/$defs/missing"})", R"({"type":"array","minItems":3,"maxItems":2})",
                              R"({"type":"integer","minimum":5,"maximum":4})", R"({"type":"strin"})",
                              R"({"enum":[]})", R"({"$defs":{"a":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"})",
-                             "[1]", "{", R"({"type":"string","maxLength":-1})"}) {
+                             "[1]", "{", R"({"type":"string","maxLength":-1})",
+                             // enum/const values must have the schema's type; $ref cycles read nothing
+                             R"({"type":"integer","enum":["a"]})", R"({"type":"string","enum":[1,2]})",
+                             R"({"type":"integer","const":"x"})",
+                             R"({"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"})"}) {
     auto g = compile_json_schema(schema);
     ASSERT_FALSE(g.ok()) << schema;
     EXPECT_EQ(g.status().reason(), ErrorReason::kInvalidValue) << schema << ": " << g.status().message();

@@ -711,6 +711,12 @@ TEST(Jinja, BoundsLoopsRecursionOutputAndTime) {
   EXPECT_NE(nested.status().message().find("nested deeper"), std::string::npos) << nested.status().message();
   EXPECT_FALSE(render("{% set ns = namespace(x=1) %}{% set ns.x = [ns] %}{{ ns|tojson }}").ok());
 
+  // Repetition is exact (Python's) or an error, never silently shortened.
+  auto rep = render("{{ ('ab' * 3000000) | length }}|{{ '' * 1000000000000 }}|{{ 'x' * -2 }}|{{ ([] * 1000000000000) | length }}");
+  ASSERT_TRUE(rep.ok()) << rep.status().message();
+  EXPECT_EQ(rep.value(), "6000000|||0");
+  EXPECT_FALSE(render("{{ 'a' * 100000000 }}").ok());
+
   // Deep nesting is a parse error, not a stack overflow.
   std::string deep(100000, '(');
   EXPECT_FALSE(render("{{ " + deep + " }}").ok());
