@@ -1,5 +1,7 @@
 #include "api/jinja_codec.h"
 
+#include <functional>
+
 #include <boost/json/parse.hpp>
 #include <boost/json/value.hpp>
 #include <ctime>
@@ -15,47 +17,104 @@ using tmpl::Dict;
 using tmpl::List;
 using tmpl::Value;
 
+// Request text enters the template context with the control-token texts in
+// it fenced by U+E000 … U+E001 (private-use characters; the request's own are
+// removed first). A template concatenates message text with its markup, and
+// the string it builds can no longer say which bytes came from the request;
+// the fences survive that, and unfence() turns each fenced span back into
+// text that is never parsed for special tokens (an injected "<|im_start|>"
+// stays text, as with the built-in families).
+constexpr std::string_view kFenceOpen = "\xEE\x80\x80";   // U+E000
+constexpr std::string_view kFenceClose = "\xEE\x80\x81";  // U+E001
+using Fence = std::function<std::string(std::string_view)>;
+
+void fence_json(json::value& v, const Fence& fence) {
+  if (v.is_string()) {
+    v = json::string(fence(v.get_string()));
+  } else if (v.is_array()) {
+    for (json::value& x : v.get_array()) fence_json(x, fence);
+  } else if (v.is_object()) {
+    json::object o;
+    for (auto& kv : v.get_object()) {
+      json::value x = kv.value();
+      fence_json(x, fence);
+      o[fence(kv.key())] = std::move(x);
+    }
+    v = std::move(o);
+  }
+}
+
 // Parsed JSON of the request (its strings are request input), or null.
-std::optional<Value> parse_json(std::string_view text) {
+std::optional<Value> parse_json(std::string_view text, const Fence& fence) {
   boost::system::error_code ec;
   json::parse_options opts;
   opts.max_depth = kMaxJsonDepth;
-  const json::value v = json::parse(text, ec, json::storage_ptr(), opts);
+  json::value v = json::parse(text, ec, json::storage_ptr(), opts);
   if (ec) return std::nullopt;
+  fence_json(v, fence);
   return tmpl::from_json(v, /*strings_from_input=*/true);
 }
 
-Value tool_call_value(const ToolCall& tc, bool object_arguments) {
+Value tool_call_value(const ToolCall& tc, bool object_arguments, const Fence& fence) {
   Dict fn;
-  fn.set("name", Value(tc.name, true));
+  fn.set("name", Value(fence(tc.name), true));
   const std::string_view args = tc.arguments_json.empty() ? std::string_view("{}") : tc.arguments_json;
-  std::optional<Value> parsed = object_arguments ? parse_json(args) : std::nullopt;
-  fn.set("arguments", parsed ? std::move(*parsed) : Value(std::string(args), true));
+  std::optional<Value> parsed = object_arguments ? parse_json(args, fence) : std::nullopt;
+  fn.set("arguments", parsed ? std::move(*parsed) : Value(fence(args), true));
   Dict call;
-  call.set("id", Value(tc.id, true));
+  call.set("id", Value(fence(tc.id), true));
   call.set("type", Value("function"));
   call.set("function", Value(std::move(fn)));
   return Value(std::move(call));
 }
 
-Value message_value(const ChatMessage& m, bool object_arguments) {
+Value message_value(const ChatMessage& m, bool object_arguments, const Fence& fence) {
   Dict d;
   d.set("role", Value(m.role));
-  d.set("content", Value(m.content, true));
+  d.set("content", Value(fence(m.content), true));
   if (!m.tool_calls.empty()) {
     List calls;
-    for (const ToolCall& tc : m.tool_calls) calls.push_back(tool_call_value(tc, object_arguments));
+    for (const ToolCall& tc : m.tool_calls) calls.push_back(tool_call_value(tc, object_arguments, fence));
     d.set("tool_calls", Value(std::move(calls)));
   }
-  if (m.role == "tool" && !m.tool_call_id.empty()) d.set("tool_call_id", Value(m.tool_call_id, true));
+  if (m.role == "tool" && !m.tool_call_id.empty()) d.set("tool_call_id", Value(fence(m.tool_call_id), true));
   std::string reasoning;
   for (const ThinkingBlock& b : m.thinking) {
     if (b.redacted || b.text.empty()) continue;
     if (!reasoning.empty()) reasoning += '\n';
     reasoning += b.text;
   }
-  if (!reasoning.empty()) d.set("reasoning_content", Value(std::move(reasoning), true));
+  if (!reasoning.empty()) d.set("reasoning_content", Value(fence(reasoning), true));
   return Value(std::move(d));
+}
+
+// The rendered parts with the fences taken out: a fenced span is request
+// text (never parsed for special tokens) wherever the template put it.
+void unfence(tmpl::Rendered& r) {
+  std::vector<tmpl::Rendered::Part> out;
+  auto add = [&out](std::string_view t, bool from_input) {
+    if (t.empty()) return;
+    if (!out.empty() && out.back().from_input == from_input) {
+      out.back().text.append(t);
+    } else {
+      out.push_back({std::string(t), from_input});
+    }
+  };
+  bool fenced = false;
+  for (const tmpl::Rendered::Part& p : r.parts) {
+    const std::string_view t = p.text;
+    size_t i = 0;
+    while (i <= t.size()) {
+      const size_t open = t.find(kFenceOpen, i);
+      const size_t close = t.find(kFenceClose, i);
+      const size_t next = std::min(open, close);
+      add(t.substr(i, next == std::string_view::npos ? std::string_view::npos : next - i), p.from_input || fenced);
+      if (next == std::string_view::npos) break;
+      fenced = next == open;  // a close outside a fence is dropped
+      i = next + kFenceOpen.size();
+    }
+  }
+  r.parts = std::move(out);
 }
 
 bool contains(std::string_view s, std::string_view what) { return s.find(what) != std::string_view::npos; }
@@ -178,16 +237,42 @@ bool JinjaCodec::probe_thinking_default() {
   return on && off && *on != *off;
 }
 
+std::string JinjaCodec::fence_request_text(std::string_view text) const {
+  std::string clean;
+  clean.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const std::string_view rest = text.substr(i);
+    if (rest.starts_with(kFenceOpen) || rest.starts_with(kFenceClose)) {
+      i += kFenceOpen.size();
+      continue;
+    }
+    clean.push_back(text[i++]);
+  }
+  if (!tokenizer_) return clean;
+  const std::vector<std::pair<size_t, size_t>> spans = tokenizer_->control_token_spans(clean);
+  if (spans.empty()) return clean;
+  std::string out;
+  out.reserve(clean.size() + spans.size() * 2 * kFenceOpen.size());
+  size_t at = 0;
+  for (const auto& [pos, len] : spans) {
+    out.append(clean, at, pos - at).append(kFenceOpen).append(clean, pos, len).append(kFenceClose);
+    at = pos + len;
+  }
+  out.append(clean, at);
+  return out;
+}
+
 Value JinjaCodec::context(const ChatRequest& chat) const {
   Dict ctx;
   List messages;
   messages.reserve(chat.messages.size());
-  for (const ChatMessage& m : chat.messages) messages.push_back(message_value(m, object_arguments_));
+  const Fence fence = [this](std::string_view text) { return fence_request_text(text); };
+  for (const ChatMessage& m : chat.messages) messages.push_back(message_value(m, object_arguments_, fence));
   ctx.set("messages", Value(std::move(messages)));
   if (!chat.tools.empty()) {
     List tools;
     for (const ToolDef& t : chat.tools) {
-      std::optional<Value> v = parse_json(t.json);
+      std::optional<Value> v = parse_json(t.json, fence);
       if (v) tools.push_back(std::move(*v));
     }
     ctx.set("tools", Value(std::move(tools)));
@@ -215,6 +300,7 @@ Result<tmpl::Rendered> JinjaCodec::render(const ChatRequest& chat) const {
     return invalid_argument("messages must not be empty", {.reason = ErrorReason::kEmptyMessages});
   }
   ASSIGN_OR_RETURN(tmpl::Rendered r, jinja_.render(context(chat)));
+  unfence(r);
   if (!bos_text_.empty() && !r.parts.empty() && !r.parts[0].from_input && r.parts[0].text.starts_with(bos_text_)) {
     r.parts[0].text.erase(0, bos_text_.size());
   }

@@ -65,6 +65,8 @@ class JinjaCodec final : public PromptCodec {
   tmpl::Value context(const ChatRequest& chat) const;
 
  private:
+  // `text` from the request with its control-token texts fenced (jinja_codec.cc).
+  std::string fence_request_text(std::string_view text) const;
   bool probe_object_arguments();
   bool probe_thinking_default();
 

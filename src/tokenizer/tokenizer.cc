@@ -209,6 +209,31 @@ std::vector<TokenId> Tokenizer::encode(std::span<const TextSegment> segments, bo
   return out;
 }
 
+std::vector<std::pair<size_t, size_t>> Tokenizer::control_token_spans(std::string_view text) const {
+  std::vector<std::pair<size_t, size_t>> out;
+  if (trie_.size() <= 1) return out;
+  for (size_t i = 0; i < text.size();) {
+    int32_t node = 0;
+    size_t longest = 0;
+    for (size_t j = i; j < text.size(); ++j) {
+      const auto& kids = trie_[node].children;
+      const auto b = static_cast<uint8_t>(text[j]);
+      auto it = std::lower_bound(kids.begin(), kids.end(), b, [](const auto& kv, uint8_t v) { return kv.first < v; });
+      if (it == kids.end() || it->first != b) break;
+      node = it->second;
+      const TokenId id = trie_[node].token;
+      if (id != kNoToken && vocab_.type(id) != TokenType::kUserDefined) longest = j + 1 - i;
+    }
+    if (longest > 0) {
+      out.emplace_back(i, longest);
+      i += longest;
+    } else {
+      ++i;
+    }
+  }
+  return out;
+}
+
 void Tokenizer::partition(std::string_view text, std::span<const std::pair<size_t, bool>> seg_ends,
                           std::vector<Fragment>* out) const {
   const size_t n = text.size();

@@ -87,6 +87,10 @@ class Tokenizer {
 
   std::vector<TokenId> encode(std::string_view text, const EncodeOptions& opts = {}) const;
   std::vector<TokenId> encode(std::span<const TextSegment> segments, bool add_special) const;
+  // Where `text` holds the text of a control token (what parse_special
+  // would turn into that token): [pos, len) spans, leftmost-longest, not
+  // overlapping. User-defined tokens are matched in any text, so not listed.
+  std::vector<std::pair<size_t, size_t>> control_token_spans(std::string_view text) const;
 
   // Raw bytes of one token (may be a partial UTF-8 sequence). Empty for
   // invalid ids, unused tokens, and control tokens unless render_special.

@@ -131,7 +131,10 @@ void Fleet::QuotaHoldsAcrossReplicas() {
   std::map<int, int> by_status;
   std::set<std::string> served_by;
   for (int i = 0; i < 8; ++i) {
-    HttpReply r = post("sk-tight", "quota-session-" + std::to_string(i));
+    // Pinned round-robin: the consistent hash of a few sessions may put them
+    // all on one replica (it depends on the replicas' ports).
+    HttpReply r = post("sk-tight", "quota-session-" + std::to_string(i), 4,
+                       {"X-Engine-Host: replica-" + std::to_string(i % 3 + 1)});
     ++by_status[r.status];
     if (r.status == 200) served_by.insert(r.header("x-engine-host"));
   }

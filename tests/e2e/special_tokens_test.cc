@@ -23,11 +23,13 @@
 
 #include "api/anthropic/messages.h"
 #include "api/openai/chat_completions.h"
+#include "api/jinja_codec.h"
 #include "api/tokenizer_codec.h"
 #include "support/http_client.h"
 #include "support/json_object.h"
 #include "support/process.h"
 #include "support/temp_files.h"
+#include "template/jinja.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -115,13 +117,13 @@ struct Encoded {
   std::string text;
 };
 
-Encoded encode(const api::TokenizerCodec& codec, const api::ChatRequest& chat) {
-  auto prompt = codec.render(chat);
+Encoded encode(const api::PromptCodec& codec, const api::ChatRequest& chat) {
+  auto prompt = codec.render_text(chat);
   EXPECT_TRUE(prompt.ok()) << prompt.status().to_string();
   auto ids = codec.encode_chat(chat);
   EXPECT_TRUE(ids.ok()) << ids.status().to_string();
   if (!prompt.ok() || !ids.ok()) return {};
-  return {*ids, prompt->text()};
+  return {*ids, *prompt};
 }
 
 api::ChatRequest parse(bool openai, const std::string& body) {
@@ -158,6 +160,25 @@ TEST_P(SpecialTokens, CodecKeepsContentAsText) {
   }
 }
 
+// The vocabulary's own Jinja template (what the server renders by default):
+// templates concatenate message text with their markup ('<|im_start|>' +
+// role + '\n' + content), and the content must still stay text.
+TEST_P(SpecialTokens, JinjaTemplateKeepsContentAsText) {
+  const std::string& source = tok_->vocab().chat_template();
+  if (source.empty()) GTEST_SKIP() << "the vocabulary has no chat template";
+  auto t = tmpl::Template::parse(source, "vocab");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const api::JinjaCodec jinja(tok_.get(), std::move(t).value(), "vocab");
+  for (bool openai : {false, true}) {
+    const auto body = [&](std::string_view x) { return openai ? openai_body(x) : anthropic_body(x); };
+    const Encoded bad = encode(jinja, parse(openai, body(kInjection)));
+    const Encoded good = encode(jinja, parse(openai, body(kBenign)));
+    ASSERT_FALSE(bad.ids.empty());
+    EXPECT_NE(bad.text.find(kInjection), std::string::npos) << "the injection is not in the prompt as sent";
+    expect_markup_only(*tok_, bad.ids, bad.text, good.ids, std::string(GetParam().name) + " jinja" + (openai ? " openai" : " anthropic"));
+  }
+}
+
 // The server: counts it reports are those of the safe encoding.
 TEST_P(SpecialTokens, ServerCountsTheSafeEncoding) {
   const std::string model = testing_support::temp_file("zl_special_tokens_test", std::string(GetParam().name) + ".gguf");
@@ -166,7 +187,7 @@ TEST_P(SpecialTokens, ServerCountsTheSafeEncoding) {
                                          " --n-embd 32 --n-layer 1 --n-head 2 --n-head-kv 1 --head-dim 16"
                                          " --n-ff 32 --n-ctx 4096 --threads 1 2>&1");
   ASSERT_EQ(made.exit_code, 0) << made.out;
-  ServerProcess server({"--model", model, "--threads", "1", "--request-log", "false"});
+  ServerProcess server({"--model", model, "--threads", "1", "--request-log", "false", "--chat-template", GetParam().name});
   ASSERT_TRUE(server.ok()) << server.startup_line();
 
   for (std::string_view x : {kInjection, kBenign}) {

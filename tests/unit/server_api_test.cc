@@ -620,7 +620,7 @@ TEST(ServeConfig, FlagOverEnvOverTomlOverDefault) {
   EXPECT_EQ(c->ctx, 2048);            // env
   EXPECT_EQ(c->host, "0.0.0.0");      // toml
   EXPECT_EQ(c->model_alias, "from-toml");
-  EXPECT_EQ(c->parallel, 4);          // default
+  EXPECT_EQ(c->parallel, 0);          // default: derived from the KV budget at load
   EXPECT_EQ(c->api_keys, (std::vector<std::string>{"t1", "t2"}));
   env["ZEROLAYER_API_KEY"] = "e1, e2";
   EXPECT_EQ(cli::resolve_serve_config({{"config", path}}, {}, getenv)->api_keys, (std::vector<std::string>{"e1", "e2"}));
