@@ -76,6 +76,8 @@ std::string finish_holder(RawClient& c) {
   EXPECT_EQ(ev.back().data, "[DONE]");
   std::string text;
   for (size_t i = 0; i + 2 < ev.size(); ++i) {
+    // Keep-alive pings (SSE comments) while the holder waits for the slot again.
+    if (ev[i].data.empty()) continue;
     json::object o = parse_obj(ev[i].data);
     const json::array& choices = o["choices"].as_array();
     if (choices.empty()) continue;
@@ -190,6 +192,7 @@ TEST(ServerQueueTest, QueueTimeoutIsAnErrorAnswerOrTheSseErrorEventOnACommittedS
   EXPECT_EQ(ev.front().event, "message_start");
   EXPECT_TRUE(std::any_of(ev.begin(), ev.end(), [](const SseEvent& e) { return e.event == "ping"; })) << a.body;
   EXPECT_EQ(ev.back().event, "error") << a.body;
+  ASSERT_FALSE(ev.back().data.empty()) << a.body;
   json::object err = parse_obj(ev.back().data);
   EXPECT_EQ(str(err["error"].at("type")), "overloaded_error");
   EXPECT_EQ(str(err["error"].at("detail").at("reason")), "queue_timeout");
@@ -198,6 +201,7 @@ TEST(ServerQueueTest, QueueTimeoutIsAnErrorAnswerOrTheSseErrorEventOnACommittedS
   ASSERT_EQ(o.status, 200) << o.body;
   ev = parse_sse(o.body);
   ASSERT_FALSE(ev.empty());
+  ASSERT_FALSE(ev.back().data.empty()) << o.body;
   err = parse_obj(ev.back().data);
   EXPECT_EQ(str(err["error"].at("code")), "queue_timeout") << o.body;
   EXPECT_EQ(metric(port, "engine_requests_rejected_total", {{"api", "anthropic"}, {"reason", "queue_timeout"}}), 2);
