@@ -299,8 +299,10 @@ Status make_model(const MakeModelOptions& opts, ThreadPool* pool,
       short_f.push_back(1.0f + 0.1f * t);
       long_f.push_back(1.0f + 39.0f * t * t);
     }
-    for (const auto& [name, f] : {std::pair{"rope_factors_long.weight", long_f}, std::pair{"rope_factors_short.weight", short_f}}) {
-      w.add_tensor(name, GgmlType::kF32, {static_cast<int64_t>(f.size())},
+    // (No structured binding: clang before 16 cannot capture one in a lambda.)
+    for (const auto& entry : {std::pair{"rope_factors_long.weight", long_f}, std::pair{"rope_factors_short.weight", short_f}}) {
+      const std::vector<float> f = entry.second;
+      w.add_tensor(entry.first, GgmlType::kF32, {static_cast<int64_t>(f.size())},
                    [f](uint8_t* dst, uint64_t n) { std::memcpy(dst, f.data(), n); });
     }
   }
