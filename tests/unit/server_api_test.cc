@@ -23,6 +23,7 @@
 #include "api/service.h"
 #include "api/tokenizer_codec.h"
 #include "cli/serve_config.h"
+#include "support/null_responder.h"
 #include "support/fake_engine.h"
 #include "http/router.h"
 #include "http/server.h"
@@ -541,23 +542,8 @@ TEST(Router, CapturesAnd404And405) {
     statuses.push_back(e == http::HttpError::kNotFound ? 404 : 405);
     return http::HttpResponse{};
   });
-  struct Null : http::Responder {
-    std::string id;
-    const std::string& request_id() const override { return id; }
-    void send(http::HttpResponse) override {}
-    void begin_stream(http::HttpResponse) override {}
-    void write(std::string_view) override {}
-    void end_stream() override {}
-    size_t buffered_bytes() const override { return 0; }
-    bool client_gone() const override { return false; }
-    bool done() const override { return false; }
-    void on_client_gone(std::function<void()>) override {}
-    void on_drained(std::function<void()>) override {}
-    void hold(std::shared_ptr<void>) override {}
-    void post(std::function<void()>) override {}
-    void post_after(std::chrono::milliseconds, std::function<void()>) override {}
-  };
-  auto res = std::make_shared<Null>();
+
+  auto res = std::make_shared<test::NullResponder>();
   http::HttpRequest r{.method = "GET", .path = "/v1/models/abc"};
   router.dispatch(r, res);
   EXPECT_EQ(seen, "abc");
