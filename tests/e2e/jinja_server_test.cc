@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "support/dates.h"
 #include "support/http_client.h"
 #include "support/process.h"
 #include "support/real_model.h"
@@ -26,17 +27,6 @@ std::string templates_dir() { return shared_dir() + "/templates"; }
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
   for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
-  return s;
-}
-
-std::string mask_dates(std::string s) {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  localtime_r(&now, &tm);
-  for (const char* format : {"%d %b %Y", "%Y-%m-%d", "%b %d %Y"}) {
-    char buf[64];
-    s = replace_all(std::move(s), std::string(buf, std::strftime(buf, sizeof buf, format, &tm)), "DATE");
-  }
   return s;
 }
 
@@ -87,14 +77,16 @@ std::string body_of(const json::value& conversation, const std::string& extra = 
 // Dates: expected.json has DATE where the day of rendering was (Apertus
 // prints it as 2026-12-01, Llama 3.3 as 01 Dec 2026): today's goes back in.
 std::string expected_prompt(const std::string& name, const json::value& want) {
-  std::string s(want.as_string());
+  std::string s = mask_dates(std::string(want.as_string()));
   const std::time_t now = std::time(nullptr);
   std::tm tm{};
   localtime_r(&now, &tm);
-  char iso[32], day[32];
+  char iso[32], day[32], us[32];
   std::strftime(iso, sizeof iso, "%Y-%m-%d", &tm);
   std::strftime(day, sizeof day, "%d %b %Y", &tm);
+  std::strftime(us, sizeof us, "%b %d %Y", &tm);
   s = replace_all(std::move(s), "Current date: DATE", std::string("Current date: ") + iso);
+  s = replace_all(std::move(s), "Today is DATE", std::string("Today is ") + us);
   return replace_all(std::move(s), "Today Date: DATE", std::string("Today Date: ") + day);
 }
 

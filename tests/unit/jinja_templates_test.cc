@@ -14,6 +14,7 @@
 
 #include "api/jinja_codec.h"
 #include "api/openai/chat_completions.h"
+#include "support/dates.h"
 #include "support/process.h"
 
 namespace zl {
@@ -30,18 +31,6 @@ std::string read_file(const std::string& path) {
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
   for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
-  return s;
-}
-
-// Today's dates in the forms the templates print, as DATE.
-std::string mask_dates(std::string s) {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  localtime_r(&now, &tm);
-  for (const char* format : {"%d %b %Y", "%Y-%m-%d", "%b %d %Y"}) {
-    char buf[64];
-    s = replace_all(std::move(s), std::string(buf, std::strftime(buf, sizeof buf, format, &tm)), "DATE");
-  }
   return s;
 }
 
@@ -71,11 +60,11 @@ TEST(JinjaTemplates, EveryTemplateAndConversationMatchesTheReference) {
     for (const auto& [conv, request] : conversations) {
       json::object body = request.as_object();
       body["model"] = "m";
-      std::string got = mask_dates(render(jinja, name, json::serialize(body)));
+      std::string got = test::mask_dates(render(jinja, name, json::serialize(body)));
       if (const char* dump = std::getenv("ZL_JINJA_DUMP")) std::ofstream(std::string(dump) + "/" + name + "." + std::string(conv)) << got;
       const json::value* want = expected.at(name).as_object().if_contains(conv);
       ASSERT_TRUE(want) << name << " / " << conv;
-      EXPECT_EQ(got, mask_dates(std::string(want->as_string()))) << name << " / " << std::string(conv);
+      EXPECT_EQ(got, test::mask_dates(std::string(want->as_string()))) << name << " / " << std::string(conv);
       ++n_checked;
     }
   }
