@@ -1,6 +1,7 @@
 #include "api/structured_output.h"
 
 #include <boost/json.hpp>
+#include <functional>
 
 #include "api/json_fields.h"
 #include "grammar/matcher.h"
@@ -119,9 +120,225 @@ class JsonCallGrammar : public ToolCallGrammar {
 const JsonCallGrammar kHermes("<tool_call>", "{\"name\"", "arguments", "</tool_call>");
 const JsonCallGrammar kLlama3("{\"name\"", "", "parameters", "");
 
+// {"name": "f", "arguments": ARGS} (the name first, as the families write it).
+Seq json_call(JsonRules& j, const ToolArgsRule& t) {
+  GrammarBuilder& b = j.builder();
+  const auto w = b.ref(j.ws());
+  Seq s = b.literal("{");
+  s.push_back(w);
+  b.append_literal(s, "\"name\"");
+  s.push_back(w);
+  b.append_literal(s, ":");
+  s.push_back(w);
+  b.append_literal(s, grammar::json_quote(t.name));
+  const Seq tail = call_tail(j, "arguments", t.rule, "");
+  s.insert(s.end(), tail.begin(), tail.end());
+  return s;
+}
+
+// ITEM (SEP ITEM)* when `several`, else ITEM; each item one alternative per tool.
+uint32_t calls(JsonRules& j, std::span<const ToolArgsRule> tools, bool several, std::string_view sep,
+               const std::function<Seq(const ToolArgsRule&)>& call) {
+  GrammarBuilder& b = j.builder();
+  std::vector<Seq> alts;
+  for (const ToolArgsRule& t : tools) alts.push_back(call(t));
+  const uint32_t one = b.rule(std::move(alts));
+  if (!several) return one;
+  Seq more = b.literal(sep);
+  more.push_back(b.ref(j.ws()));
+  more.push_back(b.ref(one));
+  return b.rule({{b.ref(one), b.ref(b.star(more))}});
+}
+
+// [ws CALLS ws]: a JSON list of call objects.
+Seq json_call_list(JsonRules& j, std::span<const ToolArgsRule> tools, bool several) {
+  GrammarBuilder& b = j.builder();
+  const auto w = b.ref(j.ws());
+  Seq s = {w};
+  b.append_literal(s, "[");
+  s.push_back(w);
+  s.push_back(b.ref(calls(j, tools, several, ",", [&](const ToolArgsRule& t) { return json_call(j, t); })));
+  s.push_back(w);
+  b.append_literal(s, "]");
+  return s;
+}
+
+// The block syntaxes (api/tool_formats.h). A forced call's prefill is the
+// block's opener (tool_formats::forced_opener): the grammar after it is one
+// call, to the named tool or to any; after the opener in free output (an
+// `auto` call) the block may hold several calls where the syntax has them.
+class BlockCallGrammar : public ToolCallGrammar {
+ public:
+  // `watch`: the opener can be watched for in free output (not the
+  // pythonic "[", which opens a call only at the start of the answer).
+  BlockCallGrammar(ToolSyntax syntax, bool watch) : syntax_(syntax), watch_(watch) {}
+
+  std::string open_marker() const override {
+    return watch_ ? std::string(tool_formats::forced_opener(syntax_)) : std::string();
+  }
+  uint32_t after_marker(JsonRules& j, std::span<const ToolArgsRule> tools) const override {
+    return block(j, tools, /*several=*/true);
+  }
+  uint32_t after_prefill(JsonRules& j, std::span<const ToolArgsRule> tools, const ToolArgsRule* forced) const override {
+    return block(j, forced ? std::span<const ToolArgsRule>(forced, 1) : tools, /*several=*/false);
+  }
+
+ protected:
+  virtual uint32_t block(JsonRules& j, std::span<const ToolArgsRule> tools, bool several) const = 0;
+
+ private:
+  ToolSyntax syntax_;
+  bool watch_;
+};
+
+// Granite <|tool_call|>[…], Phi functools[…]: a JSON list of calls.
+class JsonListGrammar final : public BlockCallGrammar {
+ public:
+  using BlockCallGrammar::BlockCallGrammar;
+
+ protected:
+  uint32_t block(JsonRules& j, std::span<const ToolArgsRule> tools, bool several) const override {
+    return j.builder().rule({json_call_list(j, tools, several)});
+  }
+};
+
+// Mistral: [TOOL_CALLS]f[ARGS]{…} (Ministral 3, Devstral) or
+// [TOOL_CALLS][{"name": "f", "arguments": {…}}] (v0.3): either, as the model writes it.
+class MistralGrammar final : public BlockCallGrammar {
+ public:
+  using BlockCallGrammar::BlockCallGrammar;
+
+ protected:
+  uint32_t block(JsonRules& j, std::span<const ToolArgsRule> tools, bool several) const override {
+    GrammarBuilder& b = j.builder();
+    std::vector<Seq> alts = {json_call_list(j, tools, several)};
+    for (const ToolArgsRule& t : tools) {
+      Seq a = b.literal(t.name + "[ARGS]");
+      a.push_back(b.ref(t.rule));
+      alts.push_back(std::move(a));
+    }
+    return b.rule(std::move(alts));
+  }
+};
+
+// Llama 3.2/3.3/4 pythonic: [f(a=1, b="x"), …]; the values are JSON, which
+// reads as the same Python literals (true/false/null included).
+class PythonicGrammar final : public BlockCallGrammar {
+ public:
+  using BlockCallGrammar::BlockCallGrammar;
+  const grammar::MemberStyle* arguments_style() const override { return &style_; }
+
+ protected:
+  uint32_t block(JsonRules& j, std::span<const ToolArgsRule> tools, bool several) const override {
+    GrammarBuilder& b = j.builder();
+    const auto w = b.ref(j.ws());
+    // The prefill, or the block's kept opener, is the "[".
+    Seq s = {w, b.ref(calls(j, tools, several, ",", [&](const ToolArgsRule& t) {
+               Seq c = b.literal(t.name + "(");
+               c.insert(c.end(), {b.ref(t.rule), w});
+               b.append_literal(c, ")");
+               return c;
+             })),
+             w};
+    b.append_literal(s, "]");
+    return b.rule({std::move(s)});
+  }
+
+ private:
+  const grammar::MemberStyle style_{.key_close = "=", .separator = ",", .spaces = true};
+};
+
+// Qwen3-Coder / Qwen3.5: <tool_call>\n<function=f>\n<parameter=p>\nvalue\n</parameter>\n</function>\n</tool_call>,
+// string values raw.
+class QwenXmlGrammar final : public BlockCallGrammar {
+ public:
+  using BlockCallGrammar::BlockCallGrammar;
+  const grammar::MemberStyle* arguments_style() const override { return &style_; }
+
+ protected:
+  uint32_t block(JsonRules& j, std::span<const ToolArgsRule> tools, bool) const override {
+    GrammarBuilder& b = j.builder();
+    const auto w = b.ref(j.ws());
+    std::vector<Seq> alts;
+    for (const ToolArgsRule& t : tools) {
+      Seq a = {w};
+      b.append_literal(a, "<function=" + t.name + ">\n");
+      a.push_back(b.ref(t.rule));
+      b.append_literal(a, "</function>");
+      a.push_back(w);
+      b.append_literal(a, "</tool_call>");
+      alts.push_back(std::move(a));
+    }
+    return b.rule(std::move(alts));
+  }
+
+ private:
+  const grammar::MemberStyle style_{.key_open = "<parameter=",
+                                    .key_close = ">\n",
+                                    .value_close = "\n</parameter>\n",
+                                    .raw_string_stops = {"</parameter>", "</function>", "</tool_call>"}};
+};
+
+// gpt-oss harmony: after `to=functions.`: f <|constrain|>json<|message|>{…}<|call|>
+// (<|call|> is a stop token: it may end the output instead).
+class HarmonyGrammar final : public BlockCallGrammar {
+ public:
+  using BlockCallGrammar::BlockCallGrammar;
+
+ protected:
+  uint32_t block(JsonRules& j, std::span<const ToolArgsRule> tools, bool) const override {
+    GrammarBuilder& b = j.builder();
+    const uint32_t constrain = b.optional(b.literal(" <|constrain|>json"));
+    const uint32_t call_end = b.optional(b.literal("<|call|>"));
+    std::vector<Seq> alts;
+    for (const ToolArgsRule& t : tools) {
+      Seq a = b.literal(t.name);
+      a.push_back(b.ref(constrain));
+      b.append_literal(a, "<|message|>");
+      a.insert(a.end(), {b.ref(t.rule), b.ref(call_end)});
+      alts.push_back(std::move(a));
+    }
+    return b.rule(std::move(alts));
+  }
+};
+
+// DeepSeek: <｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{…}\n```<｜tool▁call▁end｜> (R1)
+// or <｜tool▁call▁begin｜>f<｜tool▁sep｜>{…}<｜tool▁call▁end｜> (V3.1), then <｜tool▁calls▁end｜>.
+class DeepSeekGrammar final : public BlockCallGrammar {
+ public:
+  using BlockCallGrammar::BlockCallGrammar;
+
+ protected:
+  uint32_t block(JsonRules& j, std::span<const ToolArgsRule> tools, bool several) const override {
+    GrammarBuilder& b = j.builder();
+    const auto w = b.ref(j.ws());
+    Seq s = {w, b.ref(calls(j, tools, several, "", [&](const ToolArgsRule& t) {
+               Seq r1 = b.literal("<｜tool▁call▁begin｜>function<｜tool▁sep｜>" + t.name + "\n```json\n");
+               r1.push_back(b.ref(t.rule));
+               b.append_literal(r1, "\n```<｜tool▁call▁end｜>");
+               Seq v3 = b.literal("<｜tool▁call▁begin｜>" + t.name + "<｜tool▁sep｜>");
+               v3.push_back(b.ref(t.rule));
+               b.append_literal(v3, "<｜tool▁call▁end｜>");
+               return Seq{b.ref(b.rule({std::move(r1), std::move(v3)}))};
+             })),
+             w};
+    b.append_literal(s, "<｜tool▁calls▁end｜>");
+    return b.rule({std::move(s)});
+  }
+};
+
+const MistralGrammar kMistral(ToolSyntax::kMistral, true);
+const PythonicGrammar kPythonic(ToolSyntax::kLlama3Pythonic, false);
+const QwenXmlGrammar kQwenXml(ToolSyntax::kQwen3CoderXml, true);
+const HarmonyGrammar kHarmony(ToolSyntax::kHarmony, true);
+const DeepSeekGrammar kDeepSeek(ToolSyntax::kDeepSeek, true);
+const JsonListGrammar kGranite(ToolSyntax::kGranite, true);
+const JsonListGrammar kPhi(ToolSyntax::kPhi, true);
+
 // The tools' argument rules in `j`; `strict`: a schema that does not
 // compile is a 400, else that tool takes any object.
-ApiResult<std::vector<ToolArgsRule>> tool_rules(JsonRules& j, const ChatRequest& chat, bool strict) {
+ApiResult<std::vector<ToolArgsRule>> tool_rules(JsonRules& j, const ChatRequest& chat, bool strict,
+                                                const grammar::MemberStyle* style) {
   std::vector<ToolArgsRule> out;
   for (size_t i = 0; i < chat.tools.size(); ++i) {
     const ToolDef& t = chat.tools[i];
@@ -133,9 +350,10 @@ ApiResult<std::vector<ToolArgsRule>> tool_rules(JsonRules& j, const ChatRequest&
         params = fn->get_object().if_contains("parameters");
       }
     }
-    uint32_t rule = j.object();
+    // Any arguments: a JSON object, or any members in the syntax's style.
+    uint32_t rule = style ? *grammar::add_json_schema_members(j, json::object(), *style) : j.object();
     if (params && !params->is_null()) {
-      Result<uint32_t> r = grammar::add_json_schema(j, *params);
+      Result<uint32_t> r = style ? grammar::add_json_schema_members(j, *params, *style) : grammar::add_json_schema(j, *params);
       if (r.ok()) {
         rule = *r;
       } else if (strict) {
@@ -162,7 +380,7 @@ ApiResult<std::optional<GrammarConstraint>> tool_constraint(const ChatRequest& c
   const bool forced = !tools.prefill.empty();
   GrammarBuilder b;
   JsonRules j(b);
-  ApiResult<std::vector<ToolArgsRule>> rules = tool_rules(j, chat, /*strict=*/forced);
+  ApiResult<std::vector<ToolArgsRule>> rules = tool_rules(j, chat, /*strict=*/forced, syntax->arguments_style());
   if (!rules.ok()) return rules.error();
   // A forced call is the whole answer: once it is complete only the end may
   // follow (stop_reason tool_use), not free text after it.
@@ -241,8 +459,16 @@ const ToolCallGrammar* tool_call_grammar(ToolSyntax syntax) {
   switch (syntax) {
     case ToolSyntax::kHermes: return &kHermes;
     case ToolSyntax::kLlama3Json: return &kLlama3;
-    default: return nullptr;
+    case ToolSyntax::kMistral: return &kMistral;
+    case ToolSyntax::kLlama3Pythonic: return &kPythonic;
+    case ToolSyntax::kQwen3CoderXml: return &kQwenXml;
+    case ToolSyntax::kHarmony: return &kHarmony;
+    case ToolSyntax::kDeepSeek: return &kDeepSeek;
+    case ToolSyntax::kGranite: return &kGranite;
+    case ToolSyntax::kPhi: return &kPhi;
+    case ToolSyntax::kNone: return nullptr;
   }
+  return nullptr;
 }
 
 ApiResult<std::optional<GrammarConstraint>> plan_constraint(const ChatRequest& chat, const ToolPlan& tools,

@@ -292,6 +292,8 @@ class PyParser {
         case 'n': out += '\n'; break;
         case 't': out += '\t'; break;
         case 'r': out += '\r'; break;
+        case 'b': out += '\b'; break;
+        case 'f': out += '\f'; break;
         case '0': out += '\0'; break;
         case 'u': {
           if (i_ + 4 > s_.size()) return std::nullopt;
@@ -383,6 +385,11 @@ const std::vector<std::string_view>& openers(ToolSyntax syntax) {
     case ToolSyntax::kPhi: return kPhi;
     default: return kNone;
   }
+}
+
+std::string_view forced_opener(ToolSyntax syntax) {
+  const std::vector<std::string_view>& o = openers(syntax);
+  return o.empty() ? std::string_view() : o.front();
 }
 
 bool opens_at_start_only(ToolSyntax syntax) { return syntax == ToolSyntax::kLlama3Pythonic; }

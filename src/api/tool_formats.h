@@ -44,6 +44,8 @@ bool is_block_syntax(ToolSyntax syntax);
 // The markers that open a block (the first that occurs wins; at the same
 // place, the longest).
 const std::vector<std::string_view>& openers(ToolSyntax syntax);
+// The opener a forced call's prefill opens the block with (the first of openers()).
+std::string_view forced_opener(ToolSyntax syntax);
 // Only at the start of the answer (kLlama3Pythonic), and the opener "[" is
 // the block's first byte (kept_opener).
 bool opens_at_start_only(ToolSyntax syntax);

@@ -99,9 +99,16 @@ ToolPlan plan_tools(const ChatRequest& chat, ToolSyntax native) {
   plan.syntax = native;
   for (const ToolDef& t : chat.tools) plan.names.push_back(t.name);
   plan.single_call = !chat.parallel_tool_calls;
-  // A forced call opens the call in the prompt; the block syntaxes
-  // (api/tool_formats.h) are not forced.
-  if (chat.continue_final_message || (native != ToolSyntax::kHermes && native != ToolSyntax::kLlama3Json)) return plan;
+  // A forced call opens the call in the prompt: the block syntaxes
+  // (api/tool_formats.h) with their opener, the model writes the name (the
+  // grammar keeps it to the named tool).
+  if (chat.continue_final_message) return plan;
+  if (tool_formats::is_block_syntax(native)) {
+    if (chat.tool_choice == "any" || chat.tool_choice.starts_with("tool:")) {
+      plan.prefill = std::string(tool_formats::forced_opener(native));
+    }
+    return plan;
+  }
   const bool hermes = native == ToolSyntax::kHermes;
   const std::string open = hermes ? "<tool_call>\n{\"name\": " : "{\"name\": ";
   if (chat.tool_choice == "any") {

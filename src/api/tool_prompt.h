@@ -58,6 +58,9 @@ struct ToolPlan {
   // writes the arguments). Empty for "auto", and when the request has a
   // prefill of its own (continue_final_message). It ends without a space
   // (`"arguments":`) so the model's next token is the usual ` {`.
+  // The block syntaxes (api/tool_formats.h) prefill their opener alone
+  // ([TOOL_CALLS], "[", <tool_call>, …) for both: the model writes the
+  // name, which the grammar keeps to the named tool.
   std::string prefill;
   // ChatRequest::parallel_tool_calls false: the first complete call ends the
   // answer (ToolParserOptions::single_call) and the generation.

@@ -1,5 +1,6 @@
 #include "grammar/json_schema.h"
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <cmath>
 #include <map>
@@ -331,6 +332,12 @@ class Compiler {
     return alts.size() == 1 ? alts[0][0].value : b_.rule(std::move(alts));
   }
 
+  // The top-level object's members in `style` (add_json_schema_members).
+  uint32_t compile_members(const json::object& o, const MemberStyle& style) {
+    style_ = &style;
+    return compile_object(o, "#", 0);
+  }
+
  private:
   static constexpr int kMaxDepth = 64;
 
@@ -449,6 +456,7 @@ class Compiler {
   }
 
   uint32_t compile_object(const json::object& o, const std::string& path, int depth) {
+    const MemberStyle* style = depth == 0 ? style_ : nullptr;
     const auto w = b_.ref(j_.ws());
     const json::object empty;
     const json::object* props = &empty;
@@ -478,6 +486,13 @@ class Compiler {
       if (closed) invalid_schema(path + "/required", "'" + name + "' is required but not in properties");
       members.emplace_back(name, &kAny);
     }
+    if (members.empty() && style) {
+      if (closed || (o.contains("properties") && !additional)) return styled_object(*style, {});
+      const uint32_t value = additional && additional->is_object()
+                                 ? compile(*additional, path + "/additionalProperties", depth + 1)
+                                 : any_member_value(*style);
+      return any_members(*style, value);
+    }
     if (members.empty()) {
       // `properties: {}` declares no arguments: only {} is generated (valid
       // whatever additionalProperties says). Neither given: any object.
@@ -499,15 +514,23 @@ class Compiler {
     first[n] = after[n] = b_.rule({{}});
     for (size_t k = n; k-- > 0;) {
       const auto& [name, schema] = members[k];
-      Seq kv = b_.literal(json_quote(name));
-      kv.push_back(w);
-      b_.append_literal(kv, ":");
-      kv.push_back(w);
-      kv.push_back(b_.ref(compile(*schema, path + "/properties/" + name, depth + 1)));
-      kv.push_back(w);
+      const std::string member_path = path + "/properties/" + name;
+      Seq kv;
+      if (style) {
+        b_.append_literal(kv, style->key_open + name + style->key_close);
+        kv.push_back(b_.ref(styled_value(*style, *schema, member_path, depth + 1)));
+        b_.append_literal(kv, style->value_close);
+      } else {
+        kv = b_.literal(json_quote(name));
+        kv.push_back(w);
+        b_.append_literal(kv, ":");
+        kv.push_back(w);
+        kv.push_back(b_.ref(compile(*schema, member_path, depth + 1)));
+        kv.push_back(w);
+      }
       const bool req = required.contains(name);
-      Seq a = b_.literal(",");
-      a.push_back(w);
+      Seq a = b_.literal(style ? style->separator : ",");
+      if (!style || style->spaces) a.push_back(w);
       a.insert(a.end(), kv.begin(), kv.end());
       a.push_back(b_.ref(after[k + 1]));
       Seq f = kv;
@@ -520,11 +543,88 @@ class Compiler {
       after[k] = b_.rule(std::move(a_alts));
       first[k] = b_.rule(std::move(f_alts));
     }
+    if (style) return styled_object(*style, {b_.ref(first[0])});
     Seq obj = b_.literal("{");
     obj.push_back(w);
     obj.push_back(b_.ref(first[0]));
     b_.append_literal(obj, "}");
     return b_.rule({std::move(obj)});
+  }
+
+  // open [ws] MEMBERS close
+  uint32_t styled_object(const MemberStyle& style, const Seq& members) {
+    Seq s = b_.literal(style.open);
+    if (style.spaces) s.push_back(b_.ref(j_.ws()));
+    s.insert(s.end(), members.begin(), members.end());
+    b_.append_literal(s, style.close);
+    return b_.rule({std::move(s)});
+  }
+
+  // Any number of members with any names, values of `value`.
+  uint32_t any_members(const MemberStyle& style, uint32_t value) {
+    const bool raw = !style.raw_string_stops.empty();
+    ByteSet first = ByteSet::range('a', 'z');
+    first.add_range('A', 'Z');
+    first.add('_');
+    ByteSet rest = first;
+    rest.add_range('0', '9');
+    if (raw) {  // a tag's attribute: anything but '<', '>' and line ends
+      first = ByteSet::range(0x20, 0xff);
+      for (uint8_t c : {'<', '>'}) first.bits[c >> 6] &= ~(uint64_t{1} << (c & 63));
+      rest = first;
+    }
+    Seq member = b_.literal(style.key_open);
+    member.push_back(b_.bytes(first));
+    member.push_back(b_.ref(b_.repeat({b_.bytes(rest)}, 0, 63)));
+    b_.append_literal(member, style.key_close);
+    member.push_back(b_.ref(value));
+    b_.append_literal(member, style.value_close);
+    Seq more = b_.literal(style.separator);
+    if (style.spaces) more.push_back(b_.ref(j_.ws()));
+    more.insert(more.end(), member.begin(), member.end());
+    Seq members = member;
+    members.push_back(b_.ref(b_.star(more)));
+    return styled_object(style, {b_.ref(b_.optional(members))});
+  }
+
+  uint32_t any_member_value(const MemberStyle& style) {
+    if (style.raw_string_stops.empty()) return j_.value();
+    return add_text_avoiding(j_, style.raw_string_stops);  // raw text reads as JSON where it is JSON
+  }
+
+  // A top-level member's value: raw text for a plain string schema when the
+  // style writes strings raw, else JSON.
+  uint32_t styled_value(const MemberStyle& style, const json::value& s, const std::string& path, int depth) {
+    if (style.raw_string_stops.empty() || !s.is_object()) return compile(s, path, depth);
+    const json::object& o = s.get_object();
+    const json::value* type = o.if_contains("type");
+    const bool string_type = type && type->is_string() && type->get_string() == "string";
+    json::array values;
+    if (const auto* c = o.if_contains("const")) values.push_back(*c);
+    if (const auto* e = o.if_contains("enum"); e && e->is_array()) values = e->get_array();
+    if (!values.empty()) {
+      std::vector<Seq> alts;
+      for (const json::value& v : values) {
+        if (!v.is_string()) return compile(s, path, depth);  // JSON values (mixed enums)
+        for (const std::string& stop : style.raw_string_stops) {
+          if (std::string_view(v.get_string()).find(stop) != std::string_view::npos) {
+            unsupported_keyword("enum", path, "a value holds '" + stop + "', which this tool-call format cannot write");
+          }
+        }
+        alts.push_back(b_.literal(v.get_string()));
+      }
+      return b_.rule(std::move(alts));
+    }
+    if (!string_type) return compile(s, path, depth);
+    for (const auto& kv : o) {
+      const std::string_view k = kv.key();
+      if (k == "type" || kAnnotations.contains(k)) continue;
+      if (k == "minLength" || k == "maxLength" || k == "pattern") {
+        unsupported_keyword(k, path, "on a string this tool-call format writes as raw text");
+      }
+      unsupported_keyword(k, path);
+    }
+    return add_text_avoiding(j_, style.raw_string_stops);
   }
 
   uint32_t compile_array(const json::object& o, const std::string& path, int depth) {
@@ -635,6 +735,7 @@ class Compiler {
   std::set<uint32_t> ref_rules_;            // rules made for a $ref target
   std::map<uint32_t, uint32_t> aliases_;   // a $ref rule whose body is another $ref rule
   int n_refs_in_progress_ = 0;
+  const MemberStyle* style_ = nullptr;  // compile_members: the top-level object's syntax
 };
 
 Result<std::shared_ptr<const Grammar>> finish(GrammarBuilder& b, JsonRules& j, uint32_t value) {
@@ -656,6 +757,72 @@ Result<uint32_t> add_json_schema(JsonRules& rules, const json::value& schema) {
   } catch (const SchemaError& e) {
     return e.status;
   }
+}
+
+Result<uint32_t> add_json_schema_members(JsonRules& rules, const json::value& schema, const MemberStyle& style) {
+  auto not_object = [] {
+    return invalid_argument("the arguments schema must be an object schema (type object, properties) for this tool-call "
+                            "format",
+                            {.reason = ErrorReason::kUnsupportedValue});
+  };
+  if (schema.is_bool() && schema.get_bool()) return add_json_schema_members(rules, json::object(), style);
+  if (!schema.is_object()) return not_object();
+  const json::object& o = schema.get_object();
+  for (const auto& kv : o) {
+    const std::string_view k = kv.key();
+    if (!kAnnotations.contains(k) && k != "type" && k != "properties" && k != "required" && k != "additionalProperties") {
+      return not_object();
+    }
+  }
+  if (const auto* t = o.if_contains("type"); t && !(t->is_string() && t->get_string() == "object")) return not_object();
+  try {
+    Compiler c(rules, schema);
+    const uint32_t r = c.compile_members(o, style);
+    if (rules.builder().too_large()) {
+      return invalid_argument("the schema is too large to compile", {.reason = ErrorReason::kInvalidValue});
+    }
+    return r;
+  } catch (const SchemaError& e) {
+    return e.status;
+  }
+}
+
+uint32_t add_text_avoiding(JsonRules& rules, const std::vector<std::string>& stops) {
+  // An automaton over the proper prefixes of the stops (Aho-Corasick by
+  // brute force: the stops are a few short tags): state p, byte c goes to
+  // the longest suffix of p+c that is a proper prefix of a stop; a p+c that
+  // ends with a stop is refused. Bytes that occur in no stop go back to "".
+  GrammarBuilder& b = rules.builder();
+  std::vector<std::string> states = {""};
+  ByteSet in_stops;
+  for (const std::string& s : stops) {
+    for (size_t i = 1; i < s.size(); ++i) {
+      if (std::find(states.begin(), states.end(), s.substr(0, i)) == states.end()) states.push_back(s.substr(0, i));
+    }
+    for (char c : s) in_stops.add(static_cast<uint8_t>(c));
+  }
+  std::vector<uint32_t> rule(states.size());
+  for (uint32_t& r : rule) r = b.new_rule();
+  ByteSet other = ByteSet::range(0x20, 0x7e);
+  for (uint8_t c : {'\t', '\n', '\r'}) other.add(c);
+  for (int i = 0; i < 4; ++i) other.bits[i] &= ~in_stops.bits[i];
+  for (size_t k = 0; k < states.size(); ++k) {
+    std::vector<Seq> alts = {{}, {b.bytes(other), b.ref(rule[0])}, {b.ref(rules.multibyte_char()), b.ref(rule[0])}};
+    for (int c = 0; c < 256; ++c) {
+      if (!in_stops.has(static_cast<uint8_t>(c))) continue;
+      const std::string next = states[k] + static_cast<char>(c);
+      bool refused = false;
+      for (const std::string& s : stops) refused = refused || next.ends_with(s);
+      if (refused) continue;
+      size_t to = 0;
+      for (size_t t = 0; t < states.size(); ++t) {
+        if (states[t].size() > states[to].size() && next.ends_with(states[t])) to = t;
+      }
+      alts.push_back({b.bytes(ByteSet::of(static_cast<uint8_t>(c))), b.ref(rule[to])});
+    }
+    b.define(rule[k], std::move(alts));
+  }
+  return rule[0];
 }
 
 Result<std::shared_ptr<const Grammar>> compile_json_schema_value(const json::value& schema) {

@@ -29,7 +29,9 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/status.h"
 #include "grammar/grammar.h"
@@ -66,6 +68,37 @@ class JsonRules {
 // Errors: kUnsupportedValue naming an unsupported keyword; kInvalidValue for
 // a malformed schema (a bad $ref, minItems > maxItems, …).
 Result<uint32_t> add_json_schema(JsonRules& rules, const boost::json::value& schema);
+
+// How a tool-call syntax spells the arguments object's members when it does
+// not write them as a JSON object (Python keyword arguments, Qwen3-Coder's
+// <parameter=…> XML): the top-level object's members, in the schema's
+// order as for JSON, each `key_open NAME key_close VALUE value_close`,
+// `separator` between them, `open` / `close` around them all. Values below
+// the top level are JSON. `spaces`: JSON whitespace may follow `open` and
+// each separator. `raw_string_stops` non-empty: a top-level string member is
+// written as raw text (no quotes, no escapes) that never contains one of
+// these texts (the syntax's closing tags); a string schema with
+// minLength/maxLength/pattern is then unsupported (it cannot be enforced
+// on raw text), an enum/const of strings is its raw values. Object schemas
+// without properties take any member names: Python identifiers, or for raw
+// strings any text without '<', '>' or a newline.
+struct MemberStyle {
+  std::string open, close;
+  std::string key_open, key_close;
+  std::string value_close;
+  std::string separator;
+  bool spaces = false;
+  std::vector<std::string> raw_string_stops;
+};
+
+// The rule for the members of an object valid against `schema`, written in
+// `style`. The schema must be an object schema at the top (type object or
+// properties; not $ref, anyOf, enum…): else kUnsupportedValue.
+Result<uint32_t> add_json_schema_members(JsonRules& rules, const boost::json::value& schema, const MemberStyle& style);
+
+// Raw text (printable ASCII, tab, newline, CR, well-formed UTF-8) that never
+// contains one of `stops` (each non-empty).
+uint32_t add_text_avoiding(JsonRules& rules, const std::vector<std::string>& stops);
 
 // Whole grammars: optional leading whitespace, then one value, then nothing.
 Result<std::shared_ptr<const Grammar>> compile_json_schema_value(const boost::json::value& schema);

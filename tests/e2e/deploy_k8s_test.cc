@@ -72,7 +72,9 @@ TEST_F(K8s, EveryDocumentHasAKnownKindAndTheSetIsComplete) {
     const json::object& o = d.at("doc").as_object();
     ASSERT_TRUE(o.contains("apiVersion") && o.contains("kind")) << d.at("file").as_string();
     ++kinds[std::string(o.at("kind").as_string())];
-    if (o.at("kind").as_string() != "Kustomization") EXPECT_TRUE(o.at("metadata").as_object().contains("name"));
+    if (o.at("kind").as_string() != "Kustomization") {
+      EXPECT_TRUE(o.at("metadata").as_object().contains("name"));
+    }
   }
   for (const char* k : {"Namespace", "ConfigMap", "Secret", "Deployment", "Service", "HorizontalPodAutoscaler",
                         "PodMonitor", "InferencePool", "Kustomization"}) {
@@ -89,7 +91,9 @@ TEST_F(K8s, EveryDocumentHasAKnownKindAndTheSetIsComplete) {
   }
   for (const auto& e : fs::directory_iterator(kK8s)) {
     const std::string name = e.path().filename().string();
-    if (e.path().extension() == ".yaml" && name != "kustomization.yaml") EXPECT_TRUE(listed.count(name)) << name;
+    if (e.path().extension() == ".yaml" && name != "kustomization.yaml") {
+      EXPECT_TRUE(listed.count(name)) << name;
+    }
   }
 }
 

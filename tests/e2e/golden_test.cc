@@ -261,7 +261,9 @@ TEST_P(GoldenKvTest, TeacherForcedLogitsWithinKvTolerance) {
   std::printf("%s --kv-type %s: %zu positions, max |dlogit| %.3g vs golden (tolerance %.0e), %.3g vs f16 KV\n",
               kc.model.c_str(), kc.kv_type.c_str(), fed.size(), worst, kc.vs_golden, worst_f16);
   EXPECT_LE(worst, kc.vs_golden);
-  if (kc.vs_f16 > 0) EXPECT_LE(worst_f16, kc.vs_f16);
+  if (kc.vs_f16 > 0) {
+    EXPECT_LE(worst_f16, kc.vs_f16);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(KvTypes, GoldenKvTest, ::testing::ValuesIn(kKvCases), [](const auto& info) {

@@ -253,7 +253,9 @@ TEST(GuardServerTest, RedactHoldsBackSoThatNoDeltaCarriesAPrefixOfTheMatch) {
       const Answer a = openai_api ? openai(port, kPrompt, stream) : anthropic(port, anthropic_body(kPrompt, stream));
       ASSERT_EQ(a.status, 200);
       EXPECT_EQ(a.text, expected);
-      if (stream) EXPECT_GT(a.deltas.size(), 5u);  // really streamed, in many deltas
+      if (stream) {  // really streamed, in many deltas
+        EXPECT_GT(a.deltas.size(), 5u);
+      }
       // After every delta, what the client has is a prefix of the redacted
       // text: no delta carried the start of the word before the placeholder.
       std::string so_far;

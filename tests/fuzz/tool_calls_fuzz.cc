@@ -91,6 +91,8 @@ std::vector<AnswerPart> run(const zl::api::ToolPlan& plan, bool stream, std::str
       case Kind::kToolCallAbort:
         FUZZ_CHECK(in_call && i + 1 == parts.size() && parser.aborted());
         break;
+      case Kind::kThinking:  // (the thinking parser's, never the tool parser's)
+        break;
     }
     const bool mergeable = p.kind == Kind::kText || p.kind == Kind::kToolCallDelta;
     if (mergeable && !merged.empty() && merged.back().kind == p.kind) {

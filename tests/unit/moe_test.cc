@@ -70,7 +70,9 @@ TEST(MoeRouting, TiesGoToTheLowerExpertIdDeterministically) {
     }
     // NaN never wins.
     const auto n = route(g, {NAN, 0.5f, 0.1f}, 1);
-    if (g == MoeGating::kTopkSoftmax) EXPECT_EQ(n[0].expert, 1);
+    if (g == MoeGating::kTopkSoftmax) {
+      EXPECT_EQ(n[0].expert, 1);
+    }
   }
 }
 

@@ -75,7 +75,9 @@ TEST(SseAnswerParser, AnthropicStreamSplitAnywhere) {
     EXPECT_EQ(o.total_tokens, 7);
     EXPECT_EQ(o.stop_reason, "end_turn");
     EXPECT_GT(o.first_token_ms, 0);
-    if (chunk < s.size()) EXPECT_GT(o.last_token_ms, o.first_token_ms) << chunk;  // in one read: one time
+    if (chunk < s.size()) {  // in one read: one time
+      EXPECT_GT(o.last_token_ms, o.first_token_ms) << chunk;
+    }
     EXPECT_TRUE(o.error.empty());
   }
 }
@@ -131,7 +133,9 @@ TEST(UserSampling, StableAndProportional) {
     const std::string user = "user-" + std::to_string(i);
     const bool in = user_in_fraction(user, 0.1);
     EXPECT_EQ(in, user_in_fraction(user, 0.1));          // stable
-    if (in) EXPECT_TRUE(user_in_fraction(user, 0.5));    // nested: raising the fraction keeps users in
+    if (in) {  // nested: raising the fraction keeps users in
+      EXPECT_TRUE(user_in_fraction(user, 0.5));
+    }
     n_in += in;
   }
   EXPECT_GT(n_in, 800);

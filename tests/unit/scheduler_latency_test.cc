@@ -154,7 +154,9 @@ TEST(SchedulerLatency, BurstOfShortPromptsIsSplitShortestFirst) {
     longest_taken = std::max(longest_taken, f.sched.sequence(it.id).n_prompt);
   }
   for (const Sequence* s : f.sched.running()) {
-    if (s->n_generated() == 0) EXPECT_GE(s->n_prompt, longest_taken) << "a longer prompt before a shorter one";
+    if (s->n_generated() == 0) {
+      EXPECT_GE(s->n_prompt, longest_taken) << "a longer prompt before a shorter one";
+    }
   }
   for (const Sequence* s : f.sched.waiting()) EXPECT_GE(s->n_prompt, longest_taken) << "a longer prompt before a shorter one";
   // Every prompt is done within a few steps; the first ones decode meanwhile.
@@ -187,7 +189,9 @@ TEST(SchedulerLatency, SmallerGrantsWhenManyWait) {
   EXPECT_EQ(grants(shared).at(head), 100);
   EXPECT_GE(shared.items.size(), 4u);
   for (const auto& it : shared.items) {
-    if (it.id != head) EXPECT_LE(it.n_tokens, std::max(kMinPrefillGrant, 512 / 8));
+    if (it.id != head) {
+      EXPECT_LE(it.n_tokens, std::max(kMinPrefillGrant, 512 / 8));
+    }
   }
   // All fit: everyone whole.
   Fixture h(latency(512, 64, /*overhead=*/4096));

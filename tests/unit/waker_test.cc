@@ -16,24 +16,14 @@
 
 #include "api/generation.h"
 #include "http/waker.h"
+#include "support/null_responder.h"
 
 namespace zl::http {
 namespace {
 
 // A Responder whose post() queues work for the test's own thread to run.
-class QueueResponder final : public Responder {
+class QueueResponder final : public test::NullResponder {
  public:
-  const std::string& request_id() const override { return id_; }
-  void send(HttpResponse) override {}
-  void begin_stream(HttpResponse) override {}
-  void write(std::string_view) override {}
-  void end_stream() override {}
-  size_t buffered_bytes() const override { return 0; }
-  bool client_gone() const override { return false; }
-  bool done() const override { return false; }
-  void on_client_gone(std::function<void()>) override {}
-  void on_drained(std::function<void()>) override {}
-  void hold(std::shared_ptr<void>) override {}
   void post(std::function<void()> fn) override {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.push_back(std::move(fn));
@@ -57,7 +47,6 @@ class QueueResponder final : public Responder {
   }
 
  private:
-  std::string id_ = "req_test";
   std::mutex mu_;
   std::deque<std::function<void()>> queue_;
   int n_posted_ = 0;
@@ -160,18 +149,8 @@ class RecordingFormatter final : public api::EventFormatter {
 
 // Holds the session (hold()) like an exchange; a post() from another thread
 // can be made to wait until the session is unreferenced (with a deadline).
-class HoldingResponder final : public Responder {
+class HoldingResponder final : public test::NullResponder {
  public:
-  const std::string& request_id() const override { return id_; }
-  void send(HttpResponse) override {}
-  void begin_stream(HttpResponse) override {}
-  void write(std::string_view) override {}
-  void end_stream() override {}
-  size_t buffered_bytes() const override { return 0; }
-  bool client_gone() const override { return false; }
-  bool done() const override { return false; }
-  void on_client_gone(std::function<void()>) override {}
-  void on_drained(std::function<void()>) override {}
   void hold(std::shared_ptr<void> state) override {
     held = state;
     watched = state;
@@ -203,7 +182,6 @@ class HoldingResponder final : public Responder {
   std::atomic<bool> saw_expired{false};
 
  private:
-  std::string id_ = "req_session";
   std::mutex mu_;
   std::deque<std::function<void()>> queue_;
 };
