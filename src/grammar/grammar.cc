@@ -41,7 +41,9 @@ void append_byte_set(const ByteSet& s, std::string& out) {
 std::string Grammar::to_string() const {
   std::string out;
   for (uint32_t r = 0; r < n_rules(); ++r) {
-    out += "r" + std::to_string(r) + (r == root_ ? " (root)" : "") + " ::=";
+    out += 'r';  // (appended piecewise: GCC 12 misreports "r" + std::string as overlapping, -Wrestrict)
+    out += std::to_string(r);
+    out += r == root_ ? " (root) ::=" : " ::=";
     bool first = true;
     for (uint32_t pos : alternatives(r)) {
       out += first ? " " : " | ";
@@ -50,7 +52,8 @@ std::string Grammar::to_string() const {
       for (; syms_[pos].kind != Sym::kEnd; ++pos) {
         if (pos != 0 && syms_[pos - 1].kind != Sym::kEnd && out.back() != ' ' && out.back() != '|') out += ' ';
         if (syms_[pos].kind == Sym::kRule) {
-          out += "r" + std::to_string(syms_[pos].value);
+          out += 'r';
+          out += std::to_string(syms_[pos].value);
         } else {
           append_byte_set(byte_sets_[syms_[pos].value], out);
         }

@@ -89,7 +89,10 @@ float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L,
 }  // namespace quant_detail
 
 using quant_detail::fit_scale_min;
+using quant_detail::LaneSums;
 using quant_detail::nearest_int;
+using quant_detail::quantize_q8_block;
+using quant_detail::signed_max;
 
 namespace {
 
@@ -196,28 +199,14 @@ void dequantize_q8_k(const BlockQ8_K* x, float* y, int64_t nb) {
 
 // d = amax/127, q = roundf(x/d) (ties away from zero).
 void quantize_q8_0(const float* x, BlockQ8_0* y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += kQk32) {
-    float amax = 0.0f;
-    for (int j = 0; j < kQk32; ++j) amax = std::max(amax, std::fabs(x[j]));
-    const float d = amax / 127;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    y[i].d = fp32_to_fp16(d);
-    for (int j = 0; j < kQk32; ++j) y[i].qs[j] = static_cast<int8_t>(std::roundf(x[j] * id));
-  }
+  for (int64_t i = 0; i < nb; ++i, x += kQk32) y[i].d = fp32_to_fp16(quantize_q8_block<kQk32>(x, y[i].qs));
 }
 
 // d = -max/8 where max is the signed value of largest magnitude, so that max
 // maps to q = 0 exactly; q = min(15, trunc(x/d + 8.5)).
 void quantize_q4_0(const float* x, BlockQ4_0* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += kQk32) {
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < kQk32; ++j) {
-      if (amax < std::fabs(x[j])) {
-        amax = std::fabs(x[j]);
-        max = x[j];
-      }
-    }
-    const float d = max / -8;
+    const float d = signed_max(x, kQk32) / -8;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[i].d = fp32_to_fp16(d);
     for (int j = 0; j < kQk32 / 2; ++j) {
@@ -234,14 +223,8 @@ void quantize_q4_0(const float* x, BlockQ4_0* y, int64_t nb) {
 // q = min(127, nearest_int(x/d)).
 void quantize_q8_k(const float* x, BlockQ8_K* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += kQkK) {
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < kQkK; ++j) {
-      if (std::fabs(x[j]) > amax) {
-        amax = std::fabs(x[j]);
-        max = x[j];
-      }
-    }
-    if (amax == 0.0f) {
+    const float max = signed_max(x, kQkK);
+    if (max == 0.0f) {
       std::memset(&y[i], 0, sizeof(y[i]));
       continue;
     }
@@ -267,14 +250,8 @@ void quantize_q8_k(const float* x, BlockQ8_K* y, int64_t nb) {
 // least-squares scale. Returns the (signed) scale; L holds offset quants.
 // (ggml: make_qx_quants with rmse_type = 1 and no importance weights.)
 float fit_symmetric_scale(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i) {
-    if (std::fabs(x[i]) > amax) {
-      amax = std::fabs(x[i]);
-      max = x[i];
-    }
-  }
-  if (amax < 1e-15f) {
+  const float max = signed_max(x, n);
+  if (std::fabs(max) < 1e-15f) {
     std::fill(L, L + n, 0);
     return 0.f;
   }
@@ -442,21 +419,6 @@ float dot_q4_0_q8_0(const BlockQ4_0* x, const BlockQ8_0* y, int64_t nb) {
   }
   return sumf;
 }
-
-// ggml's generic K-quant kernels accumulate the integer products in 8 lanes
-// (lane = position mod 8) and keep 8 float lane sums across super-blocks,
-// adding them to the total only at the end. Integer sums are exact in any
-// order; the float lane structure is what must be reproduced.
-struct LaneSums {
-  float lanes[8] = {};
-  void add(float d, const int32_t lane_ints[8]) {
-    for (int l = 0; l < 8; ++l) lanes[l] += d * lane_ints[l];
-  }
-  float finish(float sumf) const {
-    for (int l = 0; l < 8; ++l) sumf += lanes[l];
-    return sumf;
-  }
-};
 
 float dot_q4_k_q8_k(const BlockQ4_K* x, const BlockQ8_K* y, int64_t nb) {
   LaneSums sums;

@@ -175,30 +175,16 @@ void quantize_q4_1(const float* x, BlockQ4_1* y, int64_t nb) {
 
 void quantize_q8_1(const float* x, BlockQ8_1* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += kQk32) {
-    float amax = 0.0f;
-    for (int j = 0; j < kQk32; ++j) amax = std::max(amax, std::fabs(x[j]));
-    const float d = amax / 127;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    y[i].d = fp32_to_fp16(d);
     int sum = 0;
-    for (int j = 0; j < kQk32; ++j) {
-      y[i].qs[j] = static_cast<int8_t>(std::roundf(x[j] * id));
-      sum += y[i].qs[j];
-    }
+    const float d = quantize_q8_block<kQk32>(x, y[i].qs, &sum);
+    y[i].d = fp32_to_fp16(d);
     y[i].s = fp32_to_fp16(sum * d);
   }
 }
 
 void quantize_q5_0(const float* x, BlockQ5_0* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += kQk32) {
-    float amax = 0.0f, max = 0.0f;
-    for (int j = 0; j < kQk32; ++j) {
-      if (amax < std::fabs(x[j])) {
-        amax = std::fabs(x[j]);
-        max = x[j];
-      }
-    }
-    const float d = max / -16;
+    const float d = signed_max(x, kQk32) / -16;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     y[i].d = fp32_to_fp16(d);
     uint32_t qh = 0;
@@ -233,14 +219,8 @@ int best_index(const int8_t* grid, float x) {
 // 2*ntry+1 scales around max/-127 (ggml: quantize_row_iq4_nl_impl's block
 // search). Returns d.
 float fit_iq4(const float* x, uint8_t* L, int ntry) {
-  float amax = 0, max = 0;
-  for (int j = 0; j < 32; ++j) {
-    if (std::fabs(x[j]) > amax) {
-      amax = std::fabs(x[j]);
-      max = x[j];
-    }
-  }
-  if (amax < 1e-15f) {
+  const float max = signed_max(x, 32);
+  if (std::fabs(max) < 1e-15f) {
     std::fill(L, L + 32, 0);
     return 0.0f;
   }
@@ -361,14 +341,8 @@ void quantize_q5_k(const float* x, BlockQ5_K* y, int64_t nb) {
 // to 5 rounds of coordinate descent on the quants (ggml: make_q3_quants with
 // do_rmse). Returns the scale.
 float fit_q3(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0, amax = 0;
-  for (int i = 0; i < n; ++i) {
-    if (std::fabs(x[i]) > amax) {
-      amax = std::fabs(x[i]);
-      max = x[i];
-    }
-  }
-  if (amax < 1e-15f) {
+  const float max = signed_max(x, n);
+  if (std::fabs(max) < 1e-15f) {
     std::fill(L, L + n, 0);
     return 0.f;
   }
@@ -411,14 +385,8 @@ void quantize_q3_k(const float* x, BlockQ3_K* y, int64_t nb) {
   int8_t L[kQkK];
   float scales[16];
   for (int64_t i = 0; i < nb; ++i, x += kQkK) {
-    float max_scale = 0, amax = 0;
-    for (int s = 0; s < 16; ++s) {
-      scales[s] = fit_q3(16, 4, x + 16 * s, L + 16 * s);
-      if (std::fabs(scales[s]) > amax) {
-        amax = std::fabs(scales[s]);
-        max_scale = scales[s];
-      }
-    }
+    for (int s = 0; s < 16; ++s) scales[s] = fit_q3(16, 4, x + 16 * s, L + 16 * s);
+    const float max_scale = signed_max(scales, 16);
     std::memset(y[i].scales, 0, 12);
     if (max_scale != 0.0f) {
       const float iscale = -32.f / max_scale;
@@ -501,14 +469,8 @@ void quantize_iq4_xs(const float* x, BlockIq4Xs* y, int64_t nb) {
   uint8_t L[kQkK];
   float scales[8];
   for (int64_t i = 0; i < nb; ++i, x += kQkK) {
-    float max_scale = 0, amax_scale = 0;
-    for (int s = 0; s < 8; ++s) {
-      scales[s] = fit_iq4(x + 32 * s, L + 32 * s, 7);
-      if (std::fabs(scales[s]) > amax_scale) {
-        amax_scale = std::fabs(scales[s]);
-        max_scale = scales[s];
-      }
-    }
+    for (int s = 0; s < 8; ++s) scales[s] = fit_iq4(x + 32 * s, L + 32 * s, 7);
+    const float max_scale = signed_max(scales, 8);
     const float d = -max_scale / 32;
     y[i].d = fp32_to_fp16(d);
     const float id = d != 0.0f ? 1 / d : 0.f;
@@ -584,21 +546,8 @@ float dot_mxfp4_q8_0(const BlockMxfp4* x, const BlockQ8_0* y, int64_t nb) {
   return sumf;
 }
 
-// ggml's generic K-quant kernels keep 8 float lane sums (lane = position
-// mod 8) across super-blocks (quant.cc's LaneSums).
-struct Lanes {
-  float lanes[8] = {};
-  void add(float d, const int32_t ints[8]) {
-    for (int l = 0; l < 8; ++l) lanes[l] += d * ints[l];
-  }
-  float finish(float sumf) const {
-    for (int l = 0; l < 8; ++l) sumf += lanes[l];
-    return sumf;
-  }
-};
-
 float dot_q5_k_q8_k(const BlockQ5_K* x, const BlockQ8_K* y, int64_t nb) {
-  Lanes sums;
+  LaneSums sums;
   float sumf = 0;
   for (int64_t i = 0; i < nb; ++i) {
     uint8_t sc[8], mn[8];
@@ -614,7 +563,7 @@ float dot_q5_k_q8_k(const BlockQ5_K* x, const BlockQ8_K* y, int64_t nb) {
 }
 
 float dot_q3_k_q8_k(const BlockQ3_K* x, const BlockQ8_K* y, int64_t nb) {
-  Lanes sums;
+  LaneSums sums;
   for (int64_t i = 0; i < nb; ++i) {
     int8_t sc[16];
     unpack_scales_q3_k(x[i].scales, sc);

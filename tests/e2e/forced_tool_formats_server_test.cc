@@ -1,6 +1,6 @@
 // Forced tool calls on a real model (stories260K) rendered with the chat
 // templates of the block tool-call syntaxes (../shared/templates, skipped
-// when absent): Mistral (Devstral: [TOOL_CALLS]f[ARGS]{…}), Qwen3-Coder XML
+// when absent): Mistral (Ministral 3: [TOOL_CALLS]f[ARGS]{…}), Qwen3-Coder XML
 // (Qwen3.5: <function=f><parameter=p>…) and DeepSeek (V3.1). A model that
 // knows nothing of tools still answers OpenAI tool_choice "required" / a
 // named function with `tool_calls`, and Anthropic tool_choice any / tool with
@@ -121,7 +121,7 @@ TEST_P(ForcedToolFormatServerTest, NoneStaysText) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Templates, ForcedToolFormatServerTest,
-                         ::testing::Values("unsloth-mistral-Devstral-Small-2507", "Qwen3.5-4B",
+                         ::testing::Values("mistralai-Ministral-3-14B-Reasoning-2512", "Qwen3.5-4B",
                                            "deepseek-ai-DeepSeek-V3.1"),
                          [](const ::testing::TestParamInfo<const char*>& i) {
                            std::string n;

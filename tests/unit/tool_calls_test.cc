@@ -524,6 +524,8 @@ std::vector<std::string> describe_streamed(const std::vector<AnswerPart>& parts,
         aborted = true;
         d.push_back(std::string("A:") + std::string(tool_fallback_name(p.abort_reason)));
         break;
+      case AnswerPart::Kind::kThinking:  // (the thinking parser's, never the tool parser's)
+        break;
     }
   }
   EXPECT_TRUE(!open || aborted) << "a call left open";
