@@ -312,13 +312,11 @@ Result<tmpl::Rendered> JinjaCodec::render(const ChatRequest& chat) const {
     // A forced call is the answer, not a thought: a generation prompt that
     // opens one (DeepSeek R1 "<think>\n", V3.1 "<think>", Qwen3.5) has it
     // closed first, as the templates write an empty thought.
-    if (thinking_.enabled) {
-      const std::string text = r.text();
-      const std::string_view t = trim_space(text);
-      if (t.ends_with(ThinkingFormat::kOpen)) {
-        const bool newline = text.size() > static_cast<size_t>(t.data() - text.data()) + t.size();
-        r.parts.push_back({newline ? "\n</think>\n\n" : "</think>", false});
-      }
+    const std::string text = r.text();
+    const std::string_view t = trim_space(text);
+    if (t.ends_with(ThinkingFormat::kOpen)) {
+      const bool newline = text.size() > static_cast<size_t>(t.data() - text.data()) + t.size();
+      r.parts.push_back({newline ? "\n</think>\n\n" : std::string(ThinkingFormat::kClose), false});
     }
     r.parts.push_back({plan.prefill, false});
   }

@@ -22,7 +22,8 @@
 //   date_string ("01 Dec 2026"), datetime ("Dec 01 2026")  today, as
 //              llama.cpp passes them to Llama 3.x and Firefunction
 // A forced tool call (tool_choice any / a named tool) is the ToolPlan's
-// prefill, appended after the generation prompt; a prefill of the client's
+// prefill, appended after the generation prompt (a thought the generation
+// prompt opens, "<think>", is closed first: the call is the answer); a prefill of the client's
 // own (continue_final_message) is rendered as the last assistant message
 // and the prompt is cut after its content.
 // A leading BOS text in the output is dropped (the tokenizer adds BOS as

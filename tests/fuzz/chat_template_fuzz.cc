@@ -48,7 +48,7 @@ void check_render(const std::vector<zl::ChatMessage>& messages, zl::ChatTemplate
     FUZZ_CHECK(from_message);
   }
   for (auto& part : markup_only.parts) {
-    if (!part.is_markup) part.text = "x";
+    if (!part.is_markup) part.text.assign(1, 'x');  // (not = "x": GCC 12 misreports it, -Wrestrict)
   }
   const auto ids = t.encode(r->segments(), /*add_special=*/true);
   const auto markup_ids = t.encode(markup_only.segments(), /*add_special=*/true);

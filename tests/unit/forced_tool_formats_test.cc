@@ -9,6 +9,7 @@
 
 #include <boost/json.hpp>
 
+#include "api/jinja_codec.h"
 #include "api/openai/chat_completions.h"
 #include "api/structured_output.h"
 #include "api/tool_calls.h"
@@ -255,6 +256,25 @@ TEST(ForcedToolFormatDetailTest, SchemasTheSyntaxCannotWriteAreRefusedWhenForced
                                  api::ThinkingPlan{});
   ASSERT_FALSE(cx.ok());
   EXPECT_NE(cx.error().message.find("maxLength"), std::string::npos) << cx.error().message;
+}
+
+TEST(ForcedToolFormatDetailTest, AnOpenedThoughtIsClosedBeforeTheForcedCall) {
+  // A Qwen3.5-like template: XML tool calls, a generation prompt that opens a thought.
+  auto t = tmpl::Template::parse(
+      "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+      "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}"
+      "{# calls: <tool_call>\n<function=f>\n<parameter=p>\nv\n</parameter>\n</function>\n</tool_call>; "
+      "history thoughts end with </think> #}",
+      "t.jinja");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  const api::JinjaCodec codec(nullptr, std::move(*t), "t.jinja");
+  ASSERT_EQ(codec.tool_syntax(), ToolSyntax::kQwen3CoderXml);
+  auto forced = codec.render_text(request("any"));
+  ASSERT_TRUE(forced.ok()) << forced.status().message();
+  EXPECT_TRUE(forced->ends_with("<|im_start|>assistant\n<think>\n\n</think>\n\n<tool_call>")) << *forced;
+  auto free = codec.render_text(request("auto"));
+  ASSERT_TRUE(free.ok());
+  EXPECT_TRUE(free->ends_with("<|im_start|>assistant\n<think>\n")) << *free;
 }
 
 TEST(ForcedToolFormatDetailTest, TextAvoidingStopsNeverContainsThem) {
