@@ -163,177 +163,143 @@ Seq json_call_list(JsonRules& j, std::span<const ToolArgsRule> tools, bool sever
   return s;
 }
 
-// The block syntaxes (api/tool_formats.h). A forced call's prefill is the
+// ---- The block syntaxes (api/tool_formats.h) ----
+// Each as the block after its opener: `tools` the callable ones, `several`
+// whether the block may hold more than one call (where the syntax has that).
+
+// Granite <|tool_call|>[…], Phi functools[…]: a JSON list of calls.
+uint32_t json_list_block(JsonRules& j, std::span<const ToolArgsRule> tools, bool several) {
+  return j.builder().rule({json_call_list(j, tools, several)});
+}
+
+// Mistral: [TOOL_CALLS]f[ARGS]{…} (Ministral 3, Devstral) or
+// [TOOL_CALLS][{"name": "f", "arguments": {…}}] (v0.3): either, as the model writes it.
+uint32_t mistral_block(JsonRules& j, std::span<const ToolArgsRule> tools, bool several) {
+  GrammarBuilder& b = j.builder();
+  std::vector<Seq> alts = {json_call_list(j, tools, several)};
+  for (const ToolArgsRule& t : tools) {
+    Seq a = b.literal(t.name + "[ARGS]");
+    a.push_back(b.ref(t.rule));
+    alts.push_back(std::move(a));
+  }
+  return b.rule(std::move(alts));
+}
+
+// Llama 3.2/3.3/4 pythonic: [f(a=1, b="x"), …] (the "[" is the prefill, or
+// the block's kept opener); the values are JSON, which reads as the same
+// Python literals (true/false/null included).
+const grammar::MemberStyle kPythonicArgs{.key_close = "=", .separator = ",", .spaces = true};
+
+uint32_t pythonic_block(JsonRules& j, std::span<const ToolArgsRule> tools, bool several) {
+  GrammarBuilder& b = j.builder();
+  const auto w = b.ref(j.ws());
+  Seq s = {w, b.ref(calls(j, tools, several, ",", [&](const ToolArgsRule& t) {
+             Seq c = b.literal(t.name + "(");
+             c.insert(c.end(), {b.ref(t.rule), w});
+             b.append_literal(c, ")");
+             return c;
+           })),
+           w};
+  b.append_literal(s, "]");
+  return b.rule({std::move(s)});
+}
+
+// Qwen3-Coder / Qwen3.5: <tool_call>\n<function=f>\n<parameter=p>\nvalue\n</parameter>\n</function>\n</tool_call>,
+// string values raw; one call per block.
+const grammar::MemberStyle kQwenXmlArgs{.key_open = "<parameter=",
+                                        .key_close = ">\n",
+                                        .value_close = "\n</parameter>\n",
+                                        .raw_string_stops = {"</parameter>", "</function>", "</tool_call>"}};
+
+uint32_t qwen_xml_block(JsonRules& j, std::span<const ToolArgsRule> tools, bool) {
+  GrammarBuilder& b = j.builder();
+  const auto w = b.ref(j.ws());
+  std::vector<Seq> alts;
+  for (const ToolArgsRule& t : tools) {
+    Seq a = {w};
+    b.append_literal(a, "<function=" + t.name + ">\n");
+    a.push_back(b.ref(t.rule));
+    b.append_literal(a, "</function>");
+    a.push_back(w);
+    b.append_literal(a, "</tool_call>");
+    alts.push_back(std::move(a));
+  }
+  return b.rule(std::move(alts));
+}
+
+// gpt-oss harmony, after `to=functions.`: f <|constrain|>json<|message|>{…}<|call|>
+// (<|call|> is a stop token: it may end the output instead); one call per block.
+uint32_t harmony_block(JsonRules& j, std::span<const ToolArgsRule> tools, bool) {
+  GrammarBuilder& b = j.builder();
+  const uint32_t constrain = b.optional(b.literal(" <|constrain|>json"));
+  const uint32_t call_end = b.optional(b.literal("<|call|>"));
+  std::vector<Seq> alts;
+  for (const ToolArgsRule& t : tools) {
+    Seq a = b.literal(t.name);
+    a.push_back(b.ref(constrain));
+    b.append_literal(a, "<|message|>");
+    a.insert(a.end(), {b.ref(t.rule), b.ref(call_end)});
+    alts.push_back(std::move(a));
+  }
+  return b.rule(std::move(alts));
+}
+
+// DeepSeek: <｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{…}\n```<｜tool▁call▁end｜> (R1)
+// or <｜tool▁call▁begin｜>f<｜tool▁sep｜>{…}<｜tool▁call▁end｜> (V3.1), then <｜tool▁calls▁end｜>.
+uint32_t deepseek_block(JsonRules& j, std::span<const ToolArgsRule> tools, bool several) {
+  GrammarBuilder& b = j.builder();
+  const auto w = b.ref(j.ws());
+  Seq s = {w, b.ref(calls(j, tools, several, "", [&](const ToolArgsRule& t) {
+             Seq r1 = b.literal("<｜tool▁call▁begin｜>function<｜tool▁sep｜>" + t.name + "\n```json\n");
+             r1.push_back(b.ref(t.rule));
+             b.append_literal(r1, "\n```<｜tool▁call▁end｜>");
+             Seq v3 = b.literal("<｜tool▁call▁begin｜>" + t.name + "<｜tool▁sep｜>");
+             v3.push_back(b.ref(t.rule));
+             b.append_literal(v3, "<｜tool▁call▁end｜>");
+             return Seq{b.ref(b.rule({std::move(r1), std::move(v3)}))};
+           })),
+           w};
+  b.append_literal(s, "<｜tool▁calls▁end｜>");
+  return b.rule({std::move(s)});
+}
+
+// A block syntax as a ToolCallGrammar. A forced call's prefill is the
 // block's opener (tool_formats::forced_opener): the grammar after it is one
 // call, to the named tool or to any; after the opener in free output (an
 // `auto` call) the block may hold several calls where the syntax has them.
-class BlockCallGrammar : public ToolCallGrammar {
+class BlockCallGrammar final : public ToolCallGrammar {
  public:
+  using Block = uint32_t (*)(JsonRules& j, std::span<const ToolArgsRule> tools, bool several);
   // `watch`: the opener can be watched for in free output (not the
   // pythonic "[", which opens a call only at the start of the answer).
-  BlockCallGrammar(ToolSyntax syntax, bool watch) : syntax_(syntax), watch_(watch) {}
+  BlockCallGrammar(ToolSyntax syntax, bool watch, Block block, const grammar::MemberStyle* style = nullptr)
+      : syntax_(syntax), watch_(watch), block_(block), style_(style) {}
 
   std::string open_marker() const override {
     return watch_ ? std::string(tool_formats::forced_opener(syntax_)) : std::string();
   }
   uint32_t after_marker(JsonRules& j, std::span<const ToolArgsRule> tools) const override {
-    return block(j, tools, /*several=*/true);
+    return block_(j, tools, /*several=*/true);
   }
   uint32_t after_prefill(JsonRules& j, std::span<const ToolArgsRule> tools, const ToolArgsRule* forced) const override {
-    return block(j, forced ? std::span<const ToolArgsRule>(forced, 1) : tools, /*several=*/false);
+    return block_(j, forced ? std::span<const ToolArgsRule>(forced, 1) : tools, /*several=*/false);
   }
-
- protected:
-  virtual uint32_t block(JsonRules& j, std::span<const ToolArgsRule> tools, bool several) const = 0;
+  const grammar::MemberStyle* arguments_style() const override { return style_; }
 
  private:
   ToolSyntax syntax_;
   bool watch_;
+  Block block_;
+  const grammar::MemberStyle* style_;
 };
 
-// Granite <|tool_call|>[…], Phi functools[…]: a JSON list of calls.
-class JsonListGrammar final : public BlockCallGrammar {
- public:
-  using BlockCallGrammar::BlockCallGrammar;
-
- protected:
-  uint32_t block(JsonRules& j, std::span<const ToolArgsRule> tools, bool several) const override {
-    return j.builder().rule({json_call_list(j, tools, several)});
-  }
-};
-
-// Mistral: [TOOL_CALLS]f[ARGS]{…} (Ministral 3, Devstral) or
-// [TOOL_CALLS][{"name": "f", "arguments": {…}}] (v0.3): either, as the model writes it.
-class MistralGrammar final : public BlockCallGrammar {
- public:
-  using BlockCallGrammar::BlockCallGrammar;
-
- protected:
-  uint32_t block(JsonRules& j, std::span<const ToolArgsRule> tools, bool several) const override {
-    GrammarBuilder& b = j.builder();
-    std::vector<Seq> alts = {json_call_list(j, tools, several)};
-    for (const ToolArgsRule& t : tools) {
-      Seq a = b.literal(t.name + "[ARGS]");
-      a.push_back(b.ref(t.rule));
-      alts.push_back(std::move(a));
-    }
-    return b.rule(std::move(alts));
-  }
-};
-
-// Llama 3.2/3.3/4 pythonic: [f(a=1, b="x"), …]; the values are JSON, which
-// reads as the same Python literals (true/false/null included).
-class PythonicGrammar final : public BlockCallGrammar {
- public:
-  using BlockCallGrammar::BlockCallGrammar;
-  const grammar::MemberStyle* arguments_style() const override { return &style_; }
-
- protected:
-  uint32_t block(JsonRules& j, std::span<const ToolArgsRule> tools, bool several) const override {
-    GrammarBuilder& b = j.builder();
-    const auto w = b.ref(j.ws());
-    // The prefill, or the block's kept opener, is the "[".
-    Seq s = {w, b.ref(calls(j, tools, several, ",", [&](const ToolArgsRule& t) {
-               Seq c = b.literal(t.name + "(");
-               c.insert(c.end(), {b.ref(t.rule), w});
-               b.append_literal(c, ")");
-               return c;
-             })),
-             w};
-    b.append_literal(s, "]");
-    return b.rule({std::move(s)});
-  }
-
- private:
-  const grammar::MemberStyle style_{.key_close = "=", .separator = ",", .spaces = true};
-};
-
-// Qwen3-Coder / Qwen3.5: <tool_call>\n<function=f>\n<parameter=p>\nvalue\n</parameter>\n</function>\n</tool_call>,
-// string values raw.
-class QwenXmlGrammar final : public BlockCallGrammar {
- public:
-  using BlockCallGrammar::BlockCallGrammar;
-  const grammar::MemberStyle* arguments_style() const override { return &style_; }
-
- protected:
-  uint32_t block(JsonRules& j, std::span<const ToolArgsRule> tools, bool) const override {
-    GrammarBuilder& b = j.builder();
-    const auto w = b.ref(j.ws());
-    std::vector<Seq> alts;
-    for (const ToolArgsRule& t : tools) {
-      Seq a = {w};
-      b.append_literal(a, "<function=" + t.name + ">\n");
-      a.push_back(b.ref(t.rule));
-      b.append_literal(a, "</function>");
-      a.push_back(w);
-      b.append_literal(a, "</tool_call>");
-      alts.push_back(std::move(a));
-    }
-    return b.rule(std::move(alts));
-  }
-
- private:
-  const grammar::MemberStyle style_{.key_open = "<parameter=",
-                                    .key_close = ">\n",
-                                    .value_close = "\n</parameter>\n",
-                                    .raw_string_stops = {"</parameter>", "</function>", "</tool_call>"}};
-};
-
-// gpt-oss harmony: after `to=functions.`: f <|constrain|>json<|message|>{…}<|call|>
-// (<|call|> is a stop token: it may end the output instead).
-class HarmonyGrammar final : public BlockCallGrammar {
- public:
-  using BlockCallGrammar::BlockCallGrammar;
-
- protected:
-  uint32_t block(JsonRules& j, std::span<const ToolArgsRule> tools, bool) const override {
-    GrammarBuilder& b = j.builder();
-    const uint32_t constrain = b.optional(b.literal(" <|constrain|>json"));
-    const uint32_t call_end = b.optional(b.literal("<|call|>"));
-    std::vector<Seq> alts;
-    for (const ToolArgsRule& t : tools) {
-      Seq a = b.literal(t.name);
-      a.push_back(b.ref(constrain));
-      b.append_literal(a, "<|message|>");
-      a.insert(a.end(), {b.ref(t.rule), b.ref(call_end)});
-      alts.push_back(std::move(a));
-    }
-    return b.rule(std::move(alts));
-  }
-};
-
-// DeepSeek: <｜tool▁call▁begin｜>function<｜tool▁sep｜>f\n```json\n{…}\n```<｜tool▁call▁end｜> (R1)
-// or <｜tool▁call▁begin｜>f<｜tool▁sep｜>{…}<｜tool▁call▁end｜> (V3.1), then <｜tool▁calls▁end｜>.
-class DeepSeekGrammar final : public BlockCallGrammar {
- public:
-  using BlockCallGrammar::BlockCallGrammar;
-
- protected:
-  uint32_t block(JsonRules& j, std::span<const ToolArgsRule> tools, bool several) const override {
-    GrammarBuilder& b = j.builder();
-    const auto w = b.ref(j.ws());
-    Seq s = {w, b.ref(calls(j, tools, several, "", [&](const ToolArgsRule& t) {
-               Seq r1 = b.literal("<｜tool▁call▁begin｜>function<｜tool▁sep｜>" + t.name + "\n```json\n");
-               r1.push_back(b.ref(t.rule));
-               b.append_literal(r1, "\n```<｜tool▁call▁end｜>");
-               Seq v3 = b.literal("<｜tool▁call▁begin｜>" + t.name + "<｜tool▁sep｜>");
-               v3.push_back(b.ref(t.rule));
-               b.append_literal(v3, "<｜tool▁call▁end｜>");
-               return Seq{b.ref(b.rule({std::move(r1), std::move(v3)}))};
-             })),
-             w};
-    b.append_literal(s, "<｜tool▁calls▁end｜>");
-    return b.rule({std::move(s)});
-  }
-};
-
-const MistralGrammar kMistral(ToolSyntax::kMistral, true);
-const PythonicGrammar kPythonic(ToolSyntax::kLlama3Pythonic, false);
-const QwenXmlGrammar kQwenXml(ToolSyntax::kQwen3CoderXml, true);
-const HarmonyGrammar kHarmony(ToolSyntax::kHarmony, true);
-const DeepSeekGrammar kDeepSeek(ToolSyntax::kDeepSeek, true);
-const JsonListGrammar kGranite(ToolSyntax::kGranite, true);
-const JsonListGrammar kPhi(ToolSyntax::kPhi, true);
+const BlockCallGrammar kMistral(ToolSyntax::kMistral, true, mistral_block);
+const BlockCallGrammar kPythonic(ToolSyntax::kLlama3Pythonic, false, pythonic_block, &kPythonicArgs);
+const BlockCallGrammar kQwenXml(ToolSyntax::kQwen3CoderXml, true, qwen_xml_block, &kQwenXmlArgs);
+const BlockCallGrammar kHarmony(ToolSyntax::kHarmony, true, harmony_block);
+const BlockCallGrammar kDeepSeek(ToolSyntax::kDeepSeek, true, deepseek_block);
+const BlockCallGrammar kGranite(ToolSyntax::kGranite, true, json_list_block);
+const BlockCallGrammar kPhi(ToolSyntax::kPhi, true, json_list_block);
 
 // The tools' argument rules in `j`; `strict`: a schema that does not
 // compile is a 400, else that tool takes any object.

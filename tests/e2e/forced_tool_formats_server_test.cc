@@ -118,7 +118,8 @@ TEST_P(ForcedToolFormatServerTest, NoneStaysText) {
                            std::string(kSchema) + "}}]}";
   HttpReply r = fetch(port(GetParam()), "POST", "/v1/chat/completions", body, {}, 60000);
   ASSERT_EQ(r.status, 200) << r.body;
-  const json::object& msg = parse_obj(r.body).at("choices").get_array()[0].at("message").get_object();
+  const json::object o = parse_obj(r.body);
+  const json::object& msg = o.at("choices").get_array()[0].at("message").get_object();
   EXPECT_FALSE(msg.contains("tool_calls") && !msg.at("tool_calls").is_null()) << r.body;
 }
 
