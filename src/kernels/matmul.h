@@ -132,6 +132,39 @@ class PackedMatrix {
 // null). Not reentrant per pool (ThreadPool::parallel_for).
 void matmul(const PackedMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool);
 
+// A matmul in two steps, for callers that schedule many small matmuls in
+// one parallel region of their own (a mixture-of-experts layer: every active
+// expert's rows in one ThreadPool::parallel_for instead of one each).
+// prepare() converts the activations as matmul() does, into buffers this
+// object owns (kept and reused: no allocation once grown); rows() computes
+// output rows [r0, r1) for every token, each value bit-identical to
+// matmul()'s whatever the split, as long as r0 (and r1, unless it is n_out)
+// are multiples of grain(). rows() is const and may run concurrently on
+// disjoint row ranges from any threads (the kernels' own scratch is
+// thread-local). F32 weights read `x` in place: it must outlive the rows()
+// calls. Move-only; one object per distinct input.
+class MatmulInput {
+ public:
+  MatmulInput();
+  ~MatmulInput();
+  MatmulInput(MatmulInput&&) noexcept;
+  MatmulInput& operator=(MatmulInput&&) noexcept;
+
+  // Converts x (n_tokens rows of w.n_in() floats) for w's type and ISA, on
+  // the calling thread. Cost: one pass over x.
+  void prepare(const PackedMatrix& w, const float* x, int64_t n_tokens);
+  // y[t * w.n_out() + r] for r in [r0, r1), t < n_tokens. `w`: the matrix
+  // given to prepare(), or one of the same type, ISA and n_in.
+  void rows(const PackedMatrix& w, float* y, int64_t r0, int64_t r1) const;
+  int64_t n_tokens() const;
+  // The row split unit of w for this input's tokens (matmul's own).
+  int64_t grain(const PackedMatrix& w) const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
 // Hints the pool's idle workers to prefetch the head of their first part of
 // a coming matmul(w, ..., n_tokens, ..., pool) (ThreadPool::prefetch_hint):
 // call it right after the matmul before, so that the serial work in between
