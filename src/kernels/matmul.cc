@@ -356,6 +356,8 @@ Status PackedMatrix::repack() {
     ASSIGN_OR_RETURN(void* scales, aligned_bytes(bytes.scales));
     scales_.reset(static_cast<uint16_t*>(scales));
   }
+  quants_view_ = quants_.get();
+  scales_view_ = scales_.get();
   if (is_more(type)) {
     kern::repack_more(type, data, n_in, n_out, quants_.get(), reinterpret_cast<uint8_t*>(scales_.get()));
     return {};
@@ -464,6 +466,31 @@ void quantize_q8_k_tiled(RowQ8_K row, GgmlType type, const float* x, int64_t n_i
 }
 
 }  // namespace kern
+
+int64_t PackedMatrix::view_unit() const { return repacked() ? kern::kGroupRows : 1; }
+
+int64_t PackedMatrix::view_unit(GgmlType type, KernelIsa isa) { return repacks(type, isa) ? kern::kGroupRows : 1; }
+
+PackedMatrix PackedMatrix::rows_view(int64_t first, int64_t n) const {
+  const int64_t unit = view_unit();
+  CHECK(first >= 0 && n >= 0 && first + n <= n_out_ && first % unit == 0 && (n % unit == 0 || first + n == n_out_))
+      << "rows_view(" << first << ", " << n << ") of " << n_out_ << " rows in units of " << unit;
+  PackedMatrix v;
+  v.type_ = type_, v.n_in_ = n_in_, v.n_out_ = n, v.isa_ = isa_;
+  const size_t w_row = row_size(type_, n_in_);
+  v.n_bytes_ = w_row * static_cast<size_t>(n);
+  if (data_) v.data_ = data_ + w_row * static_cast<size_t>(first);
+  if (repacked()) {
+    const int64_t nb = n_in_ / (is_k_quant(type_) ? kQkK : kQk32);
+    const int64_t g = first / kern::kGroupRows;
+    v.quants_view_ = quants_view_ + g * nb * kern::group_block_bytes(type_);
+    if (scales_view_) {
+      v.scales_view_ = reinterpret_cast<const uint16_t*>(reinterpret_cast<const uint8_t*>(scales_view_) +
+                                                         g * nb * kern::scale_bytes_per_block(type_));
+    }
+  }
+  return v;
+}
 
 uint64_t PackedMatrix::copy_bytes(GgmlType type, int64_t n_in, int64_t n_out, KernelIsa isa) {
   if (isa == KernelIsa::kScalar) return 0;

@@ -94,7 +94,7 @@ class PackedMatrix {
   int64_t n_in() const { return n_in_; }
   int64_t n_out() const { return n_out_; }
   KernelIsa isa() const { return isa_; }
-  bool repacked() const { return quants_ != nullptr; }
+  bool repacked() const { return quants_view_ != nullptr; }
   // True when the kernels read a copy (repacked or not), never the `data`
   // given to the constructor: every ISA but scalar.
   bool holds_copy() const { return isa_ != KernelIsa::kScalar; }
@@ -106,8 +106,20 @@ class PackedMatrix {
   // where repacked; null for a repacked stacked() matrix).
   const uint8_t* data() const { return data_; }
   // Repacked layout (integer formats on avx2/avx512), see matmul_internal.h.
-  const uint8_t* quants() const { return quants_.get(); }
-  const uint16_t* scales() const { return scales_.get(); }
+  const uint8_t* quants() const { return quants_view_; }
+  const uint16_t* scales() const { return scales_view_; }
+
+  // Rows [first, first + n) as a matrix of their own that reads this one's
+  // weights in place (no copy; it must not outlive this matrix, and owns
+  // nothing): many small matrices (a mixture-of-experts layer's experts)
+  // kept in one large allocation, on huge pages, instead of one each on
+  // 4 KiB pages. `first` and `n` must be multiples of view_unit() (n may
+  // also end at n_out()); CHECKed. Cost: none.
+  PackedMatrix rows_view(int64_t first, int64_t n) const;
+  // kGroupRows (16) where the matrix is repacked, else 1; the static form:
+  // for a matrix of `type` prepared for `isa`.
+  int64_t view_unit() const;
+  static int64_t view_unit(GgmlType type, KernelIsa isa);
 
  private:
   struct FreeDeleter {
@@ -124,6 +136,10 @@ class PackedMatrix {
   std::unique_ptr<uint8_t, FreeDeleter> owned_rows_;  // the rows data_ points into, when a copy
   std::unique_ptr<uint8_t, FreeDeleter> quants_;
   std::unique_ptr<uint16_t, FreeDeleter> scales_;
+  // What the kernels read: quants_ and scales_, or a rows_view()'s part of
+  // another matrix's.
+  const uint8_t* quants_view_ = nullptr;
+  const uint16_t* scales_view_ = nullptr;
 };
 
 // y[t * n_out + r] = W row r · x[t] for t < n_tokens, r < n_out; x holds
