@@ -458,8 +458,9 @@ void ModelRunner::add_expert_job(const PackedMatrix& w, const float* x, int64_t 
 }
 
 void ModelRunner::for_each_expert(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
-  // A dispatch pays from a few dozen (token, expert) rows on (prefill).
-  constexpr int64_t kParallelRows = 32;
+  // A dispatch (a barrier) pays from a few hundred (token, expert) rows on
+  // (prefill chunks); decode batches quantize their few rows serially.
+  constexpr int64_t kParallelRows = 256;
   if (pool_ && static_cast<int64_t>(groups_.rows.size()) >= kParallelRows) {
     pool_->parallel_for(n, fn);
   } else {
