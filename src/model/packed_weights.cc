@@ -63,10 +63,14 @@ Result<std::vector<PackedExpert>> PackedWeights::pack_experts(const GgufTensor* 
   // large allocation on huge pages rather than n_expert small ones on 4 KiB
   // pages, whose TLB misses tripled the CPU time of a batched decode step of
   // a Qwen3-30B-A3B shape (bench/README.md).
-  auto all_of = [&](const GgufTensor* t) { return PackedMatrix::create(t->type, t->data, t->ne[0], n_expert * t->ne[1], isa); };
+  auto all_of = [&](const GgufTensor* t) {
+    return PackedMatrix::create(t->type, t->data, t->ne[0], n_expert * t->ne[1], isa);
+  };
   if (stacked) {
     std::vector<PackedMatrix::Rows> parts;
-    for (int64_t e = 0; e < n_expert; ++e) parts.insert(parts.end(), {{expert_rows(g, e), n_ff}, {expert_rows(u, e), n_ff}});
+    for (int64_t e = 0; e < n_expert; ++e) {
+      parts.insert(parts.end(), {{expert_rows(g, e), n_ff}, {expert_rows(u, e), n_ff}});
+    }
     ASSIGN_OR_RETURN(PackedMatrix gu, PackedMatrix::create_stacked(g->type, g->ne[0], parts, isa));
     expert_stacks_.push_back(std::move(gu));
     for (int64_t e = 0; e < n_expert; ++e) experts[e].gate_up = expert_stacks_.back().rows_view(e * 2 * n_ff, 2 * n_ff);

@@ -397,7 +397,9 @@ void ModelRunner::moe_ffn(const LayerWeights& l, int64_t il) {
   // The activation of each expert's rows, then its down matmul's input.
   jobs_.clear();
   const int64_t first_input = n_inputs_;
-  for (int32_t e : active_) add_expert_job(experts[e].down, nullptr, groups_.size(e), &ye_[groups_.offsets[e] * n_embd], nullptr);
+  for (int32_t e : active_) {
+    add_expert_job(experts[e].down, nullptr, groups_.size(e), &ye_[groups_.offsets[e] * n_embd], nullptr);
+  }
   auto activate = [&](int64_t a0, int64_t a1) {
     for (int64_t a = a0; a < a1; ++a) {
       const int32_t e = active_[a];

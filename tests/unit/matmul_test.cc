@@ -371,7 +371,9 @@ TEST_P(MatmulIsaTest, MatmulInputRowsEqualMatmul) {
       for (int64_t n_out : {17, 50, 100}) {
         const size_t w_row = row_size(c.type, n_in);
         std::vector<uint8_t> w(w_row * n_out);
-        for (int64_t r = 0; r < n_out; ++r) quantize_row(c.type, random_floats(n_in, rng).data(), w.data() + r * w_row, n_in);
+        for (int64_t r = 0; r < n_out; ++r) {
+          quantize_row(c.type, random_floats(n_in, rng).data(), w.data() + r * w_row, n_in);
+        }
         const PackedMatrix packed(c.type, w.data(), n_in, n_out, GetParam());
         for (int64_t n_tokens : {1, 3, 13}) {
           const auto x = random_floats(n_in * n_tokens, rng, 2.0f);
@@ -407,7 +409,9 @@ TEST_P(MatmulIsaTest, RowsViewEqualsItsRowsOfTheWhole) {
     const int64_t n_in = c.n_ins.back(), n_out = 50, n_tokens = 3;
     const size_t w_row = row_size(c.type, n_in);
     std::vector<uint8_t> w(w_row * n_out);
-    for (int64_t r = 0; r < n_out; ++r) quantize_row(c.type, random_floats(n_in, rng).data(), w.data() + r * w_row, n_in);
+    for (int64_t r = 0; r < n_out; ++r) {
+      quantize_row(c.type, random_floats(n_in, rng).data(), w.data() + r * w_row, n_in);
+    }
     const PackedMatrix whole(c.type, w.data(), n_in, n_out, GetParam());
     const int64_t unit = whole.view_unit();
     EXPECT_EQ(unit, PackedMatrix::view_unit(c.type, GetParam()));

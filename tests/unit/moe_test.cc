@@ -133,7 +133,8 @@ TEST(MoeSplit, PiecesCoverEveryRowOnceInOrderAndBalanceCost) {
       ASSERT_EQ(p.r0 % j.grain, 0);
       ASSERT_TRUE(p.r1 == j.n_rows || p.r1 % j.grain == 0);
       next[p.job] = p.r1;
-      max_cost = std::max(max_cost, static_cast<double>(p.r1 - p.r0) * static_cast<double>(kWeightPassCost + j.n_tokens));
+      const double cost = static_cast<double>(p.r1 - p.r0) * static_cast<double>(kWeightPassCost + j.n_tokens);
+      max_cost = std::max(max_cost, cost);
     }
     for (size_t i = 0; i < jobs.size(); ++i) ASSERT_EQ(next[i], jobs[i].n_rows) << "job " << i << " not covered";
     // A piece costs at most 1.5 shares (rounding the count of a job's
