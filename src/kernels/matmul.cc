@@ -133,21 +133,34 @@ void quantize_tokens(ThreadPool* pool, int64_t n_tokens, const std::function<voi
   }
 }
 
-void matmul_scalar(const PackedMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
-  const int64_t n_in = w.n_in(), n_out = w.n_out();
+// The scalar path in its two steps: the activations as vec_dot_type rows
+// into `raw`, then rows [r0, r1) by quant.h's vec_dot.
+void scalar_prepare(std::vector<uint8_t>& raw, const PackedMatrix& w, const float* x, int64_t n_tokens) {
+  const int64_t n_in = w.n_in();
   const GgmlType partner = vec_dot_type(w.type());
   const size_t act_row = row_size(partner, n_in);
-  const size_t w_row = row_size(w.type(), n_in);
-  auto& raw = scratch().raw;
   ensure_size(raw, act_row * n_tokens);
   for (int64_t t = 0; t < n_tokens; ++t) quantize_row(partner, x + t * n_in, raw.data() + t * act_row, n_in);
+}
+
+void scalar_rows(const PackedMatrix& w, const uint8_t* act, int64_t n_tokens, float* y, int64_t r0, int64_t r1) {
+  const int64_t n_in = w.n_in(), n_out = w.n_out();
+  const size_t act_row = row_size(vec_dot_type(w.type()), n_in);
+  const size_t w_row = row_size(w.type(), n_in);
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* wr = w.data() + r * w_row;
+    for (int64_t t = 0; t < n_tokens; ++t) y[t * n_out + r] = vec_dot(w.type(), wr, act + t * act_row, n_in);
+  }
+}
+
+constexpr int64_t kScalarGrain = 16;
+
+void matmul_scalar(const PackedMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
+  auto& raw = scratch().raw;
+  scalar_prepare(raw, w, x, n_tokens);
   const uint8_t* act = raw.data();
-  run_rows(pool, n_out, 16, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const uint8_t* wr = w.data() + r * w_row;
-      for (int64_t t = 0; t < n_tokens; ++t) y[t * n_out + r] = vec_dot(w.type(), wr, act + t * act_row, n_in);
-    }
-  });
+  run_rows(pool, w.n_out(), kScalarGrain,
+           [&](int64_t r0, int64_t r1) { scalar_rows(w, act, n_tokens, y, r0, r1); });
 }
 
 // The per-block correction the kernels add for the weights' unsigned
@@ -187,9 +200,8 @@ void q8_1_sums(const float* x, int64_t n_in, int64_t n_tokens, const int32_t* su
   }
 }
 
-// Quantizes x for w into the thread-local scratch; returns the view.
-kern::Acts prepare_acts(const PackedMatrix& w, const float* x, int64_t n_tokens, ThreadPool* pool) {
-  Scratch& s = scratch();
+// Quantizes x for w into `s` (matmul: the thread-local scratch); returns the view.
+kern::Acts prepare_acts(Scratch& s, const PackedMatrix& w, const float* x, int64_t n_tokens, ThreadPool* pool) {
   kern::Acts a;
   a.n_tokens = n_tokens;
   const int64_t n_in = a.n_in = w.n_in();
@@ -344,6 +356,8 @@ Status PackedMatrix::repack() {
     ASSIGN_OR_RETURN(void* scales, aligned_bytes(bytes.scales));
     scales_.reset(static_cast<uint16_t*>(scales));
   }
+  quants_view_ = quants_.get();
+  scales_view_ = scales_.get();
   if (is_more(type)) {
     kern::repack_more(type, data, n_in, n_out, quants_.get(), reinterpret_cast<uint8_t*>(scales_.get()));
     return {};
@@ -453,6 +467,31 @@ void quantize_q8_k_tiled(RowQ8_K row, GgmlType type, const float* x, int64_t n_i
 
 }  // namespace kern
 
+int64_t PackedMatrix::view_unit() const { return repacked() ? kern::kGroupRows : 1; }
+
+int64_t PackedMatrix::view_unit(GgmlType type, KernelIsa isa) { return repacks(type, isa) ? kern::kGroupRows : 1; }
+
+PackedMatrix PackedMatrix::rows_view(int64_t first, int64_t n) const {
+  const int64_t unit = view_unit();
+  CHECK(first >= 0 && n >= 0 && first + n <= n_out_ && first % unit == 0 && (n % unit == 0 || first + n == n_out_))
+      << "rows_view(" << first << ", " << n << ") of " << n_out_ << " rows in units of " << unit;
+  PackedMatrix v;
+  v.type_ = type_, v.n_in_ = n_in_, v.n_out_ = n, v.isa_ = isa_;
+  const size_t w_row = row_size(type_, n_in_);
+  v.n_bytes_ = w_row * static_cast<size_t>(n);
+  if (data_) v.data_ = data_ + w_row * static_cast<size_t>(first);
+  if (repacked()) {
+    const int64_t nb = n_in_ / (is_k_quant(type_) ? kQkK : kQk32);
+    const int64_t g = first / kern::kGroupRows;
+    v.quants_view_ = quants_view_ + g * nb * kern::group_block_bytes(type_);
+    if (scales_view_) {
+      v.scales_view_ = reinterpret_cast<const uint16_t*>(reinterpret_cast<const uint8_t*>(scales_view_) +
+                                                         g * nb * kern::scale_bytes_per_block(type_));
+    }
+  }
+  return v;
+}
+
 uint64_t PackedMatrix::copy_bytes(GgmlType type, int64_t n_in, int64_t n_out, KernelIsa isa) {
   if (isa == KernelIsa::kScalar) return 0;
   if (!repacks(type, isa)) return saturating_mul(row_size(type, n_in), static_cast<uint64_t>(n_out));
@@ -503,6 +542,17 @@ int64_t row_grain(const PackedMatrix& w, int64_t n_tokens, const ThreadPool* poo
   return std::max(grain, (per_call + grain - 1) / grain * grain);
 }
 
+// The SIMD kernel of w's type and ISA.
+kern::RowsKernel rows_kernel(const PackedMatrix& w) {
+  const kern::RowsKernel kernel = w.repacked() ? (w.isa() == KernelIsa::kAvx2 ? kern::avx2_repacked_rows_kernel(w.type())
+                                                                            : kern::avx512_rows_kernel(w.type()))
+                                  : w.isa() == KernelIsa::kAvx512 && kern::avx512_float_rows_kernel(w.type())
+                                      ? kern::avx512_float_rows_kernel(w.type())
+                                      : kern::avx2_rows_kernel(w.type());
+  CHECK(kernel != nullptr) << "matmul: no " << isa_name(w.isa()) << " kernel for " << ggml_type_name(w.type());
+  return kernel;
+}
+
 // Below ~64 KiB of weight traffic a dispatch costs more than it saves.
 bool worth_a_dispatch(const PackedMatrix& w, int64_t n_tokens) {
   return w.n_bytes() * static_cast<size_t>(n_tokens) >= (size_t{64} << 10);
@@ -543,16 +593,54 @@ void prefetch_matmul(const PackedMatrix& w, int64_t n_tokens, ThreadPool* pool) 
 void matmul(const PackedMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
   if (n_tokens <= 0 || w.n_out() == 0) return;
   if (w.isa() == KernelIsa::kScalar) return matmul_scalar(w, x, n_tokens, y, pool);
-  const kern::Acts a = prepare_acts(w, x, n_tokens, pool);
-  const kern::RowsKernel kernel = w.repacked() ? (w.isa() == KernelIsa::kAvx2 ? kern::avx2_repacked_rows_kernel(w.type())
-                                                                            : kern::avx512_rows_kernel(w.type()))
-                                  : w.isa() == KernelIsa::kAvx512 && kern::avx512_float_rows_kernel(w.type())
-                                      ? kern::avx512_float_rows_kernel(w.type())
-                                      : kern::avx2_rows_kernel(w.type());
-  CHECK(kernel != nullptr) << "matmul: no " << isa_name(w.isa()) << " kernel for " << ggml_type_name(w.type());
+  const kern::Acts a = prepare_acts(scratch(), w, x, n_tokens, pool);
+  const kern::RowsKernel kernel = rows_kernel(w);
   const int64_t grain = row_grain(w, n_tokens, pool);
   if (!worth_a_dispatch(w, n_tokens)) pool = nullptr;
   run_rows(pool, w.n_out(), grain, [&](int64_t r0, int64_t r1) { kernel(w, a, y, r0, r1); });
+}
+
+// ------------------------------------------------------------- MatmulInput
+
+struct MatmulInput::State {
+  Scratch scratch;
+  kern::Acts acts;
+  kern::RowsKernel kernel = nullptr;  // null: the scalar ISA
+  GgmlType type = GgmlType::kF32;
+  KernelIsa isa = KernelIsa::kScalar;
+  int64_t n_in = 0, n_tokens = 0;
+};
+
+MatmulInput::MatmulInput() : s_(std::make_unique<State>()) {}
+MatmulInput::~MatmulInput() = default;
+MatmulInput::MatmulInput(MatmulInput&&) noexcept = default;
+MatmulInput& MatmulInput::operator=(MatmulInput&&) noexcept = default;
+
+void MatmulInput::prepare(const PackedMatrix& w, const float* x, int64_t n_tokens) {
+  State& s = *s_;
+  s.type = w.type(), s.isa = w.isa(), s.n_in = w.n_in(), s.n_tokens = n_tokens;
+  s.kernel = nullptr;
+  if (n_tokens <= 0) return;
+  if (w.isa() == KernelIsa::kScalar) {
+    scalar_prepare(s.scratch.raw, w, x, n_tokens);
+    return;
+  }
+  s.acts = prepare_acts(s.scratch, w, x, n_tokens, /*pool=*/nullptr);
+  s.kernel = rows_kernel(w);
+}
+
+void MatmulInput::rows(const PackedMatrix& w, float* y, int64_t r0, int64_t r1) const {
+  const State& s = *s_;
+  DCHECK(w.type() == s.type && w.isa() == s.isa && w.n_in() == s.n_in);
+  if (s.n_tokens <= 0 || r0 >= r1) return;
+  if (s.isa == KernelIsa::kScalar) return scalar_rows(w, s.scratch.raw.data(), s.n_tokens, y, r0, r1);
+  s.kernel(w, s.acts, y, r0, r1);
+}
+
+int64_t MatmulInput::n_tokens() const { return s_->n_tokens; }
+
+int64_t MatmulInput::grain(const PackedMatrix& w) const {
+  return w.isa() == KernelIsa::kScalar ? kScalarGrain : row_grain(w, s_->n_tokens, /*pool=*/nullptr);
 }
 
 }  // namespace zl

@@ -94,7 +94,7 @@ class PackedMatrix {
   int64_t n_in() const { return n_in_; }
   int64_t n_out() const { return n_out_; }
   KernelIsa isa() const { return isa_; }
-  bool repacked() const { return quants_ != nullptr; }
+  bool repacked() const { return quants_view_ != nullptr; }
   // True when the kernels read a copy (repacked or not), never the `data`
   // given to the constructor: every ISA but scalar.
   bool holds_copy() const { return isa_ != KernelIsa::kScalar; }
@@ -106,8 +106,20 @@ class PackedMatrix {
   // where repacked; null for a repacked stacked() matrix).
   const uint8_t* data() const { return data_; }
   // Repacked layout (integer formats on avx2/avx512), see matmul_internal.h.
-  const uint8_t* quants() const { return quants_.get(); }
-  const uint16_t* scales() const { return scales_.get(); }
+  const uint8_t* quants() const { return quants_view_; }
+  const uint16_t* scales() const { return scales_view_; }
+
+  // Rows [first, first + n) as a matrix of their own that reads this one's
+  // weights in place (no copy; it must not outlive this matrix, and owns
+  // nothing): many small matrices (a mixture-of-experts layer's experts)
+  // kept in one large allocation, on huge pages, instead of one each on
+  // 4 KiB pages. `first` and `n` must be multiples of view_unit() (n may
+  // also end at n_out()); CHECKed. Cost: none.
+  PackedMatrix rows_view(int64_t first, int64_t n) const;
+  // kGroupRows (16) where the matrix is repacked, else 1; the static form:
+  // for a matrix of `type` prepared for `isa`.
+  int64_t view_unit() const;
+  static int64_t view_unit(GgmlType type, KernelIsa isa);
 
  private:
   struct FreeDeleter {
@@ -124,6 +136,10 @@ class PackedMatrix {
   std::unique_ptr<uint8_t, FreeDeleter> owned_rows_;  // the rows data_ points into, when a copy
   std::unique_ptr<uint8_t, FreeDeleter> quants_;
   std::unique_ptr<uint16_t, FreeDeleter> scales_;
+  // What the kernels read: quants_ and scales_, or a rows_view()'s part of
+  // another matrix's.
+  const uint8_t* quants_view_ = nullptr;
+  const uint16_t* scales_view_ = nullptr;
 };
 
 // y[t * n_out + r] = W row r · x[t] for t < n_tokens, r < n_out; x holds
@@ -131,6 +147,39 @@ class PackedMatrix {
 // the caller, grown on demand), then splits the rows over `pool` (may be
 // null). Not reentrant per pool (ThreadPool::parallel_for).
 void matmul(const PackedMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool);
+
+// A matmul in two steps, for callers that schedule many small matmuls in
+// one parallel region of their own (a mixture-of-experts layer: every active
+// expert's rows in one ThreadPool::parallel_for instead of one each).
+// prepare() converts the activations as matmul() does, into buffers this
+// object owns (kept and reused: no allocation once grown); rows() computes
+// output rows [r0, r1) for every token, each value bit-identical to
+// matmul()'s whatever the split, as long as r0 (and r1, unless it is n_out)
+// are multiples of grain(). rows() is const and may run concurrently on
+// disjoint row ranges from any threads (the kernels' own scratch is
+// thread-local). F32 weights read `x` in place: it must outlive the rows()
+// calls. Move-only; one object per distinct input.
+class MatmulInput {
+ public:
+  MatmulInput();
+  ~MatmulInput();
+  MatmulInput(MatmulInput&&) noexcept;
+  MatmulInput& operator=(MatmulInput&&) noexcept;
+
+  // Converts x (n_tokens rows of w.n_in() floats) for w's type and ISA, on
+  // the calling thread. Cost: one pass over x.
+  void prepare(const PackedMatrix& w, const float* x, int64_t n_tokens);
+  // y[t * w.n_out() + r] for r in [r0, r1), t < n_tokens. `w`: the matrix
+  // given to prepare(), or one of the same type, ISA and n_in.
+  void rows(const PackedMatrix& w, float* y, int64_t r0, int64_t r1) const;
+  int64_t n_tokens() const;
+  // The row split unit of w for this input's tokens (matmul's own).
+  int64_t grain(const PackedMatrix& w) const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
 
 // Hints the pool's idle workers to prefetch the head of their first part of
 // a coming matmul(w, ..., n_tokens, ..., pool) (ThreadPool::prefetch_hint):

@@ -81,4 +81,26 @@ void group_by_expert(std::span<const ExpertChoice> choices, int64_t n_expert, Ex
   for (size_t i = 0; i < choices.size(); ++i) g->rows[fill[choices[i].expert]++] = static_cast<int32_t>(i);
 }
 
+void split_row_jobs(std::span<const RowJob> jobs, int64_t n_pieces, std::vector<RowPiece>* out) {
+  out->clear();
+  double total = 0;
+  auto cost_of = [](const RowJob& j) {
+    return static_cast<double>(std::max<int64_t>(j.n_rows, 0)) * static_cast<double>(kWeightPassCost + j.n_tokens);
+  };
+  for (const RowJob& j : jobs) total += cost_of(j);
+  const double per_piece = total / static_cast<double>(std::max<int64_t>(n_pieces, 1));
+  for (size_t ji = 0; ji < jobs.size(); ++ji) {
+    const RowJob& j = jobs[ji];
+    if (j.n_rows <= 0) continue;
+    const int64_t grain = std::max<int64_t>(j.grain, 1);
+    const int64_t units = (j.n_rows + grain - 1) / grain;
+    const int64_t n = std::clamp<int64_t>(std::llround(cost_of(j) / per_piece), 1, units);
+    // Piece i: units [i * units / n, (i + 1) * units / n), sizes differing by at most one unit.
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t u0 = i * units / n, u1 = (i + 1) * units / n;
+      out->push_back({.job = static_cast<int32_t>(ji), .r0 = u0 * grain, .r1 = std::min(j.n_rows, u1 * grain)});
+    }
+  }
+}
+
 }  // namespace zl

@@ -37,6 +37,58 @@ const uint8_t* expert_rows(const GgufTensor* t, int64_t e) {
 
 }  // namespace
 
+Result<std::vector<PackedExpert>> PackedWeights::pack_experts(const GgufTensor* g, const GgufTensor* u,
+                                                              const GgufTensor* d, KernelIsa isa) {
+  const int64_t n_expert = g->ne[2], n_ff = g->ne[1], n_embd = d->ne[1];
+  const bool stacked = g->type == u->type;
+  auto whole = [&](const GgufTensor* t, int64_t rows) { return rows % PackedMatrix::view_unit(t->type, isa) == 0; };
+  std::vector<PackedExpert> experts(n_expert);
+  if (!whole(g, stacked ? 2 * n_ff : n_ff) || !whole(u, n_ff) || !whole(d, n_embd)) {
+    // Rows that do not make whole groups: one matrix per expert.
+    for (int64_t e = 0; e < n_expert; ++e) {
+      PackedExpert& x = experts[e];
+      if (stacked) {
+        const PackedMatrix::Rows parts[] = {{expert_rows(g, e), n_ff}, {expert_rows(u, e), n_ff}};
+        ASSIGN_OR_RETURN(PackedMatrix gu, PackedMatrix::create_stacked(g->type, g->ne[0], parts, isa));
+        x.gate_up = std::move(gu);
+      } else {
+        ASSIGN_OR_RETURN(x.gate, PackedMatrix::create(g->type, expert_rows(g, e), g->ne[0], n_ff, isa));
+        ASSIGN_OR_RETURN(x.up, PackedMatrix::create(u->type, expert_rows(u, e), u->ne[0], n_ff, isa));
+      }
+      ASSIGN_OR_RETURN(x.down, PackedMatrix::create(d->type, expert_rows(d, e), d->ne[0], n_embd, isa));
+    }
+    return experts;
+  }
+  // One matrix per kind holding every expert (each expert a rows_view): one
+  // large allocation on huge pages rather than n_expert small ones on 4 KiB
+  // pages, whose TLB misses tripled the CPU time of a batched decode step of
+  // a Qwen3-30B-A3B shape (bench/README.md).
+  auto all_of = [&](const GgufTensor* t) {
+    return PackedMatrix::create(t->type, t->data, t->ne[0], n_expert * t->ne[1], isa);
+  };
+  if (stacked) {
+    std::vector<PackedMatrix::Rows> parts;
+    for (int64_t e = 0; e < n_expert; ++e) {
+      parts.insert(parts.end(), {{expert_rows(g, e), n_ff}, {expert_rows(u, e), n_ff}});
+    }
+    ASSIGN_OR_RETURN(PackedMatrix gu, PackedMatrix::create_stacked(g->type, g->ne[0], parts, isa));
+    expert_stacks_.push_back(std::move(gu));
+    for (int64_t e = 0; e < n_expert; ++e) experts[e].gate_up = expert_stacks_.back().rows_view(e * 2 * n_ff, 2 * n_ff);
+  } else {
+    for (const GgufTensor* t : {g, u}) {
+      ASSIGN_OR_RETURN(PackedMatrix m, all_of(t));
+      expert_stacks_.push_back(std::move(m));
+      for (int64_t e = 0; e < n_expert; ++e) {
+        (t == g ? experts[e].gate : experts[e].up) = expert_stacks_.back().rows_view(e * n_ff, n_ff);
+      }
+    }
+  }
+  ASSIGN_OR_RETURN(PackedMatrix down, all_of(d));
+  expert_stacks_.push_back(std::move(down));
+  for (int64_t e = 0; e < n_expert; ++e) experts[e].down = expert_stacks_.back().rows_view(e * n_embd, n_embd);
+  return experts;
+}
+
 uint64_t PackedWeights::bytes_for(const Model& model, KernelIsa isa, bool stack) {
   uint64_t total = 0;
   std::unordered_set<const GgufTensor*> seen;  // a matrix prepared on its own counts once
@@ -138,22 +190,10 @@ Status PackedWeights::init(const Model& model, KernelIsa isa, bool stack) {
     if (l.ffn_gate_exps) {
       const GgufTensor *g = l.ffn_gate_exps, *u = l.ffn_up_exps, *d = l.ffn_down_exps;
       const int64_t n_expert = g->ne[2], n_used = model.config.n_expert_used;
+      ASSIGN_OR_RETURN(experts, pack_experts(g, u, d, isa));
       uint64_t expert_bytes = 0;
-      for (int64_t e = 0; e < n_expert; ++e) {
-        PackedExpert x;
-        if (g->type == u->type) {
-          const PackedMatrix::Rows parts[] = {{expert_rows(g, e), g->ne[1]}, {expert_rows(u, e), u->ne[1]}};
-          ASSIGN_OR_RETURN(PackedMatrix gu, PackedMatrix::create_stacked(g->type, g->ne[0], parts, isa));
-          x.gate_up = std::move(gu);
-          expert_bytes += x.gate_up->n_bytes();
-        } else {
-          ASSIGN_OR_RETURN(x.gate, PackedMatrix::create(g->type, expert_rows(g, e), g->ne[0], g->ne[1], isa));
-          ASSIGN_OR_RETURN(x.up, PackedMatrix::create(u->type, expert_rows(u, e), u->ne[0], u->ne[1], isa));
-          expert_bytes += x.gate.n_bytes() + x.up.n_bytes();
-        }
-        ASSIGN_OR_RETURN(x.down, PackedMatrix::create(d->type, expert_rows(d, e), d->ne[0], d->ne[1], isa));
-        expert_bytes += x.down.n_bytes();
-        experts.push_back(std::move(x));
+      for (const PackedExpert& x : experts) {
+        expert_bytes += (x.gate_up ? x.gate_up->n_bytes() : x.gate.n_bytes() + x.up.n_bytes()) + x.down.n_bytes();
       }
       // Active bytes: a token reads the router and n_expert_used experts.
       n_bytes_per_token_ += expert_bytes / static_cast<uint64_t>(n_expert) * static_cast<uint64_t>(n_used);

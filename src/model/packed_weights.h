@@ -80,9 +80,17 @@ class PackedWeights {
  private:
   PackedWeights() = default;
   Status init(const Model& model, KernelIsa isa, bool stack);
+  // A layer's experts from its [ne0, ne1, n_expert] gate, up and down
+  // stacks: views of matrices kept in expert_stacks_ where the experts' rows
+  // make whole groups of the kernels' layout, else a matrix each.
+  Result<std::vector<PackedExpert>> pack_experts(const GgufTensor* gate, const GgufTensor* up, const GgufTensor* down,
+                                                 KernelIsa isa);
   std::unordered_map<const GgufTensor*, PackedMatrix> by_tensor_;
   std::vector<std::optional<PackedMatrix>> qkv_, gate_up_;  // per layer
   std::vector<std::vector<PackedExpert>> experts_;           // per layer
+  // The matrices experts_'s views read (pack_experts); their buffers stay
+  // where they are when the vector grows.
+  std::vector<PackedMatrix> expert_stacks_;
   uint64_t n_bytes_per_token_ = 0;
   uint64_t released_bytes_ = 0;
 };

@@ -333,6 +333,13 @@ void ModelRunner::add_residual(const GgufTensor* post_norm, int64_t n_tokens) {
   for (int64_t i = 0; i < n_tokens * n_embd; ++i) x_[i] += tmp_[i];
 }
 
+// The mixture-of-experts FFN as three steps with one parallel region each
+// (the barriers its data dependencies need): the router matmul; every
+// expert in use times its tokens, [gate; up] (model/moe.h's split_row_jobs
+// over all of them, one parallel_for); the activation, then every down
+// matmul (one more). Each expert multiplies its gathered tokens as one
+// matrix (rows in batch order), so every value is bit-identical to one
+// matmul per expert, whatever the batch.
 void ModelRunner::moe_ffn(const LayerWeights& l, int64_t il) {
   const int64_t n_tokens = static_cast<int64_t>(tokens_.size());
   const int64_t n_embd = c_.n_embd, n_exp = c_.n_expert, k = c_.n_expert_used, n_ff = c_.n_ff_exp;
@@ -346,65 +353,144 @@ void ModelRunner::moe_ffn(const LayerWeights& l, int64_t il) {
   choices_.resize(n_tokens * k);
   for (int64_t t = 0; t < n_tokens; ++t) route_token(c_.moe_gating, &router_[t * n_exp], n_exp, k, &choices_[t * k]);
   group_by_expert(choices_, n_exp, &groups_);
-  const std::vector<PackedExpert>& experts = weights_->experts(il);
-  expert_out_.resize(n_tokens * k * n_embd);
-  int64_t max_rows = 0;
-  for (int64_t e = 0; e < n_exp; ++e) max_rows = std::max(max_rows, groups_.size(e));
-  xe_.resize(max_rows * n_embd);
-  gu_.resize(max_rows * 2 * n_ff);
-  act_.resize(max_rows * n_ff);
-  ye_.resize(max_rows * n_embd);
-  // Each expert once, over all its tokens: gather their normed rows, one
-  // [gate; up] matmul, the activation, one down matmul, scatter the rows.
+  active_.clear();
   for (int64_t e = 0; e < n_exp; ++e) {
-    const int64_t n_e = groups_.size(e);
-    if (n_e == 0) continue;
-    const int32_t* rows = &groups_.rows[groups_.offsets[e]];
-    for (int64_t i = 0; i < n_e; ++i) {
-      std::memcpy(&xe_[i * n_embd], &xn_[(rows[i] / k) * n_embd], n_embd * sizeof(float));
-    }
-    const PackedExpert& x = experts[e];
-    const float *gate = gu_.data(), *up = gu_.data() + n_ff;
-    int64_t stride = 2 * n_ff;
-    if (x.gate_up) {
-      zl::matmul(*x.gate_up, xe_.data(), n_e, gu_.data(), pool_);
-    } else {
-      zl::matmul(x.gate, xe_.data(), n_e, gu_.data(), pool_);
-      zl::matmul(x.up, xe_.data(), n_e, gu_.data() + n_e * n_ff, pool_);
-      up = gu_.data() + n_e * n_ff;
-      stride = n_ff;
-    }
-    if (l.ffn_gate_exps_b) {  // gpt-oss: biases, the clamped SwiGLU
-      const float* bg = f32_data(l.ffn_gate_exps_b) + e * n_ff;
-      const float* bu = f32_data(l.ffn_up_exps_b) + e * n_ff;
+    if (groups_.size(e) > 0) active_.push_back(static_cast<int32_t>(e));
+  }
+  // Rows of the grouped buffers: position p = groups_.offsets[e] + i is the
+  // i-th (token, choice) of expert e.
+  const int64_t n_rows = n_tokens * k;
+  xe_.resize(n_rows * n_embd);
+  gu_.resize(n_rows * 2 * n_ff);
+  act_.resize(n_rows * n_ff);
+  ye_.resize(n_rows * n_embd);
+  const std::vector<PackedExpert>& experts = weights_->experts(il);
+  n_inputs_ = 0;
+  jobs_.clear();
+  // [gate; up] (or gate and up) of every expert in use, over its tokens:
+  // their rows gathered, except where the expert has every token of the
+  // batch (always at decode), which all such experts then share.
+  int32_t all_tokens[2] = {-1, -1};
+  for (int32_t e : active_) {
+    const int64_t n_e = groups_.size(e), off = groups_.offsets[e];
+    const float* x = xn_.data();
+    if (n_e < n_tokens) {
+      const int32_t* rows = &groups_.rows[off];
       for (int64_t i = 0; i < n_e; ++i) {
-        swiglu_clamped(gate + i * stride, bg, up + i * stride, bu, c_.expert_swiglu_alpha, c_.expert_swiglu_limit,
-                       &act_[i * n_ff], n_ff);
+        std::memcpy(&xe_[(off + i) * n_embd], &xn_[(rows[i] / k) * n_embd], n_embd * sizeof(float));
       }
+      x = &xe_[off * n_embd];
+    }
+    const PackedExpert& ex = experts[e];
+    float* y = &gu_[off * 2 * n_ff];
+    if (ex.gate_up) {
+      add_expert_job(*ex.gate_up, x, n_e, y, n_e == n_tokens ? &all_tokens[0] : nullptr);
     } else {
-      for (int64_t i = 0; i < n_e; ++i) swiglu(gate + i * stride, up + i * stride, &act_[i * n_ff], n_ff);
-    }
-    zl::matmul(x.down, act_.data(), n_e, ye_.data(), pool_);
-    if (l.ffn_down_exps_b) {
-      const float* bd = f32_data(l.ffn_down_exps_b) + e * n_embd;
-      for (int64_t i = 0; i < n_e * n_embd; ++i) ye_[i] += bd[i % n_embd];
-    }
-    for (int64_t i = 0; i < n_e; ++i) {
-      std::memcpy(&expert_out_[rows[i] * n_embd], &ye_[i * n_embd], n_embd * sizeof(float));
+      add_expert_job(ex.gate, x, n_e, y, n_e == n_tokens ? &all_tokens[0] : nullptr);
+      add_expert_job(ex.up, x, n_e, y + n_e * n_ff, n_e == n_tokens ? &all_tokens[1] : nullptr);
     }
   }
-  // Weighted sum in choice order (whatever the batch, the same order per token).
+  for_each_expert(n_inputs_, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) inputs_[i].prepare(*pending_[i].w, pending_[i].x, pending_[i].n_tokens);
+  });
+  run_expert_jobs();
+  // The activation of each expert's rows, then its down matmul's input.
+  jobs_.clear();
+  const int64_t first_input = n_inputs_;
+  for (int32_t e : active_) {
+    add_expert_job(experts[e].down, nullptr, groups_.size(e), &ye_[groups_.offsets[e] * n_embd], nullptr);
+  }
+  auto activate = [&](int64_t a0, int64_t a1) {
+    for (int64_t a = a0; a < a1; ++a) {
+      const int32_t e = active_[a];
+      const int64_t n_e = groups_.size(e), off = groups_.offsets[e];
+      const bool stacked = experts[e].gate_up.has_value();
+      const float* gate = &gu_[off * 2 * n_ff];
+      const float* up = stacked ? gate + n_ff : gate + n_e * n_ff;
+      const int64_t stride = stacked ? 2 * n_ff : n_ff;
+      float* act = &act_[off * n_ff];
+      if (l.ffn_gate_exps_b) {  // gpt-oss: biases, the clamped SwiGLU
+        const float* bg = f32_data(l.ffn_gate_exps_b) + e * n_ff;
+        const float* bu = f32_data(l.ffn_up_exps_b) + e * n_ff;
+        for (int64_t i = 0; i < n_e; ++i) {
+          swiglu_clamped(gate + i * stride, bg, up + i * stride, bu, c_.expert_swiglu_alpha, c_.expert_swiglu_limit,
+                         act + i * n_ff, n_ff);
+        }
+      } else {
+        for (int64_t i = 0; i < n_e; ++i) swiglu(gate + i * stride, up + i * stride, act + i * n_ff, n_ff);
+      }
+      inputs_[first_input + a].prepare(experts[e].down, act, n_e);
+    }
+  };
+  for_each_expert(static_cast<int64_t>(active_.size()), activate);
+  run_expert_jobs();
+  // Weighted sum in choice order (whatever the batch, the same order per
+  // token), the down bias (gpt-oss) added to each expert output first.
+  pos_.resize(n_rows);
+  for (int64_t p = 0; p < n_rows; ++p) pos_[groups_.rows[p]] = static_cast<int32_t>(p);
   for (int64_t t = 0; t < n_tokens; ++t) {
     float* out = &tmp_[t * n_embd];
     for (int64_t j = 0; j < k; ++j) {
-      const float w = choices_[t * k + j].weight;
-      const float* y = &expert_out_[(t * k + j) * n_embd];
+      const ExpertChoice& ch = choices_[t * k + j];
+      float* y = &ye_[pos_[t * k + j] * n_embd];
+      if (l.ffn_down_exps_b) {
+        const float* bd = f32_data(l.ffn_down_exps_b) + ch.expert * n_embd;
+        for (int64_t i = 0; i < n_embd; ++i) y[i] += bd[i];
+      }
+      const float w = ch.weight;
       if (j == 0) {
         for (int64_t i = 0; i < n_embd; ++i) out[i] = y[i] * w;
       } else {
         for (int64_t i = 0; i < n_embd; ++i) out[i] += y[i] * w;
       }
     }
+  }
+}
+
+void ModelRunner::add_expert_job(const PackedMatrix& w, const float* x, int64_t n_tokens, float* y, int32_t* shared) {
+  int32_t in = shared ? *shared : -1;
+  if (in < 0) {
+    in = static_cast<int32_t>(n_inputs_++);
+    if (static_cast<int64_t>(inputs_.size()) < n_inputs_) inputs_.resize(n_inputs_);
+    if (static_cast<int64_t>(pending_.size()) < n_inputs_) pending_.resize(n_inputs_);
+    pending_[in] = {.w = &w, .x = x, .n_tokens = n_tokens};
+    if (shared) *shared = in;
+  }
+  jobs_.push_back({.w = &w, .input = in, .y = y, .n_tokens = n_tokens});
+}
+
+void ModelRunner::for_each_expert(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+  // A dispatch (a barrier) pays from a few hundred (token, expert) rows on
+  // (prefill chunks); decode batches quantize their few rows serially.
+  constexpr int64_t kParallelRows = 256;
+  if (pool_ && static_cast<int64_t>(groups_.rows.size()) >= kParallelRows) {
+    pool_->parallel_for(n, fn);
+  } else {
+    fn(0, n);
+  }
+}
+
+void ModelRunner::run_expert_jobs() {
+  row_jobs_.clear();
+  for (const ExpertJob& j : jobs_) {
+    row_jobs_.push_back({.n_rows = j.w->n_out(), .n_tokens = j.n_tokens, .grain = inputs_[j.input].grain(*j.w)});
+  }
+  // Pieces enough for stealing to balance the end to ~1/32 of a thread's share.
+  constexpr int64_t kPiecesPerThread = 32;
+  const int64_t n_threads = pool_ ? pool_->n_threads() : 1;
+  split_row_jobs(row_jobs_, n_threads * kPiecesPerThread, &pieces_);
+  auto work = [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const RowPiece& piece = pieces_[p];
+      const ExpertJob& j = jobs_[piece.job];
+      inputs_[j.input].rows(*j.w, j.y, piece.r0, piece.r1);
+    }
+  };
+  const int64_t n_pieces = static_cast<int64_t>(pieces_.size());
+  if (pool_) {
+    pool_->parallel_for(n_pieces, work);
+  } else {
+    work(0, n_pieces);
   }
 }
 
@@ -461,11 +547,14 @@ uint64_t ModelRunner::step_bytes(const ModelConfig& c, int64_t n_tokens, int64_t
   const uint64_t floats = 3 * c.n_embd + 2 * c.q_dim() + 2 * c.kv_dim() + 2 * c.n_ff +
                           std::max(c.q_dim() + 2 * c.kv_dim(), 2 * c.n_ff) +
                           c.rope_dim * std::max<int64_t>(1, static_cast<int64_t>(c.ropes.size()));
-  // MoE: router logits, the choices, each (token, choice)'s expert output,
-  // and the gathered rows of an expert (at most all tokens).
-  const uint64_t moe_floats = c.n_expert > 0 ? c.n_expert + 2 * c.n_expert_used + c.n_expert_used * c.n_embd +
-                                                   2 * c.n_embd + 3 * c.n_ff_exp
-                                             : 0;
+  // MoE: router logits, the choices and their positions, and per (token,
+  // choice) its gathered input, [gate; up], activation and expert output,
+  // plus the experts' int8 inputs (about a byte per value with the scales:
+  // a quarter of a float each, counted as a half).
+  const uint64_t moe_floats =
+      c.n_expert > 0 ? c.n_expert + 3 * c.n_expert_used +
+                           c.n_expert_used * (2 * c.n_embd + 3 * c.n_ff_exp + (c.n_embd + c.n_ff_exp) / 2)
+                     : 0;
   const uint64_t per_token = 4 * (floats + moe_floats) + static_cast<uint64_t>(std::max(c.n_embd, c.n_ff)) + 64;
   const uint64_t logits = saturating_mul(static_cast<uint64_t>(std::max<int64_t>(n_logit_rows, 0)),
                                          4 * static_cast<uint64_t>(c.n_vocab));

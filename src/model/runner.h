@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -108,8 +109,19 @@ class ModelRunner {
   void attention_block(const LayerWeights& l, int64_t il, std::span<const BatchSequence> batch, KvStorage& kv);
   void ffn_block(const LayerWeights& l, int64_t il);
   // The mixture-of-experts FFN of xn_ into tmp_: route every token, then per
-  // expert one matmul over the tokens routed to it (model/moe.h).
+  // expert one matmul over the tokens routed to it (model/moe.h), all the
+  // experts' [gate; up] in one parallel region and their down in another.
   void moe_ffn(const LayerWeights& l, int64_t il);
+  // Queues w times `n_tokens` rows of x into y as jobs_'s next entry, with a
+  // fresh input of inputs_ (prepared by moe_ffn from pending_; x null: the
+  // caller prepares it), or the one in *shared when that is >= 0 (else it
+  // becomes the fresh one's index).
+  void add_expert_job(const PackedMatrix& w, const float* x, int64_t n_tokens, float* y, int32_t* shared);
+  // fn over [0, n) of per-expert work: on the pool when the layer has
+  // enough (token, expert) rows for a dispatch to pay, else on this thread.
+  void for_each_expert(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
+  // Every job of jobs_ in one parallel_for, cut by split_row_jobs.
+  void run_expert_jobs();
   // x_ += tmp_ (a block's output) for the batch's tokens, tmp_ RMS-normed
   // with `post_norm` first where the layer has one (gemma3).
   void add_residual(const GgufTensor* post_norm, int64_t n_tokens);
@@ -136,12 +148,33 @@ class ModelRunner {
   std::vector<float> stacked_;  // output of a stacked matmul (PackedWeights::qkv, gate_up)
   std::vector<float> rope_cs_;   // rope_table of each token of the batch, per rope setting: [token][rope][rope_dim]
   std::vector<float> partials_;  // split decode attention: one partial state per position range
-  // MoE scratch: router logits [n_tokens][n_expert], choices [n_tokens][k],
-  // an expert's gathered input / gate-up / activation / output rows, and
-  // every (token, choice)'s expert output [n_tokens * k][n_embd].
-  std::vector<float> router_, xe_, gu_, act_, ye_, expert_out_;
+  // MoE scratch: router logits [n_tokens][n_expert], choices [n_tokens][k];
+  // per (token, choice) in groups_'s order (expert by expert) its gathered
+  // input [n_embd], [gate; up] outputs [2 n_ff_exp] (gate and up on their
+  // own: the expert's gate rows, then its up rows), activation [n_ff_exp]
+  // and expert output [n_embd]; pos_: a choice's position in that order.
+  std::vector<float> router_, xe_, gu_, act_, ye_;
   std::vector<ExpertChoice> choices_;
   ExpertGroups groups_;
+  std::vector<int32_t> active_, pos_;  // active_: the experts with tokens, by id
+  // One expert matmul: rows of `w` times inputs_[input] into y.
+  struct ExpertJob {
+    const PackedMatrix* w;
+    int32_t input;
+    float* y;
+    int64_t n_tokens;
+  };
+  struct PendingInput {
+    const PackedMatrix* w;
+    const float* x;
+    int64_t n_tokens;
+  };
+  std::vector<MatmulInput> inputs_;  // grown, never shrunk: their buffers are reused
+  std::vector<PendingInput> pending_;
+  int64_t n_inputs_ = 0;  // inputs_ in use this layer
+  std::vector<ExpertJob> jobs_;
+  std::vector<RowJob> row_jobs_;
+  std::vector<RowPiece> pieces_;
 };
 
 }  // namespace zl

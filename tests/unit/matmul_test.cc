@@ -359,6 +359,84 @@ TEST_P(MatmulIsaTest, BatchInvariant) {
   }
 }
 
+// MatmulInput (a matmul in two steps, model/runner.cc's MoE layer): rows
+// computed piece by piece, in any order, in pieces of any multiple of the
+// grain, equal matmul's bit for bit; one object reused across shapes and
+// types (its buffers only grow).
+TEST_P(MatmulIsaTest, MatmulInputRowsEqualMatmul) {
+  std::mt19937 rng(17);
+  MatmulInput in;
+  for (const Case& c : kCases) {
+    for (int64_t n_in : c.n_ins) {
+      for (int64_t n_out : {17, 50, 100}) {
+        const size_t w_row = row_size(c.type, n_in);
+        std::vector<uint8_t> w(w_row * n_out);
+        for (int64_t r = 0; r < n_out; ++r) {
+          quantize_row(c.type, random_floats(n_in, rng).data(), w.data() + r * w_row, n_in);
+        }
+        const PackedMatrix packed(c.type, w.data(), n_in, n_out, GetParam());
+        for (int64_t n_tokens : {1, 3, 13}) {
+          const auto x = random_floats(n_in * n_tokens, rng, 2.0f);
+          std::vector<float> want(n_tokens * n_out), got(n_tokens * n_out, NAN);
+          matmul(packed, x.data(), n_tokens, want.data(), nullptr);
+          in.prepare(packed, x.data(), n_tokens);
+          ASSERT_EQ(in.n_tokens(), n_tokens);
+          const int64_t grain = in.grain(packed);
+          ASSERT_GT(grain, 0);
+          std::vector<std::pair<int64_t, int64_t>> pieces;
+          for (int64_t r0 = 0; r0 < n_out;) {
+            const int64_t r1 = std::min(n_out, r0 + grain * static_cast<int64_t>(1 + rng() % 3));
+            pieces.push_back({r0, r1});
+            r0 = r1;
+          }
+          std::shuffle(pieces.begin(), pieces.end(), rng);
+          for (auto [r0, r1] : pieces) in.rows(packed, got.data(), r0, r1);
+          for (int64_t i = 0; i < n_tokens * n_out; ++i) {
+            ASSERT_EQ(got[i], want[i]) << isa_name(GetParam()) << " " << ggml_type_name(c.type) << " n_in=" << n_in
+                                       << " n_out=" << n_out << " n_tokens=" << n_tokens << " i=" << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// rows_view: a view of whole groups of rows multiplies exactly as those
+// rows of the whole matrix, and reads the whole matrix's copy in place.
+TEST_P(MatmulIsaTest, RowsViewEqualsItsRowsOfTheWhole) {
+  std::mt19937 rng(23);
+  for (const Case& c : kCases) {
+    const int64_t n_in = c.n_ins.back(), n_out = 50, n_tokens = 3;
+    const size_t w_row = row_size(c.type, n_in);
+    std::vector<uint8_t> w(w_row * n_out);
+    for (int64_t r = 0; r < n_out; ++r) {
+      quantize_row(c.type, random_floats(n_in, rng).data(), w.data() + r * w_row, n_in);
+    }
+    const PackedMatrix whole(c.type, w.data(), n_in, n_out, GetParam());
+    const int64_t unit = whole.view_unit();
+    EXPECT_EQ(unit, PackedMatrix::view_unit(c.type, GetParam()));
+    const auto x = random_floats(n_in * n_tokens, rng, 2.0f);
+    std::vector<float> y(n_tokens * n_out);
+    matmul(whole, x.data(), n_tokens, y.data(), nullptr);
+    for (int64_t first = 0; first < n_out; first += unit) {
+      for (int64_t n : {unit, 2 * unit, n_out - first}) {
+        if (first + n > n_out) continue;
+        const PackedMatrix view = whole.rows_view(first, n);
+        EXPECT_EQ(view.n_out(), n);
+        EXPECT_EQ(view.n_bytes(), w_row * n);
+        std::vector<float> yv(n_tokens * n);
+        matmul(view, x.data(), n_tokens, yv.data(), nullptr);
+        for (int64_t t = 0; t < n_tokens; ++t) {
+          for (int64_t r = 0; r < n; ++r) {
+            ASSERT_EQ(yv[t * n + r], y[t * n_out + first + r]) << isa_name(GetParam()) << " " << ggml_type_name(c.type)
+                                                              << " first=" << first << " n=" << n << " t=" << t;
+          }
+        }
+      }
+    }
+  }
+}
+
 // Long rows: the float kernels walk n_in in blocks and tokens in blocks of
 // about 1 MiB of activations (70 x 4100 floats is two).
 TEST_P(MatmulIsaTest, BatchInvariantLongRows) {

@@ -4,6 +4,7 @@
 // on its own.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -101,6 +102,62 @@ std::unique_ptr<Model> moe_model(GgmlType type, const std::string& arch = "qwen3
   auto m = load_model(o.out_path);
   EXPECT_TRUE(m.ok()) << m.status().to_string();
   return std::move(m).value();
+}
+
+// split_row_jobs: every row of every job exactly once, in job and row
+// order; bounds on the grain; pieces of about equal cost.
+TEST(MoeSplit, PiecesCoverEveryRowOnceInOrderAndBalanceCost) {
+  std::mt19937 rng(11);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<RowJob> jobs(1 + rng() % 40);
+    for (RowJob& j : jobs) {
+      j.n_rows = rng() % 5 == 0 ? 0 : 1 + rng() % 3000;
+      j.n_tokens = 1 + rng() % 20;
+      j.grain = std::vector<int64_t>{1, 4, 16}[rng() % 3];
+    }
+    const int64_t n_pieces = 1 + rng() % 100;
+    std::vector<RowPiece> pieces;
+    split_row_jobs(jobs, n_pieces, &pieces);
+    std::vector<int64_t> next(jobs.size(), 0);
+    int32_t last_job = -1;
+    double total = 0, max_cost = 0, max_grain_cost = 0;
+    for (const RowJob& j : jobs) {
+      const double row_cost = static_cast<double>(kWeightPassCost + j.n_tokens);
+      total += static_cast<double>(j.n_rows) * row_cost;
+      max_grain_cost = std::max(max_grain_cost, static_cast<double>(j.grain) * row_cost);
+    }
+    for (const RowPiece& p : pieces) {
+      ASSERT_GE(p.job, last_job);
+      last_job = p.job;
+      const RowJob& j = jobs[p.job];
+      ASSERT_EQ(p.r0, next[p.job]) << "a gap or an overlap in job " << p.job;
+      ASSERT_LT(p.r0, p.r1);
+      ASSERT_EQ(p.r0 % j.grain, 0);
+      ASSERT_TRUE(p.r1 == j.n_rows || p.r1 % j.grain == 0);
+      next[p.job] = p.r1;
+      const double cost = static_cast<double>(p.r1 - p.r0) * static_cast<double>(kWeightPassCost + j.n_tokens);
+      max_cost = std::max(max_cost, cost);
+    }
+    for (size_t i = 0; i < jobs.size(); ++i) ASSERT_EQ(next[i], jobs[i].n_rows) << "job " << i << " not covered";
+    // A piece costs at most 1.5 shares (rounding the count of a job's
+    // pieces) plus one grain, unless its job is a single grain.
+    ASSERT_LE(max_cost, 1.5 * total / static_cast<double>(n_pieces) + 2 * max_grain_cost);
+    // About n_pieces pieces: one per job at least, never many more.
+    ASSERT_LE(static_cast<int64_t>(pieces.size()), 2 * n_pieces + static_cast<int64_t>(jobs.size()));
+  }
+  std::vector<RowPiece> pieces = {{.job = 3}};
+  split_row_jobs({}, 8, &pieces);
+  EXPECT_TRUE(pieces.empty());
+}
+
+// The decode shape (8 experts of 1536 rows, one token): pieces of equal
+// size, whole groups of 16 rows, enough of them for 2 threads to balance.
+TEST(MoeSplit, DecodeSplitsEveryExpertEvenly) {
+  std::vector<RowJob> jobs(8, RowJob{.n_rows = 1536, .n_tokens = 1, .grain = 16});
+  std::vector<RowPiece> pieces;
+  split_row_jobs(jobs, 64, &pieces);
+  ASSERT_EQ(pieces.size(), 64u);
+  for (const RowPiece& p : pieces) EXPECT_EQ(p.r1 - p.r0, 192);
 }
 
 // A batch of many tokens runs each expert once over all the tokens routed
