@@ -42,12 +42,11 @@ for t in "${types[@]}"; do
     "$bin" make-model --shape llama3.2-1b --type "$t" --vocab "$vocab" --out "$model" >/dev/null 2>&1 ||
       { echo "| $t | make-model failed |"; continue; }
   fi
-  if [ -n "${KERNELS:-}" ]; then
-    json=$(ZL_KERNELS=$KERNELS "$bin" bench --model "$model" --threads "$threads" --reps "$reps" --json 2>/dev/null | tail -1)
-  else
-    json=$("$bin" bench --model "$model" --threads "$threads" --reps "$reps" --json 2>/dev/null | tail -1)
-  fi
+  # ZL_KERNELS only when KERNELS is given (an empty ZL_KERNELS is not "unset").
+  json=$( (if [ -n "${KERNELS:-}" ]; then export ZL_KERNELS=$KERNELS; fi
+           "$bin" bench --model "$model" --threads "$threads" --reps "$reps" --json 2>/dev/null) | tail -1) || json=""
   [ "${KEEP:-0}" = 1 ] || rm -f "$model"
+  if [ -z "$json" ]; then echo "| $t | bench failed |"; continue; fi
   read -r lpp ltg <<<"$(ref "$t")"
   echo "$json" | jq -r --arg t "$t" --argjson lpp "$lpp" --argjson ltg "$ltg" \
     '"| \($t) | \(.pp512 | . * 10 | round / 10) | \(2 * $lpp) | \(if $lpp > 0 then (.pp512 / (2 * $lpp) * 100 | round | tostring) + "%" else "-" end) | \(.tg128 | . * 10 | round / 10) | \($ltg) | \(.decode_roofline * 1000 | round / 10)% | \(.bandwidth_gbs) | \(.cpu_share) |"' ||
