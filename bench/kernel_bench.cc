@@ -4,6 +4,7 @@
 //   kernel_bench [--types Q4_0,Q8_0,Q4_K,Q6_K,F16,BF16,F32] [--threads N]
 //   (--types takes any supported type: Q4_1,Q5_0,IQ4_NL,MXFP4,Q5_K,Q3_K,Q2_K,IQ4_XS too)
 //                [--mib 1024] [--n-in 2048] [--n-out 8192] [--tokens 1] [--rounds 8]
+//                [--cpu 0]
 //
 // Per type: random weights filling about --mib MiB (much more than the
 // last-level cache) in matrices of n_out x n_in, prepared as the model loader
@@ -12,10 +13,20 @@
 // every matrix once by a --tokens activation; the figure is the median over
 // rounds of (weight bytes / matmul time) / bandwidth, and with --tokens > 1
 // also GFLOP/s (2 x n_in x n_out x tokens per matrix). Not a test.
+//
+// --cpu 1 (with --threads 1): the kernels' arithmetic alone on a busy machine.
+// No bandwidth probe; each round is timed by the calling thread's CPU time
+// (CLOCK_THREAD_CPUTIME_ID: time other processes take from the core is not
+// counted), and the table gives weight GB and GFLOP per CPU second (the
+// best round: switches to other processes still cost cache refills; at one token the GB/s is the GEMV's compute ceiling, to set
+// against the memory bandwidth per thread).
+// Use a small --mib (the matrices in cache) and --tokens > 1 to compare the
+// prefill kernels of several types in one run.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <map>
 #include <optional>
 #include <random>
@@ -52,7 +63,7 @@ std::vector<std::string> split(const std::string& s) {
 int main(int argc, char** argv) {
   std::map<std::string, std::string> a = {{"types", "Q4_0,Q8_0,Q4_K,Q6_K,F16,BF16,F32"},
                                           {"threads", "0"}, {"mib", "1024"}, {"n-in", "2048"},
-                                          {"n-out", "8192"}, {"tokens", "1"}, {"rounds", "8"}};
+                                          {"n-out", "8192"}, {"tokens", "1"}, {"rounds", "8"}, {"cpu", "0"}};
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
     if (k.rfind("--", 0) != 0 || !a.count(k.substr(2))) {
@@ -66,11 +77,18 @@ int main(int argc, char** argv) {
   const int64_t n_tokens = std::atoll(a["tokens"].c_str());
   const int rounds = std::atoi(a["rounds"].c_str());
   const size_t budget = static_cast<size_t>(std::atoll(a["mib"].c_str())) << 20;
+  const bool cpu = a["cpu"] == "1";
+  if (cpu && pool.n_threads() != 1) {
+    std::fprintf(stderr, "kernel_bench: --cpu 1 needs --threads 1 (it times the calling thread)\n");
+    return 2;
+  }
   std::printf("isa %s, threads %d, %lld x %lld matrices, %lld token(s)\n", zl::isa_name(zl::active_isa()),
               pool.n_threads(), static_cast<long long>(n_out), static_cast<long long>(n_in),
               static_cast<long long>(n_tokens));
   // Prefill/batches are compute bound: GFLOP/s (2 per multiply-add) says more there.
   const bool gemm = n_tokens > 1;
+  if (cpu) std::printf("| type | matrices | GB per CPU second | GFLOP per CPU second | CPU ms per round |\n|---|---|---|---|---|\n");
+  else
   std::printf("| type | matrices | GB/s | bandwidth GB/s | fraction |%s\n|---|---|---|---|---|%s\n",
               gemm ? " GFLOP/s |" : "", gemm ? "---|" : "");
   std::mt19937 rng(7);
@@ -107,6 +125,28 @@ int main(int argc, char** argv) {
     // Repacking made a copy: the originals are not read again.
     if (mats[0].repacked()) raw.clear();
     std::vector<double> fracs, gbs, bws, gflops;
+    if (cpu) {
+      auto thread_seconds = [] {
+        timespec ts{};
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+      };
+      std::vector<double> ms;
+      for (int r = 0; r < rounds + 1; ++r) {
+        const double c0 = thread_seconds();
+        for (const auto& m : mats) zl::matmul(m, x.data(), n_tokens, y.data(), &pool);
+        const double s = thread_seconds() - c0;
+        if (r == 0) continue;  // warm-up
+        ms.push_back(1e3 * s);
+        gbs.push_back(static_cast<double>(bytes) * static_cast<double>(n_mats) / s / 1e9);
+        gflops.push_back(2.0 * static_cast<double>(n_in * n_out * n_tokens * n_mats) / s / 1e9);
+      }
+      std::printf("| %s | %lld | %.1f | %.1f | %.3f |\n", name.c_str(), static_cast<long long>(n_mats),
+                  *std::max_element(gbs.begin(), gbs.end()), *std::max_element(gflops.begin(), gflops.end()),
+                  *std::min_element(ms.begin(), ms.end()));
+      std::fflush(stdout);
+      continue;
+    }
     for (int r = 0; r < rounds + 1; ++r) {
       const auto bw_or = zl::measure_read_bandwidth_gbs(&pool, size_t{1} << 30, 1);
       if (!bw_or.ok()) {

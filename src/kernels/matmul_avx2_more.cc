@@ -279,8 +279,9 @@ void half_k(const HalfCall& c) {
     const int8_t* qa = c.qa + 256 * b * c.stride;
     __m256i isum[T];
     for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
-#pragma GCC unroll 1
-    for (int s = 0; s < 8; ++s) {
+    // Sub-block s; unrolled for few tokens (immediate shift counts, as in
+    // matmul_avx512_more.cc's group_k), a rolled loop for more.
+    auto sub_block = [&](int s) __attribute__((always_inline)) {
       for (int i = 0; i < kGb / 8; i += 64) {
         _mm_prefetch(reinterpret_cast<const char*>(w + 4 * kGb + s * (kGb / 8) + i), _MM_HINT_T1);
       }
@@ -304,6 +305,13 @@ void half_k(const HalfCall& c) {
         const __m256i sc = F::scale(p, s);
         for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(q[0][t], sc));
       }
+    };
+    if constexpr (T <= 2) {
+#pragma GCC unroll 8
+      for (int s = 0; s < 8; ++s) sub_block(s);
+    } else {
+#pragma GCC unroll 1
+      for (int s = 0; s < 8; ++s) sub_block(s);
     }
     const int64_t ab = b * c.stride;
 #pragma GCC unroll 4

@@ -307,6 +307,9 @@ struct Iq4Xs {
   }
 };
 
+// Tiles of up to this many tokens unroll the sub-block loop (group_k).
+constexpr int kUnrolledTokens = 2;
+
 template <class F, GgmlType kType, int NT>
 void group_k(const uint8_t* w, const uint8_t* scales, int64_t nbk, const Acts& a, int64_t t0, float* y,
              int64_t n_out, int64_t row0, __mmask16 store_mask) {
@@ -325,8 +328,12 @@ void group_k(const uint8_t* w, const uint8_t* scales, int64_t nbk, const Acts& a
     const typename F::Prep p = F::prep(w, scales);
     __m512i isum[NT];
     for (int t = 0; t < NT; ++t) isum[t] = _mm512_setzero_si512();
-#pragma GCC unroll 1
-    for (int s = 0; s < 8; ++s) {
+    // Sub-block s of the super-block. With s a constant (the loop below
+    // unrolled) every shift count and bit move of F::vec / F::scale is an
+    // immediate: the decode GEMV (NT = 1) runs 1.3-1.6x faster that way
+    // (kernel_bench --cpu 1). The wider tiles keep a rolled loop: 8 copies of
+    // their body cost more in instruction fetch than the immediates save.
+    auto sub_block = [&](int s) __attribute__((always_inline)) {
       prefetch_part<kGb>(w, s);
       __m512i q[2 * NT];
       for (int t = 0; t < 2 * NT; ++t) q[t] = _mm512_setzero_si512();
@@ -352,6 +359,13 @@ void group_k(const uint8_t* w, const uint8_t* scales, int64_t nbk, const Acts& a
           isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(qs, sc));
         }
       }
+    };
+    if constexpr (NT <= kUnrolledTokens) {
+#pragma GCC unroll 8
+      for (int s = 0; s < 8; ++s) sub_block(s);
+    } else {
+#pragma GCC unroll 1
+      for (int s = 0; s < 8; ++s) sub_block(s);
     }
     __m512i cp[F::n_corr];
     for (int k = 0; k < F::n_corr; ++k) cp[k] = F::corr(p, k);
