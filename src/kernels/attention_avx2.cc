@@ -14,6 +14,7 @@ struct Vec {
   using T = __m256;
   static constexpr int kWidth = 8;
   static constexpr bool kTreeScores = false;  // 8 lanes: horizontal sums (hsum4)
+  static constexpr int kAccRegs = 8;  // accumulators of accumulate_rows
   static constexpr int kMaxRows = 4;  // V accumulators held in registers
   static T zero() { return _mm256_setzero_ps(); }
   static T load(const float* p) { return _mm256_loadu_ps(p); }

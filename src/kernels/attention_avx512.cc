@@ -31,6 +31,7 @@ inline __m512 exp512(__m512 x) {
 struct Vec {
   using T = __m512;
   static constexpr int kWidth = 16;
+  static constexpr int kAccRegs = 16;  // accumulators of accumulate_rows
   static constexpr int kMaxRows = 16;  // V accumulators held in registers
   static T zero() { return _mm512_setzero_ps(); }
   static T load(const float* p) { return _mm512_loadu_ps(p); }

@@ -113,24 +113,56 @@ inline void score_chunk(const float* const* q, int64_t nv, const void* k_cache, 
 }
 
 // acc row r (stride `stride`) += sum_c pr[r][c] * V row c, for NR rows held
-// in registers.
+// in registers, VB vectors of head_dim per row at a time (nv a multiple of
+// VB): each V vector loaded serves NR rows, each weight broadcast serves VB
+// vectors, and NR * VB independent FMA chains keep the FMA units busy (one
+// chain per vector of 16 dependent FMAs would wait on their latency). Every
+// element still sums its positions in order c = 0, 1, ..., so the blocking
+// does not change the result.
+template <KvType kType, int NR, int VB>
+inline void accumulate_block(float* acc, int64_t stride, const float (*pr)[kChunk], int n, const int64_t* offs,
+                             const void* v_cache, int64_t nv) {
+  using V = typename Vec::T;
+  constexpr int W = Vec::kWidth;
+  for (int64_t v = 0; v < nv; v += VB) {
+    V a[NR][VB];
+#pragma GCC unroll 16
+    for (int r = 0; r < NR; ++r) {
+#pragma GCC unroll 8
+      for (int b = 0; b < VB; ++b) a[r][b] = Vec::load(acc + r * stride + W * (v + b));
+    }
+    for (int c = 0; c < n; ++c) {
+      V x[VB];
+#pragma GCC unroll 8
+      for (int b = 0; b < VB; ++b) x[b] = load_kv<kType>(v_cache, offs[c] + W * (v + b));
+#pragma GCC unroll 16
+      for (int r = 0; r < NR; ++r) {
+        const V w = Vec::set1(pr[r][c]);
+#pragma GCC unroll 8
+        for (int b = 0; b < VB; ++b) a[r][b] = Vec::fmadd(w, x[b], a[r][b]);
+      }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < NR; ++r) {
+#pragma GCC unroll 8
+      for (int b = 0; b < VB; ++b) Vec::store(acc + r * stride + W * (v + b), a[r][b]);
+    }
+  }
+}
+
+// accumulate_block with as many vectors per pass as Vec::kAccRegs
+// accumulator registers allow for NR rows.
 template <KvType kType, int NR>
 inline void accumulate_rows(float* acc, int64_t stride, const float (*pr)[kChunk], int n, const int64_t* offs,
                             const void* v_cache, int64_t nv) {
-  using V = typename Vec::T;
-  constexpr int W = Vec::kWidth;
-  for (int64_t v = 0; v < nv; ++v) {
-    V a[NR];
-#pragma GCC unroll 16
-    for (int r = 0; r < NR; ++r) a[r] = Vec::load(acc + r * stride + W * v);
-    for (int c = 0; c < n; ++c) {
-      const V x = load_kv<kType>(v_cache, offs[c] + W * v);
-#pragma GCC unroll 16
-      for (int r = 0; r < NR; ++r) a[r] = Vec::fmadd(Vec::set1(pr[r][c]), x, a[r]);
-    }
-#pragma GCC unroll 16
-    for (int r = 0; r < NR; ++r) Vec::store(acc + r * stride + W * v, a[r]);
+  constexpr int kVb = Vec::kAccRegs / NR;
+  if constexpr (kVb >= 4) {
+    if (nv % 4 == 0) return accumulate_block<kType, NR, 4>(acc, stride, pr, n, offs, v_cache, nv);
   }
+  if constexpr (kVb >= 2) {
+    if (nv % 2 == 0) return accumulate_block<kType, NR, 2>(acc, stride, pr, n, offs, v_cache, nv);
+  }
+  accumulate_block<kType, NR, 1>(acc, stride, pr, n, offs, v_cache, nv);
 }
 
 // Online-softmax state of query rows: per row the running max m, the running
@@ -272,6 +304,33 @@ inline void chunk_offsets(const AttentionShape& s, const int32_t* block_table, i
   }
 }
 
+template <KvType kType>
+inline void prefetch_rows(const void* k_cache, const void* v_cache, const int64_t* base, int n, int64_t bytes) {
+  for (int c = 0; c < n; ++c) {
+    const int64_t b = kv_byte_offset<kType>(base[c]) & ~int64_t{63};
+    for (int64_t i = 0; i < bytes; i += 64) {
+      __builtin_prefetch(static_cast<const char*>(k_cache) + b + i, 0, 3);
+      __builtin_prefetch(static_cast<const char*>(v_cache) + b + i, 0, 3);
+    }
+  }
+}
+
+// Prefetches elements [seg_off, seg_off + seg_len) of the K and V rows at
+// element offsets base[0, n) (seg_off a multiple of 32).
+template <KvType kType>
+inline void prefetch_segment(const void* k_cache, const void* v_cache, const int64_t* base, int n, int64_t seg_off,
+                             int64_t seg_len) {
+  for (int c = 0; c < n; ++c) {
+    // Q8_0: from the first block's scale, 2 bytes before its values.
+    const int64_t b = (kv_byte_offset<kType>(base[c] + seg_off) - (kType == KvType::kQ8_0 ? 2 : 0)) & ~int64_t{63};
+    const int64_t e = kv_byte_offset<kType>(base[c] + seg_off + seg_len - 1);
+    for (int64_t i = b; i <= e; i += 64) {
+      __builtin_prefetch(static_cast<const char*>(k_cache) + i, 0, 3);
+      __builtin_prefetch(static_cast<const char*>(v_cache) + i, 0, 3);
+    }
+  }
+}
+
 // Up to Vec::kMaxRows query rows against one kv head whose rows start at
 // kv_off within each cache row. Row r (a query head of one token) attends
 // positions [start, limit[r]) (start 0, or the sliding window's first
@@ -343,11 +402,23 @@ void range_rows(const AttentionShape& s, const float* q, const void* k_cache, co
   for (int64_t p0 = rb; p0 < re; p0 += kChunk) {
     const int n = static_cast<int>(std::min<int64_t>(kChunk, re - p0));
     std::copy(base_next, base_next + n, base);
-    if (p0 + kChunk < re) {
-      chunk_offsets<kType>(s, block_table, p0 + kChunk, static_cast<int>(std::min<int64_t>(kChunk, re - p0 - kChunk)), 0,
-                           k_cache, v_cache, row_bytes, base_next);
+    const int n_next = static_cast<int>(std::clamp<int64_t>(re - p0 - kChunk, 0, kChunk));
+    if (n_next > 0) {
+      chunk_offsets<kType>(s, block_table, p0 + kChunk, n_next, 0, k_cache, v_cache, /*prefetch_bytes=*/0, base_next);
     }
     for (int64_t kvh = 0; kvh < s.n_head_kv; ++kvh) {
+      // The next chunk's rows of the next head, spread over this chunk's
+      // heads: a burst of the whole chunk's prefetches (the 32 KB of K and
+      // V rows) would fill the miss buffers and stall the compute.
+      // Measured (EPYC, 8192 positions): F16 rows by head segment, the
+      // shorter Q8_0 rows (544 bytes for 512 values) whole, a share of the
+      // chunk's rows per head.
+      if constexpr (kType == KvType::kQ8_0) {
+        const int c0 = static_cast<int>(n_next * kvh / s.n_head_kv), c1 = static_cast<int>(n_next * (kvh + 1) / s.n_head_kv);
+        prefetch_rows<kType>(k_cache, v_cache, base_next + c0, c1 - c0, row_bytes);
+      } else {
+        prefetch_segment<kType>(k_cache, v_cache, base_next, n_next, kvh * hd, hd);
+      }
       for (int c = 0; c < n; ++c) offs[c] = base[c] + kvh * hd;
       for (int64_t j0 = 0; j0 < group; j0 += R) {
         const int nr = static_cast<int>(std::min<int64_t>(R, group - j0));
