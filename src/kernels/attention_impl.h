@@ -229,10 +229,16 @@ __attribute__((noinline)) void chunk_rows(const AttentionShape& s, const float* 
     if (first > 0) std::fill(pr[r], pr[r] + first, -INFINITY);
     float& m = st.m[r];
     const float m_new = std::max(m, Vec::chunk_max(pr[r], valid));
-    const float corr = std::exp(m - m_new);  // 0 on the first chunk
-    for (int c = 0; c < kChunk; c += W) Vec::store(pr[r] + c, Vec::exp(Vec::sub(Vec::load(pr[r] + c), Vec::set1(m_new))));
-    std::fill(pr[r] + valid, pr[r] + kChunk, 0.0f);
-    std::fill(pr[r], pr[r] + first, 0.0f);
+    // 0 on the first chunk; exp(0) = 1 exactly, so the call is skipped
+    // while the max holds (most chunks of a long context).
+    const float corr = m_new == m ? 1.0f : std::exp(m - m_new);
+    // exp(score - m_new) on positions [first, valid), 0 elsewhere: masked in
+    // registers (two variable-length fills per row and chunk were memset
+    // calls, ~10% of the kernel).
+    for (int c = 0; c < kChunk; c += W) {
+      const typename Vec::T e = Vec::exp(Vec::sub(Vec::load(pr[r] + c), Vec::set1(m_new)));
+      Vec::store(pr[r] + c, Vec::keep_lanes(e, c, first, valid));
+    }
     st.l[r] = st.l[r] * corr + Vec::chunk_sum(pr[r]);
     m = m_new;
     if (corr != 1.0f) {
