@@ -192,12 +192,14 @@ inline void init_rows(const RowsState& st, int nr, int64_t hd) {
 // One chunk of n <= kChunk positions (K/V rows at element offsets offs[c])
 // for nr <= Vec::kMaxRows rows; row r counts positions in [start[r],
 // limit[r]) only (start: the sliding window's first position, else 0).
-template <KvType kType>
-__attribute__((noinline)) void chunk_rows(const AttentionShape& s, const float* const* q, const int64_t* start,
-                                          const int64_t* limit, int nr, const void* k_cache, const void* v_cache,
-                                          const int64_t* offs, int64_t p0, int n, const RowsState& st) {
+// NV: head_dim / kWidth when known at compile time (the common head sizes:
+// loops over a head's vectors unrolled), else 0.
+template <KvType kType, int NV>
+__attribute__((noinline)) void chunk_rows_nv(const AttentionShape& s, const float* const* q, const int64_t* start,
+                                             const int64_t* limit, int nr, const void* k_cache, const void* v_cache,
+                                             const int64_t* offs, int64_t p0, int n, const RowsState& st) {
   constexpr int W = Vec::kWidth, R = Vec::kMaxRows;
-  const int64_t nv = s.head_dim / W;
+  const int64_t nv = NV > 0 ? NV : s.head_dim / W;
   alignas(64) float pr[R][kChunk];
   if constexpr (Vec::kTreeScores) {  // kHeadBlock rows per K load, a chunk at a time
     for (int r0 = 0; r0 < nr; r0 += kHeadBlock) {
@@ -256,6 +258,19 @@ __attribute__((noinline)) void chunk_rows(const AttentionShape& s, const float* 
       accumulate_rows<kType, kHeadBlock>(st.acc + r * st.stride, st.stride, pr + r, n, offs, v_cache, nv);
     }
     for (; r < nr; ++r) accumulate_rows<kType, 1>(st.acc + r * st.stride, st.stride, pr + r, n, offs, v_cache, nv);
+  }
+}
+
+// chunk_rows_nv for s.head_dim: the same instructions for every caller of a
+// shape.
+template <KvType kType>
+inline void chunk_rows(const AttentionShape& s, const float* const* q, const int64_t* start, const int64_t* limit,
+                       int nr, const void* k_cache, const void* v_cache, const int64_t* offs, int64_t p0, int n,
+                       const RowsState& st) {
+  switch (s.head_dim / Vec::kWidth) {
+    case 4: return chunk_rows_nv<kType, 4>(s, q, start, limit, nr, k_cache, v_cache, offs, p0, n, st);
+    case 8: return chunk_rows_nv<kType, 8>(s, q, start, limit, nr, k_cache, v_cache, offs, p0, n, st);
+    default: return chunk_rows_nv<kType, 0>(s, q, start, limit, nr, k_cache, v_cache, offs, p0, n, st);
   }
 }
 
