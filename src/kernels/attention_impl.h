@@ -352,50 +352,92 @@ inline void prefetch_segment(const void* k_cache, const void* v_cache, const int
   }
 }
 
-// Up to Vec::kMaxRows query rows against one kv head whose rows start at
-// kv_off within each cache row. Row r (a query head of one token) attends
+// Query rows of one kv head per tile: kTileRows rows (tokens x heads of
+// the group) walk the context together, range by range, so that a range's
+// K/V rows of the head (kAttentionRange x head_dim, 64 KB in F16 at
+// head_dim 64) come from memory once and serve every row group of the tile
+// from L2. 2 x kTileRows x kMaxHeadDim floats of state on the stack.
+inline constexpr int kTileRows = 64;
+
+// Up to kTileRows query rows against one kv head whose rows start at
+// kv_off within each cache row, taken Vec::kMaxRows at a time (a row group:
+// its accumulators in registers). Row r (a query head of one token) attends
 // positions [start, limit[r]) (start 0, or the sliding window's first
 // position); other positions get weight 0. Positions run in ranges of
 // kAttentionRange, each with a fresh state, the ranges folded in order
 // (merge_rows): the grid that split decode uses. Ranges and chunks wholly
 // before every row's window are skipped; a row's result does not depend on
-// where the walk starts (a range without positions merges as nothing).
+// where the walk starts (a range without positions merges as nothing), nor
+// on the other groups of its tile.
 template <KvType kType>
 void head_rows(const AttentionShape& s, const float* const* q, float* const* out, const int64_t* limit, int nr,
                const void* k_cache, const void* v_cache, const int32_t* block_table, int64_t kv_off) {
-  constexpr int R = Vec::kMaxRows;
-  const int64_t hd = s.head_dim, head_bytes = kv_row_bytes(kType, hd) + 64;
-  alignas(64) float acc[R][kMaxHeadDim], acc_b[R][kMaxHeadDim];
-  float m[R], l[R], m_b[R], l_b[R];
-  const RowsState st{&acc[0][0], kMaxHeadDim, m, l}, st_b{&acc_b[0][0], kMaxHeadDim, m_b, l_b};
-  int64_t n_kv = 0, lo = INT64_MAX, start[R];
+  constexpr int R = Vec::kMaxRows, kMaxGroups = (kTileRows + R - 1) / R;
+  constexpr int kRangeChunks = kAttentionRange / kChunk;
+  const int64_t hd = s.head_dim;
+  const int n_groups = (nr + R - 1) / R;
+  alignas(64) float acc[kTileRows][kMaxHeadDim], acc_b[kTileRows][kMaxHeadDim];
+  float m[kTileRows], l[kTileRows], m_b[kTileRows], l_b[kTileRows];
+  int64_t n_kv = 0, lo = INT64_MAX, start[kTileRows];
   for (int r = 0; r < nr; ++r) {
     n_kv = std::max(n_kv, limit[r]);
     start[r] = attention_first_position(s, limit[r]);
     lo = std::min(lo, start[r]);
   }
-  const int64_t rb0 = lo / kAttentionRange * kAttentionRange, c0 = lo / kChunk * kChunk;
-  int64_t offs[kChunk], offs_next[kChunk];
-  if (n_kv > c0) {
-    chunk_offsets<kType>(s, block_table, c0, static_cast<int>(std::min<int64_t>(kChunk, n_kv - c0)), kv_off, k_cache,
-                         v_cache, head_bytes, offs_next);
+  // Per group: its rows' walk starts at the range of its own earliest row.
+  int64_t g_rb0[kMaxGroups], g_c0[kMaxGroups], g_n_kv[kMaxGroups];
+  for (int g = 0; g < n_groups; ++g) {
+    int64_t g_lo = INT64_MAX, g_hi = 0;
+    for (int r = g * R; r < std::min(nr, (g + 1) * R); ++r) g_lo = std::min(g_lo, start[r]), g_hi = std::max(g_hi, limit[r]);
+    g_rb0[g] = g_lo / kAttentionRange * kAttentionRange, g_c0[g] = g_lo / kChunk * kChunk, g_n_kv[g] = g_hi;
   }
-  for (int64_t rb = rb0; rb < n_kv; rb += kAttentionRange) {
-    const RowsState& target = rb == rb0 ? st : st_b;
-    init_rows(target, nr, hd);
-    const int64_t re = std::min(rb + kAttentionRange, n_kv);
-    for (int64_t p0 = std::max(rb, c0); p0 < re; p0 += kChunk) {
-      const int n = static_cast<int>(std::min<int64_t>(kChunk, re - p0));
-      std::copy(offs_next, offs_next + n, offs);
-      if (p0 + kChunk < n_kv) {
-        chunk_offsets<kType>(s, block_table, p0 + kChunk, static_cast<int>(std::min<int64_t>(kChunk, n_kv - p0 - kChunk)),
-                             kv_off, k_cache, v_cache, head_bytes, offs_next);
-      }
-      chunk_rows<kType>(s, q, start, limit, nr, k_cache, v_cache, offs, p0, n, target);
+  const auto state = [&](int g, bool b) {
+    return b ? RowsState{&acc_b[g * R][0], kMaxHeadDim, m_b + g * R, l_b + g * R}
+             : RowsState{&acc[g * R][0], kMaxHeadDim, m + g * R, l + g * R};
+  };
+  // The range's chunk offsets; the first group to walk a range reads it
+  // from memory and prefetches a chunk ahead (the next range's first chunk
+  // at its end), the later groups find it in L2.
+  const int64_t head_bytes = kv_row_bytes(kType, hd) + 64, c_lo = lo / kChunk * kChunk;
+  int64_t offs[kRangeChunks][kChunk], next_offs[kChunk];
+  for (int64_t rb = lo / kAttentionRange * kAttentionRange; rb < n_kv; rb += kAttentionRange) {
+    const int64_t re = std::min(rb + kAttentionRange, n_kv), p_first = std::max(rb, c_lo);
+    const int n_chunks = static_cast<int>((re - p_first + kChunk - 1) / kChunk);
+    for (int i = 0; i < n_chunks; ++i) {
+      const int64_t p0 = p_first + i * kChunk;
+      chunk_offsets<kType>(s, block_table, p0, static_cast<int>(std::min<int64_t>(kChunk, re - p0)), kv_off, k_cache,
+                           v_cache, rb == p_first && i == 0 ? head_bytes : 0, offs[i]);
     }
-    if (rb > rb0) merge_rows(st, st_b, nr, hd);
+    bool first_pass = true;
+    for (int g = 0; g < n_groups; ++g) {
+      if (rb < g_rb0[g] || rb >= g_n_kv[g]) continue;  // before the group's walk, or past all its rows
+      const int g0 = g * R, gn = std::min(R, nr - g0);
+      const bool later = rb > g_rb0[g];
+      const RowsState target = state(g, later);
+      init_rows(target, gn, hd);
+      const int64_t g_re = std::min(re, g_n_kv[g]);
+      for (int i = 0; i < n_chunks; ++i) {
+        const int64_t p0 = p_first + i * kChunk;
+        if (p0 >= g_re) break;
+        if (p0 < g_c0[g]) continue;
+        if (first_pass) {
+          const int64_t p1 = p0 + kChunk;
+          if (i + 1 < n_chunks) {
+            prefetch_rows<kType>(k_cache, v_cache, offs[i + 1], static_cast<int>(std::min<int64_t>(kChunk, re - p1)),
+                                 head_bytes);
+          } else if (p1 < n_kv) {
+            chunk_offsets<kType>(s, block_table, p1, static_cast<int>(std::min<int64_t>(kChunk, n_kv - p1)), kv_off,
+                                 k_cache, v_cache, head_bytes, next_offs);
+          }
+        }
+        chunk_rows<kType>(s, q + g0, start + g0, limit + g0, gn, k_cache, v_cache, offs[i], p0,
+                          static_cast<int>(std::min<int64_t>(kChunk, g_re - p0)), target);
+      }
+      first_pass = false;
+      if (later) merge_rows(state(g, false), target, gn, hd);
+    }
   }
-  finish_rows(st, nr, hd, out);
+  for (int g = 0; g < n_groups; ++g) finish_rows(state(g, false), std::min(R, nr - g * R), hd, out + g * R);
 }
 
 // Split decode: one query token (all n_head heads, q[n_head * head_dim])
@@ -454,11 +496,12 @@ void range_rows(const AttentionShape& s, const float* q, const void* k_cache, co
 // The kernel entry (attention.h's attention_chunk): n_q query tokens, token i
 // attending positions [0, n_kv_first + i), kv heads [kv_h0, kv_h1); head_dim
 // a multiple of kWidth. Rows are (token, head of the group) pairs, taken
-// Vec::kMaxRows at a time so that each K/V row load serves all of them.
+// kTileRows at a time (head_rows: Vec::kMaxRows rows per K/V row load, a
+// range of K/V rows per tile from memory).
 inline void attention_rows(const AttentionShape& s, const float* q, int64_t n_q, const void* k_cache,
                            const void* v_cache, KvType kv_type, const int32_t* block_table, int64_t n_kv_first,
                            float* out, int64_t kv_h0, int64_t kv_h1) {
-  constexpr int R = Vec::kMaxRows;
+  constexpr int R = kTileRows;
   const int64_t group = s.n_head / s.n_head_kv, hd = s.head_dim, q_dim = s.n_head * hd;
   const float* qr[R];
   float* outr[R];
