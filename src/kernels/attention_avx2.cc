@@ -14,6 +14,7 @@ struct Vec {
   using T = __m256;
   static constexpr int kWidth = 8;
   static constexpr bool kTreeScores = false;  // 8 lanes: horizontal sums (hsum4)
+  static constexpr int kAccRegs = 8;  // accumulators of accumulate_rows
   static constexpr int kMaxRows = 4;  // V accumulators held in registers
   static T zero() { return _mm256_setzero_ps(); }
   static T load(const float* p) { return _mm256_loadu_ps(p); }
@@ -29,6 +30,13 @@ struct Vec {
   static T mul(T a, T b) { return _mm256_mul_ps(a, b); }
   static T sub(T a, T b) { return _mm256_sub_ps(a, b); }
   static T exp(T x) { return exp256(x); }
+  // x on the lanes whose index c0 + lane lies in [lo, hi), 0 elsewhere.
+  static T keep_lanes(T x, int c0, int lo, int hi) {
+    const __m256 idx = _mm256_add_ps(_mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_ps(static_cast<float>(c0)));
+    const __m256 in = _mm256_and_ps(_mm256_cmp_ps(idx, _mm256_set1_ps(static_cast<float>(lo)), _CMP_GE_OQ),
+                                    _mm256_cmp_ps(idx, _mm256_set1_ps(static_cast<float>(hi)), _CMP_LT_OQ));
+    return _mm256_and_ps(x, in);
+  }
   // The largest of p[0, valid) (valid >= 1) and the sum of p[0, 16) (a
   // chunk of kChunk = 16 softmax weights, zero past the valid ones).
   static float chunk_max(const float* p, int valid) {

@@ -5,6 +5,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -31,6 +32,7 @@ inline __m512 exp512(__m512 x) {
 struct Vec {
   using T = __m512;
   static constexpr int kWidth = 16;
+  static constexpr int kAccRegs = 16;  // accumulators of accumulate_rows
   static constexpr int kMaxRows = 16;  // V accumulators held in registers
   static T zero() { return _mm512_setzero_ps(); }
   static T load(const float* p) { return _mm512_loadu_ps(p); }
@@ -46,6 +48,12 @@ struct Vec {
   static T mul(T a, T b) { return _mm512_mul_ps(a, b); }
   static T sub(T a, T b) { return _mm512_sub_ps(a, b); }
   static T exp(T x) { return exp512(x); }
+  // x on the lanes whose index c0 + lane lies in [lo, hi), 0 elsewhere.
+  static T keep_lanes(T x, int c0, int lo, int hi) {
+    const int a = std::clamp(lo - c0, 0, 16), b = std::clamp(hi - c0, 0, 16);
+    const unsigned mask = ((1u << b) - 1u) & ~((1u << a) - 1u);
+    return _mm512_maskz_mov_ps(static_cast<__mmask16>(mask), x);
+  }
   // The largest of p[0, valid) (valid >= 1) and the sum of p[0, 16) (a
   // chunk of kChunk = 16 softmax weights, zero past the valid ones).
   static float chunk_max(const float* p, int valid) {

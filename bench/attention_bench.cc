@@ -1,0 +1,156 @@
+// Attention kernel benchmark (bench/README.md "Attention at depth"), one
+// thread, timed in thread CPU time so that a shared, loaded machine changes
+// the figures little (memory stalls count, being descheduled does not):
+//   decode   one query token over `--depth` positions of every layer (16
+//            layers of Llama 3.2 1B's shape: 32 query heads, 8 kv heads,
+//            head_dim 64, blocks of 16 in shuffled order), split by position
+//            range and merged as the runner does; the layers' K/V (16 x 2 x
+//            depth rows) are far larger than the caches, as in a real step.
+//   prefill  64 query tokens at the end of the context (one layer), work
+//            items of --tokens-per-item tokens per kv head as the runner
+//            makes them.
+// Reports ns per (query head x position) and, for decode, the GB/s of K/V
+// read next to a plain read of the same bytes (the single-thread roofline).
+//   attention_bench [--kv-type f16|q8_0] [--depth 8192] [--reps 5] [--tokens-per-item 16]
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/attention.h"
+
+namespace {
+
+using namespace zl;
+
+double cpu_now() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+constexpr int64_t kHead = 32, kHeadKv = 8, kHeadDim = 64, kBlock = 16, kLayers = 16;
+
+struct Cache {
+  int64_t n_blocks, row_bytes;
+  std::vector<uint8_t> k, v;  // kLayers layers
+  std::vector<int32_t> table;
+  const uint8_t* k_layer(int64_t il) const { return k.data() + il * n_blocks * kBlock * row_bytes; }
+  const uint8_t* v_layer(int64_t il) const { return v.data() + il * n_blocks * kBlock * row_bytes; }
+};
+
+Cache make_cache(KvType type, int64_t n_kv, int64_t n_layers, std::mt19937& rng) {
+  Cache c;
+  c.n_blocks = (n_kv + kBlock - 1) / kBlock;
+  c.row_bytes = kv_row_bytes(type, kHeadKv * kHeadDim);
+  const int64_t n_rows = n_layers * c.n_blocks * kBlock;
+  c.k.resize(n_rows * c.row_bytes), c.v.resize(n_rows * c.row_bytes);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> row(kHeadKv * kHeadDim);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    for (float& x : row) x = 2.0f * dist(rng);
+    store_kv_row(type, row.data(), &c.k[r * c.row_bytes], kHeadKv * kHeadDim);
+    for (float& x : row) x = dist(rng);
+    store_kv_row(type, row.data(), &c.v[r * c.row_bytes], kHeadKv * kHeadDim);
+  }
+  c.table.resize(c.n_blocks);
+  for (int64_t i = 0; i < c.n_blocks; ++i) c.table[i] = static_cast<int32_t>(i);
+  std::shuffle(c.table.begin(), c.table.end(), rng);
+  return c;
+}
+
+// Seconds (CPU) of the fastest of `reps` plain reads of the cache's bytes.
+double read_seconds(const Cache& c, int reps) {
+  double best = 1e30;
+  volatile uint64_t sink = 0;
+  for (int rep = 0; rep < reps; ++rep) {
+    const double t0 = cpu_now();
+    uint64_t s0 = 0, s1 = 0;
+    for (size_t i = 0; i + 64 <= c.k.size(); i += 64) {
+      uint64_t a, b;
+      std::memcpy(&a, &c.k[i], 8), std::memcpy(&b, &c.v[i], 8);
+      s0 += a, s1 += b;
+    }
+    sink = s0 + s1;
+    best = std::min(best, cpu_now() - t0);
+  }
+  (void)sink;
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  KvType type = KvType::kF16;
+  int64_t depth = 8192, per_item = 16;
+  int reps = 5;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--kv-type" && parse_kv_type(argv[i + 1], &type)) continue;
+    if (a == "--depth") depth = std::max<int64_t>(64, std::atoll(argv[i + 1]));
+    else if (a == "--reps") reps = std::max(1, std::atoi(argv[i + 1]));
+    else if (a == "--tokens-per-item") per_item = std::max<int64_t>(1, std::atoll(argv[i + 1]));
+    else {
+      std::fprintf(stderr, "usage: attention_bench [--kv-type f16|q8_0] [--depth N] [--reps N] [--tokens-per-item N]\n");
+      return 2;
+    }
+  }
+  std::mt19937 rng(7);
+  const Cache cache = make_cache(type, depth, kLayers, rng);
+  const AttentionShape s{.n_head = kHead, .n_head_kv = kHeadKv, .head_dim = kHeadDim, .block_size = kBlock,
+                         .scale = 0.125f};
+  if (!attention_range_supported(s)) {
+    std::fprintf(stderr, "no SIMD attention on this machine\n");
+    return 1;
+  }
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  constexpr int64_t kPrefillTokens = 64;
+  std::vector<float> q(kPrefillTokens * kHead * kHeadDim), out(q.size());
+  for (float& x : q) x = dist(rng);
+
+  // Decode: every layer once per rep.
+  const int64_t n_ranges = (depth + kAttentionRange - 1) / kAttentionRange, pf = attention_partial_floats(s);
+  std::vector<float> partials(n_ranges * pf);
+  double decode_s = 1e30;
+  for (int rep = 0; rep < reps; ++rep) {
+    const double t0 = cpu_now();
+    for (int64_t il = 0; il < kLayers; ++il) {
+      for (int64_t j = 0; j < n_ranges; ++j) {
+        attention_range(s, q.data(), cache.k_layer(il), cache.v_layer(il), type, cache.table.data(), depth, j,
+                        &partials[j * pf]);
+      }
+      attention_merge(s, partials.data(), n_ranges, out.data());
+    }
+    decode_s = std::min(decode_s, cpu_now() - t0);
+  }
+  const double kv_bytes = 2.0 * static_cast<double>(kLayers * depth * cache.row_bytes);
+  const double read_s = read_seconds(cache, 3) * static_cast<double>(kLayers * depth) /
+                        static_cast<double>(kLayers * cache.n_blocks * kBlock);
+
+  // Prefill: the last kPrefillTokens tokens of the context, layer 0.
+  const int64_t q_dim = kHead * kHeadDim, n_kv_first = depth - kPrefillTokens + 1;
+  double prefill_s = 1e30;
+  for (int rep = 0; rep < reps; ++rep) {
+    const double t0 = cpu_now();
+    for (int64_t h = 0; h < kHeadKv; ++h) {
+      for (int64_t t = 0; t < kPrefillTokens; t += per_item) {
+        attention_chunk(s, q.data() + t * q_dim, std::min(per_item, kPrefillTokens - t), cache.k_layer(0),
+                        cache.v_layer(0), type, cache.table.data(), n_kv_first + t, out.data() + t * q_dim, h, h + 1);
+      }
+    }
+    prefill_s = std::min(prefill_s, cpu_now() - t0);
+  }
+  const double prefill_pairs = static_cast<double>(kHead) * (kPrefillTokens * n_kv_first + kPrefillTokens * (kPrefillTokens - 1) / 2);
+  std::printf("kv %s depth %lld, 1 thread, CPU time, best of %d\n", kv_type_name(type), static_cast<long long>(depth), reps);
+  std::printf("decode   %.3f ms a step (16 layers), %.2f ns per (head, position), K/V %.2f GB/s = %.0f%% of a plain read (%.2f GB/s)\n",
+              decode_s * 1e3, decode_s * 1e9 / static_cast<double>(kLayers * kHead * depth), kv_bytes / decode_s / 1e9,
+              100.0 * read_s / decode_s, kv_bytes / read_s / 1e9);
+  std::printf("prefill  %.2f ns per (head, position), %lld tokens per item\n", prefill_s * 1e9 / prefill_pairs,
+              static_cast<long long>(per_item));
+  return 0;
+}
