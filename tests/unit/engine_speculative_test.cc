@@ -11,6 +11,7 @@
 
 #include "engine/engine.h"
 #include "obs/engine_sink.h"
+#include "obs/metrics.h"  // kEnabled
 #include "support/engine_fixture.h"
 #include "support/wait.h"
 
