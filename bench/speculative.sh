@@ -5,10 +5,17 @@
 #   bench/speculative.sh MODEL.gguf [N_TOKENS] [REPS]
 #
 # Cases, each run REPS times (default 5) alternating plain / speculative, medians reported:
-#   repeating   greedy; a random-weight model loops (as code edits copy their input): drafts hit;
-#   sampled     temperature 1.5, top-k 0, seed 7, --spec-ngram-min 1: output that does not repeat,
-#               with the most drafting attempts (unigram matches) that then miss: the adaptive
-#               cost bound.
+#   repeating   greedy after a prompt of one token repeated 64 times: the random-weight 1B-shape
+#               model then falls into loops of one or a few tokens (copying, as code edits copy
+#               their input): drafts hit;
+#   plain-text  greedy after "The quick brown fox": this model's output does not repeat (a few
+#               short n-gram matches, drafts that miss): the cost when nothing repeats;
+#   misses      greedy after a phrase of 5 tokens repeated 12 times, --spec-ngram-min 1: the prompt
+#               and the output share single tokens, the output does not repeat the phrase: drafts
+#               proposed that mostly miss (the adaptive back-off's cost);
+#   sampled     temperature 1.5, top-k 0, seed 7, --spec-ngram-min 1: sampled output that does not
+#               repeat (with this model's flat distributions: no draft at all); seeded, so the ids
+#               must match too.
 # The ids of the two runs of a case must be identical (greedy, and seeded sampling: speculation
 # consumes the sampler's RNG as plain decoding does); a difference stops the script.
 # THREADS (default 2) compute threads; ZEROLAYER: the binary (default build/zerolayer).
@@ -20,13 +27,16 @@ bin=${ZEROLAYER:-$(dirname "$0")/../build/zerolayer}
 python3 - "$bin" "$model" "$n" "$reps" "${THREADS:-2}" <<'PY'
 import json, statistics, subprocess, sys
 binary, model, n, reps, threads = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
-prompt = "def parse(line):\n    fields = line.split(',')\n    return fields\n\nThe quick brown fox"
+text = ["--prompt", "The quick brown fox"]
 cases = {
-    "repeating": ["--temperature", "0"],
-    "sampled": ["--temperature", "1.5", "--top-k", "0", "--top-p", "1", "--seed", "7", "--spec-ngram-min", "1"],
+    "repeating": ["--prompt-ids", ",".join(["1"] * 64), "--temperature", "0"],
+    "plain-text": text + ["--temperature", "0"],
+    "misses": ["--prompt-ids", ",".join(["1"] + ["1000", "2000", "3000", "4000", "5000"] * 12), "--temperature", "0",
+               "--spec-ngram-min", "1"],
+    "sampled": text + ["--temperature", "1.5", "--top-k", "0", "--top-p", "1", "--seed", "7", "--spec-ngram-min", "1"],
 }
 def run(extra, spec):
-    args = [binary, "generate", "--model", model, "--prompt", prompt, "-n", n, "--threads", threads,
+    args = [binary, "generate", "--model", model, "-n", n, "--threads", threads,
             "--ignore-eos", "--json"] + extra + (["--speculative", "ngram"] if spec else [])
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
     return json.loads(out)
@@ -45,7 +55,7 @@ for name, extra in cases.items():
         last = b
     acc = last["spec_accepted_tokens"] / max(1, last["spec_draft_tokens"])
     per_pass = last["spec_accepted_tokens"] / max(1, last["spec_passes"])
-    print(f"{name:10s} plain {statistics.median(plain):7.2f} tok/s  speculative {statistics.median(spec):7.2f} tok/s  "
+    print(f"{name:11s} plain {statistics.median(plain):7.2f} tok/s  speculative {statistics.median(spec):7.2f} tok/s  "
           f"ratio median {statistics.median(ratios):.3f} (min {min(ratios):.3f}, max {max(ratios):.3f})  "
           f"drafts {last['spec_draft_tokens']} accepted {last['spec_accepted_tokens']} ({acc:.0%}) "
           f"passes {last['spec_passes']} ({per_pass:.2f} accepted/pass)  ids identical")

@@ -144,6 +144,35 @@ TEST(EngineSpeculative, StopsAndUsageAreThoseOfPlainDecoding) {
   }
 }
 
+TEST(EngineSpeculative, PreemptionUnderKvPressureKeepsTheIds) {
+  LoadedModel l = load_shared_model("tiny-llama-Q4_0");
+  if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/tiny-llama-Q4_0.gguf not found";
+  const auto prompts = prompts_for(static_cast<int>(l.model->config.n_vocab));
+  constexpr int kTokens = 100;
+  std::vector<Outcome> plain;
+  {
+    auto engine = Engine::create(*l.model, *l.tokenizer, config(false));
+    for (const auto& p : prompts) plain.push_back(collect(*(*engine)->submit(test::greedy_request(p, kTokens))));
+  }
+  // 14 blocks of 16: the four sequences (up to ~160 tokens each) cannot all hold their KV, so
+  // some are preempted and recompute, drafts in flight or not.
+  EngineConfig tight = config(true);
+  tight.n_kv_tokens = 14 * 16;
+  auto engine = Engine::create(*l.model, *l.tokenizer, tight);
+  ASSERT_TRUE(engine.ok());
+  std::vector<std::shared_ptr<RequestChannel>> channels;
+  for (const auto& p : prompts) channels.push_back((*engine)->submit(test::greedy_request(p, kTokens)));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const Outcome o = collect(*channels[i]);
+    EXPECT_EQ(o.ids, plain[i].ids) << "prompt " << i;
+  }
+  wait_idle(**engine);
+  const EngineStats s = (*engine)->stats();
+  EXPECT_GT(s.n_preemptions, 0);
+  EXPECT_GT(s.n_spec_accepted_tokens, 0);
+  EXPECT_EQ(s.n_kv_blocks_used, 0);
+}
+
 TEST(EngineSpeculative, TheContextWindowEndsItAsPlainDecodingDoes) {
   LoadedModel l = load_shared_model("tiny-llama-Q4_0");
   if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/tiny-llama-Q4_0.gguf not found";
