@@ -10,6 +10,7 @@
 #include "support/http_client.h"
 #include "support/json_object.h"
 #include "support/json_path.h"
+#include "support/openai_stream.h"
 #include "support/process.h"
 #include "support/prom_text.h"
 #include "support/real_model.h"
@@ -92,20 +93,9 @@ TEST(SpeculativeServer, TheServerFlagAndARequestThatSaysFalse) {
   // Streams: the same text, in deltas.
   HttpReply r = fetch(port, "POST", "/v1/chat/completions", openai_body(R"("stream":true)"), {}, 60000);
   EXPECT_EQ(r.status, 200);
+  const ChatStream cs = read_chat_stream(parse_sse(r.body));
   std::string streamed;
-  size_t at_pos = 0;
-  while ((at_pos = r.body.find("data: {", at_pos)) != std::string::npos) {
-    const size_t end = r.body.find('\n', at_pos);
-    json::object o = parse_obj(r.body.substr(at_pos + 6, end - at_pos - 6));
-    const auto& choices = o.at("choices").as_array();
-    if (!choices.empty()) {
-      const auto& delta = choices[0].as_object().at("delta").as_object();
-      if (auto it = delta.find("content"); it != delta.end() && it->value().is_string()) {
-        streamed += std::string(it->value().get_string());
-      }
-    }
-    at_pos = end;
-  }
+  for (const std::string& piece : cs.pieces) streamed += piece;
   EXPECT_EQ(streamed, openai_text(off_port(), ""));
 }
 
