@@ -18,15 +18,17 @@
 #               must match too.
 # The ids of the two runs of a case must be identical (greedy, and seeded sampling: speculation
 # consumes the sampler's RNG as plain decoding does); a difference stops the script.
-# THREADS (default 2) compute threads; ZEROLAYER: the binary (default build/zerolayer).
+# THREADS (default 2) compute threads; CASES: a comma-separated subset (default all);
+# ZEROLAYER: the binary (default build/zerolayer).
 set -euo pipefail
 model=${1:?usage: speculative.sh MODEL.gguf [N_TOKENS] [REPS]}
 n=${2:-200}
 reps=${3:-5}
 bin=${ZEROLAYER:-$(dirname "$0")/../build/zerolayer}
-python3 - "$bin" "$model" "$n" "$reps" "${THREADS:-2}" <<'PY'
+python3 - "$bin" "$model" "$n" "$reps" "${THREADS:-2}" "${CASES:-}" <<'PY'
 import json, statistics, subprocess, sys
 binary, model, n, reps, threads = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+wanted = [c for c in sys.argv[6].split(",") if c]
 text = ["--prompt", "The quick brown fox"]
 cases = {
     "repeating": ["--prompt-ids", ",".join(["1"] * 64), "--temperature", "0"],
@@ -42,6 +44,8 @@ def run(extra, spec):
     return json.loads(out)
 print(f"model {model}, {n} tokens, {threads} threads, {reps} reps (medians; the machine may be shared)")
 for name, extra in cases.items():
+    if wanted and name not in wanted:
+        continue
     plain, spec, ratios = [], [], []
     last = None
     for _ in range(reps):
