@@ -4,11 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <numeric>
 #include <random>
 #include <vector>
 
+#include "cli/serve_config.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "spec/ngram_draft.h"
@@ -371,6 +373,39 @@ TEST(SchedulerDrafts, AbandonAndPreemptionWithADraftInFlight) {
   EXPECT_EQ(plan.cancelled, std::vector<SeqId>{a});
   EXPECT_EQ(f.pool.n_used(), 0);
   f.pool.check_invariants();
+}
+
+// ---- Settings ----
+
+TEST(ServeConfigSpeculative, FlagEnvTomlAndBadValues) {
+  const std::string path = ::testing::TempDir() + "serve_config_spec_test.toml";
+  std::ofstream(path) << "speculative = \"ngram\"\nspec_draft_max = 12\n";
+  std::map<std::string, std::string> env;
+  auto getenv = [&](const char* n) -> const char* {
+    auto it = env.find(n);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  auto def = cli::resolve_serve_config({}, {}, getenv);
+  ASSERT_TRUE(def.ok());
+  EXPECT_EQ(def->speculative, "off");
+  EXPECT_EQ(def->spec_draft_max, 8);
+  EXPECT_EQ(def->spec_ngram_min, 2);
+  auto toml = cli::resolve_serve_config({{"config", path}}, {}, getenv);
+  ASSERT_TRUE(toml.ok()) << toml.status().to_string();
+  EXPECT_EQ(toml->speculative, "ngram");
+  EXPECT_EQ(toml->spec_draft_max, 12);
+  env["ZEROLAYER_SPEC_NGRAM_MIN"] = "3";
+  auto flag = cli::resolve_serve_config({{"config", path}, {"speculative", "off"}}, {}, getenv);
+  ASSERT_TRUE(flag.ok());
+  EXPECT_EQ(flag->speculative, "off");
+  EXPECT_EQ(flag->spec_ngram_min, 3);
+  env.clear();
+  for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
+           {"speculative", "eagle"}, {"spec-draft-max", "0"}, {"spec-draft-max", "33"}, {"spec-ngram-min", "17"}}) {
+    auto bad = cli::resolve_serve_config({{name, value}}, {}, getenv);
+    ASSERT_FALSE(bad.ok()) << name << " " << value;
+    EXPECT_NE(bad.status().message().find("--" + name), std::string::npos) << bad.status().message();
+  }
 }
 
 }  // namespace
