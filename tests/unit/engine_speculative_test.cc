@@ -95,7 +95,8 @@ TEST_P(SpeculativeOnModel, GreedyIdsAreThoseOfPlainDecodingAloneAndInABatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shared, SpeculativeOnModel,
-                         ::testing::Values("stories260K", "tiny-llama-Q4_0", "tiny-qwen3-F32", "tiny-gemma3-F32"),
+                         ::testing::Values("stories260K", "tiny-llama-Q4_0", "tiny-qwen3-F32", "tiny-gemma3-F32", "tiny-qwen2-F32",
+                                           "tiny-phi3-F32", "tiny-gpt-oss-F32", "tiny-qwen3moe-F32"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');
