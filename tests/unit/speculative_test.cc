@@ -375,6 +375,24 @@ TEST(SchedulerDrafts, AbandonAndPreemptionWithADraftInFlight) {
   f.pool.check_invariants();
 }
 
+TEST(SchedulerDrafts, ShrinkReturnsTrailingBlocksButNeverCommittedOnes) {
+  BlockPool pool(BlockPoolConfig{.block_size = 4, .n_blocks = 8});
+  SequenceBlocks b(pool, "t");
+  const std::vector<int32_t> toks = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  ASSERT_TRUE(b.reserve(20));  // 5 blocks
+  b.commit(toks, 8);           // [0, 8): 2 committed
+  b.shrink(9);                 // 9 positions need 3
+  EXPECT_EQ(b.n_blocks(), 3);
+  EXPECT_EQ(pool.n_used(), 3);
+  b.shrink(1);                 // the committed ones stay
+  EXPECT_EQ(b.n_blocks(), 2);
+  EXPECT_EQ(b.n_committed_blocks(), 2);
+  pool.check_invariants();
+  b.release();
+  EXPECT_EQ(pool.n_used(), 0);
+  EXPECT_EQ(pool.n_cached(), 2);
+}
+
 // ---- Settings ----
 
 TEST(ServeConfigSpeculative, FlagEnvTomlAndBadValues) {
