@@ -134,6 +134,7 @@ struct ChatRequest {
   std::optional<ContextManagement> context_management;
   std::optional<ContextPolicy> context_policy;  // the body's `context_policy`; none: the server's
   std::optional<ResponseFormat> response_format;  // none: free text
+  std::optional<SpeculativeParams> speculative;  // the body's `speculative` (api/speculative.h); none: the server's
 };
 
 }  // namespace zl::api

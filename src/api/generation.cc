@@ -65,6 +65,7 @@ ApiResult<Prepared> prepare_request(const ChatRequest& chat, const PromptCodec& 
   r.prompt_ids = std::move(ids).value();
   r.sampling = chat.sampling;
   r.stop.stop_strings = chat.stop;
+  r.speculative = chat.speculative;
   const int64_t room = n_ctx > 0 ? n_ctx - p.n_prompt_tokens : INT32_MAX;
   const int64_t wanted = chat.max_tokens.value_or(room);
   p.max_tokens_clamped = wanted > room || !chat.max_tokens;

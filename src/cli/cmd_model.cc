@@ -18,6 +18,7 @@
 #include "core/memory.h"
 #include "core/thread_pool.h"
 #include "engine/engine.h"
+#include "spec/ngram_draft.h"  // kMaxNgram
 #include "tokenizer/tokenizer.h"
 #include "model/forward.h"
 #include "model/model.h"
@@ -151,9 +152,12 @@ int cmd_generate(int argc, char** argv, int first) {
        {"ctx", true, "context size in tokens (default: prompt + n)"},
        {"kv-type", true, "KV cache type: f16 (default), q8_0 or f32"},
        {"ignore-eos", false, "do not stop at the end-of-sequence token"},
+       {"speculative", true, "off (default) or ngram: lossless speculative decoding with n-gram / prompt-lookup drafts"},
+       {"spec-draft-max", true, "speculative draft tokens per step at most (default 8, 1 to 32)"},
+       {"spec-ngram-min", true, "shortest n-gram looked up for a draft (default 2)"},
        {"json", false,
-        "print {prompt_ids, generated_ids, text, finish_reason, prefill_tokens_per_s, decode_tokens_per_s} as one JSON "
-        "object"}},
+        "print {prompt_ids, generated_ids, text, finish_reason, prefill_tokens_per_s, decode_tokens_per_s, "
+        "spec_draft_tokens, spec_accepted_tokens, spec_passes} as one JSON object"}},
       &code);
   if (!args) return code;
   if (args->has("prompt") == args->has("prompt-ids")) {
@@ -166,8 +170,10 @@ int cmd_generate(int argc, char** argv, int first) {
   auto seed = args->get_int("seed", 42);
   auto threads = args->get_int_in("threads", 0, 0, kMaxThreads);
   auto n_ctx = args->get_int("ctx", 0);
+  auto spec_draft_max = args->get_int_in("spec-draft-max", 8, 1, kMaxSpecDraft);
+  auto spec_ngram_min = args->get_int_in("spec-ngram-min", 2, 1, spec::kMaxNgram);
   for (const Status* s : {&n_gen.status(), &temperature.status(), &top_k.status(), &top_p.status(), &seed.status(),
-                          &threads.status(), &n_ctx.status()}) {
+                          &threads.status(), &n_ctx.status(), &spec_draft_max.status(), &spec_ngram_min.status()}) {
     if (!s->ok()) return report_error("generate", *s);
   }
   if (*n_gen < 1 || *n_gen > (1 << 20)) return report_error("generate", invalid_argument("-n must be in [1, 1048576]"));
@@ -179,6 +185,10 @@ int cmd_generate(int argc, char** argv, int first) {
   KvType kv_type = KvType::kF16;
   if (!parse_kv_type(args->get_or("kv-type", "f16").c_str(), &kv_type)) {
     return report_error("generate", invalid_argument("--kv-type must be f16, q8_0 or f32"));
+  }
+  const std::string speculative = args->get_or("speculative", "off");
+  if (speculative != "off" && speculative != "ngram") {
+    return report_error("generate", invalid_argument("--speculative must be off or ngram"));
   }
 
   auto model_path = args->has("model") ? Result<std::string>(*args->get("model")) : default_model_path();
@@ -209,7 +219,11 @@ int cmd_generate(int argc, char** argv, int first) {
 
   const int64_t ctx = *n_ctx > 0 ? *n_ctx : n_prompt + *n_gen;
   EngineConfig ec{.n_ctx = ctx, .max_seqs = 1, .n_kv_tokens = ctx,
-                  .kv_type = kv_type, .n_threads = static_cast<int>(*threads)};
+                  .kv_type = kv_type, .n_threads = static_cast<int>(*threads),
+                  .speculative = speculative == "ngram",
+                  .spec_draft_max = static_cast<int32_t>(*spec_draft_max),
+                  .spec_ngram_min = static_cast<int32_t>(*spec_ngram_min),
+                  .spec_ngram_max = std::max(static_cast<int32_t>(*spec_ngram_min), 4)};
   const std::string ctx_source = *n_ctx > 0 ? "--ctx " + std::to_string(*n_ctx)
                                             : "the prompt (" + std::to_string(n_prompt) + " tokens) + -n " +
                                                   std::to_string(*n_gen);
@@ -238,6 +252,8 @@ int cmd_generate(int argc, char** argv, int first) {
     }
   }
   if (last.kind == EventKind::kError) return report_error("generate", last.error);
+  (*engine)->stop();  // its last counters published
+  const EngineStats stats = (*engine)->stats();
   // Rates from the engine's own timings (timing the process would add the
   // model load): prefill = prompt tokens computed / (scheduled -> first
   // token), decode = tokens after the first / (first -> last token).
@@ -256,9 +272,12 @@ int cmd_generate(int argc, char** argv, int first) {
     api::append_json_string(out, text);
     out += ", \"finish_reason\": ";
     api::append_json_string(out, finish_reason_name(last.finish));
-    char rates[128];
-    std::snprintf(rates, sizeof rates, ", \"prefill_tokens_per_s\": %.3f, \"decode_tokens_per_s\": %.3f}\n", prefill_tps,
-                  decode_tps);
+    char rates[320];
+    std::snprintf(rates, sizeof rates,
+                  ", \"prefill_tokens_per_s\": %.3f, \"decode_tokens_per_s\": %.3f, \"spec_draft_tokens\": %lld, "
+                  "\"spec_accepted_tokens\": %lld, \"spec_passes\": %lld}\n",
+                  prefill_tps, decode_tps, static_cast<long long>(stats.n_spec_draft_tokens),
+                  static_cast<long long>(stats.n_spec_accepted_tokens), static_cast<long long>(stats.n_spec_passes));
     out += rates;
     std::fwrite(out.data(), 1, out.size(), stdout);
   } else {

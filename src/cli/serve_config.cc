@@ -8,7 +8,9 @@
 #include <sstream>
 #include <unistd.h>  // gethostname
 
+#include "engine/request.h"     // kMaxSpecDraft
 #include "kernels/attention.h"  // parse_kv_type
+#include "spec/ngram_draft.h"   // kMaxNgram
 #include "limits/redis_store.h"  // parse_redis_url
 #include "obs/otlp_http.h"
 
@@ -201,7 +203,8 @@ const std::vector<std::string>& serve_setting_names() {
       "guard",           "context-policy", "context-reserve", "host-name",     "shadow",
       "shadow-fraction", "shadow-api-key", "shadow-log",      "shadow-timeout-ms", "shadow-queue",
       "record-requests", "ui",
-      "max-header-bytes", "tls-cert",      "tls-key",        "h2-max-concurrent-streams", "h2-max-resets-per-s", "schedule"};
+      "max-header-bytes", "tls-cert",      "tls-key",        "h2-max-concurrent-streams", "h2-max-resets-per-s", "schedule",
+      "speculative",     "spec-draft-max", "spec-ngram-min"};
   return kNames;
 }
 
@@ -269,6 +272,13 @@ Result<ServeConfig> resolve_serve_config(const std::map<std::string, std::string
     return invalid_argument(src.origin.at("schedule") + ": schedule must be latency or throughput, got '" +
                             c.schedule + "'");
   }
+  str("speculative", &c.speculative);
+  if (c.speculative != "off" && c.speculative != "ngram") {
+    return invalid_argument(src.origin.at("speculative") + ": speculative must be off or ngram, got '" +
+                            c.speculative + "'");
+  }
+  RETURN_IF_ERROR(parse_int(src, "spec-draft-max", 1, kMaxSpecDraft, &c.spec_draft_max));
+  RETURN_IF_ERROR(parse_int(src, "spec-ngram-min", 1, spec::kMaxNgram, &c.spec_ngram_min));
   str("kv-type", &c.kv_type);
   if (KvType t; !parse_kv_type(c.kv_type.c_str(), &t)) {
     return invalid_argument(src.origin.at("kv-type") + ": kv-type must be f16, q8_0 or f32, got '" + c.kv_type + "'");

@@ -1,5 +1,7 @@
 #include "cli/serve_engine.h"
 
+#include <algorithm>
+
 #include "cli/prompt_codec_setup.h"
 #include "cli/engine_fit.h"
 #include "cli/model_loading.h"
@@ -58,6 +60,10 @@ Result<ServeBackend> make_backend(const ServeConfig& config, obs::EngineSink* ob
   ec.max_queue_tokens = config.max_queue_tokens;
   ec.queue_timeout_ms = config.queue_timeout_ms;
   ec.max_pause_ms = config.max_pause_ms;
+  ec.speculative = config.speculative == "ngram";
+  ec.spec_draft_max = static_cast<int32_t>(config.spec_draft_max);
+  ec.spec_ngram_min = static_cast<int32_t>(config.spec_ngram_min);
+  ec.spec_ngram_max = std::max(ec.spec_ngram_min, ec.spec_ngram_max);
   auto given = [&config](const char* name) {
     auto it = config.given.find(name);
     return it == config.given.end() ? std::string() : it->second;

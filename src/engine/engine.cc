@@ -7,6 +7,7 @@
 #include "core/log.h"
 #include "core/memory.h"
 #include "engine/span_budget.h"
+#include "spec/ngram_draft.h"
 #include "obs/metrics.h"  // kEnabled
 
 namespace zl {
@@ -61,6 +62,13 @@ struct Engine::Live {
   OutputGuard out_guard;
   std::optional<SpanBudgetTracker> span;  // StopParams::span
   std::optional<ConstrainedOutput> constraint;  // Request::constraint
+  // Speculative decoding (see engine.h), when the request speculates: the n-gram index of its
+  // tokens, the adaptive draft length, this step's draft and the tokens fed to verify it.
+  std::optional<spec::NgramIndex> ngram;
+  spec::DraftLength draft_len;
+  std::vector<int32_t> draft;
+  std::vector<int32_t> verify_tokens;
+  std::vector<int32_t> accepted;
   Usage usage;
   Timings timings;
   bool admitted_once = false;
@@ -113,6 +121,8 @@ EngineConfig resolve_engine_config(const ModelConfig& model, EngineConfig c) {
   return c;
 }
 
+int32_t max_step_drafts(const EngineConfig& c) { return std::clamp(c.max_step_tokens, 0, kMaxStepDrafts); }
+
 EngineMemory engine_memory(const ModelConfig& model, const EngineConfig& c) {
   const int64_t n_blocks = c.block_size > 0 ? c.n_kv_tokens / c.block_size : 0;
   // The block pool keeps a token id per slot and a few words per block.
@@ -120,7 +130,8 @@ EngineMemory engine_memory(const ModelConfig& model, const EngineConfig& c) {
                                         saturating_mul(static_cast<uint64_t>(std::max<int64_t>(n_blocks, 0)), 64));
   const uint64_t kv = KvStorage::bytes_for(model, n_blocks, c.block_size, c.kv_type);
   return {.kv_bytes = saturating_add(kv, index),
-          .step_bytes = ModelRunner::step_bytes(model, c.max_step_tokens, c.max_seqs)};
+          .step_bytes = ModelRunner::step_bytes(model, c.max_step_tokens,
+                                                int64_t{c.max_seqs} + max_step_drafts(c))};
 }
 
 Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokenizer& tokenizer, EngineConfig config,
@@ -131,6 +142,14 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokeniz
   }
   config = resolve_engine_config(model.config, config);
   if (config.n_ctx < 2) return invalid_argument("context size must be at least 2 tokens");
+  if (config.spec_draft_max < 1 || config.spec_draft_max > kMaxSpecDraft) {
+    return invalid_argument("the speculative draft length must be in [1, " + std::to_string(kMaxSpecDraft) + "]");
+  }
+  if (config.spec_ngram_min < 1 || config.spec_ngram_min > config.spec_ngram_max ||
+      config.spec_ngram_max > spec::kMaxNgram) {
+    return invalid_argument("speculative n-gram sizes must satisfy 1 <= min <= max <= " +
+                            std::to_string(spec::kMaxNgram));
+  }
   if (config.n_kv_tokens / config.block_size > INT32_MAX / 2) return invalid_argument("KV cache too large");
   // The step scratch grows on the engine thread, where a failure could not
   // be reported: it must fit beside the KV cache before anything starts.
@@ -165,7 +184,8 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, EngineConfig conf
       scheduler_(SchedulerConfig{.policy = config.schedule,
                                  .max_step_tokens = config.max_step_tokens,
                                  .max_running = config.max_seqs,
-                                 .max_pause = std::chrono::milliseconds(std::max<int64_t>(config.max_pause_ms, 0))},
+                                 .max_pause = std::chrono::milliseconds(std::max<int64_t>(config.max_pause_ms, 0)),
+                                 .max_step_drafts = max_step_drafts(config)},
                  blocks_) {
   stats_.n_ctx = config_.n_ctx;
   stats_.kv_block_size = config_.block_size;
@@ -379,6 +399,13 @@ void Engine::admit(Request request, std::shared_ptr<RequestChannel> channel, Tim
     if (!live->request.stop.ignore_eos) end_ids.insert(end_ids.end(), eog_ids_.begin(), eog_ids_.end());
     live->constraint.emplace(*live->request.constraint, trie, std::move(end_ids));
   }
+  if (const SpeculativeParams sp = live->request.speculative.value_or(SpeculativeParams{.enabled = config_.speculative});
+      sp.enabled && !live->constraint && !live->span && !live->request.stop.prefill_only) {
+    live->ngram.emplace(spec::NgramConfig{.n_min = config_.spec_ngram_min,
+                                          .n_max = config_.spec_ngram_max,
+                                          .max_tokens = static_cast<int32_t>(std::min<int64_t>(config_.n_ctx, INT32_MAX))});
+    live->draft_len = spec::DraftLength(sp.draft_max > 0 ? std::min(sp.draft_max, kMaxSpecDraft) : config_.spec_draft_max);
+  }
   live->seq = *seq;
   live->usage.n_prompt_tokens = n_prompt;
   live->n_queued_tokens = n_prompt;
@@ -478,6 +505,7 @@ void Engine::settle_plan(const StepPlan& plan) {
 bool Engine::step() {
   expire_queued(Timings::Clock::now());
   apply_cancellations_and_backpressure();
+  plan_drafts();
   StepPlan plan = scheduler_.schedule();
   settle_plan(plan);
   if (plan.empty()) return !plan.cancelled.empty() || !plan.pause_preempted.empty();
@@ -485,10 +513,18 @@ bool Engine::step() {
   batch_.clear();
   for (const ScheduledSeq& it : plan.items) {
     const Sequence& s = scheduler_.sequence(it.id);
-    batch_.push_back(BatchSequence{.tokens = std::span(s.tokens).subspan(it.pos, it.n_tokens),
+    std::span<const int32_t> tokens = std::span(s.tokens).subspan(it.pos, it.n_draft > 0 ? 1 : it.n_tokens);
+    if (it.n_draft > 0) {
+      // [last token, drafts]: the drafts are not the sequence's tokens until accepted.
+      Live& live = *live_.at(it.id);
+      live.verify_tokens.assign(tokens.begin(), tokens.end());
+      live.verify_tokens.insert(live.verify_tokens.end(), live.draft.begin(), live.draft.begin() + it.n_draft);
+      tokens = live.verify_tokens;
+    }
+    batch_.push_back(BatchSequence{.tokens = tokens,
                                    .n_past = it.pos,
                                    .block_table = s.blocks.table(),
-                                   .all_logits = false,
+                                   .all_logits = it.n_draft > 0,
                                    .want_logits = it.samples});
   }
   if constexpr (obs::kEnabled) {
@@ -518,6 +554,10 @@ bool Engine::step() {
       continue;
     }
     if (live.timings.t_prefilled == Timings::Clock::time_point{}) live.timings.t_prefilled = Timings::Clock::now();
+    if (it.n_draft > 0) {
+      row += accept_draft(live, it, row);
+      continue;
+    }
     if (live.request.stop.prefill_only) {
       // Validate mode: the prefill (logits included, as a real first token
       // costs) is all it wanted. The placeholder token is never emitted.
@@ -563,7 +603,64 @@ bool Engine::step() {
   return true;
 }
 
-void Engine::handle_token(Live& live, int32_t token) {
+void Engine::plan_drafts() {
+  for (auto& [id, live] : live_) {
+    if (!live->ngram || live->out_guard.veto()) continue;
+    const Sequence* s = scheduler_.find(id);
+    if (!s || s->state != SeqState::kRunning || s->paused || s->n_uncomputed() != 1) continue;
+    // Every accepted token counts against max_tokens, and one more always comes after them.
+    const int64_t room = int64_t{live->request.stop.max_tokens} - live->usage.n_generated_tokens - 1;
+    if (room <= 0) continue;
+    const int32_t k = live->draft_len.next();
+    if (k <= 0) continue;
+    live->ngram->draft(s->tokens, static_cast<int32_t>(std::min<int64_t>(k, room)), &live->draft);
+    if (!live->draft.empty()) scheduler_.set_draft(id, static_cast<int32_t>(live->draft.size()));
+  }
+}
+
+int64_t Engine::accept_draft(Live& live, const ScheduledSeq& it, int64_t row) {
+  const int64_t n_vocab = model_.config.n_vocab;
+  live.accepted.clear();
+  Status error;
+  for (int32_t i = 0; i <= it.n_draft; ++i) {
+    std::span<float> logits(logits_.data() + (row + i) * n_vocab, n_vocab);
+    // The row after the last draft token has no draft to judge: -1 is never a token.
+    Result<Sampler::Verdict> v = live.sampler.verify(logits, i < it.n_draft ? live.draft[i] : -1);
+    if (!v.ok()) {
+      error = v.status();
+      break;
+    }
+    live.accepted.push_back(v->token);
+    if (!v->accepted) break;
+  }
+  const SeqId id = live.seq;
+  if (live.accepted.empty()) {
+    // Every id banned at the first row: as a plain step (the placeholder is never emitted).
+    scheduler_.on_step_done(id, 0);
+    finish(live, FinishReason::kError, error);
+    return 1 + it.n_draft;
+  }
+  // A row that failed after accepted ones is computed again next step, as a plain decode.
+  const auto n_accepted = static_cast<int32_t>(live.accepted.size());
+  scheduler_.on_step_done(id, std::span<const int32_t>(live.accepted));
+  const int32_t n_matched = error.ok() ? n_accepted - 1 : n_accepted;
+  live.draft_len.on_verified(it.n_draft, n_matched);
+  n_spec_draft_total_ += it.n_draft;
+  n_spec_accepted_total_ += n_matched;
+  ++n_spec_passes_total_;
+  if constexpr (obs::kEnabled) {
+    if (config_.obs_sink) config_.obs_sink->on_spec_verify(it.n_draft, n_matched);
+  }
+  const std::vector<int32_t> accepted = live.accepted;  // live may end in the loop
+  for (int32_t j = 0; j < n_accepted; ++j) {
+    live.out_guard.accept(accepted[j]);
+    handle_token(live, accepted[j], n_accepted - 1 - j);
+    if (!live_.contains(id)) break;  // it ended: the rest is dropped
+  }
+  return 1 + it.n_draft;
+}
+
+void Engine::handle_token(Live& live, int32_t token, int32_t n_later) {
   const auto now = Timings::Clock::now();
   if constexpr (obs::kEnabled) {
     if (config_.obs_sink) report_token(live.timings, live.usage.n_generated_tokens == 0, now);
@@ -590,7 +687,7 @@ void Engine::handle_token(Live& live, int32_t token) {
   if (fed.stop) return finish(live, FinishReason::kStopSequence);
   const Sequence& s = scheduler_.sequence(live.seq);
   if (live.usage.n_generated_tokens >= sp.max_tokens) return finish(live, FinishReason::kMaxTokens);
-  if (s.n_tokens() >= s.max_total_tokens) return finish(live, FinishReason::kContextWindow);
+  if (s.n_tokens() - n_later >= s.max_total_tokens) return finish(live, FinishReason::kContextWindow);
 }
 
 void Engine::emit(Live& live, std::string text, std::vector<int32_t> ids) {
@@ -685,6 +782,9 @@ void Engine::publish_stats() {
   stats_.n_prompt_tokens_total = n_prompt_total_;
   stats_.n_cached_tokens_total = n_cached_total_;
   stats_.n_generated_tokens_total = n_generated_total_;
+  stats_.n_spec_draft_tokens = n_spec_draft_total_;
+  stats_.n_spec_accepted_tokens = n_spec_accepted_total_;
+  stats_.n_spec_passes = n_spec_passes_total_;
 }
 
 }  // namespace zl

@@ -23,6 +23,20 @@
 // readmitted when its client catches up (scheduler.h); the client's stream
 // goes on where it stopped.
 //
+// Speculative decoding (lossless; spec/ngram_draft.h, scheduler.h). A request that speculates
+// (Request::speculative, else EngineConfig::speculative) keeps an n-gram index of its tokens;
+// each step, a sequence about to decode proposes the up-to-k tokens that followed the latest
+// earlier occurrence of its last n tokens (k from spec::DraftLength, adaptive), the scheduler
+// extends its decode grant to the k + 1 positions [last token, drafts] from the budget that
+// the step leaves, and the pass yields k + 1 logits rows. Row by row the sampler draws the
+// token exactly as plain decoding would (Sampler::verify); while it equals the next draft
+// token the next row counts too. The tokens so obtained (matched drafts, then the first
+// token that differs or follows the last draft) each go through the normal per-token path
+// (usage, stop ids, EOS, stop strings, max_tokens, events), which stops at the first that ends
+// the request. Greedy output is token-for-token that of plain decoding, sampled output has
+// its distribution (with a seed, the same tokens). Grammar constraints, guard masks, budgeted
+// spans and validate mode do not speculate.
+//
 // Thread-safety: submit(), stats() and stop() may be called from any thread.
 // Nothing else touches engine state: the I/O side sees only RequestChannels.
 #pragma once
@@ -79,6 +93,13 @@ struct EngineConfig {
   int64_t max_queue_tokens = 0;
   int64_t queue_timeout_ms = 0;
   int64_t max_pause_ms = 0;
+  // Speculative decoding (see the top comment): whether requests speculate when they do not
+  // say (Request::speculative), the draft tokens a sequence verifies per step at most (a
+  // request's own draft_max may ask up to kMaxSpecDraft), and the n-gram sizes matched.
+  bool speculative = false;
+  int32_t spec_draft_max = 8;
+  int32_t spec_ngram_min = 2;
+  int32_t spec_ngram_max = 4;
   // Where the engine reports queue, prefill, decode-step and inter-token
   // times, batch sizes and preemptions (engine thread; not owned; must
   // outlive the engine). Null: nothing is reported.
@@ -106,9 +127,14 @@ int32_t default_max_seqs(int64_t kv_tokens, int64_t n_ctx);
 // kMinKvBlocks), even below n_ctx. Idempotent.
 EngineConfig resolve_engine_config(const ModelConfig& model, EngineConfig config);
 
+// Draft tokens one step verifies at most, over all sequences: what the step's logits rows
+// hold beyond one per sequence (engine_memory). Pure.
+inline constexpr int32_t kMaxStepDrafts = 64;
+int32_t max_step_drafts(const EngineConfig& resolved);
+
 // What an engine with a resolved config allocates, saturating at UINT64_MAX
 // (absurd settings cannot overflow): the KV cache with its block index, and
-// the scratch of its largest step (max_step_tokens tokens, max_seqs logits rows).
+// the scratch of its largest step (max_step_tokens tokens, max_seqs + max_step_drafts logits rows).
 struct EngineMemory {
   uint64_t kv_bytes = 0;
   uint64_t step_bytes = 0;
@@ -174,7 +200,15 @@ class Engine final : public EngineApi {
   void expire_queued(Timings::Clock::time_point now);
   // A request ended after admission: feeds the completion rate behind retry_after_ms.
   void note_done(Timings::Clock::time_point now);
-  void handle_token(Live& live, int32_t token);
+  // One generated token through the per-token path; `n_later`: tokens of the same step
+  // already appended after it (a speculative pass), not yet handled.
+  void handle_token(Live& live, int32_t token, int32_t n_later = 0);
+  // Asks the scheduler for the drafts of the sequences about to decode (speculation).
+  void plan_drafts();
+  // The rows of a speculative item from `row` on: the accepted tokens reported and handled.
+  // Returns the rows it had (1 + n_draft).
+  int64_t accept_draft(Live& live, const ScheduledSeq& item, int64_t row);
+
   // Ends a sequence: flushes held text, pushes the last event (with the ids of
   // a final EOS/stop token that produced no text), frees its blocks.
   void finish(Live& live, FinishReason reason, Status error = Status(), std::optional<int32_t> final_token = std::nullopt);
@@ -210,6 +244,9 @@ class Engine final : public EngineApi {
   int64_t n_prompt_total_ = 0;     // engine thread; published by publish_stats()
   int64_t n_cached_total_ = 0;
   int64_t n_generated_total_ = 0;
+  int64_t n_spec_draft_total_ = 0;     // engine thread; EngineStats::n_spec_*
+  int64_t n_spec_accepted_total_ = 0;
+  int64_t n_spec_passes_total_ = 0;
   int64_t n_queued_live_ = 0;      // engine thread: Live entries never admitted yet
   Timings::Clock::time_point oldest_queued_{};  // engine thread: their earliest submit; {} when none
   std::vector<Timings::Clock::time_point> recent_done_;  // engine thread: ring of the last completions

@@ -356,6 +356,15 @@ void SequenceBlocks::commit(std::span<const int32_t> tokens, int32_t n_computed)
   }
 }
 
+void SequenceBlocks::shrink(int32_t n_tokens) {
+  CHECK(pool_) << "detached SequenceBlocks";
+  const size_t keep = static_cast<size_t>(std::max(pool_->n_blocks_for(std::max(n_tokens, 0)), n_committed_));
+  while (table_.size() > keep) {
+    pool_->release(table_.back());
+    table_.pop_back();
+  }
+}
+
 void SequenceBlocks::release() {
   if (!pool_) return;
   for (auto it = table_.rbegin(); it != table_.rend(); ++it) pool_->release(*it);

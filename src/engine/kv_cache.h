@@ -203,6 +203,10 @@ class SequenceBlocks {
   // the pool is short. O(new blocks).
   bool reserve(int32_t n_tokens);
 
+  // Returns the blocks past those needed for n_tokens positions (never a committed one), last
+  // to first: what a rejected speculative draft had reserved (engine.cc). O(returned blocks).
+  void shrink(int32_t n_tokens);
+
   // Records that positions [0, n_computed) hold the KV of tokens[0, n_computed): every full
   // block among them not yet committed is hashed and indexed for prefix reuse. `tokens` is the
   // sequence's token list (at least n_computed long). No-op without prefix caching.

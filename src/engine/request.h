@@ -101,6 +101,15 @@ struct GrammarConstraint {
   std::string identity;
 };
 
+// Speculative decoding of one request (engine.cc, spec/ngram_draft.h): drafts taken from its
+// own tokens, verified in one forward pass, lossless (greedy: the same tokens; sampled: the same
+// distribution, and with a seed the same tokens).
+struct SpeculativeParams {
+  bool enabled = true;
+  int32_t draft_max = 0;  // draft tokens per step at most, <= kMaxSpecDraft; 0: the server's
+};
+inline constexpr int32_t kMaxSpecDraft = 32;
+
 struct Request {
   std::string id;                  // request id (also the log/trace id)
   std::string tenant;              // API key identity, then user id (api::tenant_of): salts the prefix cache
@@ -110,6 +119,7 @@ struct Request {
   int32_t priority = 0;            // higher first; FCFS within a priority
   bool return_token_ids = false;   // include token ids in text events
   std::optional<GrammarConstraint> constraint;  // constrained decoding (structured output)
+  std::optional<SpeculativeParams> speculative;  // nullopt: the server's setting (EngineConfig)
 };
 
 enum class FinishReason {
@@ -227,6 +237,11 @@ struct EngineStats {
   int64_t n_queued_prompt_tokens = 0;
   double t_oldest_queued_ms = 0;
   int64_t n_pause_preemptions = 0;  // sequences paused past --max-pause-ms, preempted
+  // Speculative decoding since the start: draft tokens verified, of which accepted, and the
+  // verify passes (decode items that carried a draft).
+  int64_t n_spec_draft_tokens = 0;
+  int64_t n_spec_accepted_tokens = 0;
+  int64_t n_spec_passes = 0;
 };
 
 // What the HTTP layer sees of the engine. The real Engine implements it;

@@ -255,6 +255,13 @@ Result<int32_t> Sampler::sample(std::span<float> logits, const TokenMask* mask) 
   return id;
 }
 
+Result<Sampler::Verdict> Sampler::verify(std::span<float> logits, int32_t draft, const TokenMask* mask) {
+  // Drawing t ~ p and accepting iff t == draft couples the two steps of rejection sampling
+  // (accept with probability p(draft), else draw from p without the draft) into one draw.
+  ASSIGN_OR_RETURN(int32_t token, sample(logits, mask));
+  return Verdict{.token = token, .accepted = token == draft};
+}
+
 Result<int32_t> Sampler::sample(std::span<float> logits, const TokenMask* mask, const Veto& veto) {
   if (!veto) return sample(logits, mask);
   transform(logits, mask);

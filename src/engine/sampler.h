@@ -123,6 +123,21 @@ class Sampler {
   Result<std::vector<TokenProb>> distribution(std::span<float> logits,
                                               const TokenMask* mask = nullptr);
 
+  // Speculative decoding (engine.cc): judges one draft token against these logits. The token
+  // of this step is drawn exactly as sample(logits, mask) draws it (one uniform when not
+  // greedy, the same penalty window, accepted into it) and the draft is accepted iff it is
+  // that token. For a deterministic draft (q one-hot at `draft`) this is the standard
+  // rejection rule: the draft is accepted with probability p(draft) under the final
+  // distribution (distribution()), and when rejected the token is distributed as p with the
+  // draft removed and renormalised. As it consumes the RNG as sample() does, a seeded request
+  // gets the same tokens with and without speculation; greedy: accepted iff the draft is the
+  // argmax. Error as sample().
+  struct Verdict {
+    int32_t token = 0;
+    bool accepted = false;  // token == draft
+  };
+  Result<Verdict> verify(std::span<float> logits, int32_t draft, const TokenMask* mask = nullptr);
+
   // Adds a generated token to the penalty window (sample() does this itself; use it for
   // tokens chosen elsewhere, e.g. forced by a grammar).
   void accept(int32_t token);

@@ -118,6 +118,8 @@ void Scheduler::cancel(SeqId id) {
   cancel_requests_.push_back(id);
 }
 
+void Scheduler::set_draft(SeqId id, int32_t n_draft) { get(id).n_draft_wanted = std::max(n_draft, 0); }
+
 void Scheduler::set_paused(SeqId id, bool paused, std::chrono::steady_clock::time_point now) {
   Sequence& s = get(id);
   if (paused && !s.paused) s.paused_since = now;
@@ -137,6 +139,7 @@ StepPlan Scheduler::schedule(std::chrono::steady_clock::time_point now) {
     schedule_running(plan, budget);
     if (plan.preempted.empty()) admit_waiting(plan, budget);
   }
+  schedule_drafts(plan, budget);
   plan.n_tokens = config_.max_step_tokens - budget;
   if (!plan.empty()) work_clock_ += plan.n_tokens + config_.step_overhead_tokens;
   for (const ScheduledSeq& item : plan.items) pending_.emplace(item.id, item);
@@ -379,25 +382,67 @@ int32_t Scheduler::admit_one(Sequence& s, int32_t cap, StepPlan& plan) {
   return grant;
 }
 
-void Scheduler::on_step_done(SeqId id, std::optional<int32_t> new_token) {
+void Scheduler::schedule_drafts(StepPlan& plan, int32_t& budget) {
+  int32_t left = std::min(budget, config_.max_step_drafts);
+  for (ScheduledSeq& item : plan.items) {
+    Sequence& s = get(item.id);
+    const int32_t wanted = s.n_draft_wanted;
+    s.n_draft_wanted = 0;
+    if (wanted <= 0 || left <= 0 || item.n_tokens != 1 || !item.samples) continue;
+    int32_t k = std::min({wanted, left, s.max_total_tokens - s.n_tokens() - 1});
+    if (k <= 0) continue;
+    // Free blocks only (a draft never preempts); short of them, what the table holds already.
+    if (!s.blocks.reserve(item.pos + 1 + k)) k = std::min(k, s.blocks.capacity() - item.pos - 1);
+    if (k <= 0) continue;
+    item.n_tokens += k;
+    item.n_draft = k;
+    left -= k;
+    budget -= k;
+    plan.n_draft_tokens += k;
+  }
+  for (Sequence* s : running_) s->n_draft_wanted = 0;  // not granted (paused, prefilling): dropped
+}
+
+ScheduledSeq Scheduler::take_pending(SeqId id) {
   auto it = pending_.find(id);
   CHECK(it != pending_.end()) << "sequence " << id << " was not in the last plan or was reported";
   const ScheduledSeq item = it->second;
   pending_.erase(it);
+  return item;
+}
+
+void Scheduler::on_step_done(SeqId id, std::span<const int32_t> accepted) {
+  const ScheduledSeq item = take_pending(id);
   Sequence& s = get(id);
   CHECK(s.state == SeqState::kRunning && s.n_computed == item.pos)
       << "sequence " << id << " changed since it was scheduled";
-  CHECK(new_token.has_value() == item.samples)
-      << "sequence " << id << (item.samples ? ": a sampling item needs its token"
-                                            : ": a token for an item that does not sample");
+  CHECK(item.samples) << "sequence " << id << ": a token for an item that does not sample";
+  const auto n_accepted = static_cast<int32_t>(accepted.size());
+  CHECK(n_accepted >= 1 && n_accepted <= 1 + item.n_draft)
+      << "sequence " << id << ": " << n_accepted << " tokens accepted of a draft of " << item.n_draft;
+  CHECK(s.n_tokens() + n_accepted <= s.max_total_tokens)
+      << "sequence " << id << " would exceed max_total_tokens " << s.max_total_tokens;
+  // The positions of the last token and the matched draft tokens hold valid KV; the rejected
+  // ones lie past n_computed and are overwritten when computed again.
+  s.n_computed += item.n_tokens - item.n_draft + (n_accepted - 1);
+  s.tokens.insert(s.tokens.end(), accepted.begin(), accepted.end());
+  s.blocks.commit(s.tokens, s.n_computed);
+  if (item.n_draft > 0) s.blocks.shrink(s.n_tokens());
+  s.n_bypassed = 0;
+}
+
+void Scheduler::on_step_done(SeqId id, std::optional<int32_t> new_token) {
+  if (new_token) {
+    const int32_t token = *new_token;
+    return on_step_done(id, std::span<const int32_t>(&token, 1));
+  }
+  const ScheduledSeq item = take_pending(id);
+  Sequence& s = get(id);
+  CHECK(s.state == SeqState::kRunning && s.n_computed == item.pos)
+      << "sequence " << id << " changed since it was scheduled";
+  CHECK(!item.samples) << "sequence " << id << ": a sampling item needs its token";
   s.n_computed += item.n_tokens;
   s.blocks.commit(s.tokens, s.n_computed);
-  if (new_token) {
-    CHECK(s.n_tokens() < s.max_total_tokens)
-        << "sequence " << id << " would exceed max_total_tokens " << s.max_total_tokens;
-    s.tokens.push_back(*new_token);
-    s.n_bypassed = 0;
-  }
 }
 
 void Scheduler::set_step_overhead_tokens(double tokens) {

@@ -61,6 +61,20 @@
 // still get their grants. The throughput policy is 2. and 3. as written: one step takes all the
 // prefill the budget holds, FCFS.
 //
+// Speculative drafts (engine.cc, spec/ngram_draft.h). After 2. and 3., a decode item (one token
+// left to compute) whose sequence asked for a draft (set_draft()) is extended to verify it: its
+// grant grows to 1 + k positions [pos, pos + k] (the last token, then the k draft tokens, which
+// are not in the token list: the caller feeds them), k bounded by what it asked, what the step
+// budget leaves after every decode, prefill and admission (so drafts never delay anyone's
+// grant), max_step_drafts (the logits rows a step may need), and max_total_tokens (the tokens
+// it may still get: n_tokens() + 1 + k <= max_total_tokens). Room for the draft is reserved
+// only from free blocks (a draft never preempts; without blocks it is cut to the table's room).
+// The caller reports the tokens it accepted (on_step_done with a span: the matched draft tokens
+// and the one sampled after them); n_computed advances by their count, so the KV written for
+// rejected draft positions lies beyond n_computed (rolled back: overwritten later), only
+// accepted tokens enter the token list and so the prefix-cache hashes (blocks are committed
+// when full and computed), and blocks reserved past the token list are returned at once.
+//
 // Before 2., a running sequence paused (set_paused: its client stopped reading) for at least
 // SchedulerConfig::max_pause is pause-preempted: blocks released (its full blocks were committed
 // as they filled, so they stay in the prefix cache until evicted), n_computed reset, back to the
@@ -75,6 +89,7 @@
 //
 // Driving it (the engine loop, one step):
 //   for each live request whose channel is cancelled:   sched.cancel(id);
+//   for each decoding sequence with a speculative draft: sched.set_draft(id, k);
 //   StepPlan plan = sched.schedule();
 //   for (SeqId id : plan.cancelled)   -> push a kCancelled event, drop per-request state;
 //   for (auto& it : plan.items) { const Sequence& s = sched.sequence(it.id);
@@ -84,7 +99,8 @@
 //   forward(batch);
 //   for (auto& it : plan.items) {
 //       std::optional<int32_t> tok;  if (it.samples) tok = sampler[it.id].sample(logits row);
-//       sched.on_step_done(it.id, tok);          // every item, exactly once
+//       sched.on_step_done(it.id, tok);          // every item, exactly once (with a draft
+//                                                // (it.n_draft > 0): the accepted tokens)
 //       if (tok && the request is done: EOS, stop string, max_tokens, n_ctx) sched.finish(it.id);
 //   }
 // A forward pass that fails: sched.abandon_step(), then finish() the affected sequences.
@@ -148,6 +164,9 @@ struct SchedulerConfig {
   // kLatency: the weight of a prompt's size against its age in the candidates' order (the
   // fairness bound; see the design comment). 0: first come, first served.
   double fairness = 0.5;
+  // Speculative draft tokens granted in one step at most, over all sequences (see the design
+  // comment); 0: drafts are never granted.
+  int32_t max_step_drafts = 0;
 };
 
 // What submit() needs to know about a request.
@@ -182,6 +201,7 @@ struct Sequence {
   // kLatency: tokens granted to later rounds while it waited for its next token (reset when it
   // samples); overdue at fairness x n_tokens().
   int64_t n_bypassed = 0;
+  int32_t n_draft_wanted = 0;      // set_draft(): draft tokens to verify in the next step
   SequenceBlocks blocks;           // the block table; empty while waiting
 
   int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }
@@ -195,6 +215,9 @@ struct ScheduledSeq {
   int32_t pos = 0;                 // first position to compute (n_computed before the step)
   int32_t n_tokens = 0;            // compute positions [pos, pos + n_tokens)
   bool samples = false;            // pos + n_tokens == token count: sample one token after
+  // Speculative draft tokens verified after the last token: positions [pos + 1, pos + n_tokens)
+  // take the caller's draft (n_tokens == 1 + n_draft; needs logits for every position).
+  int32_t n_draft = 0;
 };
 
 struct StepPlan {
@@ -203,7 +226,8 @@ struct StepPlan {
   std::vector<SeqId> preempted;     // back to waiting, blocks freed, will recompute
   std::vector<SeqId> pause_preempted;  // the same, for being paused past max_pause (not in preempted)
   std::vector<SeqId> cancelled;     // removed for good, blocks freed
-  int32_t n_tokens = 0;             // sum of items' n_tokens (<= max_step_tokens)
+  int32_t n_tokens = 0;             // sum of items' n_tokens (<= max_step_tokens), drafts included
+  int32_t n_draft_tokens = 0;       // sum of items' n_draft (<= max_step_drafts)
   bool empty() const { return items.empty(); }
 };
 
@@ -254,6 +278,11 @@ class Scheduler {
   void set_paused(SeqId id, bool paused,
                   std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
 
+  // Asks for a speculative draft of n_draft tokens (>= 0) to be verified in the next step, if
+  // the sequence decodes then (see the design comment); schedule() grants at most that and
+  // resets the wish. CHECKs the sequence exists. O(1).
+  void set_draft(SeqId id, int32_t n_draft);
+
   // Plans the next step (see the design comment); `now` is compared with paused_since.
   // CHECKs that every item of the previous plan was reported.
   // O(running + admitted + cancelled) + block work.
@@ -263,7 +292,13 @@ class Scheduler {
   // blocks are committed to the prefix cache, and `new_token` (required iff the item samples)
   // is appended to the sequence. CHECKs the id was in the plan and not yet reported, and that
   // the token keeps the sequence within max_total_tokens (finish() it once it reaches them).
+  // On an item with a draft, a token is one accepted token (the draft rejected at once).
   void on_step_done(SeqId id, std::optional<int32_t> new_token);
+  // Reports a sampling item with its accepted tokens: the leading draft tokens that matched,
+  // then the token sampled after them (1 <= size <= 1 + n_draft). n_computed advances by the
+  // grant less the rejected draft tokens, the tokens are appended, newly full blocks committed,
+  // and blocks past the token list released. CHECKs as the other overload.
+  void on_step_done(SeqId id, std::span<const int32_t> accepted);
 
   // Forgets the unreported items of the last plan: their n_computed does not advance (what the
   // forward pass wrote is recomputed later). For a failed forward pass.
@@ -308,6 +343,10 @@ class Scheduler {
   Sequence* pick_victim() const;
   void preempt(Sequence& seq, StepPlan& plan, int32_t& budget);
   void admit_waiting(StepPlan& plan, int32_t& budget);
+  // Extends decode items with the drafts their sequences asked for (see the design comment).
+  void schedule_drafts(StepPlan& plan, int32_t& budget);
+  // The unreported item of `id` in the last plan, removed from pending_ (CHECKs there is one).
+  ScheduledSeq take_pending(SeqId id);
   // kLatency (see the design comment): decodes, then prefill candidates by priority, overdue, tag.
   void schedule_decodes(StepPlan& plan, int32_t& budget);
   void schedule_latency_prefills(StepPlan& plan, int32_t& budget);

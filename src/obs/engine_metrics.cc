@@ -29,6 +29,20 @@ EngineMetrics::EngineMetrics(Registry& r)
                                "(resumed when it catches up)",
                                MetricType::kCounter)
                              .counter()),
+      spec_draft_(r.add("engine_spec_draft_tokens_total",
+                        "Speculative draft tokens proposed and verified (n-gram drafts, --speculative)",
+                        MetricType::kCounter)
+                      .counter()),
+      spec_accepted_(r.add("engine_spec_accepted_tokens_total",
+                           "Speculative draft tokens accepted (each saves one decode pass)", MetricType::kCounter)
+                         .counter()),
+      spec_passes_(r.add("engine_spec_verify_passes_total",
+                         "Decode passes of one sequence that verified a speculative draft", MetricType::kCounter)
+                       .counter()),
+      spec_per_pass_(r.add("engine_spec_accepted_tokens_per_pass",
+                           "Draft tokens accepted per verify pass (the pass yields one more token)",
+                           MetricType::kHistogram, {}, {0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32})
+                         .histogram()),
       guard_actions_(r.add("engine_guard_actions_total",
                            "Guard actions by rule, direction (input, output) and action (block, redact, mask, stop)",
                            MetricType::kCounter, {"rule", "direction", "action"})) {}
@@ -48,6 +62,13 @@ void EngineMetrics::on_inter_token(double t_s) { inter_token_.observe(t_s); }
 void EngineMetrics::on_preemptions(int n) { preemptions_.add(n); }
 
 void EngineMetrics::on_pause_preemptions(int n) { pause_preemptions_.add(n); }
+void EngineMetrics::on_spec_verify(int n_draft, int n_accepted) {
+  spec_draft_.add(n_draft);
+  spec_accepted_.add(n_accepted);
+  spec_passes_.add();
+  spec_per_pass_.observe(n_accepted);
+}
+
 void EngineMetrics::on_guard_action(std::string_view rule, std::string_view direction, std::string_view action) {
   guard_actions_.counter({std::string(rule), std::string(direction), std::string(action)}).add();
 }

@@ -11,7 +11,8 @@ namespace zl::obs {
 // engine_queue_time_seconds, engine_prefill_duration_seconds,
 // engine_decode_latency_seconds, engine_inter_token_latency_seconds,
 // engine_batch_size, engine_preemptions_total, engine_pause_preemptions_total,
-// engine_guard_actions_total.
+// engine_guard_actions_total, engine_spec_draft_tokens_total, engine_spec_accepted_tokens_total,
+// engine_spec_verify_passes_total, engine_spec_accepted_tokens_per_pass.
 // Thread-safe, lock-free (guard actions: a family lookup under its lock).
 class EngineMetrics final : public EngineSink {
  public:
@@ -22,6 +23,7 @@ class EngineMetrics final : public EngineSink {
   void on_inter_token(double t_s) override;
   void on_preemptions(int n) override;
   void on_pause_preemptions(int n) override;
+  void on_spec_verify(int n_draft, int n_accepted) override;
   void on_guard_action(std::string_view rule, std::string_view direction, std::string_view action) override;
   // engine_guard_actions_total{rule,direction,action}: series listed at 0
   // from the start (the rules of the loaded policy).
@@ -35,6 +37,10 @@ class EngineMetrics final : public EngineSink {
   Histogram& batch_size_;
   Counter& preemptions_;
   Counter& pause_preemptions_;
+  Counter& spec_draft_;
+  Counter& spec_accepted_;
+  Counter& spec_passes_;
+  Histogram& spec_per_pass_;
   Family& guard_actions_;
 };
 

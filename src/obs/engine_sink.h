@@ -29,6 +29,12 @@ class EngineSink {
   // Sequences preempted in one step because their client stopped reading
   // for --max-pause-ms (EngineConfig::max_pause_ms); not in on_preemptions.
   virtual void on_pause_preemptions(int n) { (void)n; }
+  // A speculative verify pass of one sequence (engine.cc): n_draft draft tokens checked in one
+  // forward pass, n_accepted of them matched (the pass yields n_accepted + 1 tokens).
+  virtual void on_spec_verify(int n_draft, int n_accepted) {
+    (void)n_draft;
+    (void)n_accepted;
+  }
   // A guard action (guard/guard.h): the rule's name, "input" or "output",
   // and what was done ("block", "redact", "mask", "stop"). Rare (not per
   // token in normal traffic): may take a lock. Also called by the API layer

@@ -3,6 +3,7 @@
 #include <boost/json/serialize.hpp>
 
 #include "api/context_policy.h"
+#include "api/speculative.h"
 #include "api/json_fields.h"
 #include "api/structured_output.h"
 #include "api/json_util.h"
@@ -195,6 +196,7 @@ void parse_generation_fields(const json::object& o, ChatRequest* r) {
   }
   if (const auto* f = find_field(o, "thinking")) r->thinking = parse_anthropic_thinking(*f, r->max_tokens);
   parse_context_policy_field(o, r);  // extension (api/context_policy.h)
+  parse_speculative_field(o, r);     // extension (api/speculative.h)
   parse_anthropic_output_format(o, r);  // structured outputs (api/structured_output.h)
 }
 

@@ -4,6 +4,7 @@
 #include <ctime>
 
 #include "api/context_policy.h"
+#include "api/speculative.h"
 #include "api/json_fields.h"
 #include "api/json_util.h"
 #include "api/structured_output.h"
@@ -142,6 +143,7 @@ void parse_common(const json::object& o, ChatRequest* r) {
       if (r->stop[i].empty()) throw_field_error(index_param("stop", i), "must not be empty", ErrorReason::kInvalidValue);
     }
   }
+  parse_speculative_field(o, r);  // extension (api/speculative.h)
   if (const auto* f = find_field(o, "user")) r->user = json_string(*f, "user");
   if (const auto* f = find_field(o, "stream")) r->stream = json_bool(*f, "stream");
   if (const auto* f = find_field(o, "stream_options")) {
