@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
                 step_ms);
   }
   const std::string shared = ZL_SHARED_DIR;
-  for (const std::string vocab_path : {shared + "/vocab/ggml-vocab-qwen2.gguf", shared + "/models/stories260K.gguf"}) {
+  for (const std::string& vocab_path : {shared + "/vocab/ggml-vocab-qwen2.gguf", shared + "/models/stories260K.gguf"}) {
     auto file = zl::GgufFile::open(vocab_path);
     if (!file.ok()) {
       std::printf("SKIPPED %s: %s\n", vocab_path.c_str(), file.status().to_string().c_str());

@@ -29,11 +29,6 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
-  return s;
-}
-
 // Renders `body` (an OpenAI request) with `jinja`: the prompt, or "ERROR: <message>".
 std::string render(const std::string& jinja, const std::string& name, const std::string& body) {
   auto t = tmpl::Template::parse(jinja, name);

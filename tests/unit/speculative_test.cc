@@ -350,7 +350,9 @@ TEST(SchedulerDrafts, NeverPastMaxTotalTokensNorPreempting) {
   plan = f.sched.schedule();
   EXPECT_TRUE(plan.preempted.empty());
   for (const ScheduledSeq& it : plan.items) {
-    if (it.id == b) EXPECT_EQ(it.n_draft, 0);  // 8 tokens fill its 2 blocks
+    if (it.id == b) {
+      EXPECT_EQ(it.n_draft, 0);  // 8 tokens fill its 2 blocks
+    }
     f.sched.on_step_done(it.id, std::optional<int32_t>(1));
   }
   f.sched.finish(b);
