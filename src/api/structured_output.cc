@@ -316,9 +316,13 @@ ApiResult<std::vector<ToolArgsRule>> tool_rules(JsonRules& j, const ChatRequest&
         params = fn->get_object().if_contains("parameters");
       }
     }
+    // No parameters given: the function takes none (OpenAI's reading of an
+    // omitted "parameters"); the arguments are {}.
+    static const json::value kNoParameters = json::parse(R"({"type":"object","properties":{},"additionalProperties":false})");
+    if (!params || params->is_null()) params = &kNoParameters;
     // Any arguments: a JSON object, or any members in the syntax's style.
     uint32_t rule = style ? *grammar::add_json_schema_members(j, json::object(), *style) : j.object();
-    if (params && !params->is_null()) {
+    {
       Result<uint32_t> r = style ? grammar::add_json_schema_members(j, *params, *style) : grammar::add_json_schema(j, *params);
       if (r.ok()) {
         rule = *r;

@@ -102,8 +102,11 @@ uint32_t JsonRules::number() {
     e.add('E');
     ByteSet sign = ByteSet::of('+');
     sign.add('-');
+    // At most two exponent digits: with the 19 integer digits above, every
+    // number the grammar allows is a finite double (1e400 would parse as
+    // infinity, which JSON cannot write back).
     const uint32_t exp = b_.optional(
-        {b_.bytes(e), b_.ref(b_.optional({b_.bytes(sign)})), digit, b_.ref(b_.repeat({digit}, 0, 2))});
+        {b_.bytes(e), b_.ref(b_.optional({b_.bytes(sign)})), digit, b_.ref(b_.repeat({digit}, 0, 1))});
     number_ = b_.rule({{b_.ref(integer()), b_.ref(frac), b_.ref(exp)}});
   }
   return static_cast<uint32_t>(number_);
@@ -568,11 +571,7 @@ class Compiler {
     first.add('_');
     ByteSet rest = first;
     rest.add_range('0', '9');
-    if (raw) {  // a tag's attribute: anything but '<', '>' and line ends
-      first = ByteSet::range(0x20, 0xff);
-      for (uint8_t c : {'<', '>'}) first.bits[c >> 6] &= ~(uint64_t{1} << (c & 63));
-      rest = first;
-    }
+    if (raw) rest.add_range('-', '.');  // a tag's attribute: an identifier, '-' and '.' allowed
     Seq member = b_.literal(style.key_open);
     member.push_back(b_.bytes(first));
     member.push_back(b_.ref(b_.repeat({b_.bytes(rest)}, 0, 63)));
@@ -759,6 +758,21 @@ Result<uint32_t> add_json_schema(JsonRules& rules, const json::value& schema) {
   }
 }
 
+// Whether `name` can be a member name in `style`: a Python identifier
+// (ASCII) for keyword arguments; for raw-string (tag) syntaxes, non-empty
+// text without '<', '>', line ends or one of the syntax's closing texts.
+static bool member_name_fits(std::string_view name, const MemberStyle& style) {
+  if (name.empty()) return false;
+  if (style.raw_string_stops.empty()) {
+    const auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; };
+    if (!alpha(name[0])) return false;
+    return std::all_of(name.begin(), name.end(), [&](char c) { return alpha(c) || (c >= '0' && c <= '9'); });
+  }
+  if (name.find_first_of("<>\r\n") != std::string_view::npos) return false;
+  return std::none_of(style.raw_string_stops.begin(), style.raw_string_stops.end(),
+                      [&](const std::string& stop) { return name.find(stop) != std::string_view::npos; });
+}
+
 Result<uint32_t> add_json_schema_members(JsonRules& rules, const json::value& schema, const MemberStyle& style) {
   auto not_object = [] {
     return invalid_argument("the arguments schema must be an object schema (type object, properties) for this tool-call "
@@ -775,6 +789,15 @@ Result<uint32_t> add_json_schema_members(JsonRules& rules, const json::value& sc
     }
   }
   if (const auto* t = o.if_contains("type"); t && !(t->is_string() && t->get_string() == "object")) return not_object();
+  if (const auto* props = o.if_contains("properties"); props && props->is_object()) {
+    for (const auto& kv : props->get_object()) {
+      if (!member_name_fits(kv.key(), style)) {
+        return invalid_argument("property name " + json::serialize(json::string(kv.key())) +
+                                    " cannot be written in this tool-call format's syntax",
+                                {.reason = ErrorReason::kUnsupportedValue});
+      }
+    }
+  }
   try {
     Compiler c(rules, schema);
     const uint32_t r = c.compile_members(o, style);

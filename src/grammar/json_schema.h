@@ -81,7 +81,9 @@ Result<uint32_t> add_json_schema(JsonRules& rules, const boost::json::value& sch
 // minLength/maxLength/pattern is then unsupported (it cannot be enforced
 // on raw text), an enum/const of strings is its raw values. Object schemas
 // without properties take any member names: Python identifiers, or for raw
-// strings any text without '<', '>' or a newline.
+// strings identifiers with '-' and '.'. A property name the syntax cannot
+// write (not an identifier for keyword arguments; empty, or holding '<',
+// '>', a line end or a closing text for raw strings) is kUnsupportedValue.
 struct MemberStyle {
   std::string open, close;
   std::string key_open, key_close;

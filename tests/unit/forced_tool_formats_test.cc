@@ -258,6 +258,74 @@ TEST(ForcedToolFormatDetailTest, SchemasTheSyntaxCannotWriteAreRefusedWhenForced
   EXPECT_NE(cx.error().message.find("maxLength"), std::string::npos) << cx.error().message;
 }
 
+// A forced request with one tool `f` whose parameters are `params` (JSON text; empty: none given).
+api::ChatRequest one_tool(const std::string& params) {
+  const std::string fn = params.empty() ? R"({"name":"f"})" : R"({"name":"f","parameters":)" + params + "}";
+  auto chat = api::openai::parse_chat_request(R"({"model":"m","messages":[{"role":"user","content":"x"}],)"
+                                              R"("tool_choice":"required","tools":[{"type":"function","function":)" +
+                                              fn + "}]}");
+  EXPECT_TRUE(chat.ok());
+  return chat.value();
+}
+
+TEST(ForcedToolFormatDetailTest, PropertyNamesTheSyntaxCannotWriteAreRefusedWhenForced) {
+  // Keyword arguments need identifiers; XML tags cannot hold '>' or a closing tag.
+  const std::vector<std::pair<ToolSyntax, std::vector<std::string>>> bad = {
+      {ToolSyntax::kLlama3Pythonic, {"citt\u00e0", "a b", "", "1x", "a-b"}},
+      {ToolSyntax::kQwen3CoderXml, {"a>b", "a</parameter>", "x\n</function>", ""}}};
+  for (const auto& [syntax, names] : bad) {
+    for (const std::string& name : names) {
+      const api::ChatRequest chat =
+          one_tool(R"({"type":"object","properties":{)" + json::serialize(json::string(name)) + R"(:{"type":"boolean"}}})");
+      auto c = api::plan_constraint(chat, api::plan_tools(chat, syntax), api::ThinkingPlan{});
+      ASSERT_FALSE(c.ok()) << name;
+      EXPECT_EQ(c.error().reason, ErrorReason::kUnsupportedValue) << name;
+    }
+  }
+  // Names the syntax writes are fine.
+  for (ToolSyntax syntax : {ToolSyntax::kLlama3Pythonic, ToolSyntax::kQwen3CoderXml}) {
+    const api::ChatRequest chat = one_tool(R"({"type":"object","properties":{"snake_case_2":{"type":"boolean"}}})");
+    EXPECT_TRUE(api::plan_constraint(chat, api::plan_tools(chat, syntax), api::ThinkingPlan{}).ok());
+  }
+}
+
+TEST(ForcedToolFormatDetailTest, AFunctionWithoutParametersTakesNoArguments) {
+  // OpenAI: an omitted "parameters" is a function of no arguments, not one of any.
+  const api::ChatRequest chat = one_tool("");
+  struct Case {
+    ToolSyntax syntax;
+    std::string empty, with_arg;
+  };
+  for (const Case& k : {Case{ToolSyntax::kLlama3Pythonic, "f()]", "f(x=1)]"},
+                        Case{ToolSyntax::kQwen3CoderXml, "\n<function=f>\n</function>\n</tool_call>",
+                             "\n<function=f>\n<parameter=x>\n1\n</parameter>\n</function>\n</tool_call>"},
+                        Case{ToolSyntax::kMistral, "f[ARGS]{}", R"(f[ARGS]{"x": 1})"}}) {
+    const api::ToolPlan plan = api::plan_tools(chat, k.syntax);
+    auto c = api::plan_constraint(chat, plan, api::ThinkingPlan{});
+    ASSERT_TRUE(c.ok()) << c.error().message;
+    ASSERT_TRUE(c.value() && c.value()->start);
+    EXPECT_TRUE(accepts(c.value()->start, k.empty)) << k.empty;
+    EXPECT_FALSE(accepts(c.value()->start, k.with_arg)) << k.with_arg;
+  }
+}
+
+TEST(ForcedToolFormatDetailTest, NumbersStayFiniteDoubles) {
+  // 1e400 parses as infinity, which JSON cannot write back: the grammar
+  // allows two exponent digits (and 19 integer digits) at most.
+  const api::ChatRequest chat = one_tool(R"({"type":"object","properties":{"n":{"type":"number"}},"required":["n"]})");
+  for (ToolSyntax syntax : {ToolSyntax::kLlama3Pythonic, ToolSyntax::kMistral}) {
+    const api::ToolPlan plan = api::plan_tools(chat, syntax);
+    auto c = api::plan_constraint(chat, plan, api::ThinkingPlan{});
+    ASSERT_TRUE(c.ok() && c.value() && c.value()->start);
+    const std::string head = syntax == ToolSyntax::kMistral ? R"(f[ARGS]{"n": )" : "f(n=";
+    const std::string tail = syntax == ToolSyntax::kMistral ? "}" : ")]";
+    for (const char* ok : {"4.95E87", "-1e-99", "1234567890123456789", "0.5"}) {
+      EXPECT_TRUE(accepts(c.value()->start, head + ok + tail)) << ok;
+    }
+    for (const char* bad : {"4.951E878", "1e400", "466E338"}) EXPECT_FALSE(accepts(c.value()->start, head + bad + tail)) << bad;
+  }
+}
+
 TEST(ForcedToolFormatDetailTest, AnOpenedThoughtIsClosedBeforeTheForcedCall) {
   // A Qwen3.5-like template: XML tool calls, a generation prompt that opens a thought.
   auto t = tmpl::Template::parse(
