@@ -25,6 +25,10 @@ ApiResult<json::value> parse_json_body(std::string_view body) {
 }
 
 void check_tool_choice(const ChatRequest& chat, const std::string& param) {
+  if (chat.tool_choice == "any" && chat.tools.empty()) {
+    // A call is required but none can be made (OpenAI answers this with a 400 too).
+    throw_field_error("tool_choice", "requires a tool call, but the request has no tools", ErrorReason::kInvalidValue);
+  }
   if (!chat.tool_choice.starts_with("tool:")) return;
   const std::string name = chat.tool_choice.substr(5);
   for (const ToolDef& t : chat.tools) {

@@ -58,7 +58,8 @@ const boost::json::array& json_array(const boost::json::value& v, const std::str
 const boost::json::object& json_object(const boost::json::value& v, const std::string& param);
 
 // A tool_choice naming a tool ("tool:<name>") must name one of chat.tools:
-// else a 400 on `param` (invalid_value).
+// else a 400 on `param` (invalid_value). A required call ("any") needs at
+// least one tool: else a 400 on "tool_choice".
 void check_tool_choice(const ChatRequest& chat, const std::string& param);
 
 // A tool name as both APIs require it, ^[a-zA-Z0-9_-]{1,64}$: else a 400 on

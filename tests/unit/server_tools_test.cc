@@ -794,6 +794,13 @@ TEST_F(ToolTest, OpenAIToolChoiceAndToolTypeAreChecked) {
                              R"({"type":"function","function":{"name":"get_weather"}})"}) {
     post("/v1/chat/completions", openai("x", std::string(R"("tool_choice":)") + choice + ","));
   }
+  // A call required with no tools to call: refused on both APIs.
+  e = rejected("/v1/chat/completions",
+               R"({"model":"gpt","tool_choice":"required","messages":[{"role":"user","content":"x"}]})");
+  EXPECT_EQ(str(e["param"]), "tool_choice");
+  e = rejected("/v1/messages", R"({"model":"m","max_tokens":8,"tool_choice":{"type":"any"},)"
+                               R"("messages":[{"role":"user","content":"x"}]})");
+  EXPECT_NE(str(e["message"]).find("tool_choice"), std::string::npos) << str(e["message"]);
 }
 
 // ---- Llama 3 JSON: the fake codec with Llama's syntax ----
