@@ -5,6 +5,7 @@
 
 #include "api/json_util.h"
 #include "api/tool_calls.h"
+#include "core/utf8.h"
 
 namespace zl::api::tool_formats {
 namespace json = boost::json;
@@ -478,6 +479,13 @@ BlockEnd::State BlockEnd::advance(std::string_view block) {
 std::optional<std::vector<BlockCall>> parse_block(ToolSyntax syntax, std::string_view opener, std::string_view block,
                                                   bool* bad_json) {
   *bad_json = false;
+  // The model's bytes may not be UTF-8, which the calls' JSON cannot carry:
+  // parsed as sanitized (U+FFFD for what is not).
+  std::string clean;
+  if (!utf8::is_valid(block)) {
+    clean = utf8::sanitize(block);
+    block = clean;
+  }
   switch (syntax) {
     case ToolSyntax::kMistral: return mistral(block, bad_json);
     case ToolSyntax::kLlama3Pythonic: return pythonic(opener, block, bad_json);
