@@ -83,7 +83,9 @@ bool string_method(const Value& obj, std::string_view name, const CallArgs& a, i
   if (name == "strip" || name == "lstrip" || name == "rstrip") {
     *out = Value(py_strip(s, opt_str(a, 0, "chars", line), name != "rstrip", name != "lstrip"), in);
   } else if (name == "split" || name == "rsplit") {
-    *out = string_list(py_split(s, opt_str(a, 0, "sep", line), opt_int(a, 1, "maxsplit", -1, line), name == "rsplit"), in);
+    const std::string* sep = opt_str(a, 0, "sep", line);
+    if (sep && sep->empty()) runtime_error(line, "empty separator");  // as Python's ValueError
+    *out = string_list(py_split(s, sep, opt_int(a, 1, "maxsplit", -1, line), name == "rsplit"), in);
   } else if (name == "splitlines") {
     std::vector<std::string> lines;
     size_t start = 0;

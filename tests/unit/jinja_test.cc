@@ -684,6 +684,11 @@ TEST(Jinja, RuntimeErrorsAreTypedWithTheLine) {
   EXPECT_FALSE(render("{{ 1 // 0 }}").ok());
   EXPECT_FALSE(render("{{ x | nosuchfilter }}").ok());
   EXPECT_FALSE(render("{% for a, b in [1] %}{% endfor %}").ok());
+  // Python's ValueError (an empty separator would split forever).
+  auto empty_sep = render("{{ 'abc'.split('') }}");
+  ASSERT_FALSE(empty_sep.ok());
+  EXPECT_NE(empty_sep.status().message().find("empty separator"), std::string::npos);
+  EXPECT_FALSE(render("{{ 'abc'.rsplit('') }}").ok());
 }
 
 TEST(Jinja, BoundsLoopsRecursionOutputAndTime) {
