@@ -209,6 +209,12 @@ std::vector<TokenId> Tokenizer::encode(std::span<const TextSegment> segments, bo
   return out;
 }
 
+int32_t Tokenizer::trie_child(int32_t node, uint8_t byte) const {
+  const auto& kids = trie_[node].children;
+  auto it = std::lower_bound(kids.begin(), kids.end(), byte, [](const auto& kv, uint8_t v) { return kv.first < v; });
+  return it == kids.end() || it->first != byte ? -1 : it->second;
+}
+
 std::vector<std::pair<size_t, size_t>> Tokenizer::control_token_spans(std::string_view text) const {
   std::vector<std::pair<size_t, size_t>> out;
   if (trie_.size() <= 1) return out;
@@ -216,11 +222,8 @@ std::vector<std::pair<size_t, size_t>> Tokenizer::control_token_spans(std::strin
     int32_t node = 0;
     size_t longest = 0;
     for (size_t j = i; j < text.size(); ++j) {
-      const auto& kids = trie_[node].children;
-      const auto b = static_cast<uint8_t>(text[j]);
-      auto it = std::lower_bound(kids.begin(), kids.end(), b, [](const auto& kv, uint8_t v) { return kv.first < v; });
-      if (it == kids.end() || it->first != b) break;
-      node = it->second;
+      node = trie_child(node, static_cast<uint8_t>(text[j]));
+      if (node < 0) break;
       const TokenId id = trie_[node].token;
       if (id != kNoToken && vocab_.type(id) != TokenType::kUserDefined) longest = j + 1 - i;
     }
@@ -257,11 +260,8 @@ void Tokenizer::partition(std::string_view text, std::span<const std::pair<size_
     while (seg_ends[seg].first <= i) ++seg;
     int32_t node = 0;
     for (size_t j = i; j < n; ++j) {
-      const auto& kids = trie_[node].children;
-      const auto b = static_cast<uint8_t>(text[j]);
-      auto it = std::lower_bound(kids.begin(), kids.end(), b, [](const auto& kv, uint8_t v) { return kv.first < v; });
-      if (it == kids.end() || it->first != b) break;
-      node = it->second;
+      node = trie_child(node, static_cast<uint8_t>(text[j]));
+      if (node < 0) break;
       const TokenId id = trie_[node].token;
       if (id == kNoToken) continue;
       const bool user_defined = vocab_.type(id) == TokenType::kUserDefined;

@@ -106,6 +106,8 @@ class Tokenizer {
   explicit Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {}
   struct Fragment;
   struct Scratch;
+  // The special-token trie's child of `node` by `byte`; -1 when there is none.
+  int32_t trie_child(int32_t node, uint8_t byte) const;
   void partition(std::string_view text, std::span<const std::pair<size_t, bool>> special_ok,
                  std::vector<Fragment>* out) const;
   void encode_fragments(std::string_view text, const std::vector<Fragment>& fragments, bool add_special,
