@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "api/json_fields.h"
+#include "core/json_text.h"
 #include "grammar/matcher.h"
 
 namespace zl::api {
@@ -405,7 +406,7 @@ void parse_openai_response_format(const json::object& o, ChatRequest* r) {
   if (!schema->is_object() && !schema->is_bool()) {
     throw_field_error("response_format.json_schema.schema", "must be a JSON Schema (an object)", ErrorReason::kInvalidType);
   }
-  out.schema_json = json::serialize(*schema);
+  out.schema_json = json_text(*schema);
   out.grammar = compile_field(*schema, "response_format.json_schema.schema");
   r->response_format = std::move(out);
 }
@@ -421,7 +422,7 @@ void parse_anthropic_output_format(const json::object& o, ChatRequest* r) {
     throw_field_error("output_format.schema", "must be a JSON Schema (an object)", ErrorReason::kInvalidType);
   }
   r->response_format = ResponseFormat{.kind = ResponseFormat::Kind::kJsonSchema,
-                                      .schema_json = json::serialize(schema),
+                                      .schema_json = json_text(schema),
                                       .grammar = compile_field(schema, "output_format.schema")};
 }
 

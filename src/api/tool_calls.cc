@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <boost/json/parse.hpp>
-#include <boost/json/serialize.hpp>
 #include <iterator>
 
 #include "api/json_util.h"
+#include "core/json_text.h"
 
 namespace zl::api {
 namespace json = boost::json;
@@ -468,7 +468,7 @@ std::optional<ToolFallback> ToolCallParser::parse_call(const json::value& v, Too
       boost::system::error_code ec;
       if (!text.empty() && parse_json(text, ec) == *args && !ec) call->arguments_json = text;
     }
-    if (call->arguments_json.empty()) call->arguments_json = json::serialize(*args);
+    if (call->arguments_json.empty()) call->arguments_json = json_text(*args);
   } else {
     return ToolFallback::kInvalidCall;
   }

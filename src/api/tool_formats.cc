@@ -1,10 +1,10 @@
 #include "api/tool_formats.h"
 
 #include <boost/json/parse.hpp>
-#include <boost/json/serialize.hpp>
 
 #include "api/json_util.h"
 #include "api/tool_calls.h"
+#include "core/json_text.h"
 #include "core/utf8.h"
 
 namespace zl::api::tool_formats {
@@ -39,10 +39,10 @@ std::optional<json::value> parse_json(std::string_view text) {
 // Arguments as a compact JSON object: an object, or a JSON string holding one.
 std::optional<std::string> arguments_text(const json::value* v) {
   if (!v || v->is_null()) return std::string("{}");
-  if (v->is_object()) return json::serialize(*v);
+  if (v->is_object()) return json_text(*v);
   if (v->is_string()) {
     auto inner = parse_json(v->get_string());
-    if (inner && inner->is_object()) return json::serialize(*inner);
+    if (inner && inner->is_object()) return json_text(*inner);
   }
   return std::nullopt;
 }
@@ -88,7 +88,7 @@ std::optional<std::vector<BlockCall>> named_call(std::string_view name, std::str
     return std::nullopt;
   }
   if (!v->is_object()) return std::nullopt;
-  return std::vector<BlockCall>{{std::string(name), json::serialize(*v)}};
+  return std::vector<BlockCall>{{std::string(name), json_text(*v)}};
 }
 
 std::optional<std::vector<BlockCall>> mistral(std::string_view block, bool* bad_json) {
@@ -139,7 +139,7 @@ std::optional<std::vector<BlockCall>> qwen3_coder(std::string_view block, bool* 
         args[key] = value;
       }
     }
-    call.arguments_json = json::serialize(args);
+    call.arguments_json = json_text(args);
     calls.push_back(std::move(call));
   }
   if (calls.empty()) return std::nullopt;
@@ -353,7 +353,7 @@ std::optional<std::vector<BlockCall>> pythonic(std::string_view opener, std::str
         }
       }
     }
-    calls.push_back({std::move(*name), json::serialize(args)});
+    calls.push_back({std::move(*name), json_text(args)});
     if (p.eat(']')) break;
     if (!p.eat(',')) {
       *bad_json = true;
@@ -506,7 +506,7 @@ std::optional<std::string> python_literal_to_json(std::string_view text) {
   PyParser p(text);
   auto v = p.value();
   if (!v || !p.at_end()) return std::nullopt;
-  return json::serialize(*v);
+  return json_text(*v);
 }
 
 }  // namespace zl::api::tool_formats

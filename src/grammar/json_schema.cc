@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "core/json_text.h"
 #include "grammar/regex.h"
 
 namespace zl::grammar {
@@ -357,7 +358,7 @@ class Compiler {
 
   uint32_t literal_rule(const json::array& values) {
     std::vector<Seq> alts;
-    for (const auto& v : values) alts.push_back(b_.literal(json::serialize(v)));
+    for (const auto& v : values) alts.push_back(b_.literal(json_text(v)));
     return b_.rule(std::move(alts));
   }
 

@@ -17,9 +17,9 @@ struct CharSet {
   void add_range(int lo, int hi) {
     for (int c = lo; c <= hi; ++c) ascii.set(static_cast<size_t>(c));
   }
-  void negate() {
+  void negate() {  // a class with listed non-ASCII characters is never negated
     ascii.flip();
-    non_ascii = true;
+    non_ascii = !non_ascii;
   }
 };
 
@@ -142,20 +142,20 @@ class RegexCompiler {
       return {b_.ref(r)};
     }
     if (c == '*' || c == '+' || c == '?') bad_regex("nothing to repeat", start);
-    if (c == '[') return emit(char_class());
+    if (c == '[') return emit(char_class(), start);
     if (c == '.') {
       ++i_;
       CharSet s;
       s.ascii.set('\n');
       s.negate();
-      return emit(s);
+      return emit(s, start);
     }
     if (c == '^' || c == '$') unsupported_regex("an anchor inside the pattern", start);
     if (c == '\\') {
       CharSet s;
       std::string multi;
       escape(&s, &multi);
-      return multi.empty() ? emit(s) : b_.literal(multi);
+      return multi.empty() ? emit(s, start) : b_.literal(multi);
     }
     const size_t n = utf8_length(static_cast<uint8_t>(c));
     if (n == 0 || i_ + n > p_.size()) bad_regex("invalid UTF-8", start);
@@ -163,7 +163,7 @@ class RegexCompiler {
     if (n > 1) return b_.literal(p_.substr(start, n));
     CharSet s;
     s.ascii.set(static_cast<uint8_t>(c));
-    return emit(s);
+    return emit(s, start);
   }
 
   // An escape at i_ ('\\'): a class into *s, or one non-ASCII character into *multi.
@@ -282,23 +282,38 @@ class RegexCompiler {
     return s;
   }
 
-  // The JSON text of one character of `s`.
-  Seq emit(const CharSet& s) {
+  // The JSON text of one character of `s`. Control characters are escaped:
+  // \t \n \r by name, the others as \u00XX (at most two alternatives, so `.`
+  // stays small). A set that matches nothing is an error: its rule would have
+  // no alternative, a dead end for the matcher.
+  Seq emit(const CharSet& s, size_t where) {
+    if (s.ascii.none() && !s.non_ascii && s.multi.empty()) {
+      unsupported_regex("a class that matches no character", where);
+    }
+    static constexpr char kHex[] = "0123456789abcdef";
     ByteSet plain;
+    ByteSet low_nibbles[2];
     std::vector<Seq> alts;
-    for (int c = 0x20; c < 0x7f; ++c) {
+    for (int c = 0; c < 0x80; ++c) {
       if (!s.ascii.test(c)) continue;
       if (c == '"') {
         alts.push_back(b_.literal("\\\""));
       } else if (c == '\\') {
         alts.push_back(b_.literal("\\\\"));
+      } else if (c == '\t' || c == '\n' || c == '\r') {
+        alts.push_back(b_.literal(c == '\t' ? "\\t" : c == '\n' ? "\\n" : "\\r"));
+      } else if (c < 0x20) {
+        low_nibbles[c >> 4].add(static_cast<uint8_t>(kHex[c & 15]));
       } else {
-        plain.add(static_cast<uint8_t>(c));
+        plain.add(static_cast<uint8_t>(c));  // DEL (0x7f) too: JSON needs no escape for it
       }
     }
-    if (s.ascii.test('\t')) alts.push_back(b_.literal("\\t"));
-    if (s.ascii.test('\n')) alts.push_back(b_.literal("\\n"));
-    if (s.ascii.test('\r')) alts.push_back(b_.literal("\\r"));
+    for (int hi = 0; hi < 2; ++hi) {
+      if (low_nibbles[hi].empty()) continue;
+      Seq u = b_.literal(std::string("\\u00") + kHex[hi]);
+      u.push_back(b_.bytes(low_nibbles[hi]));
+      alts.push_back(std::move(u));
+    }
     if (!plain.empty()) alts.push_back({b_.bytes(plain)});
     for (const std::string& m : s.multi) alts.push_back(b_.literal(m));
     if (s.non_ascii) alts.push_back({b_.ref(j_.multibyte_char())});

@@ -134,6 +134,33 @@ TEST(GrammarSchemaTest, PatternsMatchStdRegex) {
   }
 }
 
+// Every character a pattern names has a JSON spelling: DEL raw, control
+// characters escaped (a set with only those once compiled to a dead end:
+// fuzz_json_schema). A class that matches nothing is refused, not compiled.
+TEST(GrammarSchemaTest, PatternsOfControlCharactersAndDel) {
+  auto del = compile("{\"type\":\"string\",\"pattern\":\"\x7f[-{ca]4}$\"}");
+  EXPECT_TRUE(matches(del, "\"\x7f-4}\""));
+  EXPECT_TRUE(matches(del, "\"\x7f" "c4}\""));
+  EXPECT_FALSE(matches(del, "\"\x7f" "b4}\""));
+  auto ctl = compile(R"({"type":"string","pattern":"^[\\x01\\x08\\x1f]\\t$"})");
+  EXPECT_TRUE(matches(ctl, R"("\u0001\t")"));
+  EXPECT_TRUE(matches(ctl, R"("\u0008\t")"));
+  EXPECT_TRUE(matches(ctl, R"("\u001f\t")"));
+  EXPECT_FALSE(matches(ctl, R"("\u0002\t")"));
+  auto dot = compile(R"({"type":"string","pattern":"^a.c$"})");
+  EXPECT_TRUE(matches(dot, R"("a\u0000c")"));
+  EXPECT_TRUE(matches(dot, R"("a\u0010c")"));
+  EXPECT_FALSE(matches(dot, R"("a\nc")"));
+  auto space = compile(R"({"type":"string","pattern":"^[^\\S]$"})");  // negating \S: whitespace only
+  EXPECT_TRUE(matches(space, R"(" ")"));
+  EXPECT_FALSE(matches(space, "\"\xc3\xa9\""));
+  EXPECT_FALSE(matches(space, R"("x")"));
+  auto none = compile_json_schema(R"({"type":"string","pattern":"a[^\\s\\S]"})");
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().reason(), ErrorReason::kUnsupportedValue);
+  EXPECT_NE(none.status().message().find("matches no character"), std::string::npos) << none.status().message();
+}
+
 TEST(GrammarSchemaTest, UnsupportedKeywordsAreNamed) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"({"type":"string","format":"date-time"})", "'format'"},

@@ -655,9 +655,10 @@ TEST(ToolCallParser, ArgumentsAreTheModelsJsonMinified) {
             std::vector<std::string>{"S:get_time " + minified});
   EXPECT_EQ(parse_whole(ToolSyntax::kLlama3Json, "{\"name\": \"get_time\", \"parameters\": " + args + "}").parts,
             std::vector<std::string>{"C:get_time " + minified});
-  // A key written with escapes: Boost's reading decides, and its serialization is used.
+  // A key written with escapes: Boost's reading decides, and core/json_text.h writes the
+  // arguments (numbers in their shortest form, never Boost's 1.5E0).
   EXPECT_EQ(parse_whole(ToolSyntax::kHermes, R"(<tool_call>{"name": "get_time", "\u0061rguments": {"a": 1.5}}</tool_call>)").parts,
-            std::vector<std::string>{R"(C:get_time {"a":1.5E0})"});
+            std::vector<std::string>{R"(C:get_time {"a":1.5})"});
 }
 
 TEST(ToolCallParser, AStreamedCallThatFailsAborts) {
@@ -761,6 +762,10 @@ TEST(ToolCallParserBlocks, MistralJsonArray) {
   expect_chunking_invariant(ToolSyntax::kMistral,
                             R"(Sure. [TOOL_CALLS][{"name": "get_weather", "arguments": {"location": "Oslo"}}, {"name": "get_time", "arguments": {}}])",
                             {"T:Sure.", kOslo, "C:get_time {}"});
+  // Numbers keep their written form (Boost.JSON alone would give 7.78E0 and 2E0).
+  expect_chunking_invariant(ToolSyntax::kMistral,
+                            R"([TOOL_CALLS][{"name": "get_time", "arguments": {"x": 7.78, "y": 2.0, "n": 3}}])",
+                            {R"(C:get_time {"x":7.78,"y":2.0,"n":3})"});
 }
 
 TEST(ToolCallParserBlocks, MistralNameArgs) {
@@ -777,7 +782,7 @@ TEST(ToolCallParserBlocks, MistralNameArgs) {
 TEST(ToolCallParserBlocks, Llama3Pythonic) {
   expect_chunking_invariant(ToolSyntax::kLlama3Pythonic,
                             R"( [get_weather(location="Oslo"), get_time(tz='UTC', n=-1.5, ok=True, x=None, l=[1, {'a': "b"}])])",
-                            {kOslo, R"(C:get_time {"tz":"UTC","n":-1.5E0,"ok":true,"x":null,"l":[1,{"a":"b"}]})"});
+                            {kOslo, R"(C:get_time {"tz":"UTC","n":-1.5,"ok":true,"x":null,"l":[1,{"a":"b"}]})"});
   expect_chunking_invariant(ToolSyntax::kLlama3Pythonic, "<|python_start|>[get_weather(location=\"Oslo\")]",
                             {kOslo});
   // Only at the start of the answer; a list that is not calls is text.

@@ -1,6 +1,5 @@
 #include "api/anthropic/messages.h"
 
-#include <boost/json/serialize.hpp>
 
 #include "api/context_policy.h"
 #include "api/speculative.h"
@@ -8,6 +7,7 @@
 #include "api/structured_output.h"
 #include "api/json_util.h"
 #include "api/thinking.h"
+#include "core/json_text.h"
 #include "core/random_id.h"
 #include "http/sse.h"
 
@@ -73,7 +73,7 @@ void parse_message(const json::value& v, const std::string& param, std::vector<C
       msg.tool_calls.push_back(ToolCall{
           .id = b.contains("id") ? json_string(b.at("id"), bp + ".id") : "",
           .name = json_string(require_field(b, "name", bp + ".name"), bp + ".name"),
-          .arguments_json = input ? json::serialize(*input) : "{}"});
+          .arguments_json = input ? json_text(*input) : "{}"});
     } else if (type == "tool_result") {
       ChatMessage tool{.role = "tool"};
       tool.tool_call_id = json_string(require_field(b, "tool_use_id", bp + ".tool_use_id"), bp + ".tool_use_id");
@@ -106,7 +106,7 @@ ToolDef parse_tool(const json::object& t, const std::string& param) {
   json::object tool;
   tool["type"] = "function";
   tool["function"] = std::move(fn);
-  def.json = json::serialize(tool);
+  def.json = json_text(tool);
   return def;
 }
 
@@ -142,7 +142,7 @@ void parse_conversation(const json::object& o, ChatRequest* r) {
       r->tools.push_back(parse_tool(t, tp));
       client_tools.push_back(arr[i]);
     }
-    if (!client_tools.empty()) r->tools_json = json::serialize(client_tools);
+    if (!client_tools.empty()) r->tools_json = json_text(client_tools);
   }
   if (const auto* tc = find_field(o, "tool_choice")) {
     const auto& c = json_object(*tc, "tool_choice");

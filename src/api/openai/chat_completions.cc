@@ -1,6 +1,5 @@
 #include "api/openai/chat_completions.h"
 
-#include <boost/json/serialize.hpp>
 #include <ctime>
 
 #include "api/context_policy.h"
@@ -8,6 +7,7 @@
 #include "api/json_fields.h"
 #include "api/json_util.h"
 #include "api/structured_output.h"
+#include "core/json_text.h"
 #include "core/random_id.h"
 #include "http/sse.h"
 
@@ -355,9 +355,9 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
         const auto& fn = json_object(require_field(tool, "function", tp + ".function"), tp + ".function");
         std::string name = json_string(require_field(fn, "name", tp + ".function.name"), tp + ".function.name");
         check_tool_name(name, tp + ".function.name");
-        r->tools.push_back(ToolDef{.name = std::move(name), .json = json::serialize(tool)});
+        r->tools.push_back(ToolDef{.name = std::move(name), .json = json_text(tool)});
       }
-      r->tools_json = json::serialize(*t);
+      r->tools_json = json_text(*t);
     }
     if (const auto* tc = find_field(o, "tool_choice")) {
       if (tc->is_string()) {
