@@ -686,7 +686,12 @@ void Engine::handle_token(Live& live, int32_t token, int32_t n_later) {
   if (guard_stop) return finish(live, FinishReason::kSafety);
   if (fed.stop) return finish(live, FinishReason::kStopSequence);
   const Sequence& s = scheduler_.sequence(live.seq);
-  if (live.usage.n_generated_tokens >= sp.max_tokens) return finish(live, FinishReason::kMaxTokens);
+  if (live.usage.n_generated_tokens >= sp.max_tokens) {
+    // A grammar that completed with end_when_complete allows only the end
+    // next: the output is whole (a forced call, a JSON answer), not cut.
+    const bool whole = live.constraint && live.constraint->phase() == ConstrainedOutput::Phase::kEnded;
+    return finish(live, whole ? FinishReason::kEndOfSequence : FinishReason::kMaxTokens);
+  }
   if (s.n_tokens() - n_later >= s.max_total_tokens) return finish(live, FinishReason::kContextWindow);
 }
 

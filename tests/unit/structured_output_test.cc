@@ -100,6 +100,43 @@ TEST_P(StructuredOnModel, EveryAnswerValidatesAtTemperatureOne) {
   EXPECT_EQ(cut.n_cut, 4);
 }
 
+// An answer whose grammar completes on exactly its max_tokens-th token is
+// whole: it ends as if by EOS (the only token the grammar allowed next), not
+// as cut by max_tokens.
+TEST_P(StructuredOnModel, AnAnswerCompletedOnTheLastAllowedTokenIsWhole) {
+  const std::string path = GetParam();
+  LoadedModel l = load_path(path);
+  if (!l.model) GTEST_SKIP() << "SKIPPED: " << path << " not found";
+  auto engine = Engine::create(*l.model, *l.tokenizer,
+                               EngineConfig{.n_ctx = 512, .max_seqs = 2, .kv_type = KvType::kF32, .n_threads = 2});
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  auto g = grammar::compile_json_schema(kPerson);
+  ASSERT_TRUE(g.ok());
+  auto run = [&](uint64_t seed, int32_t max_tokens) {
+    Request r{.id = "w" + std::to_string(seed), .tenant = "t", .prompt_ids = l.tokenizer->encode("Once upon a time")};
+    r.sampling.temperature = 1.0f;
+    r.sampling.seed = seed;
+    r.stop.max_tokens = max_tokens;
+    r.constraint = GrammarConstraint{.start = *g, .end_when_complete = true};
+    return collect(*(*engine)->submit(std::move(r)));
+  };
+  int checked = 0;
+  for (uint64_t seed = 1; seed <= 8 && checked < 2; ++seed) {
+    const Outcome free_run = run(seed, 160);
+    if (free_run.last.finish != FinishReason::kEndOfSequence) continue;
+    // The EOS that ended it was one more generated token: the JSON took one fewer.
+    const int32_t n_json = free_run.last.usage.n_generated_tokens - 1;
+    const Outcome exact = run(seed, n_json);
+    EXPECT_EQ(exact.text, free_run.text) << "seed " << seed;
+    EXPECT_EQ(exact.last.finish, FinishReason::kEndOfSequence) << "seed " << seed << ": " << exact.text;
+    EXPECT_EQ(exact.last.usage.n_generated_tokens, n_json);
+    const Outcome cut = run(seed, n_json - 1);
+    EXPECT_EQ(cut.last.finish, FinishReason::kMaxTokens) << "seed " << seed;
+    ++checked;
+  }
+  EXPECT_GT(checked, 0) << path << ": no answer finished";
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, StructuredOnModel,
                          ::testing::Values(shared_dir() + "/models/stories260K.gguf",
                                            std::string(ZL_SOURCE_DIR) + "/models/zerolayer-demo.gguf"));
