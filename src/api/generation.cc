@@ -89,7 +89,9 @@ GenerationSession::GenerationSession(SessionOptions options, std::unique_ptr<Eve
     // Streams stream a call's arguments as they are written; a collected
     // answer takes calls whole (a call that fails is then simply text).
     tool_parser_.emplace(options_.tools.syntax, options_.tools.names, options_.tools.prefill,
-                         ToolParserOptions{.single_call = options_.tools.single_call, .stream_arguments = options_.stream});
+                         ToolParserOptions{.single_call = options_.tools.single_call,
+                                           .stream_arguments = options_.stream,
+                                           .string_params = options_.tools.string_params});
   }
 }
 

@@ -612,7 +612,7 @@ void ToolCallParser::decide_block(size_t end, std::vector<AnswerPart>* out) {
   answer_started_ = true;
   bool bad_json = false;
   std::optional<std::vector<tool_formats::BlockCall>> calls =
-      tool_formats::parse_block(syntax_, block_opener_, block, &bad_json);
+      tool_formats::parse_block(syntax_, block_opener_, block, &bad_json, options_.string_params.get());
   std::optional<ToolFallback> reason;
   if (!calls) {
     reason = bad_json ? ToolFallback::kInvalidJson : ToolFallback::kInvalidCall;

@@ -80,6 +80,7 @@
 #pragma once
 
 #include <array>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -144,6 +145,9 @@ struct AnswerPart {
 struct ToolParserOptions {
   bool single_call = false;       // at most one call: the first one ends the answer
   bool stream_arguments = false;  // calls as kToolCallStart, kToolCallDelta…, kToolCallEnd
+  // The block syntaxes that write values raw (Qwen3-Coder XML): the
+  // parameters whose values stay strings (tool_formats::StringParams).
+  std::shared_ptr<const tool_formats::StringParams> string_params;
 };
 
 // One call object as it arrives, byte by byte from its `{` (both syntaxes):

@@ -1,5 +1,6 @@
 #include "api/tool_formats.h"
 
+#include <algorithm>
 #include <boost/json/parse.hpp>
 
 #include "api/json_util.h"
@@ -102,7 +103,8 @@ std::optional<std::vector<BlockCall>> mistral(std::string_view block, bool* bad_
 }
 
 // <function=f><parameter=p>\nvalue\n</parameter>…</function>
-std::optional<std::vector<BlockCall>> qwen3_coder(std::string_view block, bool* bad_json) {
+std::optional<std::vector<BlockCall>> qwen3_coder(std::string_view block, bool* bad_json,
+                                                  const StringParams* string_params) {
   std::vector<BlockCall> calls;
   std::string_view rest = trim(block);
   constexpr std::string_view kFn = "<function=", kFnEnd = "</function>", kP = "<parameter=", kPEnd = "</parameter>";
@@ -117,6 +119,10 @@ std::optional<std::vector<BlockCall>> qwen3_coder(std::string_view block, bool* 
     if (gt == std::string_view::npos || fn_end == std::string_view::npos || gt > fn_end) return std::nullopt;
     BlockCall call{std::string(trim(rest.substr(0, gt))), ""};
     if (call.name.empty()) return std::nullopt;
+    const std::set<std::string, std::less<>>* strings = nullptr;
+    if (string_params) {
+      if (auto it = string_params->find(call.name); it != string_params->end()) strings = &it->second;
+    }
     std::string_view body = trim(rest.substr(gt + 1, fn_end - gt - 1));
     rest = trim(rest.substr(fn_end + kFnEnd.size()));
     json::object args;
@@ -132,7 +138,8 @@ std::optional<std::vector<BlockCall>> qwen3_coder(std::string_view block, bool* 
       if (value.ends_with('\n')) value.remove_suffix(1);
       body = trim(body.substr(pend + kPEnd.size()));
       if (key.empty()) return std::nullopt;
-      std::optional<json::value> v = parse_json(value);
+      std::optional<json::value> v;
+      if (!strings || !strings->contains(key)) v = parse_json(value);
       if (v && !v->is_string()) {
         args[key] = std::move(*v);
       } else {
@@ -476,8 +483,40 @@ BlockEnd::State BlockEnd::advance(std::string_view block) {
   }
 }
 
+namespace {
+
+// A property schema whose values are strings only (as the forced-call
+// grammar writes them raw: grammar/json_schema.cc styled_value).
+bool is_string_schema(const json::value& s) {
+  const json::object* o = s.if_object();
+  if (!o) return false;
+  json::array values;
+  if (const auto* c = o->if_contains("const")) values.push_back(*c);
+  if (const auto* e = o->if_contains("enum"); e && e->is_array()) values = e->get_array();
+  if (!values.empty()) return std::all_of(values.begin(), values.end(), [](const json::value& v) { return v.is_string(); });
+  const json::value* type = o->if_contains("type");
+  return type && type->is_string() && type->get_string() == "string";
+}
+
+}  // namespace
+
+StringParams string_params_of(const std::vector<ToolDef>& tools) {
+  StringParams out;
+  for (const ToolDef& t : tools) {
+    const std::optional<json::value> v = parse_json(t.json);
+    const json::value* fn = v && v->is_object() ? v->get_object().if_contains("function") : nullptr;
+    const json::value* params = fn && fn->is_object() ? fn->get_object().if_contains("parameters") : nullptr;
+    const json::value* props = params && params->is_object() ? params->get_object().if_contains("properties") : nullptr;
+    if (!props || !props->is_object()) continue;
+    for (const auto& kv : props->get_object()) {
+      if (is_string_schema(kv.value())) out[t.name].emplace(kv.key());
+    }
+  }
+  return out;
+}
+
 std::optional<std::vector<BlockCall>> parse_block(ToolSyntax syntax, std::string_view opener, std::string_view block,
-                                                  bool* bad_json) {
+                                                  bool* bad_json, const StringParams* string_params) {
   *bad_json = false;
   // The model's bytes may not be UTF-8, which the calls' JSON cannot carry:
   // parsed as sanitized (U+FFFD for what is not).
@@ -492,7 +531,7 @@ std::optional<std::vector<BlockCall>> parse_block(ToolSyntax syntax, std::string
     case ToolSyntax::kQwen3CoderXml: {
       std::string_view b = block;
       if (b.ends_with(kQwenClose)) b.remove_suffix(kQwenClose.size());
-      return qwen3_coder(b, bad_json);
+      return qwen3_coder(b, bad_json, string_params);
     }
     case ToolSyntax::kHarmony: return harmony(block, bad_json);
     case ToolSyntax::kDeepSeek: return deepseek(block, bad_json);

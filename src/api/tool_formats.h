@@ -28,10 +28,14 @@
 // both streaming modes.
 #pragma once
 
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "api/chat.h"
 
 namespace zl::api {
 enum class ToolSyntax;  // api/tool_calls.h
@@ -85,11 +89,21 @@ struct BlockCall {
   std::string arguments_json;  // a compact JSON object
 };
 
+// Per tool, the parameters whose schema is a string (type "string", or a
+// const / enum of strings only). Qwen3-Coder XML writes values raw: such a
+// parameter's value stays the text written ("42", "true", "null"), others
+// read as JSON where they are JSON (numbers, booleans, objects), as
+// Qwen's own parser converts by the schema's type.
+using StringParams = std::map<std::string, std::set<std::string, std::less<>>, std::less<>>;
+
+// The string parameters of `tools` (api/chat.h ToolDef JSON).
+StringParams string_params_of(const std::vector<ToolDef>& tools);
+
 // The calls of a complete block (the text after the opener, up to its end);
 // nullopt when it is not a valid block (`bad_json`: it was not even JSON /
-// the syntax's shape).
+// the syntax's shape). `string_params` (may be null): see StringParams.
 std::optional<std::vector<BlockCall>> parse_block(ToolSyntax syntax, std::string_view opener, std::string_view block,
-                                                  bool* bad_json);
+                                                  bool* bad_json, const StringParams* string_params = nullptr);
 
 // Python literal (pythonic calls' values) as JSON text; nullopt when not one.
 std::optional<std::string> python_literal_to_json(std::string_view text);

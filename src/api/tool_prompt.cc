@@ -99,6 +99,9 @@ ToolPlan plan_tools(const ChatRequest& chat, ToolSyntax native) {
   plan.syntax = native;
   for (const ToolDef& t : chat.tools) plan.names.push_back(t.name);
   plan.single_call = !chat.parallel_tool_calls;
+  if (native == ToolSyntax::kQwen3CoderXml) {
+    plan.string_params = std::make_shared<const tool_formats::StringParams>(tool_formats::string_params_of(chat.tools));
+  }
   // A forced call opens the call in the prompt: the block syntaxes
   // (api/tool_formats.h) with their opener, the model writes the name (the
   // grammar keeps it to the named tool).

@@ -27,6 +27,7 @@
 // Thread-safe (pure functions).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -65,6 +66,8 @@ struct ToolPlan {
   // ChatRequest::parallel_tool_calls false: the first complete call ends the
   // answer (ToolParserOptions::single_call) and the generation.
   bool single_call = false;
+  // Qwen3-Coder XML: the tools' string parameters (ToolParserOptions).
+  std::shared_ptr<const tool_formats::StringParams> string_params;
 
   bool active() const { return syntax != ToolSyntax::kNone; }
 };

@@ -350,7 +350,7 @@ TEST(ToolCallParser, DeepArgumentsAreCalls) {
 }
 
 // single_call: the first complete, valid call ends the answer.
-constexpr ToolParserOptions kSingle{.single_call = true};
+const ToolParserOptions kSingle{.single_call = true};
 
 // Feeds `text` one byte at a time; the byte after which done() first holds
 // (npos: never), and the answer.
@@ -474,7 +474,7 @@ TEST(ToolCallParser, FallbacksAreCountedByReason) {
 
 // ---- Streamed arguments ----
 
-constexpr ToolParserOptions kStream{.stream_arguments = true};
+const ToolParserOptions kStream{.stream_arguments = true};
 
 // A streamed answer, checked and described: "T:<text>", "C:<name> <args>"
 // (whole), "S:<name> <args>" (a streamed call: start, deltas joined, end),
@@ -799,6 +799,20 @@ TEST(ToolCallParserBlocks, Qwen3CoderXml) {
                             {"T:Checking.", R"(C:get_weather {"location":"Oslo","days":3,"opts":{"unit":"c"}})"});
   expect_chunking_invariant(ToolSyntax::kQwen3CoderXml, "<tool_call>\n{\"name\": \"get_time\"}\n</tool_call>",
                             {"T:<tool_call>\n{\"name\": \"get_time\"}\n</tool_call>"});
+  // With the tools' schemas: string parameters keep their text ("42", "null", an enum's "2"), others read as JSON.
+  const std::vector<ToolDef> tools = {
+      {"get_weather", R"({"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{)"
+                      R"("location":{"type":"string"},"days":{"type":"integer"},"unit":{"enum":["1","2"]},)"
+                      R"("note":{"type":["string","null"]},"opts":{"type":"object"}}}}})"}};
+  ToolParserOptions options;
+  options.string_params = std::make_shared<const tool_formats::StringParams>(tool_formats::string_params_of(tools));
+  ASSERT_EQ(options.string_params->size(), 1u);
+  EXPECT_EQ(options.string_params->at("get_weather"), (std::set<std::string, std::less<>>{"location", "unit"}));
+  expect_chunking_invariant(ToolSyntax::kQwen3CoderXml,
+                            "<tool_call>\n<function=get_weather>\n<parameter=location>\n42\n</parameter>\n"
+                            "<parameter=days>\n3\n</parameter>\n<parameter=unit>\n2\n</parameter>\n"
+                            "<parameter=note>\nnull\n</parameter>\n<parameter=opts>\n{\"a\": 1.5}\n</parameter>\n</function>\n</tool_call>",
+                            {R"(C:get_weather {"location":"42","days":3,"unit":"2","note":null,"opts":{"a":1.5}})"}, options);
 }
 
 TEST(ToolCallParserBlocks, Harmony) {
