@@ -192,11 +192,17 @@ struct Q3K {
     p.d = load_f16x8(scales + 16 * h);
     return p;
   }
+  // Sub-block s's A, B, C (matmul_internal.h; matmul_avx512_more.cc).
   static __m256i vec(const uint8_t* w, const Prep&, int s, int k) {
-    const int h = s >> 2, g = s & 3;
-    const __m256i lo = _mm256_and_si256(_mm256_srl_epi16(load32(w + 64 * (8 * h + k)), _mm_cvtsi32_si128(2 * g)),
-                                        _mm256_set1_epi8(3));
-    const __m256i q = _mm256_or_si256(lo, move_bit(load32(w + 64 * (16 + k)), 4 * h + g, 2));
+    const uint8_t* v = w + 64 * 3 * s;
+    __m256i q;
+    if (k < 6) {
+      const __m256i raw = load32(v + 64 * (k >> 1));
+      q = _mm256_and_si256(k & 1 ? _mm256_srli_epi16(raw, 3) : raw, _mm256_set1_epi8(7));
+    } else {
+      const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(load32(v + 64 * (k - 6)), 6), _mm256_set1_epi8(3));
+      q = _mm256_or_si256(lo, move_bit(load32(v + 128), k, 2));
+    }
     return _mm256_sub_epi8(q, _mm256_set1_epi8(4));
   }
   static __m256i scale(const Prep& p, int i) { return byte_s32(p.sc[i >> 2], i & 3); }

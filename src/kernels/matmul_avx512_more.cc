@@ -221,12 +221,18 @@ struct Q3K {
     p.d = load_f16(scales);
     return p;
   }
+  // Sub-block s's A, B, C (matmul_internal.h): q_0 .. q_5 are a mask or a
+  // shift and a mask away; q_6 and q_7 merge the top bits of A (B) and C.
   static __m512i vec(const uint8_t* w, const Prep&, int s, int k) {
-    const int h = s >> 2, g = s & 3;
-    const __m512i lo = _mm512_and_si512(_mm512_srl_epi16(_mm512_load_si512(w + 64 * (8 * h + k)), _mm_cvtsi32_si128(2 * g)),
-                                        _mm512_set1_epi8(3));
-    const __m512i hm = _mm512_load_si512(w + 64 * (16 + k));
-    return _mm512_ternarylogic_epi32(move_bit(hm, 4 * h + g, 2), _mm512_set1_epi8(4), lo, 0xEA);
+    const uint8_t* v = w + 64 * 3 * s;
+    const __m512i m7 = _mm512_set1_epi8(7);
+    if (k < 6) {
+      const __m512i raw = _mm512_load_si512(v + 64 * (k >> 1));
+      return _mm512_and_si512(k & 1 ? _mm512_srli_epi16(raw, 3) : raw, m7);
+    }
+    const __m512i lo = _mm512_srli_epi16(_mm512_load_si512(v + 64 * (k - 6)), 6);  // bits 0-1
+    const __m512i hi = _mm512_srli_epi16(_mm512_load_si512(v + 128), k == 6 ? 4 : 5);  // bit 2
+    return _mm512_and_si512(_mm512_ternarylogic_epi32(_mm512_set1_epi8(3), lo, hi, 0xCA), m7);  // m3 ? lo : hi
   }
   static __m512i scale(const Prep& p, int i) { return byte_s32(p.sc[i >> 2], i & 3); }
   static __m512i corr(const Prep& p, int k) {
