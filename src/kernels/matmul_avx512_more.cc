@@ -140,8 +140,6 @@ inline void prefetch_part(const uint8_t* w, int part) {
   }
 }
 
-// Sign-extended byte `i` of every 32-bit lane.
-inline __m512i byte_s32(__m512i v, int i) { return _mm512_srai_epi32(_mm512_sll_epi32(v, _mm_cvtsi32_si128(24 - 8 * i)), 24); }
 // Zero-extended byte `i` of every 32-bit lane.
 inline __m512i byte_u32(__m512i v, int i) {
   return _mm512_and_si512(_mm512_srl_epi32(v, _mm_cvtsi32_si128(8 * i)), _mm512_set1_epi32(0xFF));
@@ -151,12 +149,38 @@ inline __m512i pair16(__m512i lo, __m512i hi) {
   return _mm512_or_si512(_mm512_and_si512(lo, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(hi, 16));
 }
 
+// vpshufb controls (the same in every 128-bit lane, 4-byte lanes at 4d):
+//   kPackHi: bytes 0, 1 of every 4-byte lane to bytes 2, 3 (pack_pairs)
+//   kPairAt[x]: bytes x, x + 1 of every lane to bytes 1 and 3 (a signed
+//       pair, srai by 8 after) or 0 and 2 (unsigned, bytes 1 and 3 zero)
+struct alignas(64) ShufTable {
+  uint8_t bytes[64];
+};
+constexpr ShufTable make_shuf(int b0, int b1, int b2, int b3) {  // < 0: zero
+  ShufTable t{};
+  const int src[4] = {b0, b1, b2, b3};
+  for (int i = 0; i < 64; ++i) t.bytes[i] = src[i % 4] < 0 ? 0x80 : static_cast<uint8_t>(i % 16 / 4 * 4 + src[i % 4]);
+  return t;
+}
+constexpr ShufTable kPackHi = make_shuf(-1, -1, 0, 1);
+constexpr ShufTable kSignedPairAt[2] = {make_shuf(0, 0, 1, 1), make_shuf(2, 2, 3, 3)};
+constexpr ShufTable kUnsignedPairAt[2] = {make_shuf(0, -1, 1, -1), make_shuf(2, -1, 3, -1)};
+inline __m512i shuf(const ShufTable& t) { return _mm512_load_si512(t.bytes); }
+
+// (lo, hi) int16 pairs of two int32 vectors whose values fit int16: hi's
+// low 16 bits moved over lo's high ones (one masked vpshufb).
+inline __m512i pack_pairs(__m512i lo, __m512i hi) {
+  return _mm512_mask_shuffle_epi8(lo, 0xCCCCCCCCCCCCCCCCull, hi, shuf(kPackHi));
+}
+
 // Per super-block decoding of one format: scales, the unsigned weight
 // vectors, the correction pairs and the final scaling.
 //   sub16: 16 sub-block scales (else 8 of 32 values)
 //   Prep(w, scales): the super-block's scale data
 //   vec(w, p, s, k): values 32s + 4k .. +3 of the 16 rows, unsigned
-//   scale(p, i): sub-block i's scale (int32 per row)
+//   scale(p, i): sub-block i's scale (int32 per row); sub16: scale_pair(p,
+//       s), the int16 pair (scale 2s, scale 2s + 1), the two 16-value halves
+//       of sub-block s
 //   corr(p, pairs, k): the k-th int16 pair vector multiplied with the
 //       activations' pair sums (n_corr of them)
 //   finish(p, isum, corr, da, acc)
@@ -234,7 +258,9 @@ struct Q3K {
     const __m512i hi = _mm512_srli_epi16(_mm512_load_si512(v + 128), k == 6 ? 4 : 5);  // bit 2
     return _mm512_and_si512(_mm512_ternarylogic_epi32(_mm512_set1_epi8(3), lo, hi, 0xCA), m7);  // m3 ? lo : hi
   }
-  static __m512i scale(const Prep& p, int i) { return byte_s32(p.sc[i >> 2], i & 3); }
+  static __m512i scale_pair(const Prep& p, int s) {
+    return _mm512_srai_epi16(_mm512_shuffle_epi8(p.sc[s >> 1], shuf(kSignedPairAt[s & 1])), 8);
+  }
   static __m512i corr(const Prep& p, int k) {
     const __m512i v = p.sc[k >> 1];
     return k & 1 ? _mm512_srai_epi16(v, 8) : _mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8);
@@ -264,8 +290,8 @@ struct Q2K {
     return _mm512_and_si512(_mm512_srl_epi16(_mm512_load_si512(w + 64 * (8 * h + k)), _mm_cvtsi32_si128(2 * g)),
                             _mm512_set1_epi8(3));
   }
-  static __m512i scale(const Prep& p, int i) {
-    return _mm512_and_si512(_mm512_srl_epi32(p.sc[i >> 2], _mm_cvtsi32_si128(8 * (i & 3))), _mm512_set1_epi32(0x0F));
+  static __m512i scale_pair(const Prep& p, int s) {
+    return _mm512_and_si512(_mm512_shuffle_epi8(p.sc[s >> 1], shuf(kUnsignedPairAt[s & 1])), _mm512_set1_epi32(0x000F000F));
   }
   static __m512i corr(const Prep& p, int k) {  // mins (m[4i], m[4i + 2]), (m[4i + 1], m[4i + 3])
     const __m512i m = _mm512_and_si512(_mm512_srli_epi16(p.sc[k >> 1], 4), _mm512_set1_epi8(0x0F));
@@ -354,10 +380,10 @@ void group_k(const uint8_t* w, const uint8_t* scales, int64_t nbk, const Acts& a
         }
       }
       if constexpr (F::sub16) {
-        const __m512i sc0 = F::scale(p, 2 * s), sc1 = F::scale(p, 2 * s + 1);
-        for (int t = 0; t < NT; ++t) {
-          isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(q[t], sc0), _mm512_mullo_epi32(q[NT + t], sc1)));
-        }
+        // The halves' sums fit int16 (|q| <= 7 * 128 * 16): one vpdpwssd
+        // applies both scales.
+        const __m512i sp = F::scale_pair(p, s);
+        for (int t = 0; t < NT; ++t) isum[t] = _mm512_dpwssd_epi32(isum[t], pack_pairs(q[t], q[NT + t]), sp);
       } else {
         const __m512i sc = F::scale(p, s);
         for (int t = 0; t < NT; ++t) {
