@@ -290,6 +290,13 @@ struct Q2K {
     return _mm512_and_si512(_mm512_srl_epi16(_mm512_load_si512(w + 64 * (8 * h + k)), _mm_cvtsi32_si128(2 * g)),
                             _mm512_set1_epi8(3));
   }
+  // The values times 2^scaled_shift(s) (the 2-bit field left in place: one
+  // vpand); group_k shifts the exact sums back.
+  static constexpr bool kScaled = true;
+  static int scaled_shift(int s) { return 2 * (s & 3); }
+  static __m512i scaled_vec(const uint8_t* w, const Prep&, int s, int k) {
+    return _mm512_and_si512(_mm512_load_si512(w + 64 * (8 * (s >> 2) + k)), _mm512_set1_epi8(static_cast<char>(3 << (2 * (s & 3)))));
+  }
   static __m512i scale_pair(const Prep& p, int s) {
     return _mm512_and_si512(_mm512_shuffle_epi8(p.sc[s >> 1], shuf(kUnsignedPairAt[s & 1])), _mm512_set1_epi32(0x000F000F));
   }
@@ -342,6 +349,12 @@ struct Iq4Xs {
 // Tiles of up to this many tokens unroll the sub-block loop (group_k).
 constexpr int kUnrolledTokens = 2;
 
+template <class F>
+constexpr bool scaled_decode() {
+  if constexpr (requires { F::kScaled; }) return F::kScaled;
+  return false;
+}
+
 template <class F, GgmlType kType, int NT>
 void group_k(const uint8_t* w, const uint8_t* scales, int64_t nbk, const Acts& a, int64_t t0, float* y,
              int64_t n_out, int64_t row0, __mmask16 store_mask) {
@@ -350,6 +363,10 @@ void group_k(const uint8_t* w, const uint8_t* scales, int64_t nbk, const Acts& a
   // Two chains per token: the two 16-value halves (sub16), or for few tokens
   // the even and odd vectors (latency).
   constexpr bool kTwo = F::sub16 || NT <= 2;
+  // Formats that can decode with fewer operations into values times a power
+  // of two (F::scaled_vec) do so where the sums are few to shift back: the
+  // unrolled decode tiles.
+  constexpr bool kScaled = scaled_decode<F>() && NT <= kUnrolledTokens;
   __m512 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   const int8_t* qa = a.kqs + t0 * nbk * 256;
@@ -371,7 +388,12 @@ void group_k(const uint8_t* w, const uint8_t* scales, int64_t nbk, const Acts& a
       for (int t = 0; t < 2 * NT; ++t) q[t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
       for (int k = 0; k < 8; ++k) {
-        const __m512i wv = F::vec(w, p, s, k);
+        __m512i wv;
+        if constexpr (kScaled) {
+          wv = F::scaled_vec(w, p, s, k);
+        } else {
+          wv = F::vec(w, p, s, k);
+        }
         const bool second = F::sub16 ? k >= 4 : (k & 1);
 #pragma GCC unroll 8
         for (int t = 0; t < NT; ++t) {
@@ -383,6 +405,11 @@ void group_k(const uint8_t* w, const uint8_t* scales, int64_t nbk, const Acts& a
         // The halves' sums fit int16 (|q| <= 7 * 128 * 16): one vpdpwssd
         // applies both scales.
         const __m512i sp = F::scale_pair(p, s);
+        if constexpr (kScaled) {
+          if (const int sh = F::scaled_shift(s); sh > 0) {
+            for (int t = 0; t < 2 * NT; ++t) q[t] = _mm512_srai_epi32(q[t], sh);
+          }
+        }
         for (int t = 0; t < NT; ++t) isum[t] = _mm512_dpwssd_epi32(isum[t], pack_pairs(q[t], q[NT + t]), sp);
       } else {
         const __m512i sc = F::scale(p, s);
