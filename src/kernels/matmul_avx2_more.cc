@@ -196,12 +196,12 @@ struct Q3K {
   static __m256i vec(const uint8_t* w, const Prep&, int s, int k) {
     const uint8_t* v = w + 64 * 3 * s;
     __m256i q;
-    if (k < 6) {
-      const __m256i raw = load32(v + 64 * (k >> 1));
-      q = _mm256_and_si256(k & 1 ? _mm256_srli_epi16(raw, 3) : raw, _mm256_set1_epi8(7));
+    if ((k & 3) < 3) {
+      const __m256i raw = load32(v + 64 * (k & 3));
+      q = _mm256_and_si256(k >= 4 ? _mm256_srli_epi16(raw, 3) : raw, _mm256_set1_epi8(7));
     } else {
-      const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(load32(v + 64 * (k - 6)), 6), _mm256_set1_epi8(3));
-      q = _mm256_or_si256(lo, move_bit(load32(v + 128), k, 2));
+      const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(load32(v + 64 * (k >> 2)), 6), _mm256_set1_epi8(3));
+      q = _mm256_or_si256(lo, move_bit(load32(v + 128), k == 3 ? 6 : 7, 2));
     }
     return _mm256_sub_epi8(q, _mm256_set1_epi8(4));
   }

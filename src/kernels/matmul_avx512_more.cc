@@ -245,18 +245,30 @@ struct Q3K {
     p.d = load_f16(scales);
     return p;
   }
-  // Sub-block s's A, B, C (matmul_internal.h): q_0 .. q_5 are a mask or a
-  // shift and a mask away; q_6 and q_7 merge the top bits of A (B) and C.
+  // Sub-block s's A, B, C (matmul_internal.h): q_0 .. q_2 and q_4 .. q_6
+  // are a mask or a shift and a mask away; q_3 and q_7 merge the top bits of
+  // A (B) and C.
   static __m512i vec(const uint8_t* w, const Prep&, int s, int k) {
     const uint8_t* v = w + 64 * 3 * s;
     const __m512i m7 = _mm512_set1_epi8(7);
-    if (k < 6) {
-      const __m512i raw = _mm512_load_si512(v + 64 * (k >> 1));
-      return _mm512_and_si512(k & 1 ? _mm512_srli_epi16(raw, 3) : raw, m7);
+    if ((k & 3) < 3) {
+      const __m512i raw = _mm512_load_si512(v + 64 * (k & 3));
+      return _mm512_and_si512(k >= 4 ? _mm512_srli_epi16(raw, 3) : raw, m7);
     }
-    const __m512i lo = _mm512_srli_epi16(_mm512_load_si512(v + 64 * (k - 6)), 6);  // bits 0-1
-    const __m512i hi = _mm512_srli_epi16(_mm512_load_si512(v + 128), k == 6 ? 4 : 5);  // bit 2
+    const __m512i lo = _mm512_srli_epi16(_mm512_load_si512(v + 64 * (k >> 2)), 6);  // bits 0-1
+    const __m512i hi = _mm512_srli_epi16(_mm512_load_si512(v + 128), k == 3 ? 4 : 5);  // bit 2
     return _mm512_and_si512(_mm512_ternarylogic_epi32(_mm512_set1_epi8(3), lo, hi, 0xCA), m7);  // m3 ? lo : hi
+  }
+  // The second half's values (k >= 4) times 8, left in bits 3-5.
+  static constexpr bool kScaled = true;
+  static int scaled_shift(int, int half) { return 3 * half; }
+  static __m512i scaled_vec(const uint8_t* w, const Prep& p, int s, int k) {
+    const uint8_t* v = w + 64 * 3 * s;
+    if (k < 4) return vec(w, p, s, k);
+    if (k < 7) return _mm512_and_si512(_mm512_load_si512(v + 64 * (k - 4)), _mm512_set1_epi8(0x38));
+    const __m512i lo = _mm512_srli_epi16(_mm512_load_si512(v + 64), 3);  // bits 3-4
+    const __m512i hi = _mm512_srli_epi16(_mm512_load_si512(v + 128), 2);  // bit 5
+    return _mm512_and_si512(_mm512_ternarylogic_epi32(_mm512_set1_epi8(0x18), lo, hi, 0xCA), _mm512_set1_epi8(0x38));
   }
   static __m512i scale_pair(const Prep& p, int s) {
     return _mm512_srai_epi16(_mm512_shuffle_epi8(p.sc[s >> 1], shuf(kSignedPairAt[s & 1])), 8);
@@ -290,10 +302,10 @@ struct Q2K {
     return _mm512_and_si512(_mm512_srl_epi16(_mm512_load_si512(w + 64 * (8 * h + k)), _mm_cvtsi32_si128(2 * g)),
                             _mm512_set1_epi8(3));
   }
-  // The values times 2^scaled_shift(s) (the 2-bit field left in place: one
-  // vpand); group_k shifts the exact sums back.
+  // The values times 2^scaled_shift(s, half) (the 2-bit field left in
+  // place: one vpand); group_k shifts the exact sums back.
   static constexpr bool kScaled = true;
-  static int scaled_shift(int s) { return 2 * (s & 3); }
+  static int scaled_shift(int s, int) { return 2 * (s & 3); }
   static __m512i scaled_vec(const uint8_t* w, const Prep&, int s, int k) {
     return _mm512_and_si512(_mm512_load_si512(w + 64 * (8 * (s >> 2) + k)), _mm512_set1_epi8(static_cast<char>(3 << (2 * (s & 3)))));
   }
@@ -406,8 +418,11 @@ void group_k(const uint8_t* w, const uint8_t* scales, int64_t nbk, const Acts& a
         // applies both scales.
         const __m512i sp = F::scale_pair(p, s);
         if constexpr (kScaled) {
-          if (const int sh = F::scaled_shift(s); sh > 0) {
-            for (int t = 0; t < 2 * NT; ++t) q[t] = _mm512_srai_epi32(q[t], sh);
+#pragma GCC unroll 2
+          for (int half = 0; half < 2; ++half) {
+            if (const int sh = F::scaled_shift(s, half); sh > 0) {
+              for (int t = 0; t < NT; ++t) q[half * NT + t] = _mm512_srai_epi32(q[half * NT + t], sh);
+            }
           }
         }
         for (int t = 0; t < NT; ++t) isum[t] = _mm512_dpwssd_epi32(isum[t], pack_pairs(q[t], q[NT + t]), sp);

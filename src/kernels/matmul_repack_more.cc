@@ -49,9 +49,9 @@ void q3_k_values(const BlockQ3_K& blk, const Dest& d, int64_t b) {
     for (int i = 0; i < 4; ++i) {
       int q[8];
       for (int k = 0; k < 8; ++k) q[k] = q3_k_value(blk, 32 * s + 4 * k + i);
-      d.vec(b, 3 * s)[i] = static_cast<uint8_t>(q[0] | q[1] << 3 | (q[6] & 3) << 6);
-      d.vec(b, 3 * s + 1)[i] = static_cast<uint8_t>(q[2] | q[3] << 3 | (q[7] & 3) << 6);
-      d.vec(b, 3 * s + 2)[i] = static_cast<uint8_t>(q[4] | q[5] << 3 | (q[6] >> 2) << 6 | (q[7] >> 2) << 7);
+      d.vec(b, 3 * s)[i] = static_cast<uint8_t>(q[0] | q[4] << 3 | (q[3] & 3) << 6);
+      d.vec(b, 3 * s + 1)[i] = static_cast<uint8_t>(q[1] | q[5] << 3 | (q[7] & 3) << 6);
+      d.vec(b, 3 * s + 2)[i] = static_cast<uint8_t>(q[2] | q[6] << 3 | (q[3] >> 2) << 6 | (q[7] >> 2) << 7);
     }
   }
 }
