@@ -10,6 +10,9 @@
 // pairs stay within 2 * 127 * 127, then vpmaddwd against ones to int32. No
 // offset correction is needed (prepare_acts passes corr_mul 0); the K-quant
 // mins (Q5_K, Q2_K) are real terms, formed from the Q8_K pair sums.
+// Q5_K, Q3_K and Q2_K, whose unsigned values stay below 32, skip the signs:
+// vpmaddubsw(w, a) straight, int16 sums per 16-value half scaled by one
+// vpmaddwd, and Q3_K's offset (values q + 4) corrected from the pair sums.
 // Micro-kernel: one half x up to 4 tokens, the weight vector decoded once
 // for all of them. Within a token the float operations are the same for
 // every tile shape: results are batch invariant.

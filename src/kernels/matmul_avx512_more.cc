@@ -151,8 +151,9 @@ inline __m512i pair16(__m512i lo, __m512i hi) {
 
 // vpshufb controls (the same in every 128-bit lane, 4-byte lanes at 4d):
 //   kPackHi: bytes 0, 1 of every 4-byte lane to bytes 2, 3 (pack_pairs)
-//   kPairAt[x]: bytes x, x + 1 of every lane to bytes 1 and 3 (a signed
-//       pair, srai by 8 after) or 0 and 2 (unsigned, bytes 1 and 3 zero)
+//   kSignedPairAt[j], kUnsignedPairAt[j]: bytes 2j, 2j + 1 of every lane to
+//       bytes 1 and 3 (a signed int16 pair after srai by 8) or 0 and 2
+//       (unsigned: bytes 1 and 3 zero)
 struct alignas(64) ShufTable {
   uint8_t bytes[64];
 };
