@@ -10,6 +10,9 @@
 // pairs stay within 2 * 127 * 127, then vpmaddwd against ones to int32. No
 // offset correction is needed (prepare_acts passes corr_mul 0); the K-quant
 // mins (Q5_K, Q2_K) are real terms, formed from the Q8_K pair sums.
+// Q5_K, Q3_K and Q2_K, whose unsigned values stay below 32, skip the signs:
+// vpmaddubsw(w, a) straight, int16 sums per 16-value half scaled by one
+// vpmaddwd, and Q3_K's offset (values q + 4) corrected from the pair sums.
 // Micro-kernel: one half x up to 4 tokens, the weight vector decoded once
 // for all of them. Within a token the float operations are the same for
 // every tile shape: results are batch invariant.
@@ -46,6 +49,12 @@ inline __m256i grid_table(const int8_t* grid) {
 // broadcast activations.
 inline __m256i dot4(__m256i abs_w, __m256i w, __m256i a) {
   return _mm256_madd_epi16(_mm256_maddubs_epi16(abs_w, _mm256_sign_epi8(a, w)), _mm256_set1_epi16(1));
+}
+
+// An empty asm: GCC keeps a chain of int16 additions in order (matmul_avx2_repacked.cc).
+inline __m256i chained(__m256i v) {
+  __asm__("" : "+x"(v));
+  return v;
 }
 
 inline __m256 load_f16x8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
@@ -124,18 +133,27 @@ void half32(const HalfCall& c) {
 // 256-value super-blocks (see matmul_avx512_more.cc for the shared scheme)
 // ============================================================================
 
-// Sign-extended / zero-extended byte i of every 32-bit lane.
-inline __m256i byte_s32(__m256i v, int i) { return _mm256_srai_epi32(_mm256_sll_epi32(v, _mm_cvtsi32_si128(24 - 8 * i)), 24); }
-inline __m256i byte_u32(__m256i v, int i) {
-  return _mm256_and_si256(_mm256_srl_epi32(v, _mm_cvtsi32_si128(8 * i)), _mm256_set1_epi32(0xFF));
+// vpshufb control taking, in every 4-byte lane, bytes b0 .. b3 of that lane
+// (< 0: zero).
+inline __m256i lane_bytes(int b0, int b1, int b2, int b3) {
+  auto byte = [](int b) { return static_cast<uint32_t>(b < 0 ? 0x80 : b); };
+  const uint32_t v = byte(b0) | byte(b1) << 8 | byte(b2) << 16 | byte(b3) << 24;
+  const __m256i lane = _mm256_setr_epi32(0, 0x04040404, 0x08080808, 0x0C0C0C0C, 0, 0x04040404, 0x08080808, 0x0C0C0C0C);
+  return _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(v)), lane);
 }
+// Byte i of every 4-byte lane as an (x, x) int16 pair, zero- / sign-extended.
+inline __m256i pair_u16(__m256i v, int i) { return _mm256_shuffle_epi8(v, lane_bytes(i, -1, i, -1)); }
+inline __m256i pair_s16(__m256i v, int i) { return _mm256_srai_epi16(_mm256_shuffle_epi8(v, lane_bytes(i, i, i, i)), 8); }
 
 // Per format: Prep(w, scales, h); vec(w, p, s, k) the signed values
-// 32s + 4k .. +3 of the half's rows (w already at the half); scale(p, i);
-// n_mins int16 pair vectors mins(p, k) against the activations' pair sums
-// (0: none), finish(p, isum, mins, da, acc).
+// 32s + 4k .. +3 of the half's rows (w already at the half), or with
+// kUnsigned the unsigned ones (< 32: vpmaddubsw's int16 pairs of 4 vectors
+// cannot saturate) and scale16(p, j) the scale of 16-value half j as (sc,
+// sc) int16 pairs, else scale(p, i); n_mins int16 pair vectors mins(p, k)
+// against the activations' pair sums (0: none), finish(p, isum, mins, da,
+// acc).
 struct Q5K {
-  static constexpr bool sub16 = false;
+  static constexpr bool sub16 = false, kUnsigned = true;
   static constexpr int n_mins = 4;
   struct Prep {
     __m256i sc[2], mn_lo, mn_hi;
@@ -159,7 +177,7 @@ struct Q5K {
     const __m256i lo = (s & 1) ? high_nibbles(raw) : low_nibbles(raw);
     return _mm256_or_si256(lo, move_bit(load32(w + 64 * (36 + k)), s, 4));
   }
-  static __m256i scale(const Prep& p, int s) { return byte_u32(p.sc[s >> 2], s & 3); }
+  static __m256i scale16(const Prep& p, int j) { return pair_u16(p.sc[j >> 3], (j >> 1) & 3); }
   static __m256i mins(const Prep& p, int k) {
     const __m256i m = k < 2 ? p.mn_lo : p.mn_hi;
     return _mm256_and_si256(k & 1 ? _mm256_srli_epi32(m, 8) : m, _mm256_set1_epi32(0x00FF00FF));
@@ -172,8 +190,8 @@ struct Q5K {
 };
 
 struct Q3K {
-  static constexpr bool sub16 = true;
-  static constexpr int n_mins = 0;
+  static constexpr bool sub16 = true, kUnsigned = true;
+  static constexpr int n_mins = 8;
   struct Prep {
     __m256i sc[4];
     __m256 d;
@@ -192,22 +210,34 @@ struct Q3K {
     p.d = load_f16x8(scales + 16 * h);
     return p;
   }
+  // Sub-block s's A, B, C (matmul_internal.h; matmul_avx512_more.cc).
   static __m256i vec(const uint8_t* w, const Prep&, int s, int k) {
-    const int h = s >> 2, g = s & 3;
-    const __m256i lo = _mm256_and_si256(_mm256_srl_epi16(load32(w + 64 * (8 * h + k)), _mm_cvtsi32_si128(2 * g)),
-                                        _mm256_set1_epi8(3));
-    const __m256i q = _mm256_or_si256(lo, move_bit(load32(w + 64 * (16 + k)), 4 * h + g, 2));
-    return _mm256_sub_epi8(q, _mm256_set1_epi8(4));
+    const uint8_t* v = w + 64 * 3 * s;
+    __m256i q;
+    if ((k & 3) < 3) {
+      const __m256i raw = load32(v + 64 * (k & 3));
+      q = _mm256_and_si256(k >= 4 ? _mm256_srli_epi16(raw, 3) : raw, _mm256_set1_epi8(7));
+    } else {
+      const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(load32(v + 64 * (k >> 2)), 6), _mm256_set1_epi8(3));
+      q = _mm256_or_si256(lo, move_bit(load32(v + 128), k == 3 ? 6 : 7, 2));
+    }
+    return q;  // q + 4
   }
-  static __m256i scale(const Prep& p, int i) { return byte_s32(p.sc[i >> 2], i & 3); }
-  static __m256i mins(const Prep&, int) { return _mm256_setzero_si256(); }
-  static __m256 finish(const Prep& p, __m256i isum, __m256i, float da, __m256 acc) {
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(p.d, _mm256_set1_ps(da)), acc);
+  static __m256i scale16(const Prep& p, int j) { return pair_s16(p.sc[j >> 2], j & 3); }
+  // The offset: the scales as pairs (sc[4i], sc[4i + 2]), (sc[4i + 1],
+  // sc[4i + 3]) against the activations' 16-value sums, times 4.
+  static __m256i mins(const Prep& p, int k) {
+    const __m256i v = p.sc[k >> 1];
+    return k & 1 ? _mm256_srai_epi16(v, 8) : _mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8);
+  }
+  static __m256 finish(const Prep& p, __m256i isum, __m256i mins, float da, __m256 acc) {
+    const __m256i total = _mm256_sub_epi32(isum, _mm256_slli_epi32(mins, 2));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(p.d, _mm256_set1_ps(da)), acc);
   }
 };
 
 struct Q2K {
-  static constexpr bool sub16 = true;
+  static constexpr bool sub16 = true, kUnsigned = true;
   static constexpr int n_mins = 8;
   struct Prep {
     __m256i sc[4];
@@ -224,8 +254,8 @@ struct Q2K {
     const int h = s >> 2, g = s & 3;
     return _mm256_and_si256(_mm256_srl_epi16(load32(w + 64 * (8 * h + k)), _mm_cvtsi32_si128(2 * g)), _mm256_set1_epi8(3));
   }
-  static __m256i scale(const Prep& p, int i) {
-    return _mm256_and_si256(_mm256_srl_epi32(p.sc[i >> 2], _mm_cvtsi32_si128(8 * (i & 3))), _mm256_set1_epi32(0x0F));
+  static __m256i scale16(const Prep& p, int j) {
+    return _mm256_and_si256(pair_u16(p.sc[j >> 2], j & 3), _mm256_set1_epi16(0x0F));
   }
   static __m256i mins(const Prep& p, int k) {
     const __m256i m = _mm256_and_si256(_mm256_srli_epi16(p.sc[k >> 1], 4), _mm256_set1_epi8(0x0F));
@@ -239,7 +269,7 @@ struct Q2K {
 };
 
 struct Iq4Xs {
-  static constexpr bool sub16 = false;
+  static constexpr bool sub16 = false, kUnsigned = false;
   static constexpr int n_mins = 0;
   struct Prep {
     __m256i sl, sh, table;
@@ -287,21 +317,28 @@ void half_k(const HalfCall& c) {
       }
       __m256i q[2][T];
       for (int t = 0; t < T; ++t) q[0][t] = q[1][t] = _mm256_setzero_si256();
+      if constexpr (F::kUnsigned) {
+        // Per 16-value half, int16 pair sums of vpmaddubsw (|sum| <= 4 * 2 *
+        // 31 * 128), each applied its scale by one vpmaddwd.
 #pragma GCC unroll 8
-      for (int k = 0; k < 8; ++k) {
-        const __m256i wv = F::vec(w, p, s, k), aw = _mm256_sign_epi8(wv, wv);
-        const int half = F::sub16 && k >= 4 ? 1 : 0;
+        for (int k = 0; k < 8; ++k) {
+          const __m256i wv = F::vec(w, p, s, k);
 #pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) {
-          q[half][t] = _mm256_add_epi32(q[half][t], dot4(aw, wv, bcast4(qa + 256 * t + 32 * s + 4 * k)));
+          for (int t = 0; t < T; ++t) {
+            q[k >> 2][t] = chained(_mm256_add_epi16(q[k >> 2][t], _mm256_maddubs_epi16(wv, bcast4(qa + 256 * t + 32 * s + 4 * k))));
+          }
         }
-      }
-      if constexpr (F::sub16) {
-        const __m256i sc0 = F::scale(p, 2 * s), sc1 = F::scale(p, 2 * s + 1);
+        const __m256i sc0 = F::scale16(p, 2 * s), sc1 = F::scale16(p, 2 * s + 1);
         for (int t = 0; t < T; ++t) {
-          isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_mullo_epi32(q[0][t], sc0), _mm256_mullo_epi32(q[1][t], sc1)));
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(q[0][t], sc0), _mm256_madd_epi16(q[1][t], sc1)));
         }
       } else {
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) {
+          const __m256i wv = F::vec(w, p, s, k), aw = _mm256_sign_epi8(wv, wv);
+#pragma GCC unroll 4
+          for (int t = 0; t < T; ++t) q[0][t] = _mm256_add_epi32(q[0][t], dot4(aw, wv, bcast4(qa + 256 * t + 32 * s + 4 * k)));
+        }
         const __m256i sc = F::scale(p, s);
         for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(q[0][t], sc));
       }

@@ -140,8 +140,6 @@ inline void prefetch_part(const uint8_t* w, int part) {
   }
 }
 
-// Sign-extended byte `i` of every 32-bit lane.
-inline __m512i byte_s32(__m512i v, int i) { return _mm512_srai_epi32(_mm512_sll_epi32(v, _mm_cvtsi32_si128(24 - 8 * i)), 24); }
 // Zero-extended byte `i` of every 32-bit lane.
 inline __m512i byte_u32(__m512i v, int i) {
   return _mm512_and_si512(_mm512_srl_epi32(v, _mm_cvtsi32_si128(8 * i)), _mm512_set1_epi32(0xFF));
@@ -151,12 +149,39 @@ inline __m512i pair16(__m512i lo, __m512i hi) {
   return _mm512_or_si512(_mm512_and_si512(lo, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(hi, 16));
 }
 
+// vpshufb controls (the same in every 128-bit lane, 4-byte lanes at 4d):
+//   kPackHi: bytes 0, 1 of every 4-byte lane to bytes 2, 3 (pack_pairs)
+//   kSignedPairAt[j], kUnsignedPairAt[j]: bytes 2j, 2j + 1 of every lane to
+//       bytes 1 and 3 (a signed int16 pair after srai by 8) or 0 and 2
+//       (unsigned: bytes 1 and 3 zero)
+struct alignas(64) ShufTable {
+  uint8_t bytes[64];
+};
+constexpr ShufTable make_shuf(int b0, int b1, int b2, int b3) {  // < 0: zero
+  ShufTable t{};
+  const int src[4] = {b0, b1, b2, b3};
+  for (int i = 0; i < 64; ++i) t.bytes[i] = src[i % 4] < 0 ? 0x80 : static_cast<uint8_t>(i % 16 / 4 * 4 + src[i % 4]);
+  return t;
+}
+constexpr ShufTable kPackHi = make_shuf(-1, -1, 0, 1);
+constexpr ShufTable kSignedPairAt[2] = {make_shuf(0, 0, 1, 1), make_shuf(2, 2, 3, 3)};
+constexpr ShufTable kUnsignedPairAt[2] = {make_shuf(0, -1, 1, -1), make_shuf(2, -1, 3, -1)};
+inline __m512i shuf(const ShufTable& t) { return _mm512_load_si512(t.bytes); }
+
+// (lo, hi) int16 pairs of two int32 vectors whose values fit int16: hi's
+// low 16 bits moved over lo's high ones (one masked vpshufb).
+inline __m512i pack_pairs(__m512i lo, __m512i hi) {
+  return _mm512_mask_shuffle_epi8(lo, 0xCCCCCCCCCCCCCCCCull, hi, shuf(kPackHi));
+}
+
 // Per super-block decoding of one format: scales, the unsigned weight
 // vectors, the correction pairs and the final scaling.
 //   sub16: 16 sub-block scales (else 8 of 32 values)
 //   Prep(w, scales): the super-block's scale data
 //   vec(w, p, s, k): values 32s + 4k .. +3 of the 16 rows, unsigned
-//   scale(p, i): sub-block i's scale (int32 per row)
+//   scale(p, i): sub-block i's scale (int32 per row); sub16: scale_pair(p,
+//       s), the int16 pair (scale 2s, scale 2s + 1), the two 16-value halves
+//       of sub-block s
 //   corr(p, pairs, k): the k-th int16 pair vector multiplied with the
 //       activations' pair sums (n_corr of them)
 //   finish(p, isum, corr, da, acc)
@@ -221,14 +246,34 @@ struct Q3K {
     p.d = load_f16(scales);
     return p;
   }
+  // Sub-block s's A, B, C (matmul_internal.h): q_0 .. q_2 and q_4 .. q_6
+  // are a mask or a shift and a mask away; q_3 and q_7 merge the top bits of
+  // A (B) and C.
   static __m512i vec(const uint8_t* w, const Prep&, int s, int k) {
-    const int h = s >> 2, g = s & 3;
-    const __m512i lo = _mm512_and_si512(_mm512_srl_epi16(_mm512_load_si512(w + 64 * (8 * h + k)), _mm_cvtsi32_si128(2 * g)),
-                                        _mm512_set1_epi8(3));
-    const __m512i hm = _mm512_load_si512(w + 64 * (16 + k));
-    return _mm512_ternarylogic_epi32(move_bit(hm, 4 * h + g, 2), _mm512_set1_epi8(4), lo, 0xEA);
+    const uint8_t* v = w + 64 * 3 * s;
+    const __m512i m7 = _mm512_set1_epi8(7);
+    if ((k & 3) < 3) {
+      const __m512i raw = _mm512_load_si512(v + 64 * (k & 3));
+      return _mm512_and_si512(k >= 4 ? _mm512_srli_epi16(raw, 3) : raw, m7);
+    }
+    const __m512i lo = _mm512_srli_epi16(_mm512_load_si512(v + 64 * (k >> 2)), 6);  // bits 0-1
+    const __m512i hi = _mm512_srli_epi16(_mm512_load_si512(v + 128), k == 3 ? 4 : 5);  // bit 2
+    return _mm512_and_si512(_mm512_ternarylogic_epi32(_mm512_set1_epi8(3), lo, hi, 0xCA), m7);  // m3 ? lo : hi
   }
-  static __m512i scale(const Prep& p, int i) { return byte_s32(p.sc[i >> 2], i & 3); }
+  // The second half's values (k >= 4) times 8, left in bits 3-5.
+  static constexpr bool kScaled = true;
+  static int scaled_shift(int, int half) { return 3 * half; }
+  static __m512i scaled_vec(const uint8_t* w, const Prep& p, int s, int k) {
+    const uint8_t* v = w + 64 * 3 * s;
+    if (k < 4) return vec(w, p, s, k);
+    if (k < 7) return _mm512_and_si512(_mm512_load_si512(v + 64 * (k - 4)), _mm512_set1_epi8(0x38));
+    const __m512i lo = _mm512_srli_epi16(_mm512_load_si512(v + 64), 3);  // bits 3-4
+    const __m512i hi = _mm512_srli_epi16(_mm512_load_si512(v + 128), 2);  // bit 5
+    return _mm512_and_si512(_mm512_ternarylogic_epi32(_mm512_set1_epi8(0x18), lo, hi, 0xCA), _mm512_set1_epi8(0x38));
+  }
+  static __m512i scale_pair(const Prep& p, int s) {
+    return _mm512_srai_epi16(_mm512_shuffle_epi8(p.sc[s >> 1], shuf(kSignedPairAt[s & 1])), 8);
+  }
   static __m512i corr(const Prep& p, int k) {
     const __m512i v = p.sc[k >> 1];
     return k & 1 ? _mm512_srai_epi16(v, 8) : _mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8);
@@ -258,8 +303,15 @@ struct Q2K {
     return _mm512_and_si512(_mm512_srl_epi16(_mm512_load_si512(w + 64 * (8 * h + k)), _mm_cvtsi32_si128(2 * g)),
                             _mm512_set1_epi8(3));
   }
-  static __m512i scale(const Prep& p, int i) {
-    return _mm512_and_si512(_mm512_srl_epi32(p.sc[i >> 2], _mm_cvtsi32_si128(8 * (i & 3))), _mm512_set1_epi32(0x0F));
+  // The values times 2^scaled_shift(s, half) (the 2-bit field left in
+  // place: one vpand); group_k shifts the exact sums back.
+  static constexpr bool kScaled = true;
+  static int scaled_shift(int s, int) { return 2 * (s & 3); }
+  static __m512i scaled_vec(const uint8_t* w, const Prep&, int s, int k) {
+    return _mm512_and_si512(_mm512_load_si512(w + 64 * (8 * (s >> 2) + k)), _mm512_set1_epi8(static_cast<char>(3 << (2 * (s & 3)))));
+  }
+  static __m512i scale_pair(const Prep& p, int s) {
+    return _mm512_and_si512(_mm512_shuffle_epi8(p.sc[s >> 1], shuf(kUnsignedPairAt[s & 1])), _mm512_set1_epi32(0x000F000F));
   }
   static __m512i corr(const Prep& p, int k) {  // mins (m[4i], m[4i + 2]), (m[4i + 1], m[4i + 3])
     const __m512i m = _mm512_and_si512(_mm512_srli_epi16(p.sc[k >> 1], 4), _mm512_set1_epi8(0x0F));
@@ -310,6 +362,12 @@ struct Iq4Xs {
 // Tiles of up to this many tokens unroll the sub-block loop (group_k).
 constexpr int kUnrolledTokens = 2;
 
+template <class F>
+constexpr bool scaled_decode() {
+  if constexpr (requires { F::kScaled; }) return F::kScaled;
+  return false;
+}
+
 template <class F, GgmlType kType, int NT>
 void group_k(const uint8_t* w, const uint8_t* scales, int64_t nbk, const Acts& a, int64_t t0, float* y,
              int64_t n_out, int64_t row0, __mmask16 store_mask) {
@@ -318,6 +376,10 @@ void group_k(const uint8_t* w, const uint8_t* scales, int64_t nbk, const Acts& a
   // Two chains per token: the two 16-value halves (sub16), or for few tokens
   // the even and odd vectors (latency).
   constexpr bool kTwo = F::sub16 || NT <= 2;
+  // Formats that can decode with fewer operations into values times a power
+  // of two (F::scaled_vec) do so where the sums are few to shift back: the
+  // unrolled decode tiles.
+  constexpr bool kScaled = scaled_decode<F>() && NT <= kUnrolledTokens;
   __m512 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   const int8_t* qa = a.kqs + t0 * nbk * 256;
@@ -339,7 +401,12 @@ void group_k(const uint8_t* w, const uint8_t* scales, int64_t nbk, const Acts& a
       for (int t = 0; t < 2 * NT; ++t) q[t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
       for (int k = 0; k < 8; ++k) {
-        const __m512i wv = F::vec(w, p, s, k);
+        __m512i wv;
+        if constexpr (kScaled) {
+          wv = F::scaled_vec(w, p, s, k);
+        } else {
+          wv = F::vec(w, p, s, k);
+        }
         const bool second = F::sub16 ? k >= 4 : (k & 1);
 #pragma GCC unroll 8
         for (int t = 0; t < NT; ++t) {
@@ -348,10 +415,18 @@ void group_k(const uint8_t* w, const uint8_t* scales, int64_t nbk, const Acts& a
         }
       }
       if constexpr (F::sub16) {
-        const __m512i sc0 = F::scale(p, 2 * s), sc1 = F::scale(p, 2 * s + 1);
-        for (int t = 0; t < NT; ++t) {
-          isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(q[t], sc0), _mm512_mullo_epi32(q[NT + t], sc1)));
+        // The halves' sums fit int16 (|q| <= 7 * 128 * 16): one vpdpwssd
+        // applies both scales.
+        const __m512i sp = F::scale_pair(p, s);
+        if constexpr (kScaled) {
+#pragma GCC unroll 2
+          for (int half = 0; half < 2; ++half) {
+            if (const int sh = F::scaled_shift(s, half); sh > 0) {
+              for (int t = 0; t < NT; ++t) q[half * NT + t] = _mm512_srai_epi32(q[half * NT + t], sh);
+            }
+          }
         }
+        for (int t = 0; t < NT; ++t) isum[t] = _mm512_dpwssd_epi32(isum[t], pack_pairs(q[t], q[NT + t]), sp);
       } else {
         const __m512i sc = F::scale(p, s);
         for (int t = 0; t < NT; ++t) {

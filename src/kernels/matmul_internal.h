@@ -59,9 +59,16 @@ inline constexpr int kTokenTileK = 8;  // tokens per K-quant micro-kernel call (
 //   256-value super-blocks, kGroupBlock bytes each:
 //     Q5_K  vectors 0-34 and the d/dmin bytes 2240-2303 as Q4_K, then
 //           vectors 36 + k (k < 8): qh[4k .. 4k+3]
-//     Q3_K  vectors 8h + k (h < 2, k < 8): qs[32h + 4k .. +3]; vectors
-//           16 + k: hmask[4k .. +3]; vectors 24 + i (i < 3): scales[4i ..
-//           +3] (packed); the f16 d in the scales stream as for Q6_K
+//     Q3_K  vectors 3s + {0, 1, 2} (s < 8) = A, B, C of sub-block s: byte i
+//           of lane r holds bits of the 8 values q_k = 32s + 4k + i (k < 8,
+//           as 0..7 = q + 4) of row r, so that every 3-bit value is one or
+//           two operations away (matmul_avx512_more.cc Q3K::vec), those of
+//           the second 16-value half (k >= 4) one mask away as 8 q_k:
+//             A: q_0 | q_4 << 3 | (q_3 & 3) << 6
+//             B: q_1 | q_5 << 3 | (q_7 & 3) << 6
+//             C: q_2 | q_6 << 3 | (q_3 >> 2) << 6 | (q_7 >> 2) << 7
+//           vectors 24 + i (i < 3): scales[4i .. +3] (packed); the f16 d in
+//           the scales stream as for Q6_K
 //     Q2_K  vectors 8h + k: qs[32h + 4k .. +3]; vectors 16 + i (i < 4):
 //           scales[4i .. +3]; bytes 1280 + 2r, 1312 + 2r: d, dmin of row r
 //     IQ4_XS vectors 4s + k (s < 8, k < 4): qs[16s + 4k .. +3]; vector 32:

@@ -41,6 +41,21 @@ void q5_0_high_bits(const BlockQ5_0& blk, uint8_t out[4]) {
   }
 }
 
+// Q3_K's values (0..7) rearranged (matmul_internal.h): sub-block s's
+// vectors A, B, C = 3s, 3s + 1, 3s + 2; byte i of a lane holds the values
+// q_k = 32s + 4k + i (k < 8) of the row.
+void q3_k_values(const BlockQ3_K& blk, const Dest& d, int64_t b) {
+  for (int s = 0; s < 8; ++s) {
+    for (int i = 0; i < 4; ++i) {
+      int q[8];
+      for (int k = 0; k < 8; ++k) q[k] = q3_k_value(blk, 32 * s + 4 * k + i);
+      d.vec(b, 3 * s)[i] = static_cast<uint8_t>(q[0] | q[4] << 3 | (q[3] & 3) << 6);
+      d.vec(b, 3 * s + 1)[i] = static_cast<uint8_t>(q[1] | q[5] << 3 | (q[7] & 3) << 6);
+      d.vec(b, 3 * s + 2)[i] = static_cast<uint8_t>(q[2] | q[6] << 3 | (q[3] >> 2) << 6 | (q[7] >> 2) << 7);
+    }
+  }
+}
+
 void repack_block(GgmlType type, const uint8_t* row, int64_t b, const Dest& d) {
   switch (type) {
     case GgmlType::kQ4_1: {
@@ -80,8 +95,7 @@ void repack_block(GgmlType type, const uint8_t* row, int64_t b, const Dest& d) {
     }
     case GgmlType::kQ3_K: {
       const auto& blk = reinterpret_cast<const BlockQ3_K*>(row)[b];
-      put_vectors(d, b, 0, 16, blk.qs);
-      put_vectors(d, b, 16, 8, blk.hmask);
+      q3_k_values(blk, d, b);
       put_vectors(d, b, 24, 3, blk.scales);
       put_f16(d.scale(b), d.lane, blk.d);
       return;

@@ -111,6 +111,13 @@ struct BlockQ3_K {
   uint16_t d;  // f16
 };
 
+// Q3_K's value p (< 256) as 0..7: q + 4, the 2 low bits and the high bit.
+inline int q3_k_value(const BlockQ3_K& b, int p) {
+  const int h = p / 128, g = (p % 128) / 32, l = p % 32;
+  const int lo = (b.qs[32 * h + l] >> (2 * g)) & 3;
+  return lo | (((b.hmask[l] >> (4 * h + g)) & 1) << 2);
+}
+
 // 16 sub-blocks of 16 with a 4-bit scale (low nibble) and min (high) each.
 // Value 128h + 32g + l: q = (qs[32h + l] >> 2g) & 3, scale index 8h + 2g +
 // l / 16; x = d * scale * q - dmin * min.

@@ -94,13 +94,6 @@ void dequantize_q5_k(const BlockQ5_K* x, float* y, int64_t nb) {
   }
 }
 
-// Q3_K's value p as 0..7 (the stored value is q - 4).
-int q3_k_value(const BlockQ3_K& b, int p) {
-  const int h = p / 128, g = (p % 128) / 32, l = p % 32;
-  const int lo = (b.qs[32 * h + l] >> (2 * g)) & 3;
-  return lo | (((b.hmask[l] >> (4 * h + g)) & 1) << 2);
-}
-
 void dequantize_q3_k(const BlockQ3_K* x, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, y += kQkK) {
     const float d_all = fp16_to_fp32(x[i].d);

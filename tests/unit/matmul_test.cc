@@ -86,6 +86,62 @@ void check_isa(KernelIsa isa, ThreadPool* pool) {
   }
 }
 
+// The SIMD kernels keep some partial sums in int16 (the 16-value sums of
+// the sub16 K-quants, vpmaddubsw's pairs on AVX2): weights at the ends of
+// their range against activations quantized to -128 / 127 must not overflow
+// them. Rows and activations of constant sign per 16 values, |x| = 1.
+TEST(MatmulExtremes, KQuantsAtTheEndsOfTheirRanges) {
+  const int64_t n_in = 512, n_out = 32;
+  auto sign_pattern = [](int64_t n, int pattern, int64_t row) {
+    std::vector<float> v(n);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t unit = i / 16 + row;
+      v[i] = pattern == 0 ? 1.0f : pattern == 1 ? -1.0f : (unit % 2 ? 1.0f : -1.0f);
+      if (pattern == 3) v[i] *= (i % 16 == 0) ? 1.0f : 0.99f;  // one largest value per 16
+    }
+    return v;
+  };
+  for (KernelIsa isa : {KernelIsa::kAvx2, KernelIsa::kAvx512}) {
+    if (!isa_supported(isa)) continue;
+    for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kQ3_K, GgmlType::kQ2_K,
+                          GgmlType::kIQ4_XS}) {
+      for (int wp = 0; wp < 4; ++wp) {
+        const size_t w_row = row_size(type, n_in);
+        std::vector<uint8_t> w(w_row * n_out);
+        std::vector<float> w_deq(n_in * n_out);
+        for (int64_t r = 0; r < n_out; ++r) {
+          quantize_row(type, sign_pattern(n_in, wp, r).data(), w.data() + r * w_row, n_in);
+          dequantize_row(type, w.data() + r * w_row, w_deq.data() + r * n_in, n_in);
+        }
+        const PackedMatrix packed(type, w.data(), n_in, n_out, isa);
+        for (int ap = 0; ap < 4; ++ap) {
+          for (int64_t n_tokens : {1, 3, 8}) {
+            std::vector<float> x;
+            for (int64_t t = 0; t < n_tokens; ++t) {
+              const auto row = sign_pattern(n_in, ap, t);
+              x.insert(x.end(), row.begin(), row.end());
+            }
+            std::vector<float> y(n_tokens * n_out, NAN);
+            matmul(packed, x.data(), n_tokens, y.data(), nullptr);
+            std::vector<uint8_t> act;
+            for (int64_t t = 0; t < n_tokens; ++t) {
+              quantize_activations(type, x.data() + t * n_in, act, n_in);
+              for (int64_t r = 0; r < n_out; ++r) {
+                const float want = vec_dot(type, w.data() + r * w_row, act.data(), n_in);
+                double mag = 0;  // as check_isa: float rounding only
+                for (int64_t i = 0; i < n_in; ++i) mag += std::fabs(w_deq[r * n_in + i] * x[t * n_in + i]);
+                ASSERT_NEAR(y[t * n_out + r], want, 2e-5 * mag + 1e-6)
+                    << isa_name(isa) << " " << ggml_type_name(type) << " weights " << wp << " acts " << ap
+                    << " n_tokens=" << n_tokens << " t=" << t << " r=" << r;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 class MatmulIsaTest : public ::testing::TestWithParam<KernelIsa> {
  protected:
   void SetUp() override {
