@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/attention_query_q8.h"
 #include "kernels/simd_avx2.h"
 
 namespace zl::kern {
@@ -16,6 +17,10 @@ struct Vec {
   static constexpr bool kTreeScores = false;  // 8 lanes: horizontal sums (hsum4)
   static constexpr int kAccRegs = 8;  // accumulators of accumulate_rows
   static constexpr int kMaxRows = 4;  // V accumulators held in registers
+  // Over a Q8_0 cache the float kernels score with the dequantized query
+  // (no int8 dot product here).
+  static constexpr bool kVnniQ8 = false;
+  static void quantize_q8(const float* x, int64_t hd, QueryQ8* out) { quantize_query_q8(x, hd, out, nullptr); }
   static T zero() { return _mm256_setzero_ps(); }
   static T load(const float* p) { return _mm256_loadu_ps(p); }
   static T load_f16(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
