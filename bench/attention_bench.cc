@@ -14,7 +14,7 @@
 // The K/V pool comes from allocate_large as the runner's KvStorage does (2 MiB
 // aligned, MADV_HUGEPAGE); --small-pages puts it in plain 4 KiB pages (a
 // std::vector) to see what the TLB costs.
-//   attention_bench [--kv-type f16|q8_0] [--depth 8192] [--reps 5] [--tokens-per-item 16] [--small-pages]
+//   attention_bench [--kv-type f16|q8_0] [--depth 8192] [--reps 5] [--tokens-per-item 16] [--small-pages] [--decode-only]
 #include <time.h>
 
 #include <algorithm>
@@ -116,19 +116,26 @@ int main(int argc, char** argv) {
   KvType type = KvType::kF16;
   int64_t depth = 8192, per_item = 16;
   int reps = 5;
-  bool huge = true;
-  for (int i = 1; i < argc; i += 2) {
-    const std::string a = i + 1 < argc || std::strcmp(argv[i], "--small-pages") == 0 ? argv[i] : "";
+  bool huge = true, decode_only = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
     if (a == "--small-pages") {
-      huge = false, --i;
-      continue;
-    }
-    if (a == "--kv-type" && parse_kv_type(argv[i + 1], &type)) continue;
-    if (a == "--depth") depth = std::max<int64_t>(64, std::atoll(argv[i + 1]));
-    else if (a == "--reps") reps = std::max(1, std::atoi(argv[i + 1]));
-    else if (a == "--tokens-per-item") per_item = std::max<int64_t>(1, std::atoll(argv[i + 1]));
-    else {
-      std::fprintf(stderr, "usage: attention_bench [--kv-type f16|q8_0] [--depth N] [--reps N] [--tokens-per-item N] [--small-pages]\n");
+      huge = false;
+    } else if (a == "--decode-only") {
+      decode_only = true;
+    } else if (a == "--kv-type" && value != nullptr && parse_kv_type(value, &type)) {
+      ++i;
+    } else if (a == "--depth" && value != nullptr) {
+      depth = std::max<int64_t>(64, std::atoll(value)), ++i;
+    } else if (a == "--reps" && value != nullptr) {
+      reps = std::max(1, std::atoi(value)), ++i;
+    } else if (a == "--tokens-per-item" && value != nullptr) {
+      per_item = std::max<int64_t>(1, std::atoll(value)), ++i;
+    } else {
+      std::fprintf(stderr,
+                   "usage: attention_bench [--kv-type f16|q8_0] [--depth N] [--reps N] [--tokens-per-item N] "
+                   "[--small-pages] [--decode-only]\n");
       return 2;
     }
   }
@@ -168,7 +175,7 @@ int main(int argc, char** argv) {
   // Prefill: the last kPrefillTokens tokens of the context, layer 0.
   const int64_t q_dim = kHead * kHeadDim, n_kv_first = depth - kPrefillTokens + 1;
   double prefill_s = 1e30;
-  for (int rep = 0; rep < reps; ++rep) {
+  for (int rep = 0; rep < (decode_only ? 0 : reps); ++rep) {
     const double t0 = cpu_now();
     for (int64_t h = 0; h < kHeadKv; ++h) {
       for (int64_t t = 0; t < kPrefillTokens; t += per_item) {
@@ -184,7 +191,9 @@ int main(int argc, char** argv) {
   std::printf("decode   %.3f ms a step (16 layers), %.2f ns per (head, position), K/V %.2f GB/s = %.0f%% of a plain read (%.2f GB/s)\n",
               decode_s * 1e3, decode_s * 1e9 / static_cast<double>(kLayers * kHead * depth), kv_bytes / decode_s / 1e9,
               100.0 * read_s / decode_s, kv_bytes / read_s / 1e9);
-  std::printf("prefill  %.2f ns per (head, position), %lld tokens per item\n", prefill_s * 1e9 / prefill_pairs,
-              static_cast<long long>(per_item));
+  if (!decode_only) {
+    std::printf("prefill  %.2f ns per (head, position), %lld tokens per item\n", prefill_s * 1e9 / prefill_pairs,
+                static_cast<long long>(per_item));
+  }
   return 0;
 }

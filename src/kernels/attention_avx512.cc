@@ -84,7 +84,7 @@ struct Vec {
       __m256i rows[16];
       for (int c = 0; c < 16; ++c) {
         if (c < n) {
-          const uint8_t* blk = kb + (offs[c] / 32 + b) * 34;
+          const uint8_t* blk = kb + (static_cast<uint64_t>(offs[c]) / 32 + b) * 34;
           __builtin_memcpy(&ds[c], blk, 2);
           rows[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
         } else {
