@@ -29,6 +29,11 @@ struct Vec {
     return _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(d)),
                          _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))));
   }
+  // The 8 int8 at p as floats (unscaled), and an f16 broadcast.
+  static T load_i8(const int8_t* p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
+  static T set1_f16(uint16_t d) { return _mm256_set1_ps(_cvtsh_ss(d)); }
   static void store(float* p, T v) { _mm256_storeu_ps(p, v); }
   static T set1(float x) { return _mm256_set1_ps(x); }
   static T fmadd(T a, T b, T c) { return _mm256_fmadd_ps(a, b, c); }

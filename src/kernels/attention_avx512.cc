@@ -130,6 +130,11 @@ struct Vec {
     return _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(d)),
                          _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))));
   }
+  // The 16 int8 at p as floats (unscaled), and an f16 broadcast.
+  static T load_i8(const int8_t* p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
+  static T set1_f16(uint16_t d) { return _mm512_set1_ps(_cvtsh_ss(d)); }
   static void store(float* p, T v) { _mm512_storeu_ps(p, v); }
   static T set1(float x) { return _mm512_set1_ps(x); }
   static T fmadd(T a, T b, T c) { return _mm512_fmadd_ps(a, b, c); }

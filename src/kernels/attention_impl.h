@@ -154,11 +154,15 @@ inline void score_chunk(const float* const* q, int64_t nv, const void* k_cache, 
 // chain per vector of 16 dependent FMAs would wait on their latency). Every
 // element still sums its positions in order c = 0, 1, ..., so the blocking
 // does not change the result.
+// Q8_0 with head_dim a multiple of 32 (every head starts a block): a row's
+// block address once per position, a block's scale once for its vectors.
 template <KvType kType, int NR, int VB>
 inline void accumulate_block(float* acc, int64_t stride, const float (*pr)[kChunk], int n, const int64_t* offs,
                              const void* v_cache, int64_t nv) {
   using V = typename Vec::T;
   constexpr int W = Vec::kWidth;
+  constexpr int kPerBlock = 32 / W;  // Q8_0: vectors a block
+  const bool q8_aligned = kType == KvType::kQ8_0 && (W * nv) % 32 == 0;
   for (int64_t v = 0; v < nv; v += VB) {
     V a[NR][VB];
 #pragma GCC unroll 16
@@ -168,8 +172,21 @@ inline void accumulate_block(float* acc, int64_t stride, const float (*pr)[kChun
     }
     for (int c = 0; c < n; ++c) {
       V x[VB];
+      if (kType == KvType::kQ8_0 && VB % kPerBlock == 0 && q8_aligned) {
+        const uint8_t* row = static_cast<const uint8_t*>(v_cache) + static_cast<uint64_t>(offs[c]) / 32 * 34 + v / kPerBlock * 34;
 #pragma GCC unroll 8
-      for (int b = 0; b < VB; ++b) x[b] = load_kv<kType>(v_cache, offs[c] + W * (v + b));
+        for (int b = 0; b < VB; b += kPerBlock) {
+          const uint8_t* blk = row + b / kPerBlock * 34;
+          uint16_t d;
+          __builtin_memcpy(&d, blk, 2);
+          const V dv = Vec::set1_f16(d);
+#pragma GCC unroll 8
+          for (int j = 0; j < kPerBlock; ++j) x[b + j] = Vec::mul(dv, Vec::load_i8(reinterpret_cast<const int8_t*>(blk + 2 + W * j)));
+        }
+      } else {
+#pragma GCC unroll 8
+        for (int b = 0; b < VB; ++b) x[b] = load_kv<kType>(v_cache, offs[c] + W * (v + b));
+      }
 #pragma GCC unroll 16
       for (int r = 0; r < NR; ++r) {
         const V w = Vec::set1(pr[r][c]);
