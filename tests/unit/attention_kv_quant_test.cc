@@ -79,8 +79,10 @@ TEST(AttentionKvQuant, NamesAndRowBytes) {
   EXPECT_EQ(a, b);
 }
 
-// The SIMD kernels read the int8 values and scales directly; the scalar twin
-// dequantizes a row at a time: the same numbers, so the F16 path's tolerance.
+// The SIMD kernels read the int8 values and scales directly (AVX-512: q·k
+// on int8, the query quantized to Q8_0); the scalar twin dequantizes a row
+// at a time and scores with the same quantized query: the same numbers, so
+// the F16 path's tolerance.
 TEST(AttentionKvQuant, KernelsMatchScalarTwinOnQ8Cache) {
   if (active_isa() == KernelIsa::kScalar) std::printf("NOTE: ZL_KERNELS=scalar, comparing the scalar path with itself\n");
   std::printf("kernels: %s\n", isa_name(active_isa()));
