@@ -5,8 +5,9 @@
 // dequantized query; the scalar twin dequantizes too. Every path must agree
 // with the scalar twin within float rounding: split decode (attention_range
 // + attention_merge) and the chunk path, GQA ratios 1, 4 and 8, head_dim
-// 32/64/128 (int path) and 16/48 (float path on AVX-512), odd depths, pages
-// of 16 and 7 positions (blocks straddling chunks), block scales of 0. Run
+// 32/64/128 (int path) and 16/48 (float path on AVX-512), more than 64 query
+// heads, odd depths, pages of 16 and 7 positions (blocks straddling chunks),
+// block scales of 0. Run
 // with ZL_KERNELS=avx2 for the non-VNNI path (ctest does: *_avx2).
 #include <gtest/gtest.h>
 
@@ -60,7 +61,10 @@ TEST(AttentionQ8Query, SplitAndChunkPathsMatchTheScalarTwin) {
   std::mt19937 rng(21);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   const Case cases[] = {{8, 8, 64, 16},  {32, 8, 64, 16}, {16, 2, 128, 7}, {8, 1, 32, 16},
-                        {4, 4, 128, 7},  {16, 2, 64, 7},  {8, 2, 16, 16},  {4, 2, 48, 16}};
+                        {4, 4, 128, 7},  {16, 2, 64, 7},  {8, 2, 16, 16},  {4, 2, 48, 16},
+                        // More than 64 query heads: split decode quantizes them 64 at a time,
+                        // a pass boundary inside a kv head's group (80/8) or within it (128/1).
+                        {80, 8, 32, 16}, {128, 1, 32, 16}};
   for (const Case& c : cases) {
     for (int64_t n_kv : {1, 15, 16, 17, 255, 257, 700}) {
       const std::string what = "heads " + std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv) + " head_dim " +
