@@ -11,7 +11,10 @@
 //            makes them.
 // Reports ns per (query head x position) and, for decode, the GB/s of K/V
 // read next to a plain read of the same bytes (the single-thread roofline).
-//   attention_bench [--kv-type f16|q8_0] [--depth 8192] [--reps 5] [--tokens-per-item 16]
+// The K/V pool comes from allocate_large as the runner's KvStorage does (2 MiB
+// aligned, MADV_HUGEPAGE); --small-pages puts it in plain 4 KiB pages (a
+// std::vector) to see what the TLB costs.
+//   attention_bench [--kv-type f16|q8_0] [--depth 8192] [--reps 5] [--tokens-per-item 16] [--small-pages] [--decode-only]
 #include <time.h>
 
 #include <algorithm>
@@ -22,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "core/memory.h"
 #include "kernels/attention.h"
 
 namespace {
@@ -36,20 +40,44 @@ double cpu_now() {
 
 constexpr int64_t kHead = 32, kHeadKv = 8, kHeadDim = 64, kBlock = 16, kLayers = 16;
 
-struct Cache {
-  int64_t n_blocks, row_bytes;
-  std::vector<uint8_t> k, v;  // kLayers layers
-  std::vector<int32_t> table;
-  const uint8_t* k_layer(int64_t il) const { return k.data() + il * n_blocks * kBlock * row_bytes; }
-  const uint8_t* v_layer(int64_t il) const { return v.data() + il * n_blocks * kBlock * row_bytes; }
+// A byte buffer: huge pages (allocate_large) or 4 KiB pages (a vector).
+struct Bytes {
+  LargeBuffer large;
+  std::vector<uint8_t> small;
+  uint8_t* p = nullptr;
+  size_t n = 0;
+  void allocate(size_t bytes, bool huge) {
+    n = bytes;
+    if (huge) {
+      auto b = allocate_large(bytes, "the benchmark's KV cache");
+      if (!b.ok()) {
+        std::fprintf(stderr, "%s\n", b.status().to_string().c_str());
+        std::exit(1);
+      }
+      large = std::move(b).value();
+      p = large.data();
+    } else {
+      small.resize(bytes);
+      p = small.data();
+    }
+  }
+  size_t size() const { return n; }
+  uint8_t& operator[](size_t i) const { return p[i]; }
 };
 
-Cache make_cache(KvType type, int64_t n_kv, int64_t n_layers, std::mt19937& rng) {
-  Cache c;
+struct Cache {
+  int64_t n_blocks, row_bytes;
+  Bytes k, v;  // kLayers layers
+  std::vector<int32_t> table;
+  const uint8_t* k_layer(int64_t il) const { return k.p + il * n_blocks * kBlock * row_bytes; }
+  const uint8_t* v_layer(int64_t il) const { return v.p + il * n_blocks * kBlock * row_bytes; }
+};
+
+void make_cache(Cache& c, KvType type, int64_t n_kv, int64_t n_layers, bool huge, std::mt19937& rng) {
   c.n_blocks = (n_kv + kBlock - 1) / kBlock;
   c.row_bytes = kv_row_bytes(type, kHeadKv * kHeadDim);
   const int64_t n_rows = n_layers * c.n_blocks * kBlock;
-  c.k.resize(n_rows * c.row_bytes), c.v.resize(n_rows * c.row_bytes);
+  c.k.allocate(n_rows * c.row_bytes, huge), c.v.allocate(n_rows * c.row_bytes, huge);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   std::vector<float> row(kHeadKv * kHeadDim);
   for (int64_t r = 0; r < n_rows; ++r) {
@@ -61,7 +89,6 @@ Cache make_cache(KvType type, int64_t n_kv, int64_t n_layers, std::mt19937& rng)
   c.table.resize(c.n_blocks);
   for (int64_t i = 0; i < c.n_blocks; ++i) c.table[i] = static_cast<int32_t>(i);
   std::shuffle(c.table.begin(), c.table.end(), rng);
-  return c;
 }
 
 // Seconds (CPU) of the fastest of `reps` plain reads of the cache's bytes.
@@ -89,19 +116,32 @@ int main(int argc, char** argv) {
   KvType type = KvType::kF16;
   int64_t depth = 8192, per_item = 16;
   int reps = 5;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool huge = true, decode_only = false;
+  for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--kv-type" && parse_kv_type(argv[i + 1], &type)) continue;
-    if (a == "--depth") depth = std::max<int64_t>(64, std::atoll(argv[i + 1]));
-    else if (a == "--reps") reps = std::max(1, std::atoi(argv[i + 1]));
-    else if (a == "--tokens-per-item") per_item = std::max<int64_t>(1, std::atoll(argv[i + 1]));
-    else {
-      std::fprintf(stderr, "usage: attention_bench [--kv-type f16|q8_0] [--depth N] [--reps N] [--tokens-per-item N]\n");
+    const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
+    if (a == "--small-pages") {
+      huge = false;
+    } else if (a == "--decode-only") {
+      decode_only = true;
+    } else if (a == "--kv-type" && value != nullptr && parse_kv_type(value, &type)) {
+      ++i;
+    } else if (a == "--depth" && value != nullptr) {
+      depth = std::max<int64_t>(64, std::atoll(value)), ++i;
+    } else if (a == "--reps" && value != nullptr) {
+      reps = std::max(1, std::atoi(value)), ++i;
+    } else if (a == "--tokens-per-item" && value != nullptr) {
+      per_item = std::max<int64_t>(1, std::atoll(value)), ++i;
+    } else {
+      std::fprintf(stderr,
+                   "usage: attention_bench [--kv-type f16|q8_0] [--depth N] [--reps N] [--tokens-per-item N] "
+                   "[--small-pages] [--decode-only]\n");
       return 2;
     }
   }
   std::mt19937 rng(7);
-  const Cache cache = make_cache(type, depth, kLayers, rng);
+  Cache cache;
+  make_cache(cache, type, depth, kLayers, huge, rng);
   const AttentionShape s{.n_head = kHead, .n_head_kv = kHeadKv, .head_dim = kHeadDim, .block_size = kBlock,
                          .scale = 0.125f};
   if (!attention_range_supported(s)) {
@@ -135,7 +175,7 @@ int main(int argc, char** argv) {
   // Prefill: the last kPrefillTokens tokens of the context, layer 0.
   const int64_t q_dim = kHead * kHeadDim, n_kv_first = depth - kPrefillTokens + 1;
   double prefill_s = 1e30;
-  for (int rep = 0; rep < reps; ++rep) {
+  for (int rep = 0; rep < (decode_only ? 0 : reps); ++rep) {
     const double t0 = cpu_now();
     for (int64_t h = 0; h < kHeadKv; ++h) {
       for (int64_t t = 0; t < kPrefillTokens; t += per_item) {
@@ -146,11 +186,14 @@ int main(int argc, char** argv) {
     prefill_s = std::min(prefill_s, cpu_now() - t0);
   }
   const double prefill_pairs = static_cast<double>(kHead) * (kPrefillTokens * n_kv_first + kPrefillTokens * (kPrefillTokens - 1) / 2);
-  std::printf("kv %s depth %lld, 1 thread, CPU time, best of %d\n", kv_type_name(type), static_cast<long long>(depth), reps);
+  std::printf("kv %s depth %lld, %s pages, 1 thread, CPU time, best of %d\n", kv_type_name(type),
+              static_cast<long long>(depth), huge ? "huge" : "4 KiB", reps);
   std::printf("decode   %.3f ms a step (16 layers), %.2f ns per (head, position), K/V %.2f GB/s = %.0f%% of a plain read (%.2f GB/s)\n",
               decode_s * 1e3, decode_s * 1e9 / static_cast<double>(kLayers * kHead * depth), kv_bytes / decode_s / 1e9,
               100.0 * read_s / decode_s, kv_bytes / read_s / 1e9);
-  std::printf("prefill  %.2f ns per (head, position), %lld tokens per item\n", prefill_s * 1e9 / prefill_pairs,
-              static_cast<long long>(per_item));
+  if (!decode_only) {
+    std::printf("prefill  %.2f ns per (head, position), %lld tokens per item\n", prefill_s * 1e9 / prefill_pairs,
+                static_cast<long long>(per_item));
+  }
   return 0;
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "kernels/attention_query_q8.h"
 #include "kernels/fused.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
@@ -94,10 +95,15 @@ void attention_scalar(const AttentionShape& s, const float* q, const void* k_cac
                       int64_t kv_h1) {
   const int64_t hd = s.head_dim, group = s.n_head / s.n_head_kv;
   const int64_t lo = attention_first_position(s, n_kv);
-  std::vector<float> scores(n_kv), row(hd);
+  std::vector<float> scores(n_kv), row(hd), q_deq(hd);
   for (int64_t h = kv_h0 * group; h < kv_h1 * group; ++h) {
     const int64_t kvh = h / group;
     const float* qh = q + h * hd;
+    if (kv_type == KvType::kQ8_0) {  // q·k with q quantized (attention_query_q8.h)
+      kern::QueryQ8 unused;
+      kern::quantize_query_q8(qh, hd, &unused, q_deq.data());
+      qh = q_deq.data();
+    }
     float max_s = -INFINITY;
     for (int64_t p = lo; p < n_kv; ++p) {
       load_row(s, k_cache, kv_type, block_table, p, kvh, row.data());

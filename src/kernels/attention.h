@@ -95,7 +95,10 @@ void attention_range(const AttentionShape& s, const float* q, const void* k_cach
 void attention_merge(const AttentionShape& s, float* partials, int64_t n_ranges, float* out);
 
 // The scalar twin (two passes: scores, then softmax in double and ·V, as the
-// reference forward pass computes it), for tests.
+// reference forward pass computes it), for tests. Over a Q8_0 cache every
+// path scores with the query quantized to Q8_0 blocks (as llama.cpp does for
+// a q8_0 cache; kernels/attention_query_q8.h): the AVX-512 kernel multiplies
+// int8 by int8 (VNNI), the others the dequantized values.
 void attention_scalar(const AttentionShape& s, const float* q, const void* k_cache, const void* v_cache,
                       KvType kv_type, const int32_t* block_table, int64_t n_kv, float* out, int64_t kv_h0,
                       int64_t kv_h1);

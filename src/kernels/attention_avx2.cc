@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/attention_query_q8.h"
 #include "kernels/simd_avx2.h"
 
 namespace zl::kern {
@@ -16,6 +17,10 @@ struct Vec {
   static constexpr bool kTreeScores = false;  // 8 lanes: horizontal sums (hsum4)
   static constexpr int kAccRegs = 8;  // accumulators of accumulate_rows
   static constexpr int kMaxRows = 4;  // V accumulators held in registers
+  // Over a Q8_0 cache the float kernels score with the dequantized query
+  // (no int8 dot product here).
+  static constexpr bool kVnniQ8 = false;
+  static void quantize_q8(const float* x, int64_t hd, QueryQ8* out) { quantize_query_q8(x, hd, out, nullptr); }
   static T zero() { return _mm256_setzero_ps(); }
   static T load(const float* p) { return _mm256_loadu_ps(p); }
   static T load_f16(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
@@ -24,6 +29,11 @@ struct Vec {
     return _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(d)),
                          _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))));
   }
+  // The 8 int8 at p as floats (unscaled), and an f16 broadcast.
+  static T load_i8(const int8_t* p) {
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
+  static T set1_f16(uint16_t d) { return _mm256_set1_ps(_cvtsh_ss(d)); }
   static void store(float* p, T v) { _mm256_storeu_ps(p, v); }
   static T set1(float x) { return _mm256_set1_ps(x); }
   static T fmadd(T a, T b, T c) { return _mm256_fmadd_ps(a, b, c); }

@@ -9,6 +9,9 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/attention_query_q8.h"
+#include "kernels/simd_avx512.h"
+
 namespace zl::kern {
 namespace {
 
@@ -34,6 +37,91 @@ struct Vec {
   static constexpr int kWidth = 16;
   static constexpr int kAccRegs = 16;  // accumulators of accumulate_rows
   static constexpr int kMaxRows = 16;  // V accumulators held in registers
+
+  // Q8_0 cache, head_dim a multiple of 32: q·k on int8 with vpdpbusd.
+  static constexpr bool kVnniQ8 = true;
+  // quantize_query_q8 (attention_query_q8.h) without deq, vectorised for
+  // blocks of 32: the same scale, products and rounding (to nearest even),
+  // so the same bytes.
+  static void quantize_q8(const float* x, int64_t hd, QueryQ8* out) {
+    if (query_q8_block(hd) != 32) return quantize_query_q8(x, hd, out, nullptr);
+    const __m512 lim = _mm512_set1_ps(127.0f);
+    for (int64_t b = 0; b < hd / 32; ++b) {
+      const __m512 x0 = _mm512_loadu_ps(x + 32 * b), x1 = _mm512_loadu_ps(x + 32 * b + 16);
+      const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
+      float d, id;
+      query_q8_scale(amax, &d, &id);
+      const __m512 vid = _mm512_set1_ps(id);
+      __m512i v[2];
+      for (int h = 0; h < 2; ++h) {
+        const __m512 r = _mm512_roundscale_ps(_mm512_mul_ps(h == 0 ? x0 : x1, vid),
+                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        v[h] = _mm512_cvtps_epi32(_mm512_min_ps(lim, _mm512_max_ps(_mm512_sub_ps(_mm512_setzero_ps(), lim), r)));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out->qs + 32 * b + 16 * h), _mm512_cvtepi32_epi8(v[h]));
+      }
+      out->d[b] = d;
+      out->corr[b] = 128 * _mm512_reduce_add_epi32(_mm512_add_epi32(v[0], v[1]));
+    }
+  }
+
+  // pr[g][c] = scale * q8[g] · K row c (Q8_0; c < n, the rest 0 x garbage:
+  // masked by the caller) for nr rows, K at element offsets offs[c] (head
+  // starts, multiples of 32), head_dim hd a multiple of 32. Per block of 32
+  // the 16 rows' int8 are transposed into 8 vectors whose lane c holds bytes
+  // 4d .. 4d + 3 of row c (shared by all nr rows), so that each vpdpbusd
+  // adds 4 products of all 16 positions: 8 a block per row, no horizontal
+  // sums. vpdpbusd multiplies unsigned by signed bytes: K is offset by 128
+  // (k ^ 0x80) and q's 128 * sum subtracted (QueryQ8::corr). The int sums
+  // are exact; the two scales are applied per position in float.
+  static void score_q8(const QueryQ8* const* q8, int nr, const void* k_cache, const int64_t* offs, int n, int64_t hd,
+                       float (*pr)[16], float scale) {
+    const auto* kb = static_cast<const uint8_t*>(k_cache);
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    const __m512i lo_idx = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+    const __m512i hi_idx = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+    for (int64_t b = 0; b < hd / 32; ++b) {
+      alignas(32) uint16_t ds[16];
+      __m256i rows[16];
+      for (int c = 0; c < 16; ++c) {
+        if (c < n) {
+          const uint8_t* blk = kb + (static_cast<uint64_t>(offs[c]) / 32 + b) * 34;
+          __builtin_memcpy(&ds[c], blk, 2);
+          rows[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+        } else {
+          ds[c] = 0;
+          rows[c] = _mm256_setzero_si256();
+        }
+      }
+      // z[j] = rows j and j + 8; an 8x8 transpose of dwords in each half.
+      __m512i z[8], a[8], t[8];
+      for (int j = 0; j < 8; ++j) {
+        z[j] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(rows[j]), rows[j + 8], 1), flip);
+      }
+      for (int j = 0; j < 4; ++j) {
+        a[2 * j] = _mm512_unpacklo_epi32(z[2 * j], z[2 * j + 1]);
+        a[2 * j + 1] = _mm512_unpackhi_epi32(z[2 * j], z[2 * j + 1]);
+      }
+      // bm[m]: per 128-bit lane k of each half, dword 4k + m of rows 0-3
+      // (m < 4) or 4-7 (m >= 4) of the half.
+      const __m512i bm[8] = {_mm512_unpacklo_epi64(a[0], a[2]), _mm512_unpackhi_epi64(a[0], a[2]),
+                             _mm512_unpacklo_epi64(a[1], a[3]), _mm512_unpackhi_epi64(a[1], a[3]),
+                             _mm512_unpacklo_epi64(a[4], a[6]), _mm512_unpackhi_epi64(a[4], a[6]),
+                             _mm512_unpacklo_epi64(a[5], a[7]), _mm512_unpackhi_epi64(a[5], a[7])};
+      for (int m = 0; m < 4; ++m) {
+        t[m] = _mm512_permutex2var_epi64(bm[m], lo_idx, bm[4 + m]);
+        t[4 + m] = _mm512_permutex2var_epi64(bm[m], hi_idx, bm[4 + m]);
+      }
+      const __m512 dk = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(ds)));
+      for (int g = 0; g < nr; ++g) {
+        const QueryQ8& qg = *q8[g];
+        __m512i acc = _mm512_set1_epi32(-qg.corr[b]);
+#pragma GCC unroll 8
+        for (int d = 0; d < 8; ++d) acc = dpbusd_bcast(acc, t[d], qg.qs + 32 * b + 4 * d);
+        const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(dk, _mm512_set1_ps(qg.d[b] * scale)));
+        _mm512_store_ps(pr[g], b == 0 ? f : _mm512_add_ps(f, _mm512_load_ps(pr[g])));
+      }
+    }
+  }
   static T zero() { return _mm512_setzero_ps(); }
   static T load(const float* p) { return _mm512_loadu_ps(p); }
   static T load_f16(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
@@ -42,6 +130,11 @@ struct Vec {
     return _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(d)),
                          _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))));
   }
+  // The 16 int8 at p as floats (unscaled), and an f16 broadcast.
+  static T load_i8(const int8_t* p) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  }
+  static T set1_f16(uint16_t d) { return _mm512_set1_ps(_cvtsh_ss(d)); }
   static void store(float* p, T v) { _mm512_storeu_ps(p, v); }
   static T set1(float x) { return _mm512_set1_ps(x); }
   static T fmadd(T a, T b, T c) { return _mm512_fmadd_ps(a, b, c); }

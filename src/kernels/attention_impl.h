@@ -12,8 +12,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "kernels/attention.h"
+#include "kernels/attention_query_q8.h"
 
 namespace zl::kern {
 namespace {
@@ -28,7 +30,10 @@ template <KvType kType>
 inline int64_t kv_byte_offset(int64_t off) {
   if constexpr (kType == KvType::kF32) return 4 * off;
   if constexpr (kType == KvType::kF16) return 2 * off;
-  return off / 32 * 34 + 2 + off % 32;
+  // Offsets are never negative: unsigned, the divisions are a shift and a
+  // mask (signed, ~12 instructions a V vector, a third of the kernel).
+  const auto u = static_cast<uint64_t>(off);
+  return static_cast<int64_t>(u / 32 * 34 + 2 + u % 32);
 }
 
 template <KvType kType>
@@ -38,10 +43,10 @@ inline typename Vec::T load_kv(const void* base, int64_t off) {
   } else if constexpr (kType == KvType::kF16) {
     return Vec::load_f16(static_cast<const uint16_t*>(base) + off);
   } else {  // the block's f16 scale times kWidth int8 values
-    const auto* blk = static_cast<const uint8_t*>(base) + off / 32 * 34;
+    const auto* blk = static_cast<const uint8_t*>(base) + static_cast<uint64_t>(off) / 32 * 34;
     uint16_t d;
     __builtin_memcpy(&d, blk, 2);
-    return Vec::load_q8(reinterpret_cast<const int8_t*>(blk + 2 + off % 32), d);
+    return Vec::load_q8(reinterpret_cast<const int8_t*>(blk + 2 + static_cast<uint64_t>(off) % 32), d);
   }
 }
 
@@ -67,6 +72,36 @@ template <class T, KvType>
 struct Dependent {
   using type = T;
 };
+
+// Whether the scores over a Q8_0 cache of head_dim hd multiply int8 by int8
+// (Vec::score_q8: AVX-512 VNNI, blocks of 32 that never straddle heads);
+// else the float kernels score with the dequantized query.
+inline bool q8_int_scores(int64_t hd) { return Vec::kVnniQ8 && hd % 32 == 0; }
+
+// Query rows quantized for a Q8_0 cache (attention_query_q8.h), up to N:
+// the int8 rows, and the dequantized floats the float path scores with.
+template <int N>
+struct QueryRowsQ8 {
+  QueryQ8 q8[N];
+  const QueryQ8* q8r[N];
+  alignas(64) float deq[N][kMaxHeadDim];
+
+  // Row i from the float query x; *x then points at what the float path
+  // scores with (the dequantized row; x unchanged for the int path).
+  void set(int i, const float** x, int64_t hd) {
+    q8r[i] = &q8[i];
+    if (q8_int_scores(hd)) {
+      Vec::quantize_q8(*x, hd, &q8[i]);
+    } else {
+      quantize_query_q8(*x, hd, &q8[i], deq[i]);
+      *x = deq[i];
+    }
+  }
+};
+struct NoQueryRows {};
+// QueryRowsQ8<N> for a Q8_0 cache, else nothing (no stack).
+template <KvType kType, int N>
+using QueryRowsFor = std::conditional_t<kType == KvType::kQ8_0, QueryRowsQ8<N>, NoQueryRows>;
 
 // The scores of a whole chunk (Vec::kTreeScores: kWidth == kChunk) for NH <=
 // kHeadBlock rows: per row the 16 dot-product vectors (one per position,
@@ -119,11 +154,15 @@ inline void score_chunk(const float* const* q, int64_t nv, const void* k_cache, 
 // chain per vector of 16 dependent FMAs would wait on their latency). Every
 // element still sums its positions in order c = 0, 1, ..., so the blocking
 // does not change the result.
+// Q8_0 with head_dim a multiple of 32 (every head starts a block): a row's
+// block address once per position, a block's scale once for its vectors.
 template <KvType kType, int NR, int VB>
 inline void accumulate_block(float* acc, int64_t stride, const float (*pr)[kChunk], int n, const int64_t* offs,
                              const void* v_cache, int64_t nv) {
   using V = typename Vec::T;
   constexpr int W = Vec::kWidth;
+  constexpr int kPerBlock = 32 / W;  // Q8_0: vectors a block
+  const bool q8_aligned = kType == KvType::kQ8_0 && (W * nv) % 32 == 0;
   for (int64_t v = 0; v < nv; v += VB) {
     V a[NR][VB];
 #pragma GCC unroll 16
@@ -133,8 +172,21 @@ inline void accumulate_block(float* acc, int64_t stride, const float (*pr)[kChun
     }
     for (int c = 0; c < n; ++c) {
       V x[VB];
+      if (kType == KvType::kQ8_0 && VB % kPerBlock == 0 && q8_aligned) {
+        const uint8_t* row = static_cast<const uint8_t*>(v_cache) + static_cast<uint64_t>(offs[c]) / 32 * 34 + v / kPerBlock * 34;
 #pragma GCC unroll 8
-      for (int b = 0; b < VB; ++b) x[b] = load_kv<kType>(v_cache, offs[c] + W * (v + b));
+        for (int b = 0; b < VB; b += kPerBlock) {
+          const uint8_t* blk = row + b / kPerBlock * 34;
+          uint16_t d;
+          __builtin_memcpy(&d, blk, 2);
+          const V dv = Vec::set1_f16(d);
+#pragma GCC unroll 8
+          for (int j = 0; j < kPerBlock; ++j) x[b + j] = Vec::mul(dv, Vec::load_i8(reinterpret_cast<const int8_t*>(blk + 2 + W * j)));
+        }
+      } else {
+#pragma GCC unroll 8
+        for (int b = 0; b < VB; ++b) x[b] = load_kv<kType>(v_cache, offs[c] + W * (v + b));
+      }
 #pragma GCC unroll 16
       for (int r = 0; r < NR; ++r) {
         const V w = Vec::set1(pr[r][c]);
@@ -195,13 +247,17 @@ inline void init_rows(const RowsState& st, int nr, int64_t hd) {
 // NV: head_dim / kWidth when known at compile time (the common head sizes:
 // loops over a head's vectors unrolled), else 0.
 template <KvType kType, int NV>
-__attribute__((noinline)) void chunk_rows_nv(const AttentionShape& s, const float* const* q, const int64_t* start,
-                                             const int64_t* limit, int nr, const void* k_cache, const void* v_cache,
-                                             const int64_t* offs, int64_t p0, int n, const RowsState& st) {
+__attribute__((noinline)) void chunk_rows_nv(const AttentionShape& s, const float* const* q,
+                                             const QueryQ8* const* q8, const int64_t* start, const int64_t* limit,
+                                             int nr, const void* k_cache, const void* v_cache, const int64_t* offs,
+                                             int64_t p0, int n, const RowsState& st) {
   constexpr int W = Vec::kWidth, R = Vec::kMaxRows;
   const int64_t nv = NV > 0 ? NV : s.head_dim / W;
   alignas(64) float pr[R][kChunk];
-  if constexpr (Vec::kTreeScores) {  // kHeadBlock rows per K load, a chunk at a time
+  using VV = typename Dependent<Vec, kType>::type;
+  if (kType == KvType::kQ8_0 && q8_int_scores(s.head_dim)) {  // int8 q·k (q8 set by the caller)
+    if constexpr (kType == KvType::kQ8_0 && VV::kVnniQ8) VV::score_q8(q8, nr, k_cache, offs, n, s.head_dim, pr, s.scale);
+  } else if constexpr (Vec::kTreeScores) {  // kHeadBlock rows per K load, a chunk at a time
     for (int r0 = 0; r0 < nr; r0 += kHeadBlock) {
       switch (std::min(kHeadBlock, nr - r0)) {
         case 4: score_chunk<kType, 4>(q + r0, nv, k_cache, offs, n, pr + r0, s.scale); break;
@@ -264,13 +320,13 @@ __attribute__((noinline)) void chunk_rows_nv(const AttentionShape& s, const floa
 // chunk_rows_nv for s.head_dim: the same instructions for every caller of a
 // shape.
 template <KvType kType>
-inline void chunk_rows(const AttentionShape& s, const float* const* q, const int64_t* start, const int64_t* limit,
-                       int nr, const void* k_cache, const void* v_cache, const int64_t* offs, int64_t p0, int n,
-                       const RowsState& st) {
+inline void chunk_rows(const AttentionShape& s, const float* const* q, const QueryQ8* const* q8, const int64_t* start,
+                       const int64_t* limit, int nr, const void* k_cache, const void* v_cache, const int64_t* offs,
+                       int64_t p0, int n, const RowsState& st) {
   switch (s.head_dim / Vec::kWidth) {
-    case 4: return chunk_rows_nv<kType, 4>(s, q, start, limit, nr, k_cache, v_cache, offs, p0, n, st);
-    case 8: return chunk_rows_nv<kType, 8>(s, q, start, limit, nr, k_cache, v_cache, offs, p0, n, st);
-    default: return chunk_rows_nv<kType, 0>(s, q, start, limit, nr, k_cache, v_cache, offs, p0, n, st);
+    case 4: return chunk_rows_nv<kType, 4>(s, q, q8, start, limit, nr, k_cache, v_cache, offs, p0, n, st);
+    case 8: return chunk_rows_nv<kType, 8>(s, q, q8, start, limit, nr, k_cache, v_cache, offs, p0, n, st);
+    default: return chunk_rows_nv<kType, 0>(s, q, q8, start, limit, nr, k_cache, v_cache, offs, p0, n, st);
   }
 }
 
@@ -370,12 +426,21 @@ inline constexpr int kTileRows = 64;
 // where the walk starts (a range without positions merges as nothing), nor
 // on the other groups of its tile.
 template <KvType kType>
-void head_rows(const AttentionShape& s, const float* const* q, float* const* out, const int64_t* limit, int nr,
+void head_rows(const AttentionShape& s, const float* const* q_in, float* const* out, const int64_t* limit, int nr,
                const void* k_cache, const void* v_cache, const int32_t* block_table, int64_t kv_off) {
   constexpr int R = Vec::kMaxRows, kMaxGroups = (kTileRows + R - 1) / R;
   constexpr int kRangeChunks = kAttentionRange / kChunk;
   const int64_t hd = s.head_dim;
   const int n_groups = (nr + R - 1) / R;
+  // Over a Q8_0 cache the rows are quantized once for the whole walk.
+  const float* q[kTileRows];
+  std::copy(q_in, q_in + nr, q);
+  [[maybe_unused]] QueryRowsFor<kType, kTileRows> qrows;
+  const QueryQ8* const* q8 = nullptr;
+  if constexpr (kType == KvType::kQ8_0) {
+    for (int r = 0; r < nr; ++r) qrows.set(r, &q[r], hd);
+    q8 = qrows.q8r;
+  }
   alignas(64) float acc[kTileRows][kMaxHeadDim], acc_b[kTileRows][kMaxHeadDim];
   float m[kTileRows], l[kTileRows], m_b[kTileRows], l_b[kTileRows];
   int64_t n_kv = 0, lo = INT64_MAX, start[kTileRows];
@@ -430,7 +495,7 @@ void head_rows(const AttentionShape& s, const float* const* q, float* const* out
                                  k_cache, v_cache, head_bytes, next_offs);
           }
         }
-        chunk_rows<kType>(s, q + g0, start + g0, limit + g0, gn, k_cache, v_cache, offs[i], p0,
+        chunk_rows<kType>(s, q + g0, q8 != nullptr ? q8 + g0 : nullptr, start + g0, limit + g0, gn, k_cache, v_cache, offs[i], p0,
                           static_cast<int>(std::min<int64_t>(kChunk, g_re - p0)), target);
       }
       first_pass = false;
@@ -459,35 +524,59 @@ void range_rows(const AttentionShape& s, const float* q, const void* k_cache, co
   const float* qr[R];
   int64_t start[R], limit[R];
   for (int r = 0; r < R; ++r) start[r] = lo, limit[r] = n_kv;
+  // Over a Q8_0 cache the heads are quantized once per range, kPassRows at
+  // a time (one pass for every model with up to 64 query heads); other
+  // types walk all heads in one pass.
+  constexpr int kPassRows = 64;
+  [[maybe_unused]] QueryRowsFor<kType, kPassRows> qrows;
+  const QueryQ8* q8r[R];
+  const int64_t pass_heads = kType == KvType::kQ8_0 ? kPassRows : s.n_head;
   int64_t base[kChunk], base_next[kChunk], offs[kChunk];
-  chunk_offsets<kType>(s, block_table, rb, static_cast<int>(std::min<int64_t>(kChunk, re - rb)), 0, k_cache, v_cache,
-                       row_bytes, base_next);
-  for (int64_t p0 = rb; p0 < re; p0 += kChunk) {
-    const int n = static_cast<int>(std::min<int64_t>(kChunk, re - p0));
-    std::copy(base_next, base_next + n, base);
-    const int n_next = static_cast<int>(std::clamp<int64_t>(re - p0 - kChunk, 0, kChunk));
-    if (n_next > 0) {
-      chunk_offsets<kType>(s, block_table, p0 + kChunk, n_next, 0, k_cache, v_cache, /*prefetch_bytes=*/0, base_next);
-    }
-    for (int64_t kvh = 0; kvh < s.n_head_kv; ++kvh) {
-      // The next chunk's rows of the next head, spread over this chunk's
-      // heads: a burst of the whole chunk's prefetches (the 32 KB of K and
-      // V rows) would fill the miss buffers and stall the compute.
-      // Measured (EPYC, 8192 positions): F16 rows by head segment, the
-      // shorter Q8_0 rows (544 bytes for 512 values) whole, a share of the
-      // chunk's rows per head.
-      if constexpr (kType == KvType::kQ8_0) {
-        const int c0 = static_cast<int>(n_next * kvh / s.n_head_kv), c1 = static_cast<int>(n_next * (kvh + 1) / s.n_head_kv);
-        prefetch_rows<kType>(k_cache, v_cache, base_next + c0, c1 - c0, row_bytes);
-      } else {
-        prefetch_segment<kType>(k_cache, v_cache, base_next, n_next, kvh * hd, hd);
+  for (int64_t h_lo = 0; h_lo < s.n_head; h_lo += pass_heads) {
+    const int64_t h_hi = std::min(s.n_head, h_lo + pass_heads);
+    const float* qp = q;  // the pass's rows: head h at qp + (h - h_lo) * hd
+    if constexpr (kType == KvType::kQ8_0) {
+      for (int64_t h = h_lo; h < h_hi; ++h) {
+        const float* x = q + h * hd;
+        qrows.set(static_cast<int>(h - h_lo), &x, hd);
       }
-      for (int c = 0; c < n; ++c) offs[c] = base[c] + kvh * hd;
-      for (int64_t j0 = 0; j0 < group; j0 += R) {
-        const int nr = static_cast<int>(std::min<int64_t>(R, group - j0));
-        const int64_t h0 = kvh * group + j0;
-        for (int r = 0; r < nr; ++r) qr[r] = q + (h0 + r) * hd;
-        chunk_rows<kType>(s, qr, start, limit, nr, k_cache, v_cache, offs, p0, n, st.rows_from(static_cast<int>(h0)));
+      qp = q8_int_scores(hd) ? q + h_lo * hd : &qrows.deq[0][0];
+    }
+    const int64_t q_stride = kType == KvType::kQ8_0 && !q8_int_scores(hd) ? kMaxHeadDim : hd;
+    chunk_offsets<kType>(s, block_table, rb, static_cast<int>(std::min<int64_t>(kChunk, re - rb)), 0, k_cache,
+                         v_cache, row_bytes, base_next);
+    for (int64_t p0 = rb; p0 < re; p0 += kChunk) {
+      const int n = static_cast<int>(std::min<int64_t>(kChunk, re - p0));
+      std::copy(base_next, base_next + n, base);
+      const int n_next = static_cast<int>(std::clamp<int64_t>(re - p0 - kChunk, 0, kChunk));
+      if (n_next > 0) {
+        chunk_offsets<kType>(s, block_table, p0 + kChunk, n_next, 0, k_cache, v_cache, /*prefetch_bytes=*/0, base_next);
+      }
+      for (int64_t kvh = h_lo / group; kvh * group < h_hi; ++kvh) {
+        // The next chunk's rows of the next head, spread over this chunk's
+        // heads: a burst of the whole chunk's prefetches (the 32 KB of K and
+        // V rows) would fill the miss buffers and stall the compute.
+        // Measured (EPYC, 8192 positions): F16 rows by head segment, the
+        // shorter Q8_0 rows (544 bytes for 512 values) whole, a share of the
+        // chunk's rows per head.
+        if constexpr (kType == KvType::kQ8_0) {
+          const int c0 = static_cast<int>(n_next * kvh / s.n_head_kv), c1 = static_cast<int>(n_next * (kvh + 1) / s.n_head_kv);
+          prefetch_rows<kType>(k_cache, v_cache, base_next + c0, c1 - c0, row_bytes);
+        } else {
+          prefetch_segment<kType>(k_cache, v_cache, base_next, n_next, kvh * hd, hd);
+        }
+        for (int c = 0; c < n; ++c) offs[c] = base[c] + kvh * hd;
+        const int64_t j_hi = std::min(group, h_hi - kvh * group);
+        for (int64_t j0 = std::max<int64_t>(0, h_lo - kvh * group); j0 < j_hi; j0 += R) {
+          const int nr = static_cast<int>(std::min<int64_t>(R, j_hi - j0));
+          const int64_t h0 = kvh * group + j0;
+          for (int r = 0; r < nr; ++r) qr[r] = qp + (h0 + r - h_lo) * q_stride;
+          if constexpr (kType == KvType::kQ8_0) {
+            for (int r = 0; r < nr; ++r) q8r[r] = &qrows.q8[h0 + r - h_lo];
+          }
+          chunk_rows<kType>(s, qr, kType == KvType::kQ8_0 ? q8r : nullptr, start, limit, nr, k_cache, v_cache, offs,
+                            p0, n, st.rows_from(static_cast<int>(h0)));
+        }
       }
     }
   }

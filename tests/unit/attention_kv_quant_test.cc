@@ -79,8 +79,10 @@ TEST(AttentionKvQuant, NamesAndRowBytes) {
   EXPECT_EQ(a, b);
 }
 
-// The SIMD kernels read the int8 values and scales directly; the scalar twin
-// dequantizes a row at a time: the same numbers, so the F16 path's tolerance.
+// The SIMD kernels read the int8 values and scales directly (AVX-512: q·k
+// on int8, the query quantized to Q8_0); the scalar twin dequantizes a row
+// at a time and scores with the same quantized query: the same numbers, so
+// the F16 path's tolerance.
 TEST(AttentionKvQuant, KernelsMatchScalarTwinOnQ8Cache) {
   if (active_isa() == KernelIsa::kScalar) std::printf("NOTE: ZL_KERNELS=scalar, comparing the scalar path with itself\n");
   std::printf("kernels: %s\n", isa_name(active_isa()));
@@ -154,12 +156,19 @@ TEST(AttentionKvQuant, SplitDecodeIsBitwiseTheChunkPath) {
   }
 }
 
-// Q8_0 against F16 on the same floats. Tolerance 0.05 absolute: Q8_0 rounds
+// Q8_0 against F16 on the same floats. Tolerance 0.08 absolute: Q8_0 rounds
 // each value to within d/2 = max|x|/254 of its 32-value block (~0.01 for
 // V ~ N(0, 1), whose blocks peak near 2.5; F16 is ~100x finer), and K's
 // rounding moves a score by at most sum_i |q_i| d_i / 2 * scale (~0.03
-// here), i.e. a softmax weight by ~3%: on outputs of magnitude ~0.1-1 the two
-// add up to a few 1e-2 in the worst of these cases (measured ~0.027).
+// here); the query, quantized the same way for q·k (as llama.cpp does with
+// a q8_0 cache; attention_query_q8.h), moves it by about as much again.
+// A softmax weight moves by a few %: on outputs of magnitude ~0.1-1 these add
+// up to a few 1e-2 in the worst of these cases (measured 0.027 with a float
+// query, 0.049 with the quantized one). What that costs a model is bounded
+// by the golden tests (golden_test GoldenKvTest): logits of a q8_0 cache
+// against llama.cpp's F32-KV logits move from 6e-3 / 1.8e-2 (float query)
+// to 6.3e-3 / 2.1e-2 (quantized query) on the tiny models, within their
+// tolerances of 2e-2 / 5e-2.
 TEST(AttentionKvQuant, Q8WithinToleranceOfF16) {
   std::mt19937 rng(13);
   std::normal_distribution<float> dist(0.0f, 1.0f);
@@ -179,11 +188,11 @@ TEST(AttentionKvQuant, Q8WithinToleranceOfF16) {
       attention(s, q.data(), cache.k16.data(), cache.v16.data(), KvType::kF16, table.data(), n_kv, o16.data());
       for (size_t i = 0; i < q.size(); ++i) {
         worst = std::max(worst, static_cast<double>(std::fabs(o8[i] - o16[i])));
-        ASSERT_NEAR(o8[i], o16[i], 0.05f) << "head_dim " << c.head_dim << " n_kv " << n_kv << " i " << i;
+        ASSERT_NEAR(o8[i], o16[i], 0.08f) << "head_dim " << c.head_dim << " n_kv " << n_kv << " i " << i;
       }
     }
   }
-  std::printf("max |q8_0 - f16| = %.3g (tolerance 0.05)\n", worst);
+  std::printf("max |q8_0 - f16| = %.3g (tolerance 0.08)\n", worst);
 }
 
 }  // namespace
