@@ -4,9 +4,11 @@
 #include <boost/json.hpp>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "core/json_text.h"
+#include "grammar/matcher.h"
 #include "grammar/regex.h"
 
 namespace zl::grammar {
@@ -298,20 +300,7 @@ class Compiler {
       if (!kAnnotations.contains(k) && !kSupported.contains(k)) unsupported_keyword(k, path);
     }
     if (const auto* r = o.if_contains("$ref")) return compile_ref(o, *r, path, depth);
-    if (const auto* c = o.if_contains("const")) {
-      if (!of_schema_type(o, *c)) invalid_schema(path + "/const", "the value does not have the schema's type");
-      return literal_rule({*c});
-    }
-    if (const auto* e = o.if_contains("enum")) {
-      if (!e->is_array() || e->get_array().empty()) invalid_schema(path + "/enum", "must be a non-empty array");
-      // Only the values of the schema's type (when it names one) can validate.
-      json::array typed;
-      for (const auto& v : e->get_array()) {
-        if (of_schema_type(o, v)) typed.push_back(v);
-      }
-      if (typed.empty()) invalid_schema(path + "/enum", "no value has the schema's type");
-      return literal_rule(typed);
-    }
+    if (o.contains("const") || o.contains("enum")) return literal_rule(literal_values(o, path));
     for (std::string_view key : {"anyOf", "oneOf", "allOf"}) {
       if (const auto* a = o.if_contains(key)) return compile_any_of(o, key, *a, path, depth);
     }
@@ -354,6 +343,80 @@ class Compiler {
       return {"integer"};
     }
     return {};
+  }
+
+  // The values of `const` / `enum` that the schema's other keywords allow
+  // (JSON Schema applies them all: {"minimum": 5, "enum": [1, 7]} is 7).
+  // Keywords that shape objects and arrays are refused beside them.
+  json::array literal_values(const json::object& o, const std::string& path) {
+    json::array values;
+    std::string at = path + "/enum";
+    if (const auto* c = o.if_contains("const")) {
+      values.push_back(*c);
+      at = path + "/const";
+    } else {
+      const auto* e = o.if_contains("enum");
+      if (!e->is_array() || e->get_array().empty()) invalid_schema(at, "must be a non-empty array");
+      values = e->get_array();
+    }
+    for (std::string_view k : {"properties", "required", "additionalProperties", "items", "anyOf", "oneOf", "allOf"}) {
+      if (o.contains(k)) unsupported_keyword(k, path, "beside enum or const");
+    }
+    std::shared_ptr<const Grammar> pattern;
+    if (const auto* p = o.if_contains("pattern")) {
+      if (!p->is_string()) invalid_schema(path + "/pattern", "must be a string");
+      auto g = compile_json_schema_value(json::object{{"type", "string"}, {"pattern", *p}});
+      if (!g.ok()) throw SchemaError{g.status()};
+      pattern = *g;
+    }
+    json::array allowed;
+    bool typed = false;
+    for (const json::value& v : values) {
+      if (!of_schema_type(o, v)) continue;
+      typed = true;
+      if (allows(o, v, pattern, path)) allowed.push_back(v);
+    }
+    if (!typed) invalid_schema(at, values.size() == 1 && o.contains("const") ? "the value does not have the schema's type"
+                                                                              : "no value has the schema's type");
+    if (allowed.empty()) invalid_schema(at, "no value satisfies the schema's other keywords");
+    return allowed;
+  }
+
+  // Whether literal `v` (of the schema's type) satisfies the bounds, lengths
+  // and pattern of `o`; each applies to the values of its own type.
+  bool allows(const json::object& o, const json::value& v, const std::shared_ptr<const Grammar>& pattern,
+              const std::string& path) {
+    if (v.is_number()) {
+      const double x = v.to_number<double>();
+      auto bound = [&](std::string_view k) -> std::optional<double> {
+        const auto* b = o.if_contains(k);
+        if (!b) return std::nullopt;
+        if (!b->is_number()) invalid_schema(path + "/" + std::string(k), "must be a number");
+        return b->to_number<double>();
+      };
+      if (auto b = bound("minimum"); b && !(x >= *b)) return false;
+      if (auto b = bound("maximum"); b && !(x <= *b)) return false;
+      if (auto b = bound("exclusiveMinimum"); b && !(x > *b)) return false;
+      if (auto b = bound("exclusiveMaximum"); b && !(x < *b)) return false;
+    }
+    if (v.is_string()) {
+      const json::string& str = v.get_string();
+      const auto n = static_cast<int64_t>(std::count_if(str.begin(), str.end(), [](char c) {
+        return (static_cast<unsigned char>(c) & 0xC0) != 0x80;  // code points: not continuation bytes
+      }));
+      const int64_t max = count(o, "maxLength", path, -1);
+      if (n < count(o, "minLength", path, 0) || (max >= 0 && n > max)) return false;
+      if (pattern) {
+        Matcher m(pattern);
+        if (!m.advance(json_text(v)) || !m.accepting()) return false;
+      }
+    }
+    if (v.is_array()) {
+      const auto n = static_cast<int64_t>(v.get_array().size());
+      const int64_t max = count(o, "maxItems", path, -1);
+      if (n < count(o, "minItems", path, 0) || (max >= 0 && n > max)) return false;
+    }
+    return true;
   }
 
   uint32_t literal_rule(const json::array& values) {
@@ -599,10 +662,8 @@ class Compiler {
     const json::object& o = s.get_object();
     const json::value* type = o.if_contains("type");
     const bool string_type = type && type->is_string() && type->get_string() == "string";
-    json::array values;
-    if (const auto* c = o.if_contains("const")) values.push_back(*c);
-    if (const auto* e = o.if_contains("enum"); e && e->is_array()) values = e->get_array();
-    if (!values.empty()) {
+    if (o.contains("const") || o.contains("enum")) {
+      const json::array values = literal_values(o, path);
       std::vector<Seq> alts;
       for (const json::value& v : values) {
         if (!v.is_string()) return compile(s, path, depth);  // JSON values (mixed enums)

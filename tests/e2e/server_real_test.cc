@@ -14,6 +14,7 @@
 #include <atomic>
 #include <boost/json.hpp>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -280,6 +281,25 @@ TEST(ServerRealTest, StopSequencesStopWithTheString) {
   Answer o = openai_chat(main_port(), "Once upon a time", R"("max_tokens":48,"stop":)" + jquote(stop), true);
   EXPECT_EQ(o.stop_reason, "stop");
   EXPECT_EQ(o.text, before);
+}
+
+// `seed` (an extension on /v1/messages, as on the OpenAI routes): sampled
+// answers with the same seed are the same tokens; other seeds differ.
+TEST(ServerRealTest, MessagesSeedRepeatsASampledAnswer) {
+  REQUIRE_MODEL();
+  auto sampled = [](int seed) {
+    Answer a = anthropic_call(main_port(), msg_body("Once upon a time", R"("max_tokens":32,"temperature":1.0,"seed":)" +
+                                                                             std::to_string(seed)));
+    EXPECT_EQ(a.status, 200);
+    return a.text;
+  };
+  const std::string first = sampled(7);
+  EXPECT_EQ(sampled(7), first);
+  std::set<std::string> others;
+  for (int seed = 1; seed <= 4; ++seed) others.insert(sampled(seed));
+  EXPECT_GT(others.size(), 1u) << "different seeds, different answers";
+  Answer bad = anthropic_call(main_port(), msg_body("Once upon a time", R"("max_tokens":4,"seed":"x")"));
+  EXPECT_EQ(bad.status, 400);
 }
 
 TEST(ServerRealTest, MaxTokensStopsWithMaxTokens) {

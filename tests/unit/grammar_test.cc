@@ -161,6 +161,37 @@ TEST(GrammarSchemaTest, PatternsOfControlCharactersAndDel) {
   EXPECT_NE(none.status().message().find("matches no character"), std::string::npos) << none.status().message();
 }
 
+// const / enum values are still held to the schema's other keywords (a
+// forced call once returned {"t":0.1} under {"minimum":0.5,"enum":[0.1]}).
+TEST(GrammarSchemaTest, EnumValuesMeetTheOtherKeywords) {
+  auto num = compile(R"({"type":"number","minimum":0.5,"enum":[0.1,0.7,2]})");
+  EXPECT_FALSE(matches(num, "0.1"));
+  EXPECT_TRUE(matches(num, "0.7"));
+  EXPECT_TRUE(matches(num, "2"));
+  auto excl = compile(R"({"exclusiveMaximum":2,"enum":[1,2,"x"]})");
+  EXPECT_TRUE(matches(excl, "1"));
+  EXPECT_FALSE(matches(excl, "2"));
+  EXPECT_TRUE(matches(excl, R"("x")"));  // bounds apply to numbers only
+  auto str = compile(R"({"type":"string","maxLength":2,"pattern":"^[a-zé€]+$","enum":["ab","abc","é€","A"]})");
+  EXPECT_TRUE(matches(str, R"("ab")"));
+  EXPECT_TRUE(matches(str, "\"\xc3\xa9\xe2\x82\xac\""));  // two code points
+  EXPECT_FALSE(matches(str, R"("abc")"));
+  EXPECT_FALSE(matches(str, R"("A")"));
+  auto arr = compile(R"({"maxItems":1,"enum":[[1],[1,2]]})");
+  EXPECT_TRUE(matches(arr, "[1]"));
+  EXPECT_FALSE(matches(arr, "[1,2]"));
+  for (const char* schema : {R"({"type":"integer","minimum":5,"enum":[1]})", R"({"type":"number","maximum":0.5,"const":7.78})",
+                             R"({"type":"string","minLength":3,"const":"ab"})"}) {
+    auto g = compile_json_schema(schema);
+    ASSERT_FALSE(g.ok()) << schema;
+    EXPECT_EQ(g.status().reason(), ErrorReason::kInvalidValue) << schema;
+    EXPECT_NE(g.status().message().find("no value satisfies"), std::string::npos) << g.status().message();
+  }
+  auto shaped = compile_json_schema(R"({"enum":[{"a":1}],"properties":{"a":{"type":"string"}}})");
+  ASSERT_FALSE(shaped.ok());
+  EXPECT_EQ(shaped.status().reason(), ErrorReason::kUnsupportedValue);
+}
+
 TEST(GrammarSchemaTest, UnsupportedKeywordsAreNamed) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"({"type":"string","format":"date-time"})", "'format'"},

@@ -177,6 +177,10 @@ void parse_generation_fields(const json::object& o, ChatRequest* r) {
     if (r->sampling.top_p <= 0) throw_field_error("top_p", "must be greater than 0", ErrorReason::kOutOfRange);
   }
   if (const auto* f = find_field(o, "top_k")) r->sampling.top_k = static_cast<int32_t>(json_int(*f, "top_k", 0, 1 << 30));
+  // Extension (as on the OpenAI routes): the same seed, the same tokens.
+  if (const auto* f = find_field(o, "seed")) {
+    r->sampling.seed = static_cast<uint64_t>(json_int(*f, "seed", INT64_MIN, INT64_MAX));
+  }
   if (const auto* f = find_field(o, "stop_sequences")) {
     const auto& arr = json_array(*f, "stop_sequences");
     for (size_t i = 0; i < arr.size(); ++i) {

@@ -395,6 +395,10 @@ ApiResult<ChatRequest> parse_completion_request(std::string_view body) {
       r->prompt = std::string(p.get_string());
     } else {
       const auto& arr = json_array(p, "prompt");
+      if (!arr.empty() && (arr[0].is_number() || arr[0].is_array())) {
+        throw_field_error("prompt", "prompts of token ids are not supported: send the prompt as text",
+                          ErrorReason::kUnsupportedValue);
+      }
       if (arr.size() != 1) throw_field_error("prompt", "only one prompt per request is supported", ErrorReason::kUnsupportedValue);
       r->prompt = json_string(arr[0], "prompt[0]");
     }
