@@ -372,6 +372,7 @@ class Compiler {
     json::array allowed;
     bool typed = false;
     for (const json::value& v : values) {
+      if (v.is_double() && !std::isfinite(v.get_double())) invalid_schema(at, "a number too large for a double");
       if (!of_schema_type(o, v)) continue;
       typed = true;
       if (allows(o, v, pattern, path)) allowed.push_back(v);

@@ -187,6 +187,9 @@ TEST(GrammarSchemaTest, EnumValuesMeetTheOtherKeywords) {
     EXPECT_EQ(g.status().reason(), ErrorReason::kInvalidValue) << schema;
     EXPECT_NE(g.status().message().find("no value satisfies"), std::string::npos) << g.status().message();
   }
+  auto huge = compile_json_schema(R"({"type":"number","enum":[1e400]})");  // no JSON text would read back as it
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().reason(), ErrorReason::kInvalidValue);
   auto shaped = compile_json_schema(R"({"enum":[{"a":1}],"properties":{"a":{"type":"string"}}})");
   ASSERT_FALSE(shaped.ok());
   EXPECT_EQ(shaped.status().reason(), ErrorReason::kUnsupportedValue);
