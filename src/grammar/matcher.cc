@@ -15,6 +15,7 @@ void sort_unique(Matcher::State& s) {
 Matcher::Matcher(std::shared_ptr<const Grammar> grammar) : grammar_(std::move(grammar)) {
   nodes_.push_back({.pos = 0, .parent = kNoParent});  // kAccept: never looked up by position
   const Grammar& g = *grammar_;
+  expanded_.clear();
   for (uint32_t alt : g.alternatives(g.root())) expand(alt, kNoParent, start_, 0);
   sort_unique(start_);
   state_ = start_;
@@ -27,8 +28,15 @@ uint32_t Matcher::intern(uint32_t pos, uint32_t parent) {
   return it->second;
 }
 
+void Matcher::expand_from(uint32_t pos, uint32_t parent, State& out) {
+  expanded_.clear();
+  expand(pos, parent, out, 0);
+}
+
 void Matcher::expand(uint32_t pos, uint32_t parent, State& out, int depth) {
   if (depth > kMaxExpandDepth) return;
+  // What an expansion adds depends on (pos, parent) alone: a second visit adds nothing.
+  if (!expanded_.insert((uint64_t{pos} << 32) | parent).second) return;
   const Grammar& g = *grammar_;
   const Sym& s = g.sym(pos);
   switch (s.kind) {
@@ -62,9 +70,9 @@ std::pair<uint32_t, uint32_t> Matcher::successors(uint32_t node, uint8_t byte) {
     const uint32_t next = n.pos + 1;
     if (grammar_->sym(next).kind == Sym::kEnd && n.parent != kNoParent) {
       const Node p = nodes_[n.parent];
-      expand(p.pos, p.parent, scratch_, 0);
+      expand_from(p.pos, p.parent, scratch_);
     } else {
-      expand(next, n.parent, scratch_, 0);
+      expand_from(next, n.parent, scratch_);
     }
     sort_unique(scratch_);
   }

@@ -21,6 +21,7 @@
 #include <memory>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "grammar/grammar.h"
@@ -76,6 +77,11 @@ class Matcher {
   };
   uint32_t intern(uint32_t pos, uint32_t parent);
   // The canonical nodes for "match from pos, then continue with parent".
+  // One expansion visits each (pos, parent) once (expanded_): a repetition
+  // of something that matches the empty string in several ways (the
+  // pattern `(|)*`) would otherwise branch exponentially without consuming
+  // a byte. expand_from() starts an expansion.
+  void expand_from(uint32_t pos, uint32_t parent, State& out);
   void expand(uint32_t pos, uint32_t parent, State& out, int depth);
   // The memoized successors of canonical node `node` by `byte` (sorted).
   std::pair<uint32_t, uint32_t> successors(uint32_t node, uint8_t byte);
@@ -89,6 +95,7 @@ class Matcher {
   State start_;
   State state_;
   State scratch_;
+  std::unordered_set<uint64_t> expanded_;  // (pos, parent) pairs of the current expansion
 };
 
 }  // namespace zl::grammar
