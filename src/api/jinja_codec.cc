@@ -76,21 +76,25 @@ struct MessageForm {
 };
 
 Value message_value(const ChatMessage& m, MessageForm form, const Fence& fence) {
-  Dict d;
-  d.set("role", Value(m.role));
-  d.set("content", Value(fence(m.content), true));
-  if (!m.tool_calls.empty()) {
-    List calls;
-    for (const ToolCall& tc : m.tool_calls) calls.push_back(tool_call_value(tc, form.object_arguments, fence));
-    d.set("tool_calls", Value(std::move(calls)));
-  }
-  if (m.role == "tool" && !m.tool_call_id.empty()) d.set("tool_call_id", Value(fence(m.tool_call_id), true));
   std::string reasoning;
   for (const ThinkingBlock& b : m.thinking) {
     if (b.redacted || b.text.empty()) continue;
     if (!reasoning.empty()) reasoning += '\n';
     reasoning += b.text;
   }
+  // gpt-oss has one analysis slot before a call, filled from content or
+  // from thinking, and raises when both are set: the reasoning fills it and
+  // the text beside the call is left out, as llama.cpp does (its PR 19702).
+  const bool reasoning_replaces_content = form.thinking_field && !reasoning.empty() && !m.tool_calls.empty();
+  Dict d;
+  d.set("role", Value(m.role));
+  d.set("content", Value(reasoning_replaces_content ? std::string() : fence(m.content), true));
+  if (!m.tool_calls.empty()) {
+    List calls;
+    for (const ToolCall& tc : m.tool_calls) calls.push_back(tool_call_value(tc, form.object_arguments, fence));
+    d.set("tool_calls", Value(std::move(calls)));
+  }
+  if (m.role == "tool" && !m.tool_call_id.empty()) d.set("tool_call_id", Value(fence(m.tool_call_id), true));
   if (!reasoning.empty()) {
     d.set("reasoning_content", Value(fence(reasoning), true));
     if (form.thinking_field) d.set("thinking", Value(fence(reasoning), true));

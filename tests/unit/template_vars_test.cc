@@ -149,5 +149,25 @@ TEST(TemplateVars, ReasoningIsMessageThinkingForTemplatesThatReadIt) {
   EXPECT_EQ(render(qwen, openai::parse_chat_request(kReasoningTurn)), "Q;Think.A;Q2;");
 }
 
+// gpt-oss raises when a call's turn has both content and thinking: the
+// reasoning fills its analysis slot, the text beside the call is left out.
+TEST(TemplateVars, ReasoningBeforeACallReplacesTheTextBesideIt) {
+  const JinjaCodec gpt_oss = codec(
+      "{% for message in messages %}{% if message.tool_calls %}{% if message.content and message.thinking %}"
+      "{{ raise_exception('Cannot pass both content and thinking') }}{% endif %}"
+      "[{{ message.thinking or message.content }}]call;{% else %}{{ message.content }};{% endif %}{% endfor %}");
+  const char* body =
+      R"({"model":"m","messages":[{"role":"user","content":"Q"},{"role":"assistant","reasoning_content":"Think.",)"
+      R"("content":"Let me check.","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},)"
+      R"({"role":"tool","tool_call_id":"c1","content":"ok"}]})";
+  EXPECT_EQ(render(gpt_oss, openai::parse_chat_request(body)), "Q;[Think.]call;ok;");
+  // Without reasoning the text stays (it is the analysis then).
+  const char* no_reasoning =
+      R"({"model":"m","messages":[{"role":"user","content":"Q"},{"role":"assistant",)"
+      R"("content":"Let me check.","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},)"
+      R"({"role":"tool","tool_call_id":"c1","content":"ok"}]})";
+  EXPECT_EQ(render(gpt_oss, openai::parse_chat_request(no_reasoning)), "Q;[Let me check.]call;ok;");
+}
+
 }  // namespace
 }  // namespace zl::api
