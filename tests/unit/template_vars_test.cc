@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include "api/anthropic/messages.h"
+#include "api/guard_input.h"
+#include "guard/guard.h"
 #include "api/jinja_codec.h"
 #include "api/openai/chat_completions.h"
 #include "api/template_vars.h"
@@ -167,6 +169,33 @@ TEST(TemplateVars, ReasoningBeforeACallReplacesTheTextBesideIt) {
       R"("content":"Let me check.","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},)"
       R"({"role":"tool","tool_call_id":"c1","content":"ok"}]})";
   EXPECT_EQ(render(gpt_oss, openai::parse_chat_request(no_reasoning)), "Q;[Let me check.]call;ok;");
+}
+
+// The guard screens the kwargs' strings as it screens message text.
+TEST(TemplateVars, TheGuardScreensKwargs) {
+  auto policy = guard::parse_policy(R"([[rule]]
+name = "pii"
+pii = ["email"]
+input = "redact"
+
+[[rule]]
+name = "codename"
+phrases = ["project falcon"]
+input = "block"
+)", "g.toml");
+  ASSERT_TRUE(policy.ok()) << policy.status().to_string();
+  auto g = guard::Guard::compile(std::move(policy).value());
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  auto chat = openai_with(R"(,"chat_template_kwargs":{"persona":{"mail":["write to bob@example.com"]}})");
+  ASSERT_TRUE(chat.ok());
+  EXPECT_FALSE(guard_chat_input(g->get(), chat.value(), "r1", nullptr));
+  EXPECT_EQ(chat.value().template_vars_json.find("bob@example.com"), std::string::npos) << chat.value().template_vars_json;
+  EXPECT_NE(chat.value().template_vars_json.find("write to "), std::string::npos) << chat.value().template_vars_json;
+  auto blocked = openai_with(R"(,"chat_template_kwargs":{"persona":"about Project Falcon"})");
+  ASSERT_TRUE(blocked.ok());
+  auto e = guard_chat_input(g->get(), blocked.value(), "r2", nullptr);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->reason, ErrorReason::kSafetyViolation);
 }
 
 }  // namespace
