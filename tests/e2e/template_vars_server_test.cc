@@ -5,7 +5,10 @@
 // chat_template_kwargs key; both APIs; the typed 400s. Needs ../shared.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <boost/json.hpp>
+#include <filesystem>
 #include <fstream>
 
 #include "support/http_client.h"
@@ -59,17 +62,25 @@ class TemplateVarsServerTest : public testing::Test {
  protected:
   void SetUp() override {
     REQUIRE_MODEL();
-    template_ = testing::TempDir() + "/gpt_oss_like.jinja";
+    // Per process: CTest runs this file's tests side by side.
+    dir_ = testing::TempDir() + "/template_vars_" + std::to_string(getpid());
+    std::filesystem::create_directories(dir_);
+    template_ = dir_ + "/gpt_oss_like.jinja";
     std::ofstream(template_, std::ios::binary) << kTemplate;
   }
 
   CommandResult render(const std::string& body, const std::string& api = "openai") {
-    const std::string path = testing::TempDir() + "/template_vars_body.json";
+    const std::string path = dir_ + "/body.json";
     std::ofstream(path, std::ios::binary) << body;
     return run_command(zerolayer_bin() + " render --api " + api + " --model " + model_path() +
                        " --chat-template-file " + template_ + " < " + path + " 2>&1");
   }
 
+  void TearDown() override {
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+
+  std::string dir_;
   std::string template_;
 };
 
