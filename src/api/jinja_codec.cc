@@ -211,9 +211,9 @@ JinjaCodec::JinjaCodec(const Tokenizer* tokenizer, tmpl::Template jinja, std::st
     eos_text_ = v.eos() != kNoToken ? v.text(v.eos()) : "";
   }
   syntax_ = detect_tool_syntax(jinja_.source());
+  thinking_field_ = reads_message_thinking(jinja_.source());
   object_arguments_ = probe_object_arguments();
   thinking_default_ = probe_thinking_default();
-  thinking_field_ = reads_message_thinking(jinja_.source());
   thinking_ = detect_thinking_format(detect_chat_template(jinja_.source()), jinja_.source());
 }
 
