@@ -130,6 +130,10 @@ struct ChatRequest {
   std::optional<http::StreamShape> shape;  // stream_options (stream only)
   std::string user;                   // metadata.user_id / user
   ThinkingOptions thinking;
+  // Extra variables for a Jinja chat template (api/template_vars.h):
+  // chat_template_kwargs and the reasoning effort, as one JSON object's
+  // compact text; "" when none.
+  std::string template_vars_json;
   // Anthropic context_management; nullopt when the request has none.
   std::optional<ContextManagement> context_management;
   std::optional<ContextPolicy> context_policy;  // the body's `context_policy`; none: the server's

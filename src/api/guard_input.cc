@@ -41,6 +41,25 @@ std::string decoded_arguments(const std::string& arguments_json) {
   return ec ? arguments_json : boost::json::serialize(v);
 }
 
+// Every string in a JSON value, screened in place (a redaction stays
+// inside its string, so the JSON stays well formed).
+bool screen_json(const guard::Guard& guard, boost::json::value& v, Screening& s) {
+  if (v.is_string()) {
+    std::string text(v.get_string());
+    if (!screen(guard, text, s)) return false;
+    if (text != v.get_string()) v = text;
+  } else if (v.is_array()) {
+    for (boost::json::value& x : v.get_array()) {
+      if (!screen_json(guard, x, s)) return false;
+    }
+  } else if (v.is_object()) {
+    for (auto& kv : v.get_object()) {
+      if (!screen_json(guard, kv.value(), s)) return false;
+    }
+  }
+  return true;
+}
+
 bool screen_chat(const guard::Guard& guard, ChatRequest& chat, Screening& s) {
   if (!screen(guard, chat.prompt, s)) return false;
   for (ChatMessage& m : chat.messages) {
@@ -54,6 +73,15 @@ bool screen_chat(const guard::Guard& guard, ChatRequest& chat, Screening& s) {
     // Thinking sent back in the history: a template may render it.
     for (ThinkingBlock& t : m.thinking) {
       if (!t.redacted && !screen(guard, t.text, s)) return false;
+    }
+  }
+  // chat_template_kwargs: a template may render any of them.
+  if (!chat.template_vars_json.empty()) {
+    boost::system::error_code ec;
+    boost::json::value vars = boost::json::parse(chat.template_vars_json, ec);
+    if (!ec) {
+      if (!screen_json(guard, vars, s)) return false;
+      chat.template_vars_json = boost::json::serialize(vars);
     }
   }
   return true;

@@ -7,6 +7,7 @@
 #include <ctime>
 
 #include "api/json_util.h"
+#include "api/template_vars.h"
 #include "api/tool_prompt.h"
 
 namespace zl::api {
@@ -68,23 +69,36 @@ Value tool_call_value(const ToolCall& tc, bool object_arguments, const Fence& fe
   return Value(std::move(call));
 }
 
-Value message_value(const ChatMessage& m, bool object_arguments, const Fence& fence) {
-  Dict d;
-  d.set("role", Value(m.role));
-  d.set("content", Value(fence(m.content), true));
-  if (!m.tool_calls.empty()) {
-    List calls;
-    for (const ToolCall& tc : m.tool_calls) calls.push_back(tool_call_value(tc, object_arguments, fence));
-    d.set("tool_calls", Value(std::move(calls)));
-  }
-  if (m.role == "tool" && !m.tool_call_id.empty()) d.set("tool_call_id", Value(fence(m.tool_call_id), true));
+// How the template's context carries a message (JinjaCodec::context).
+struct MessageForm {
+  bool object_arguments = true;  // tool-call arguments as objects (else their JSON text)
+  bool thinking_field = false;   // the reasoning also as `thinking` (gpt-oss)
+};
+
+Value message_value(const ChatMessage& m, MessageForm form, const Fence& fence) {
   std::string reasoning;
   for (const ThinkingBlock& b : m.thinking) {
     if (b.redacted || b.text.empty()) continue;
     if (!reasoning.empty()) reasoning += '\n';
     reasoning += b.text;
   }
-  if (!reasoning.empty()) d.set("reasoning_content", Value(fence(reasoning), true));
+  // gpt-oss has one analysis slot before a call, filled from content or
+  // from thinking, and raises when both are set: the reasoning fills it and
+  // the text beside the call is left out, as llama.cpp does (its PR 19702).
+  const bool reasoning_replaces_content = form.thinking_field && !reasoning.empty() && !m.tool_calls.empty();
+  Dict d;
+  d.set("role", Value(m.role));
+  d.set("content", Value(reasoning_replaces_content ? std::string() : fence(m.content), true));
+  if (!m.tool_calls.empty()) {
+    List calls;
+    for (const ToolCall& tc : m.tool_calls) calls.push_back(tool_call_value(tc, form.object_arguments, fence));
+    d.set("tool_calls", Value(std::move(calls)));
+  }
+  if (m.role == "tool" && !m.tool_call_id.empty()) d.set("tool_call_id", Value(fence(m.tool_call_id), true));
+  if (!reasoning.empty()) {
+    d.set("reasoning_content", Value(fence(reasoning), true));
+    if (form.thinking_field) d.set("thinking", Value(fence(reasoning), true));
+  }
   return Value(std::move(d));
 }
 
@@ -118,6 +132,21 @@ void unfence(tmpl::Rendered& r) {
 }
 
 bool contains(std::string_view s, std::string_view what) { return s.find(what) != std::string_view::npos; }
+
+// Whether a template reads an assistant turn's reasoning from a `thinking`
+// field of the message and never from `reasoning_content` (gpt-oss and its
+// fine-tunes: "<|channel|>analysis<|message|>" + message.thinking). Such a
+// template gets the reasoning under both names, as llama.cpp copies it for
+// gpt-oss; a template reading reasoning_content sees no new field.
+bool reads_message_thinking(std::string_view src) {
+  if (contains(src, "reasoning_content")) return false;
+  for (std::string_view form : {"message.thinking", "message['thinking']", "message[\"thinking\"]",
+                                "'thinking' in message", "\"thinking\" in message", "message.get('thinking')",
+                                "message.get(\"thinking\")"}) {
+    if (contains(src, form)) return true;
+  }
+  return false;
+}
 
 // Cuts `r` just after the last occurrence of `final_text` (HF's
 // continue_final_message: the prompt ends inside the final message).
@@ -182,6 +211,7 @@ JinjaCodec::JinjaCodec(const Tokenizer* tokenizer, tmpl::Template jinja, std::st
     eos_text_ = v.eos() != kNoToken ? v.text(v.eos()) : "";
   }
   syntax_ = detect_tool_syntax(jinja_.source());
+  thinking_field_ = reads_message_thinking(jinja_.source());
   object_arguments_ = probe_object_arguments();
   thinking_default_ = probe_thinking_default();
   thinking_ = detect_thinking_format(detect_chat_template(jinja_.source()), jinja_.source());
@@ -267,7 +297,8 @@ Value JinjaCodec::context(const ChatRequest& chat) const {
   List messages;
   messages.reserve(chat.messages.size());
   const Fence fence = [this](std::string_view text) { return fence_request_text(text); };
-  for (const ChatMessage& m : chat.messages) messages.push_back(message_value(m, object_arguments_, fence));
+  const MessageForm form{.object_arguments = object_arguments_, .thinking_field = thinking_field_};
+  for (const ChatMessage& m : chat.messages) messages.push_back(message_value(m, form, fence));
   ctx.set("messages", Value(std::move(messages)));
   if (!chat.tools.empty()) {
     List tools;
@@ -292,6 +323,13 @@ Value JinjaCodec::context(const ChatRequest& chat) const {
   char buf[64];
   ctx.set("date_string", Value(std::string(buf, std::strftime(buf, sizeof buf, "%d %b %Y", &tm))));
   ctx.set("datetime", Value(std::string(buf, std::strftime(buf, sizeof buf, "%b %d %Y", &tm))));
+  // The request's chat_template_kwargs and reasoning effort
+  // (api/template_vars.h); its parser already refused the names above.
+  if (std::optional<Value> vars = parse_json(chat.template_vars_json, fence); vars && vars->is_dict()) {
+    for (const auto& [name, value] : vars->dict().items) {
+      if (!is_reserved_template_var(name)) ctx.set(name, value);
+    }
+  }
   return Value(std::move(ctx));
 }
 

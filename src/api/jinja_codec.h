@@ -4,7 +4,9 @@
 // The request (either API: both parse into the same ChatRequest, so an
 // Anthropic request renders exactly as the equivalent OpenAI one) becomes
 // the context Hugging Face passes to the template:
-//   messages   [{role, content, tool_calls?, tool_call_id?, reasoning_content?}]
+//   messages   [{role, content, tool_calls?, tool_call_id?, reasoning_content?,
+//              thinking?}] (`thinking`: the same reasoning, for templates
+//              that read message.thinking and not reasoning_content: gpt-oss)
 //              in order, as sent; a tool call is {id, type: "function",
 //              function: {name, arguments}} with `arguments` the parsed JSON
 //              object (a string when it is not JSON), or the JSON text for
@@ -21,6 +23,8 @@
 //              decides it (probed once at load)
 //   date_string ("01 Dec 2026"), datetime ("Dec 01 2026")  today, as
 //              llama.cpp passes them to Llama 3.x and Firefunction
+//   reasoning_effort, and every key of chat_template_kwargs  as the request
+//              sets them (api/template_vars.h); absent otherwise
 // A forced tool call (tool_choice any / a named tool) is the ToolPlan's
 // prefill, appended after the generation prompt (a thought the generation
 // prompt opens, "<think>", is closed first: the call is the answer); a prefill of the client's
@@ -80,6 +84,7 @@ class JinjaCodec final : public PromptCodec {
   ThinkingFormat thinking_;
   bool object_arguments_ = true;  // tool-call arguments as objects (else their JSON text)
   bool thinking_default_ = true;  // enable_thinking when the request does not say
+  bool thinking_field_ = false;   // messages carry their reasoning as `thinking` too (gpt-oss)
 };
 
 }  // namespace zl::api

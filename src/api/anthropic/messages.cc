@@ -5,6 +5,7 @@
 #include "api/speculative.h"
 #include "api/json_fields.h"
 #include "api/structured_output.h"
+#include "api/template_vars.h"
 #include "api/json_util.h"
 #include "api/thinking.h"
 #include "core/json_text.h"
@@ -110,7 +111,25 @@ ToolDef parse_tool(const json::object& t, const std::string& param) {
   return def;
 }
 
-// The fields count_tokens and messages share: model, system, messages, tools.
+// Template variables (api/template_vars.h): output_config.effort is the
+// variable reasoning_effort (gpt-oss's "Reasoning: high"; Anthropic's own
+// effort levels are passed as sent), and chat_template_kwargs is accepted
+// as on the OpenAI route (extension).
+void parse_template_fields(const json::object& o, ChatRequest* r) {
+  std::string effort;
+  if (const auto* oc = find_field(o, "output_config"); oc && oc->is_object()) {
+    if (const auto* e = find_field(oc->get_object(), "effort")) {
+      effort = json_string(*e, "output_config.effort");
+      if (effort != "low" && effort != "medium" && effort != "high" && effort != "max") {
+        throw_field_error("output_config.effort", "must be 'low', 'medium', 'high' or 'max'", ErrorReason::kInvalidValue);
+      }
+    }
+  }
+  parse_template_vars(o, effort, r);
+}
+
+// The fields count_tokens and messages share: model, system, messages, tools,
+// the template variables.
 void parse_conversation(const json::object& o, ChatRequest* r) {
   r->model = json_string(require_field(o, "model", "model"), "model");
   if (const auto* s = find_field(o, "system")) {
@@ -164,6 +183,7 @@ void parse_conversation(const json::object& o, ChatRequest* r) {
   if (const auto* cm = find_field(o, "context_management")) {
     r->context_management = parse_context_management(*cm, "context_management");
   }
+  parse_template_fields(o, r);
 }
 
 void parse_generation_fields(const json::object& o, ChatRequest* r) {

@@ -7,6 +7,7 @@
 #include "api/json_fields.h"
 #include "api/json_util.h"
 #include "api/structured_output.h"
+#include "api/template_vars.h"
 #include "core/json_text.h"
 #include "core/random_id.h"
 #include "http/sse.h"
@@ -69,11 +70,14 @@ ChatMessage parse_message(const json::value& v, const std::string& param) {
 
 // Reasoning switches (api/thinking.h): chat_template_kwargs.enable_thinking
 // (llama.cpp, vLLM) and reasoning_effort "none" turn the template's
-// thinking off; other efforts keep it on. thinking_budget_tokens: the
+// thinking off; other efforts keep it on. reasoning_effort is also the
+// template variable of that name, and every chat_template_kwargs key a
+// template variable (api/template_vars.h). thinking_budget_tokens: the
 // engine's budget, as Anthropic's thinking.budget_tokens.
 void parse_thinking_switch(const json::object& o, ChatRequest* r) {
+  std::string effort;
   if (const auto* f = find_field(o, "reasoning_effort")) {
-    const std::string effort = json_string(*f, "reasoning_effort");
+    effort = json_string(*f, "reasoning_effort");
     if (effort != "none" && effort != "minimal" && effort != "low" && effort != "medium" && effort != "high" &&
         effort != "xhigh") {
       throw_field_error("reasoning_effort", "must be 'none', 'minimal', 'low', 'medium', 'high' or 'xhigh'",
@@ -85,12 +89,7 @@ void parse_thinking_switch(const json::object& o, ChatRequest* r) {
   if (const auto* f = find_field(o, "thinking_budget_tokens")) {
     r->thinking.budget_tokens = static_cast<int32_t>(json_int(*f, "thinking_budget_tokens", 1, INT32_MAX));
   }
-  if (const auto* f = find_field(o, "chat_template_kwargs")) {
-    const auto& kw = json_object(*f, "chat_template_kwargs");
-    if (const auto* e = find_field(kw, "enable_thinking")) {
-      r->thinking.enabled = json_bool(*e, "chat_template_kwargs.enable_thinking");
-    }
-  }
+  parse_template_vars(o, effort, r);
 }
 
 // Sampling, stop and stream fields shared by both endpoints.
