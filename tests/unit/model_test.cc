@@ -151,6 +151,19 @@ TEST(MakeModel, ShapeErrorsNameTheFlagsAndWriteNothing) {
   EXPECT_EQ((*m)->config.n_embd, 100);
 }
 
+// Writes `vocab`, then a small Q8_0 model of `arch` with n_vocab embedding
+// rows on it; returns the model's path.
+std::string make_on_vocab(const GgufWriter& vocab, const std::string& arch, int64_t n_vocab, const std::string& name) {
+  const std::string vocab_path = temp_path(name + "-vocab.gguf");
+  EXPECT_TRUE(vocab.write(vocab_path).ok());
+  MakeModelOptions o{.shape = small_shape(arch), .type = GgmlType::kQ8_0, .vocab_path = vocab_path,
+                     .out_path = temp_path(name), .seed = 1, .name = ""};
+  o.shape.n_vocab = n_vocab;
+  Status st = make_model(o, nullptr, nullptr);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  return o.out_path;
+}
+
 // A shape with more embedding rows than the vocabulary has tokens (gemma3-1b,
 // gpt-oss-20b with a smaller --vocab; --n-vocab) pads the tokenizer with
 // unique UNUSED placeholders, as llama.cpp's converters do (issue 22 D5).
@@ -166,13 +179,7 @@ TEST(MakeModel, PadsTheTokenizerToTheEmbeddingRows) {
   vw.set("tokenizer.ggml.token_type", GgufValue::i32_array(types));
   vw.set("tokenizer.ggml.bos_token_id", GgufValue::u32(1));
   vw.set("tokenizer.ggml.eos_token_id", GgufValue::u32(2));
-  const std::string vocab = temp_path("pad-vocab.gguf");
-  ASSERT_TRUE(vw.write(vocab).ok());
-  MakeModelOptions o{.shape = small_shape("gemma3"), .type = GgmlType::kQ8_0, .vocab_path = vocab,
-                     .out_path = temp_path("padded.gguf"), .seed = 1, .name = ""};
-  o.shape.n_vocab = 64;
-  ASSERT_TRUE(make_model(o, nullptr, nullptr).ok());
-  auto m = load_model(o.out_path);
+  auto m = load_model(make_on_vocab(vw, "gemma3", 64, "padded.gguf"));
   ASSERT_TRUE(m.ok()) << m.status().to_string();
   EXPECT_EQ((*m)->config.n_vocab, 64);
   const GgufFile& f = *(*m)->file;
@@ -193,7 +200,8 @@ TEST(MakeModel, PadsTheTokenizerToTheEmbeddingRows) {
   EXPECT_EQ(scores->items[63].as_float(), -1000.0);
   // Without scores or types in the vocabulary: types are written (NORMAL,
   // then UNUSED), scores stay absent.
-  o.vocab_path = write_vocab(96);
+  MakeModelOptions o{.shape = small_shape("llama"), .type = GgmlType::kF32, .vocab_path = write_vocab(96),
+                     .out_path = temp_path("padded2.gguf"), .seed = 1, .name = ""};
   o.shape.n_vocab = 100;
   ASSERT_TRUE(make_model(o, nullptr, nullptr).ok());
   auto f2 = GgufFile::open(o.out_path);
@@ -209,13 +217,7 @@ TEST(MakeModel, PadsTheTokenizerToTheEmbeddingRows) {
 TEST(MakeModel, PaddedTokenTextsStayUnique) {
   GgufWriter vw;
   vw.set("tokenizer.ggml.tokens", GgufValue::string_array({"a", "[PAD4]", "[PAD4]_", "b"}));
-  const std::string vocab = temp_path("clash-vocab.gguf");
-  ASSERT_TRUE(vw.write(vocab).ok());
-  MakeModelOptions o{.shape = small_shape("llama"), .type = GgmlType::kF32, .vocab_path = vocab,
-                     .out_path = temp_path("clash.gguf"), .seed = 1, .name = ""};
-  o.shape.n_vocab = 6;
-  ASSERT_TRUE(make_model(o, nullptr, nullptr).ok());
-  auto f = GgufFile::open(o.out_path);
+  auto f = GgufFile::open(make_on_vocab(vw, "llama", 6, "clash.gguf"));
   ASSERT_TRUE(f.ok());
   const GgufArray* tokens = (*f)->get_array("tokenizer.ggml.tokens");
   ASSERT_TRUE(tokens && tokens->items.size() == 6u);
