@@ -300,8 +300,9 @@ Status make_model(const MakeModelOptions& opts, ThreadPool* pool,
   const int64_t vocab_size = static_cast<int64_t>(tokens->items.size());
   if (s.n_vocab == 0) s.n_vocab = vocab_size;
   if (s.n_vocab < vocab_size) {
-    return invalid_argument("the shape's " + std::to_string(s.n_vocab) + " embedding rows (--n-vocab) are fewer than the " +
-                            std::to_string(vocab_size) + " tokens of " + opts.vocab_path);
+    return invalid_argument("the shape's " + std::to_string(s.n_vocab) + " embedding rows are fewer than the " +
+                            std::to_string(vocab_size) + " tokens of " + opts.vocab_path +
+                            " (give a smaller vocabulary or --n-vocab " + std::to_string(vocab_size) + ")");
   }
   if (s.head_dim == 0) s.head_dim = s.n_embd / s.n_head;
   const int64_t q_dim = s.n_head * s.head_dim, kv_dim = s.n_head_kv * s.head_dim;

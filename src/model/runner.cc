@@ -572,12 +572,12 @@ Status ModelRunner::check_kernels(const Model& model) {
   // Only the SIMD range kernels fold the sinks into the softmax; whether
   // they apply depends on the ISA and head_dim, not on the cache blocks.
   const AttentionShape shape{.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim, .block_size = 1};
-  for (const LayerWeights& l : model.layers) {
-    if (l.attn_sinks && !attention_range_supported(shape)) {
-      return unsupported("attention sinks need the AVX2 or AVX-512 attention kernels, for a head_dim that is a "
-                         "multiple of 8 up to " + std::to_string(kMaxHeadDim) + " (head_dim " +
-                         std::to_string(c.head_dim) + ", kernels " + isa_name(active_isa()) + ")");
-    }
+  const bool sinks = std::any_of(model.layers.begin(), model.layers.end(),
+                                 [](const LayerWeights& l) { return l.attn_sinks != nullptr; });
+  if (sinks && !attention_range_supported(shape)) {
+    return unsupported("attention sinks need the AVX2 or AVX-512 attention kernels, for a head_dim that is a "
+                       "multiple of 8 up to " + std::to_string(kMaxHeadDim) + " (head_dim " +
+                       std::to_string(c.head_dim) + ", kernels " + isa_name(active_isa()) + ")");
   }
   return Status();
 }

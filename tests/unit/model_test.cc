@@ -133,6 +133,10 @@ TEST(MakeModel, ShapeErrorsNameTheFlagsAndWriteNothing) {
   s = small_shape("llama");
   s.n_ff = 0;
   EXPECT_EQ(error(s), "--n-ff must be positive, not 0");
+  s = small_shape("llama");
+  s.n_vocab = 50;
+  EXPECT_EQ(error(s), "the shape's 50 embedding rows are fewer than the 96 tokens of " + o.vocab_path +
+                          " (give a smaller vocabulary or --n-vocab 96)");
   s = *model_shape_preset("tiny-moe");
   s.n_expert_used = 9;
   EXPECT_EQ(error(s), "--n-expert-used 9 exceeds --n-expert 8");
