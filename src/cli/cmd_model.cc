@@ -227,7 +227,7 @@ int cmd_generate(int argc, char** argv, int first) {
   const std::string ctx_source = *n_ctx > 0 ? "--ctx " + std::to_string(*n_ctx)
                                             : "the prompt (" + std::to_string(n_prompt) + " tokens) + -n " +
                                                   std::to_string(*n_gen);
-  auto engine = create_engine(model, **tokenizer, ec, {.ctx = ctx_source}, loaded->weights);
+  auto engine = create_engine(model, **tokenizer, ec, {.ctx = ctx_source, .parallel = "generate (one sequence)"}, loaded->weights);
   if (!engine.ok()) return report_error("generate", engine.status());
   const bool json = args->has("json");
   const std::vector<int32_t> prompt_ids = request.prompt_ids;

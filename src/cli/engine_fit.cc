@@ -1,5 +1,7 @@
 #include "cli/engine_fit.h"
 
+#include <algorithm>
+
 #include "core/log.h"
 #include "core/memory.h"
 
@@ -45,6 +47,20 @@ Status check_fits(const ModelConfig& model, const EngineConfig& requested, const
   return {};
 }
 
+// Where max_seqs came from, as the engine sizing log tells it: the setting,
+// the command's own choice, or default_max_seqs' division and clamp.
+std::string parallel_source(const EngineConfig& requested, const EngineConfig& resolved, const EngineSizeSources& s) {
+  if (!s.parallel.empty()) return s.parallel;
+  if (requested.max_seqs > 0) return "fixed by the command";
+  const int64_t per_seq = std::max<int64_t>(1, std::min(kTypicalSeqTokens, resolved.n_ctx));
+  const int64_t quotient = resolved.n_kv_tokens / per_seq;
+  std::string out = "the KV budget (" + std::to_string(resolved.n_kv_tokens) + " tokens / " + std::to_string(per_seq) +
+                    " per sequence = " + std::to_string(quotient);
+  if (quotient < kMinAutoSeqs) out += ", raised to the minimum " + std::to_string(kMinAutoSeqs);
+  if (quotient > kMaxAutoSeqs) out += ", capped at " + std::to_string(kMaxAutoSeqs);
+  return out + ")";
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Engine>> create_engine(const Model& model, const Tokenizer& tokenizer, const EngineConfig& config,
@@ -59,12 +75,7 @@ Result<std::unique_ptr<Engine>> create_engine(const Model& model, const Tokenize
   }
   log::info("engine sizing",
             {{"parallel", int64_t{resolved.max_seqs}},
-             {"parallel_from", sources.parallel.empty() ? "the KV budget (" + std::to_string(resolved.n_kv_tokens) +
-                                                              " tokens / " +
-                                                              std::to_string(std::min(kTypicalSeqTokens, resolved.n_ctx)) +
-                                                              " per sequence, within [" + std::to_string(kMinAutoSeqs) +
-                                                              ", " + std::to_string(kMaxAutoSeqs) + "])"
-                                                        : sources.parallel},
+             {"parallel_from", parallel_source(config, resolved, sources)},
              {"n_kv_tokens", resolved.n_kv_tokens}, {"n_ctx", resolved.n_ctx},
              {"batch_tokens", int64_t{resolved.max_step_tokens}}, {"schedule", schedule_policy_name(resolved.schedule)}});
   return Engine::create(model, tokenizer, resolved, std::move(weights));  // resolving again changes nothing

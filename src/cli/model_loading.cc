@@ -7,12 +7,14 @@
 #include <filesystem>
 
 #include "core/progress.h"
+#include "model/runner.h"  // ModelRunner::check_kernels
 
 namespace zl::cli {
 
 Result<LoadedModel> load_model_with_progress(const std::string& path, std::optional<uint64_t> memory_budget) {
   const auto t0 = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(auto model, load_model(path));
+  RETURN_IF_ERROR(ModelRunner::check_kernels(*model));  // refused now, not on every request
   const PackOptions pack{.name = path, .available = memory_budget};
   RETURN_IF_ERROR(PackedWeights::check_fits(*model, pack));
   const uint64_t total = model->n_weight_bytes();

@@ -22,7 +22,8 @@ struct LoadedModel {
   double t_load_ms = 0;
 };
 
-// Errors of load_model, and ResourceExhausted "repacked weights of <path>
+// Errors of load_model, ModelRunner::check_kernels' Unsupported (a model the
+// active kernels cannot run), and ResourceExhausted "repacked weights of <path>
 // need <bytes>, <available> available" when the prepared copies do not fit
 // in `memory_budget` bytes (nullopt: the memory available now), checked
 // before the file is paged in.

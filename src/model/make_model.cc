@@ -2,12 +2,15 @@
 
 #include <cmath>
 #include <cstring>
+#include <cstdio>
 #include <memory>
+#include <unordered_set>
 #include <vector>
 
 #include "core/memory.h"
 #include "kernels/quant.h"
 #include "format/gguf.h"
+#include "model/model.h"  // load_model: the written file must load
 
 namespace zl {
 namespace {
@@ -132,6 +135,107 @@ Status check_writer_memory(const ModelShape& s, const MakeModelOptions& opts, in
   return {};
 }
 
+// The shape rules the loader (model.cc) applies, checked before anything is
+// written, each with the flags to change. Row lengths that are not a
+// multiple of the type's block need no check: matrix_type falls back.
+Status check_shape(const ModelShape& s, bool moe) {
+  const struct {
+    const char* flag;
+    int64_t v;
+  } dims[] = {{"--n-embd", s.n_embd}, {"--n-layer", s.n_layer}, {"--n-head", s.n_head}, {"--n-head-kv", s.n_head_kv},
+              {"--n-ff", s.n_ff},     {"--n-ctx", s.n_ctx}};
+  for (const auto& d : dims) {
+    if (d.v <= 0) return invalid_argument(std::string(d.flag) + " must be positive, not " + std::to_string(d.v));
+  }
+  if (s.head_dim < 0) return invalid_argument("--head-dim must be positive, not " + std::to_string(s.head_dim));
+  if (s.head_dim == 0 && s.n_embd % s.n_head != 0) {
+    return invalid_argument("--n-embd " + std::to_string(s.n_embd) + " is not a multiple of --n-head " +
+                            std::to_string(s.n_head) + " (or give --head-dim)");
+  }
+  const int64_t head_dim = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
+  if (head_dim % 2 != 0) {
+    return invalid_argument("the head dimension " + std::to_string(head_dim) + " must be even (rope rotates pairs)");
+  }
+  if (s.n_head % s.n_head_kv != 0) {
+    return invalid_argument("--n-head " + std::to_string(s.n_head) + " is not a multiple of --n-head-kv " +
+                            std::to_string(s.n_head_kv));
+  }
+  if (moe) {
+    if (s.n_expert <= 0 || s.n_ff_exp <= 0 || s.n_expert_used <= 0) {
+      return invalid_argument(s.arch + " needs experts: --n-expert, --n-expert-used and --n-ff-exp positive " +
+                              "(or use --shape qwen3-30b-a3b, gpt-oss-20b or tiny-moe)");
+    }
+    if (s.n_expert_used > s.n_expert) {
+      return invalid_argument("--n-expert-used " + std::to_string(s.n_expert_used) + " exceeds --n-expert " +
+                              std::to_string(s.n_expert));
+    }
+  }
+  if (s.arch == "gemma3" && s.sliding_window > 0 && s.sliding_window_pattern <= 0) {
+    return invalid_argument("the sliding window pattern must be positive");
+  }
+  return {};
+}
+
+// An item of `type` (an integer type) holding v.
+GgufValue integer_item(GgufValueType type, int64_t v) {
+  switch (type) {
+    case GgufValueType::kUint8: return GgufValue::u8(static_cast<uint8_t>(v));
+    case GgufValueType::kInt8: return GgufValue::i8(static_cast<int8_t>(v));
+    case GgufValueType::kUint16: return GgufValue::u16(static_cast<uint16_t>(v));
+    case GgufValueType::kInt16: return GgufValue::i16(static_cast<int16_t>(v));
+    case GgufValueType::kUint32: return GgufValue::u32(static_cast<uint32_t>(v));
+    case GgufValueType::kUint64: return GgufValue::u64(static_cast<uint64_t>(v));
+    case GgufValueType::kInt64: return GgufValue::i64(v);
+    default: return GgufValue::i32(static_cast<int32_t>(v));
+  }
+}
+
+// Pads the tokenizer that `vocab` holds (already copied into w) to n_vocab
+// tokens, as llama.cpp's converters pad a vocabulary smaller than the
+// embedding: placeholders "[PAD<id>]" (made unique), token type UNUSED
+// (never matched in text, never rendered), score -1000 when the vocabulary
+// has scores. Merges only name existing tokens and stay as they are.
+Status pad_vocabulary(const GgufFile& vocab, int64_t n_vocab, GgufWriter& w) {
+  constexpr int32_t kNormal = 1, kUnused = 5;
+  const GgufArray& tokens = *vocab.get_array("tokenizer.ggml.tokens");
+  const int64_t n_have = static_cast<int64_t>(tokens.items.size());
+  std::unordered_set<std::string> seen;
+  GgufArray texts{.elem_type = GgufValueType::kString, .items = tokens.items};
+  for (const auto& t : tokens.items) {
+    if (const std::string* str = t.as_string()) seen.insert(*str);
+  }
+  for (int64_t id = n_have; id < n_vocab; ++id) {
+    std::string text = "[PAD" + std::to_string(id) + "]";
+    while (!seen.insert(text).second) text += "_";
+    texts.items.push_back(GgufValue::string(std::move(text)));
+  }
+  w.set("tokenizer.ggml.tokens", GgufValue::array(std::move(texts)));
+
+  const GgufArray* types = vocab.get_array("tokenizer.ggml.token_type");
+  GgufArray new_types{.elem_type = types ? types->elem_type : GgufValueType::kInt32};
+  if (types) {
+    if (static_cast<int64_t>(types->items.size()) != n_have) {
+      return invalid_argument("the vocabulary's token_type array does not match its tokens");
+    }
+    new_types.items = types->items;
+  } else {
+    new_types.items.assign(n_have, GgufValue::i32(kNormal));
+  }
+  for (int64_t id = n_have; id < n_vocab; ++id) new_types.items.push_back(integer_item(new_types.elem_type, kUnused));
+  w.set("tokenizer.ggml.token_type", GgufValue::array(std::move(new_types)));
+
+  if (const GgufArray* scores = vocab.get_array("tokenizer.ggml.scores")) {
+    if (static_cast<int64_t>(scores->items.size()) != n_have) {
+      return invalid_argument("the vocabulary's scores array does not match its tokens");
+    }
+    GgufArray padded{.elem_type = scores->elem_type, .items = scores->items};
+    const GgufValue pad = scores->elem_type == GgufValueType::kFloat64 ? GgufValue::f64(-1000.0) : GgufValue::f32(-1000.0f);
+    padded.items.resize(n_vocab, pad);
+    w.set("tokenizer.ggml.scores", GgufValue::array(std::move(padded)));
+  }
+  return {};
+}
+
 }  // namespace
 
 std::optional<ModelShape> model_shape_preset(const std::string& name) {
@@ -161,8 +265,10 @@ std::optional<ModelShape> model_shape_preset(const std::string& name) {
          .head_dim = 64, .n_ff = 2880, .n_ctx = 131072, .rope_freq_base = 150000.0f, .sliding_window = 128,
          .rope_orig_ctx = 4096, .yarn_factor = 32.0f, .n_expert = 32, .n_expert_used = 4, .n_ff_exp = 2880};
   } else if (name == "tiny-moe") {
+    // (sliding_window: written for --arch gpt-oss only, whose even layers
+    // then attend to the last 32 positions, as tiny-gpt-oss-F32 does.)
     s = {.arch = "qwen3moe", .n_embd = 256, .n_layer = 4, .n_head = 8, .n_head_kv = 4, .n_ff = 768, .n_ctx = 512,
-         .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 64};
+         .sliding_window = 32, .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 64};
   } else {
     return std::nullopt;
   }
@@ -182,12 +288,10 @@ Status make_model(const MakeModelOptions& opts, ThreadPool* pool,
   }
   const bool gpt_oss = s.arch == "gpt-oss";
   const bool moe = s.arch == "qwen3moe" || gpt_oss;
-  if (moe && (s.n_expert <= 0 || s.n_expert_used <= 0 || s.n_expert_used > s.n_expert || s.n_ff_exp <= 0)) {
-    return invalid_argument(s.arch + " needs experts (use --shape qwen3-30b-a3b, gpt-oss-20b or tiny-moe)");
-  }
   const bool gemma3 = s.arch == "gemma3", phi3 = s.arch == "phi3";
   auto traits = ggml_type_traits(static_cast<uint32_t>(opts.type));
   if (!traits || !traits->supported) return invalid_argument("unsupported tensor type " + ggml_type_name(opts.type) + " (supported: " + supported_ggml_type_names() + ")");
+  RETURN_IF_ERROR(check_shape(s, moe));
   ASSIGN_OR_RETURN(auto vocab, GgufFile::open(opts.vocab_path));
   const GgufArray* tokens = vocab->get_array("tokenizer.ggml.tokens");
   if (!tokens || tokens->items.empty()) {
@@ -195,12 +299,12 @@ Status make_model(const MakeModelOptions& opts, ThreadPool* pool,
   }
   const int64_t vocab_size = static_cast<int64_t>(tokens->items.size());
   if (s.n_vocab == 0) s.n_vocab = vocab_size;
-  if (s.n_vocab < vocab_size) return invalid_argument("--n-vocab is smaller than the vocabulary's " + std::to_string(vocab_size) + " tokens");
-  if (s.head_dim == 0 && s.n_head > 0) s.head_dim = s.n_embd / s.n_head;
-  if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ff <= 0 || s.n_ctx <= 0 ||
-      s.head_dim <= 0 || s.head_dim % 2 != 0 || s.n_head % s.n_head_kv != 0) {
-    return invalid_argument("inconsistent model shape (all dimensions positive, head_dim even, n_head a multiple of n_head_kv)");
+  if (s.n_vocab < vocab_size) {
+    return invalid_argument("the shape's " + std::to_string(s.n_vocab) + " embedding rows are fewer than the " +
+                            std::to_string(vocab_size) + " tokens of " + opts.vocab_path +
+                            " (give a smaller vocabulary or --n-vocab " + std::to_string(vocab_size) + ")");
   }
+  if (s.head_dim == 0) s.head_dim = s.n_embd / s.n_head;
   const int64_t q_dim = s.n_head * s.head_dim, kv_dim = s.n_head_kv * s.head_dim;
   RETURN_IF_ERROR(check_writer_memory(s, opts, pool ? pool->n_threads() : 1));
 
@@ -217,7 +321,7 @@ Status make_model(const MakeModelOptions& opts, ThreadPool* pool,
   w.set(a + "feed_forward_length", GgufValue::u32(static_cast<uint32_t>(s.n_ff)));
   w.set(a + "attention.head_count", GgufValue::u32(static_cast<uint32_t>(s.n_head)));
   w.set(a + "attention.head_count_kv", GgufValue::u32(static_cast<uint32_t>(s.n_head_kv)));
-  if (s.head_dim != s.n_embd / s.n_head) {
+  if (s.head_dim * s.n_head != s.n_embd) {
     w.set(a + "attention.key_length", GgufValue::u32(static_cast<uint32_t>(s.head_dim)));
     w.set(a + "attention.value_length", GgufValue::u32(static_cast<uint32_t>(s.head_dim)));
   }
@@ -251,6 +355,7 @@ Status make_model(const MakeModelOptions& opts, ThreadPool* pool,
   for (const auto& [key, value] : vocab->metadata()) {
     if (key.rfind("tokenizer.", 0) == 0) w.set(key, value);
   }
+  if (s.n_vocab > vocab_size) RETURN_IF_ERROR(pad_vocabulary(*vocab, s.n_vocab, w));
 
   const uint64_t seed = opts.seed;
   // A weight matrix [ne0, ne1] in opts.type, falling back to Q8_0/F16 when the
@@ -326,7 +431,7 @@ Status make_model(const MakeModelOptions& opts, ThreadPool* pool,
       vector(p + "attn_output.bias", s.n_embd, 0.0f, 0.02f);
       vector(p + "attn_sinks.weight", s.n_head, 0.0f, 1.0f);
     }
-    if (s.arch == "qwen3" || gemma3 || moe) {
+    if (s.arch == "qwen3" || gemma3 || s.arch == "qwen3moe") {  // (gpt-oss has no q/k norms)
       vector(p + "attn_q_norm.weight", s.head_dim, 1.0f, 0.05f);
       vector(p + "attn_k_norm.weight", s.head_dim, 1.0f, 0.05f);
     }
@@ -354,7 +459,15 @@ Status make_model(const MakeModelOptions& opts, ThreadPool* pool,
     matrix(p + "ffn_down.weight", s.n_ff, s.n_embd);
     if (gemma3) vector(p + "post_ffw_norm.weight", s.n_embd, 1.0f, 0.05f);
   }
-  return w.write(opts.out_path, progress);
+  RETURN_IF_ERROR(w.write(opts.out_path, progress));
+  // The file must load (the checks above should make this hold): never
+  // leave a file behind that the loader refuses.
+  if (auto m = load_model(opts.out_path); !m.ok()) {
+    std::remove(opts.out_path.c_str());
+    return internal_error("make-model wrote a model its loader refuses (" + m.status().message() + "); removed " +
+                          opts.out_path);
+  }
+  return {};
 }
 
 }  // namespace zl

@@ -277,6 +277,15 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
   if (!emb) return corrupt_file("missing tensor 'token_embd.weight'");
   c.n_vocab = emb->ne[1];
   if (c.n_vocab <= 0 || c.n_vocab > kMaxDim) return corrupt_file("bad vocabulary size");
+  // One embedding row per token, as llama.cpp requires: fewer rows leave
+  // tokens without an embedding, more let the model sample ids with no text.
+  // (output.weight is bound to the same row count below.)
+  if (const GgufArray* tokens = f.get_array("tokenizer.ggml.tokens");
+      tokens && static_cast<int64_t>(tokens->items.size()) != c.n_vocab) {
+    return corrupt_file("token_embd.weight has " + std::to_string(c.n_vocab) + " rows but the tokenizer has " +
+                        std::to_string(tokens->items.size()) +
+                        " tokens (tokenizer.ggml.tokens); the vocabulary and the embedding must match");
+  }
   c.tied_output = f.find_tensor("output.weight") == nullptr;
   RETURN_IF_ERROR(read_arch_traits(f, c));
   return c;

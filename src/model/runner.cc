@@ -567,15 +567,24 @@ uint64_t ModelRunner::step_bytes(const ModelConfig& c, int64_t n_tokens, int64_t
   return saturating_add(scratch, logits);
 }
 
+Status ModelRunner::check_kernels(const Model& model) {
+  const ModelConfig& c = model.config;
+  // Only the SIMD range kernels fold the sinks into the softmax; whether
+  // they apply depends on the ISA and head_dim, not on the cache blocks.
+  const AttentionShape shape{.n_head = c.n_head, .n_head_kv = c.n_head_kv, .head_dim = c.head_dim, .block_size = 1};
+  const bool sinks = std::any_of(model.layers.begin(), model.layers.end(),
+                                 [](const LayerWeights& l) { return l.attn_sinks != nullptr; });
+  if (sinks && !attention_range_supported(shape)) {
+    return unsupported("attention sinks need the AVX2 or AVX-512 attention kernels, for a head_dim that is a "
+                       "multiple of 8 up to " + std::to_string(kMaxHeadDim) + " (head_dim " +
+                       std::to_string(c.head_dim) + ", kernels " + isa_name(active_isa()) + ")");
+  }
+  return Status();
+}
+
 Status ModelRunner::forward(std::span<const BatchSequence> batch, KvStorage& kv, std::vector<float>& logits) {
   RETURN_IF_ERROR(validate(batch, kv));
-  for (int64_t il = 0; il < c_.n_layer; ++il) {
-    const AttentionShape shape{.n_head = c_.n_head, .n_head_kv = c_.n_head_kv, .head_dim = c_.head_dim, .block_size = kv.block_size()};
-    if (model_.layers[il].attn_sinks && !attention_range_supported(shape)) {
-      return unsupported("attention sinks need the AVX2 or AVX-512 attention kernels (head_dim " +
-                         std::to_string(c_.head_dim) + ", kernels " + isa_name(active_isa()) + ")");
-    }
-  }
+  RETURN_IF_ERROR(check_kernels(model_));
   tokens_.clear();
   seq_first_token_.clear();
   for (int64_t si = 0; si < static_cast<int64_t>(batch.size()); ++si) {

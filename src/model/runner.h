@@ -89,7 +89,8 @@ class ModelRunner {
   // Computes the batch, writes its K/V into `kv`, and appends the requested
   // logits rows to `logits` (n_vocab floats per row, sequences in order).
   // Errors (nothing is computed then): a token id outside the vocabulary, a
-  // block table too short for the positions, a block id outside the storage.
+  // block table too short for the positions, a block id outside the storage,
+  // check_kernels' refusal.
   Status forward(std::span<const BatchSequence> batch, KvStorage& kv, std::vector<float>& logits);
 
   const Model& model() const { return model_; }
@@ -99,6 +100,13 @@ class ModelRunner {
   // rows (the buffers below, the kernels' int8 activations, the logits),
   // saturating at UINT64_MAX: what a step budget of n_tokens costs at most.
   static uint64_t step_bytes(const ModelConfig& config, int64_t n_tokens, int64_t n_logit_rows);
+
+  // Whether the active kernels (the CPU, ZL_KERNELS) can run `model` at all:
+  // Unsupported, naming what the model needs and the kernels chosen, for a
+  // combination forward() would refuse on every batch (attention sinks
+  // without a SIMD attention path for the head_dim). Commands call it once
+  // at load, so such a model is refused at startup, not per request.
+  static Status check_kernels(const Model& model);
 
  private:
   struct TokenRef {

@@ -107,6 +107,156 @@ TEST(MakeModel, RejectsBadShapes) {
   EXPECT_FALSE(make_model(o, nullptr, nullptr).ok());
 }
 
+// Each shape rule the loader applies is told up front with the flags to
+// change, and nothing is written (issue 22 D6, D7).
+TEST(MakeModel, ShapeErrorsNameTheFlagsAndWriteNothing) {
+  MakeModelOptions o{.shape = small_shape("llama"), .type = GgmlType::kQ4_K, .vocab_path = write_vocab(96),
+                     .out_path = temp_path("shape.gguf"), .seed = 1, .name = ""};
+  std::remove(o.out_path.c_str());
+  auto error = [&](const ModelShape& s) {
+    o.shape = s;
+    Status st = make_model(o, nullptr, nullptr);
+    EXPECT_EQ(st.kind(), ErrorKind::kInvalidArgument) << st.to_string();
+    EXPECT_FALSE(test::file_exists(o.out_path));
+    return st.message();
+  };
+  ModelShape s = small_shape("llama");
+  s.n_embd = 90;  // 4 heads
+  s.head_dim = 0;
+  EXPECT_EQ(error(s), "--n-embd 90 is not a multiple of --n-head 4 (or give --head-dim)");
+  s = small_shape("llama");
+  s.n_head_kv = 3;
+  EXPECT_EQ(error(s), "--n-head 4 is not a multiple of --n-head-kv 3");
+  s = small_shape("llama");
+  s.head_dim = 7;
+  EXPECT_EQ(error(s), "the head dimension 7 must be even (rope rotates pairs)");
+  s = small_shape("llama");
+  s.n_ff = 0;
+  EXPECT_EQ(error(s), "--n-ff must be positive, not 0");
+  s = small_shape("llama");
+  s.n_vocab = 50;
+  EXPECT_EQ(error(s), "the shape's 50 embedding rows are fewer than the 96 tokens of " + o.vocab_path +
+                          " (give a smaller vocabulary or --n-vocab 96)");
+  s = *model_shape_preset("tiny-moe");
+  s.n_expert_used = 9;
+  EXPECT_EQ(error(s), "--n-expert-used 9 exceeds --n-expert 8");
+  s.n_expert = 0;
+  EXPECT_NE(error(s).find("qwen3moe needs experts"), std::string::npos);
+  // A head size that does not divide n_embd is fine when given: key_length
+  // is written, and the rows of 100 fall back from Q4_K to F16.
+  s = small_shape("llama");
+  s.n_embd = 100;
+  s.head_dim = 16;
+  o.shape = s;
+  ASSERT_TRUE(make_model(o, nullptr, nullptr).ok());
+  auto m = load_model(o.out_path);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ((*m)->config.head_dim, 16);
+  EXPECT_EQ((*m)->config.n_embd, 100);
+}
+
+// Writes `vocab`, then a small Q8_0 model of `arch` with n_vocab embedding
+// rows on it; returns the model's path.
+std::string make_on_vocab(const GgufWriter& vocab, const std::string& arch, int64_t n_vocab, const std::string& name) {
+  const std::string vocab_path = temp_path(name + "-vocab.gguf");
+  EXPECT_TRUE(vocab.write(vocab_path).ok());
+  MakeModelOptions o{.shape = small_shape(arch), .type = GgmlType::kQ8_0, .vocab_path = vocab_path,
+                     .out_path = temp_path(name), .seed = 1, .name = ""};
+  o.shape.n_vocab = n_vocab;
+  Status st = make_model(o, nullptr, nullptr);
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  return o.out_path;
+}
+
+// A shape with more embedding rows than the vocabulary has tokens (gemma3-1b,
+// gpt-oss-20b with a smaller --vocab; --n-vocab) pads the tokenizer with
+// unique UNUSED placeholders, as llama.cpp's converters do (issue 22 D5).
+TEST(MakeModel, PadsTheTokenizerToTheEmbeddingRows) {
+  GgufWriter vw;
+  std::vector<std::string> texts = {"<unk>", "<s>", "</s>"};
+  for (int i = 3; i < 40; ++i) texts.push_back(std::to_string(i).insert(0, 1, 'w'));
+  vw.set("tokenizer.ggml.model", GgufValue::string("llama"));
+  vw.set("tokenizer.ggml.tokens", GgufValue::string_array(texts));
+  vw.set("tokenizer.ggml.scores", GgufValue::f32_array(std::vector<float>(40, -1.0f)));
+  std::vector<int32_t> types(40, 1);
+  types[0] = 2, types[1] = 3, types[2] = 3;
+  vw.set("tokenizer.ggml.token_type", GgufValue::i32_array(types));
+  vw.set("tokenizer.ggml.bos_token_id", GgufValue::u32(1));
+  vw.set("tokenizer.ggml.eos_token_id", GgufValue::u32(2));
+  auto m = load_model(make_on_vocab(vw, "gemma3", 64, "padded.gguf"));
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ((*m)->config.n_vocab, 64);
+  const GgufFile& f = *(*m)->file;
+  const GgufArray* tokens = f.get_array("tokenizer.ggml.tokens");
+  const GgufArray* scores = f.get_array("tokenizer.ggml.scores");
+  const GgufArray* type = f.get_array("tokenizer.ggml.token_type");
+  ASSERT_TRUE(tokens && scores && type);
+  ASSERT_EQ(tokens->items.size(), 64u);
+  ASSERT_EQ(scores->items.size(), 64u);
+  ASSERT_EQ(type->items.size(), 64u);
+  EXPECT_EQ(*tokens->items[39].as_string(), "w39");
+  EXPECT_EQ(*tokens->items[40].as_string(), "[PAD40]");
+  EXPECT_EQ(*tokens->items[63].as_string(), "[PAD63]");
+  EXPECT_EQ(type->items[0].as_int(), 2);
+  EXPECT_EQ(type->items[39].as_int(), 1);
+  EXPECT_EQ(type->items[40].as_int(), 5);  // UNUSED
+  EXPECT_EQ(scores->items[39].as_float(), -1.0);
+  EXPECT_EQ(scores->items[63].as_float(), -1000.0);
+  // Without scores or types in the vocabulary: types are written (NORMAL,
+  // then UNUSED), scores stay absent.
+  MakeModelOptions o{.shape = small_shape("llama"), .type = GgmlType::kF32, .vocab_path = write_vocab(96),
+                     .out_path = temp_path("padded2.gguf"), .seed = 1, .name = ""};
+  o.shape.n_vocab = 100;
+  ASSERT_TRUE(make_model(o, nullptr, nullptr).ok());
+  auto f2 = GgufFile::open(o.out_path);
+  ASSERT_TRUE(f2.ok());
+  EXPECT_EQ((*f2)->get_array("tokenizer.ggml.scores"), nullptr);
+  type = (*f2)->get_array("tokenizer.ggml.token_type");
+  ASSERT_TRUE(type && type->items.size() == 100u);
+  EXPECT_EQ(type->items[95].as_int(), 1);
+  EXPECT_EQ(type->items[96].as_int(), 5);
+  EXPECT_EQ(*(*f2)->get_array("tokenizer.ggml.tokens")->items[99].as_string(), "[PAD99]");
+}
+
+TEST(MakeModel, PaddedTokenTextsStayUnique) {
+  GgufWriter vw;
+  vw.set("tokenizer.ggml.tokens", GgufValue::string_array({"a", "[PAD4]", "[PAD4]_", "b"}));
+  auto f = GgufFile::open(make_on_vocab(vw, "llama", 6, "clash.gguf"));
+  ASSERT_TRUE(f.ok());
+  const GgufArray* tokens = (*f)->get_array("tokenizer.ggml.tokens");
+  ASSERT_TRUE(tokens && tokens->items.size() == 6u);
+  EXPECT_EQ(*tokens->items[4].as_string(), "[PAD4]__");
+  EXPECT_EQ(*tokens->items[5].as_string(), "[PAD5]");
+}
+
+// gpt-oss has no q/k norms, and the tiny-moe shape gives it a 32-token
+// window on its even layers (what tiny-gpt-oss-F32 has).
+TEST(MakeModel, GptOssHasNoQkNormsAndTinyMoeAWindow) {
+  ModelShape s = *model_shape_preset("tiny-moe");
+  s.arch = "gpt-oss";
+  s.n_embd = 64, s.n_head = 4, s.n_head_kv = 2, s.n_ff_exp = 32;
+  MakeModelOptions o{.shape = s, .type = GgmlType::kF32, .vocab_path = write_vocab(96),
+                     .out_path = temp_path("goss.gguf"), .seed = 1, .name = ""};
+  ASSERT_TRUE(make_model(o, nullptr, nullptr).ok());
+  auto m = load_model(o.out_path);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  const GgufFile& f = *(*m)->file;
+  for (const auto& t : f.tensors()) {
+    EXPECT_EQ(t.name.find("attn_q_norm"), std::string::npos) << t.name;
+    EXPECT_EQ(t.name.find("attn_k_norm"), std::string::npos) << t.name;
+  }
+  EXPECT_NE(f.find_tensor("blk.0.attn_sinks.weight"), nullptr);
+  ASSERT_EQ((*m)->config.layers.size(), 4u);
+  for (int il = 0; il < 4; ++il) EXPECT_EQ((*m)->config.layers[il].sliding_window, il % 2 == 0 ? 32 : 0) << il;
+  // qwen3moe (the preset's own arch) keeps its q/k norms and has no window.
+  o.shape.arch = "qwen3moe";
+  ASSERT_TRUE(make_model(o, nullptr, nullptr).ok());
+  auto q = load_model(o.out_path);
+  ASSERT_TRUE(q.ok()) << q.status().to_string();
+  EXPECT_NE((*q)->file->find_tensor("blk.0.attn_q_norm.weight"), nullptr);
+  EXPECT_EQ((*q)->config.layers[0].sliding_window, 0);
+}
+
 TEST(MakeModel, TensorsThatDoNotFitInMemoryAreAnErrorBeforeWriting) {
   MakeModelOptions o{.shape = small_shape("llama"), .type = GgmlType::kF32, .vocab_path = write_vocab(96),
                      .out_path = temp_path("too-big.gguf"), .seed = 1, .name = "", .memory_budget = 1000};
@@ -151,14 +301,17 @@ TEST(MakeModel, Llama3PresetWritesRopeFreqs) {
 // Rewrites one model file with a tensor dropped, renamed or reshaped.
 // `src` rewritten without tensor `drop`, with `reshape`'s two dimensions
 // swapped, and with `retype` (zero bytes) in type `new_type`.
+// `set`: metadata keys replaced (or added).
 std::string mutate(const std::string& src, const std::string& drop, const std::string& reshape,
-                   const std::string& retype = "", GgmlType new_type = GgmlType::kF32) {
+                   const std::string& retype = "", GgmlType new_type = GgmlType::kF32,
+                   const std::vector<std::pair<std::string, GgufValue>>& set = {}) {
   auto f = GgufFile::open(src);
   EXPECT_TRUE(f.ok());
   GgufWriter w;
   for (const auto& [k, v] : (*f)->metadata()) {
     if (k != "general.alignment") w.set(k, v);
   }
+  for (const auto& [k, v] : set) w.set(k, v);
   for (const auto& t : (*f)->tensors()) {
     if (t.name == drop) continue;
     std::vector<int64_t> ne(t.ne.begin(), t.ne.begin() + t.n_dims);
@@ -188,6 +341,27 @@ TEST(LoadModel, WrongShapeIsAClearError) {
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("blk.0.ffn_gate.weight"), std::string::npos) << m.status().message();
   EXPECT_NE(m.status().message().find("expected [64, 96]"), std::string::npos) << m.status().message();
+}
+
+// One embedding row per token (issue 22 D4): fewer rows would make prompt
+// ids fail per request, more would let the model sample ids with no text.
+TEST(LoadModel, EmbeddingRowsMustMatchTheTokenizersTokens) {
+  const std::string model = make("llama", GgmlType::kF32, 1, "rows.gguf");  // 96 tokens, 96 rows
+  for (int n_tokens : {90, 100}) {
+    std::vector<std::string> tokens;
+    for (int i = 0; i < n_tokens; ++i) tokens.push_back(std::to_string(i).insert(0, 1, 't'));
+    auto m = load_model(mutate(model, "", "", "", GgmlType::kF32,
+                               {{"tokenizer.ggml.tokens", GgufValue::string_array(tokens)}}));
+    ASSERT_FALSE(m.ok()) << n_tokens;
+    EXPECT_EQ(m.status().kind(), ErrorKind::kCorruptFile);
+    EXPECT_EQ(m.status().message(), "token_embd.weight has 96 rows but the tokenizer has " + std::to_string(n_tokens) +
+                                        " tokens (tokenizer.ggml.tokens); the vocabulary and the embedding must match");
+  }
+  // output.weight is held to the same count.
+  auto m = load_model(mutate(model, "", "output.weight"));
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("'output.weight' has shape [96, 64, 1, 1], expected [64, 96]"), std::string::npos)
+      << m.status().message();
 }
 
 TEST(LoadModel, Qwen2WithoutBiasesIsRejected) {
