@@ -68,6 +68,11 @@ Result<std::unique_ptr<Engine>> create_engine(const Model& model, const Tokenize
                                               std::shared_ptr<const PackedWeights> weights) {
   const EngineConfig resolved = resolve_engine_config(model.config, config);
   RETURN_IF_ERROR(check_fits(model.config, config, resolved, sources));
+  if (model.config.n_ctx_train > 0 && resolved.n_ctx > model.config.n_ctx_train) {
+    log::warn("the context window is larger than the model was trained on: past the training length the model's "
+              "output may degrade (as llama.cpp warns; a rope-scaled file sets its own training length)",
+              {{"n_ctx", resolved.n_ctx}, {"n_ctx_train", model.config.n_ctx_train}});
+  }
   if (resolved.n_kv_tokens < resolved.n_ctx) {
     log::warn("the KV cache holds less than one context window: a request whose prompt + max_tokens needs more "
               "gets 400 kv_cache_overflow (or, with --degrade max-tokens, a lower max_tokens)",
