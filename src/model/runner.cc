@@ -370,65 +370,105 @@ void ModelRunner::moe_ffn(const LayerWeights& l, int64_t il) {
   act_.resize(n_rows * n_ff);
   ye_.resize(n_rows * n_embd);
   const std::vector<PackedExpert>& experts = weights_->experts(il);
-  n_inputs_ = 0;
-  jobs_.clear();
-  // [gate; up] (or gate and up) of every expert in use, over its tokens:
-  // their rows gathered, except where the expert has every token of the
-  // batch (always at decode), which all such experts then share.
-  int32_t all_tokens[2] = {-1, -1};
-  for (int32_t e : active_) {
+  // Expert e's tokens' rows of xn_: gathered into xe_ (at its positions),
+  // or xn_ itself where the expert has every token of the batch.
+  auto expert_input = [&](int32_t e) -> const float* {
     const int64_t n_e = groups_.size(e), off = groups_.offsets[e];
-    const float* x = xn_.data();
-    if (n_e < n_tokens) {
-      const int32_t* rows = &groups_.rows[off];
-      for (int64_t i = 0; i < n_e; ++i) {
-        std::memcpy(&xe_[(off + i) * n_embd], &xn_[(rows[i] / k) * n_embd], n_embd * sizeof(float));
-      }
-      x = &xe_[off * n_embd];
+    if (n_e == n_tokens) return xn_.data();
+    const int32_t* rows = &groups_.rows[off];
+    for (int64_t i = 0; i < n_e; ++i) {
+      std::memcpy(&xe_[(off + i) * n_embd], &xn_[(rows[i] / k) * n_embd], n_embd * sizeof(float));
     }
-    const PackedExpert& ex = experts[e];
-    float* y = &gu_[off * 2 * n_ff];
-    if (ex.gate_up) {
-      add_expert_job(*ex.gate_up, x, n_e, y, n_e == n_tokens ? &all_tokens[0] : nullptr);
-    } else {
-      add_expert_job(ex.gate, x, n_e, y, n_e == n_tokens ? &all_tokens[0] : nullptr);
-      add_expert_job(ex.up, x, n_e, y + n_e * n_ff, n_e == n_tokens ? &all_tokens[1] : nullptr);
-    }
-  }
-  for_each_expert(n_inputs_, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) inputs_[i].prepare(*pending_[i].w, pending_[i].x, pending_[i].n_tokens);
-  });
-  run_expert_jobs();
-  // The activation of each expert's rows, then its down matmul's input.
-  jobs_.clear();
-  const int64_t first_input = n_inputs_;
-  for (int32_t e : active_) {
-    add_expert_job(experts[e].down, nullptr, groups_.size(e), &ye_[groups_.offsets[e] * n_embd], nullptr);
-  }
-  auto activate = [&](int64_t a0, int64_t a1) {
-    for (int64_t a = a0; a < a1; ++a) {
-      const int32_t e = active_[a];
-      const int64_t n_e = groups_.size(e), off = groups_.offsets[e];
-      const bool stacked = experts[e].gate_up.has_value();
-      const float* gate = &gu_[off * 2 * n_ff];
-      const float* up = stacked ? gate + n_ff : gate + n_e * n_ff;
-      const int64_t stride = stacked ? 2 * n_ff : n_ff;
-      float* act = &act_[off * n_ff];
-      if (l.ffn_gate_exps_b) {  // gpt-oss: biases, the clamped SwiGLU
-        const float* bg = f32_data(l.ffn_gate_exps_b) + e * n_ff;
-        const float* bu = f32_data(l.ffn_up_exps_b) + e * n_ff;
-        for (int64_t i = 0; i < n_e; ++i) {
-          swiglu_clamped(gate + i * stride, bg, up + i * stride, bu, c_.expert_swiglu_alpha, c_.expert_swiglu_limit,
-                         act + i * n_ff, n_ff);
-        }
-      } else {
-        for (int64_t i = 0; i < n_e; ++i) swiglu(gate + i * stride, up + i * stride, act + i * n_ff, n_ff);
-      }
-      inputs_[first_input + a].prepare(experts[e].down, act, n_e);
-    }
+    return &xe_[off * n_embd];
   };
-  for_each_expert(static_cast<int64_t>(active_.size()), activate);
-  run_expert_jobs();
+  // The activation of active expert a's rows of gu_ into act_, and its down
+  // matmul's input prepared in `down_in`.
+  auto activate = [&](int64_t a, MatmulInput& down_in) {
+    const int32_t e = active_[a];
+    const int64_t n_e = groups_.size(e), off = groups_.offsets[e];
+    const bool stacked = experts[e].gate_up.has_value();
+    const float* gate = &gu_[off * 2 * n_ff];
+    const float* up = stacked ? gate + n_ff : gate + n_e * n_ff;
+    const int64_t stride = stacked ? 2 * n_ff : n_ff;
+    float* act = &act_[off * n_ff];
+    if (l.ffn_gate_exps_b) {  // gpt-oss: biases, the clamped SwiGLU
+      const float* bg = f32_data(l.ffn_gate_exps_b) + e * n_ff;
+      const float* bu = f32_data(l.ffn_up_exps_b) + e * n_ff;
+      for (int64_t i = 0; i < n_e; ++i) {
+        swiglu_clamped(gate + i * stride, bg, up + i * stride, bu, c_.expert_swiglu_alpha, c_.expert_swiglu_limit,
+                       act + i * n_ff, n_ff);
+      }
+    } else {
+      for (int64_t i = 0; i < n_e; ++i) swiglu(gate + i * stride, up + i * stride, act + i * n_ff, n_ff);
+    }
+    down_in.prepare(experts[e].down, act, n_e);
+  };
+  const int64_t n_active = static_cast<int64_t>(active_.size());
+  const int64_t n_threads = pool_ ? pool_->n_threads() : 1;
+  if (n_threads > 1 && n_rows < kParallelExpertRows && n_active >= kWholeExpertsPerThread * n_threads) {
+    // A decode batch of several sequences: many experts, each with a token
+    // or two. Each expert's whole FFN — its input gathered and quantized,
+    // [gate; up], the activation, down — is one work item on one thread, all
+    // in one parallel region: no serial preparation between barriers and one
+    // barrier instead of two, while the experts (~2.7 MB each for Qwen3-30B)
+    // are many enough per thread for stealing to balance the end.
+    constexpr int64_t kInputs = 3;  // [gate; up] or gate, up (a type of its own), down
+    if (static_cast<int64_t>(inputs_.size()) < kInputs * n_active) inputs_.resize(kInputs * n_active);
+    pool_->parallel_for(n_active, [&](int64_t a0, int64_t a1) {
+      for (int64_t a = a0; a < a1; ++a) {
+        const int32_t e = active_[a];
+        const int64_t n_e = groups_.size(e), off = groups_.offsets[e];
+        const PackedExpert& ex = experts[e];
+        const float* x = expert_input(e);
+        float* y = &gu_[off * 2 * n_ff];
+        MatmulInput* in = &inputs_[kInputs * a];
+        if (ex.gate_up) {
+          in[0].prepare(*ex.gate_up, x, n_e);
+          in[0].rows(*ex.gate_up, y, 0, ex.gate_up->n_out());
+        } else {
+          in[0].prepare(ex.gate, x, n_e);
+          in[0].rows(ex.gate, y, 0, n_ff);
+          in[1].prepare(ex.up, x, n_e);
+          in[1].rows(ex.up, y + n_e * n_ff, 0, n_ff);
+        }
+        activate(a, in[2]);
+        in[2].rows(ex.down, &ye_[off * n_embd], 0, n_embd);
+      }
+    });
+  } else {
+    n_inputs_ = 0;
+    jobs_.clear();
+    // [gate; up] (or gate and up) of every expert in use, over its tokens:
+    // their rows gathered, except where the expert has every token of the
+    // batch (always at decode), which all such experts then share.
+    int32_t all_tokens[2] = {-1, -1};
+    for (int32_t e : active_) {
+      const int64_t n_e = groups_.size(e), off = groups_.offsets[e];
+      const float* x = expert_input(e);
+      const PackedExpert& ex = experts[e];
+      float* y = &gu_[off * 2 * n_ff];
+      if (ex.gate_up) {
+        add_expert_job(*ex.gate_up, x, n_e, y, n_e == n_tokens ? &all_tokens[0] : nullptr);
+      } else {
+        add_expert_job(ex.gate, x, n_e, y, n_e == n_tokens ? &all_tokens[0] : nullptr);
+        add_expert_job(ex.up, x, n_e, y + n_e * n_ff, n_e == n_tokens ? &all_tokens[1] : nullptr);
+      }
+    }
+    for_each_expert(n_inputs_, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) inputs_[i].prepare(*pending_[i].w, pending_[i].x, pending_[i].n_tokens);
+    });
+    run_expert_jobs();
+    // The activation of each expert's rows, then its down matmul's input.
+    jobs_.clear();
+    const int64_t first_input = n_inputs_;
+    for (int32_t e : active_) {
+      add_expert_job(experts[e].down, nullptr, groups_.size(e), &ye_[groups_.offsets[e] * n_embd], nullptr);
+    }
+    for_each_expert(n_active, [&](int64_t a0, int64_t a1) {
+      for (int64_t a = a0; a < a1; ++a) activate(a, inputs_[first_input + a]);
+    });
+    run_expert_jobs();
+  }
   // Weighted sum in choice order (whatever the batch, the same order per
   // token), the down bias (gpt-oss) added to each expert output first.
   pos_.resize(n_rows);
@@ -465,10 +505,7 @@ void ModelRunner::add_expert_job(const PackedMatrix& w, const float* x, int64_t 
 }
 
 void ModelRunner::for_each_expert(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
-  // A dispatch (a barrier) pays from a few hundred (token, expert) rows on
-  // (prefill chunks); decode batches quantize their few rows serially.
-  constexpr int64_t kParallelRows = 256;
-  if (pool_ && static_cast<int64_t>(groups_.rows.size()) >= kParallelRows) {
+  if (pool_ && static_cast<int64_t>(groups_.rows.size()) >= kParallelExpertRows) {
     pool_->parallel_for(n, fn);
   } else {
     fn(0, n);

@@ -117,9 +117,18 @@ class ModelRunner {
   void attention_block(const LayerWeights& l, int64_t il, std::span<const BatchSequence> batch, KvStorage& kv);
   void ffn_block(const LayerWeights& l, int64_t il);
   // The mixture-of-experts FFN of xn_ into tmp_: route every token, then per
-  // expert one matmul over the tokens routed to it (model/moe.h), all the
-  // experts' [gate; up] in one parallel region and their down in another.
+  // expert one matmul over the tokens routed to it (model/moe.h): all the
+  // experts' [gate; up] in one parallel region and their down in another,
+  // rows split across threads (single-sequence decode, prefill); or, for a
+  // decode batch of several sequences (fewer than kParallelExpertRows
+  // (token, expert) rows spread over at least kWholeExpertsPerThread
+  // experts per thread), each expert's whole FFN one work item of a single
+  // parallel region.
   void moe_ffn(const LayerWeights& l, int64_t il);
+  // From this many (token, expert) rows on, preparing the experts' inputs
+  // pays for a dispatch of its own (prefill chunks).
+  static constexpr int64_t kParallelExpertRows = 256;
+  static constexpr int64_t kWholeExpertsPerThread = 8;
   // Queues w times `n_tokens` rows of x into y as jobs_'s next entry, with a
   // fresh input of inputs_ (prepared by moe_ffn from pending_; x null: the
   // caller prepares it), or the one in *shared when that is >= 0 (else it

@@ -44,7 +44,7 @@ const Case kCases[] = {
     {GgmlType::kQ2_K, {256, 768}},          {GgmlType::kIQ4_XS, {256, 768}},
 };
 const int64_t kNOuts[] = {1, 15, 17, 50};
-const int64_t kNTokens[] = {1, 2, 3, 5, 8, 17};
+const int64_t kNTokens[] = {1, 2, 3, 5, 8, 16, 17};
 
 // Checks matmul on `isa` against vec_dot for every size combination. The
 // tolerance is relative to sum |w_i * x_i| (float rounding only: integer
@@ -389,7 +389,7 @@ void check_batch_invariance(KernelIsa isa, GgmlType type, int64_t n_in, ThreadPo
     std::vector<uint8_t> w(w_row * n_out);
     for (int64_t r = 0; r < n_out; ++r) quantize_row(type, random_floats(n_in, rng).data(), w.data() + r * w_row, n_in);
     const PackedMatrix packed(type, w.data(), n_in, n_out, isa);
-    for (int64_t n_tokens : {1, 2, 3, 5, 8, 13, 17, 40}) {
+    for (int64_t n_tokens : {1, 2, 3, 5, 8, 13, 16, 17, 28, 40}) {
       const auto x = random_floats(n_in * n_tokens, rng, 2.0f);
       std::vector<float> y(n_tokens * n_out), alone(n_out);
       matmul(packed, x.data(), n_tokens, y.data(), pool);

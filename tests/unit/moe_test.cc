@@ -8,6 +8,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -87,7 +88,7 @@ TEST(MoeRouting, GroupsListEachExpertsRowsInBatchOrder) {
   EXPECT_EQ(g.size(1), 0);
 }
 
-std::unique_ptr<Model> moe_model(GgmlType type, const std::string& arch = "qwen3moe") {
+std::unique_ptr<Model> moe_model(GgmlType type, const std::string& arch = "qwen3moe", int64_t n_expert = 8) {
   const std::string dir = testing_support::temp_file("zl_moe", "");
   GgufWriter vw;
   vw.set("tokenizer.ggml.tokens", GgufValue::string_array(std::vector<std::string>(80, "t")));
@@ -95,8 +96,10 @@ std::unique_ptr<Model> moe_model(GgmlType type, const std::string& arch = "qwen3
   ModelShape s = *model_shape_preset("tiny-moe");
   s.arch = arch;
   s.n_embd = 64, s.n_layer = 2, s.n_head = 4, s.n_head_kv = 2, s.n_ctx = 64, s.n_ff_exp = 32;
+  s.n_expert = n_expert;
   if (arch == "gpt-oss") s.sliding_window = 4;  // layer 0 local, layer 1 global
-  MakeModelOptions o{.shape = s, .type = type, .vocab_path = dir + "vocab.gguf", .out_path = dir + arch + ".gguf",
+  MakeModelOptions o{.shape = s, .type = type, .vocab_path = dir + "vocab.gguf",
+                     .out_path = dir + arch + "-" + std::to_string(n_expert) + ".gguf",
                      .seed = 5};
   EXPECT_TRUE(make_model(o, nullptr, nullptr).ok());
   auto m = load_model(o.out_path);
@@ -162,13 +165,18 @@ TEST(MoeSplit, DecodeSplitsEveryExpertEvenly) {
 
 // A batch of many tokens runs each expert once over all the tokens routed
 // to it; every token's logits must be bit for bit those of the token run
-// alone (one token: each of its experts a one-row matmul).
+// alone (one token: each of its experts a one-row matmul). With 8 experts
+// the batch's experts split their rows across the threads; with 32, the
+// batch (66 (token, expert) rows over ~28 experts) takes the decode-batch
+// path, each expert's whole FFN one work item (ModelRunner::moe_ffn).
 TEST(MoeRunner, GroupedExpertsEqualPerTokenExecution) {
-  for (auto [arch, type] : {std::pair{"qwen3moe", GgmlType::kF32}, std::pair{"qwen3moe", GgmlType::kQ4_0},
-                            std::pair{"qwen3moe", GgmlType::kQ8_0}, std::pair{"gpt-oss", GgmlType::kF32},
-                            std::pair{"gpt-oss", GgmlType::kMXFP4}}) {
-    auto model = moe_model(type, arch);
-    ASSERT_EQ(model->config.n_expert, 8);
+  for (auto [arch, type, n_expert] :
+       {std::tuple{"qwen3moe", GgmlType::kF32, 8}, std::tuple{"qwen3moe", GgmlType::kQ4_0, 8},
+        std::tuple{"qwen3moe", GgmlType::kQ8_0, 8}, std::tuple{"gpt-oss", GgmlType::kF32, 8},
+        std::tuple{"gpt-oss", GgmlType::kMXFP4, 8}, std::tuple{"qwen3moe", GgmlType::kQ4_0, 32},
+        std::tuple{"qwen3moe", GgmlType::kF32, 32}, std::tuple{"gpt-oss", GgmlType::kMXFP4, 32}}) {
+    auto model = moe_model(type, arch, n_expert);
+    ASSERT_EQ(model->config.n_expert, n_expert);
     const int64_t n_vocab = model->config.n_vocab;
     ThreadPool pool(2);
     ModelRunner runner(*model, &pool);
@@ -198,7 +206,8 @@ TEST(MoeRunner, GroupedExpertsEqualPerTokenExecution) {
     for (size_t i = 0; i < prompts.size(); ++i) {
       ASSERT_LE(off + alone[i].size(), together.size());
       for (size_t v = 0; v < alone[i].size(); ++v) {
-        ASSERT_EQ(together[off + v], alone[i][v]) << ggml_type_name(type) << " seq " << i << " value " << v;
+        ASSERT_EQ(together[off + v], alone[i][v])
+            << arch << " " << ggml_type_name(type) << " " << n_expert << " experts, seq " << i << " value " << v;
       }
       off += alone[i].size();
     }
