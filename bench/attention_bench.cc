@@ -15,6 +15,8 @@
 // aligned, MADV_HUGEPAGE); --small-pages puts it in plain 4 KiB pages (a
 // std::vector) to see what the TLB costs.
 //   attention_bench [--kv-type f16|q8_0] [--depth 8192] [--reps 5] [--tokens-per-item 16] [--small-pages] [--decode-only]
+//                   [--layers 16]
+// --layers 1 --depth 256 keeps the K/V in L2 (the kernel's compute floor).
 #include <time.h>
 
 #include <algorithm>
@@ -38,7 +40,7 @@ double cpu_now() {
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
-constexpr int64_t kHead = 32, kHeadKv = 8, kHeadDim = 64, kBlock = 16, kLayers = 16;
+constexpr int64_t kHead = 32, kHeadKv = 8, kHeadDim = 64, kBlock = 16;
 
 // A byte buffer: huge pages (allocate_large) or 4 KiB pages (a vector).
 struct Bytes {
@@ -67,7 +69,7 @@ struct Bytes {
 
 struct Cache {
   int64_t n_blocks, row_bytes;
-  Bytes k, v;  // kLayers layers
+  Bytes k, v;  // n_layers layers
   std::vector<int32_t> table;
   const uint8_t* k_layer(int64_t il) const { return k.p + il * n_blocks * kBlock * row_bytes; }
   const uint8_t* v_layer(int64_t il) const { return v.p + il * n_blocks * kBlock * row_bytes; }
@@ -114,7 +116,7 @@ double read_seconds(const Cache& c, int reps) {
 
 int main(int argc, char** argv) {
   KvType type = KvType::kF16;
-  int64_t depth = 8192, per_item = 16;
+  int64_t depth = 8192, per_item = 16, n_layers = 16;
   int reps = 5;
   bool huge = true, decode_only = false;
   for (int i = 1; i < argc; ++i) {
@@ -130,18 +132,20 @@ int main(int argc, char** argv) {
       depth = std::max<int64_t>(64, std::atoll(value)), ++i;
     } else if (a == "--reps" && value != nullptr) {
       reps = std::max(1, std::atoi(value)), ++i;
+    } else if (a == "--layers" && value != nullptr) {
+      n_layers = std::max<int64_t>(1, std::atoll(value)), ++i;
     } else if (a == "--tokens-per-item" && value != nullptr) {
       per_item = std::max<int64_t>(1, std::atoll(value)), ++i;
     } else {
       std::fprintf(stderr,
                    "usage: attention_bench [--kv-type f16|q8_0] [--depth N] [--reps N] [--tokens-per-item N] "
-                   "[--small-pages] [--decode-only]\n");
+                   "[--small-pages] [--decode-only] [--layers N]\n");
       return 2;
     }
   }
   std::mt19937 rng(7);
   Cache cache;
-  make_cache(cache, type, depth, kLayers, huge, rng);
+  make_cache(cache, type, depth, n_layers, huge, rng);
   const AttentionShape s{.n_head = kHead, .n_head_kv = kHeadKv, .head_dim = kHeadDim, .block_size = kBlock,
                          .scale = 0.125f};
   if (!attention_range_supported(s)) {
@@ -159,7 +163,7 @@ int main(int argc, char** argv) {
   double decode_s = 1e30;
   for (int rep = 0; rep < reps; ++rep) {
     const double t0 = cpu_now();
-    for (int64_t il = 0; il < kLayers; ++il) {
+    for (int64_t il = 0; il < n_layers; ++il) {
       for (int64_t j = 0; j < n_ranges; ++j) {
         attention_range(s, q.data(), cache.k_layer(il), cache.v_layer(il), type, cache.table.data(), depth, j,
                         &partials[j * pf]);
@@ -168,9 +172,9 @@ int main(int argc, char** argv) {
     }
     decode_s = std::min(decode_s, cpu_now() - t0);
   }
-  const double kv_bytes = 2.0 * static_cast<double>(kLayers * depth * cache.row_bytes);
-  const double read_s = read_seconds(cache, 3) * static_cast<double>(kLayers * depth) /
-                        static_cast<double>(kLayers * cache.n_blocks * kBlock);
+  const double kv_bytes = 2.0 * static_cast<double>(n_layers * depth * cache.row_bytes);
+  const double read_s = read_seconds(cache, 3) * static_cast<double>(n_layers * depth) /
+                        static_cast<double>(n_layers * cache.n_blocks * kBlock);
 
   // Prefill: the last kPrefillTokens tokens of the context, layer 0.
   const int64_t q_dim = kHead * kHeadDim, n_kv_first = depth - kPrefillTokens + 1;
@@ -188,8 +192,8 @@ int main(int argc, char** argv) {
   const double prefill_pairs = static_cast<double>(kHead) * (kPrefillTokens * n_kv_first + kPrefillTokens * (kPrefillTokens - 1) / 2);
   std::printf("kv %s depth %lld, %s pages, 1 thread, CPU time, best of %d\n", kv_type_name(type),
               static_cast<long long>(depth), huge ? "huge" : "4 KiB", reps);
-  std::printf("decode   %.3f ms a step (16 layers), %.2f ns per (head, position), K/V %.2f GB/s = %.0f%% of a plain read (%.2f GB/s)\n",
-              decode_s * 1e3, decode_s * 1e9 / static_cast<double>(kLayers * kHead * depth), kv_bytes / decode_s / 1e9,
+  std::printf("decode   %.3f ms a step (%lld layers), %.2f ns per (head, position), K/V %.2f GB/s = %.0f%% of a plain read (%.2f GB/s)\n",
+              decode_s * 1e3, static_cast<long long>(n_layers), decode_s * 1e9 / static_cast<double>(n_layers * kHead * depth), kv_bytes / decode_s / 1e9,
               100.0 * read_s / decode_s, kv_bytes / read_s / 1e9);
   if (!decode_only) {
     std::printf("prefill  %.2f ns per (head, position), %lld tokens per item\n", prefill_s * 1e9 / prefill_pairs,

@@ -50,6 +50,70 @@ inline typename Vec::T load_kv(const void* base, int64_t off) {
   }
 }
 
+// Decode's prefetch of K/V (range_rows): the 64-byte lines of a chunk's
+// K rows (V's rows sit at the same byte offsets of the V cache), runs of
+// consecutive rows merged (a cache block's rows are contiguous), so that
+// each line is prefetched once (not once per row that touches it).
+struct ChunkLines {
+  int64_t first[kChunk];  // byte offset of each run's first line
+  int64_t count[kChunk];  // lines of each run
+  int n_runs = 0;
+  int64_t total = 0;      // lines, all runs
+};
+
+// The lines of the rows of positions [p0, p0 + n).
+template <KvType kType>
+inline void chunk_lines(const AttentionShape& s, const int32_t* block_table, int64_t p0, int n, ChunkLines* cl) {
+  const int64_t bs = s.block_size, row_bytes = kv_row_bytes(kType, s.n_head_kv * s.head_dim);
+  cl->n_runs = 0, cl->total = 0;
+  int64_t blk = p0 / bs, slot = p0 % bs, run_row = 0, run_len = 0;
+  const auto flush = [&] {
+    if (run_len == 0) return;
+    const int64_t l0 = (run_row * row_bytes) >> 6, l1 = ((run_row + run_len) * row_bytes - 1) >> 6;
+    cl->first[cl->n_runs] = l0 << 6, cl->count[cl->n_runs] = l1 - l0 + 1;
+    cl->total += l1 - l0 + 1, ++cl->n_runs;
+  };
+  for (int c = 0; c < n; ++c) {
+    const int64_t row = static_cast<int64_t>(block_table[blk]) * bs + slot;
+    if (run_len > 0 && row == run_row + run_len) {
+      ++run_len;
+    } else {
+      flush();
+      run_row = row, run_len = 1;
+    }
+    if (++slot == bs) slot = 0, ++blk;
+  }
+  flush();
+}
+
+// prefetcht0 of the line holding p. Written as asm: GCC deletes a loop whose
+// only statements are __builtin_prefetch calls (with -ffinite-loops, C++'s
+// default from -O2, such a loop "has no side effects") — the loops below
+// compiled to nothing until they were written this way.
+inline void prefetch_line(const char* p) { __asm__ volatile("prefetcht0 %0" : : "m"(*p)); }
+
+// Lines [i0, i1) of cl (in run order), each in K and in V.
+inline void prefetch_lines(const void* k_cache, const void* v_cache, const ChunkLines& cl, int64_t i0, int64_t i1) {
+  const auto* k = static_cast<const char*>(k_cache);
+  const auto* v = static_cast<const char*>(v_cache);
+  int64_t at = 0;  // index of run r's first line
+  for (int r = 0; r < cl.n_runs && at < i1; at += cl.count[r], ++r) {
+    for (int64_t i = std::max(i0, at); i < std::min(i1, at + cl.count[r]); ++i) {
+      prefetch_line(k + cl.first[r] + 64 * (i - at));
+      prefetch_line(v + cl.first[r] + 64 * (i - at));
+    }
+  }
+}
+
+// Part j of n equal parts of cl's lines (K and V).
+struct PrefetchPart {
+  const void* k_cache;
+  const void* v_cache;
+  const ChunkLines* cl;
+  int64_t j, n;
+  void issue() const { prefetch_lines(k_cache, v_cache, *cl, cl->total * j / n, cl->total * (j + 1) / n); }
+};
+
 // scores pr[g][c] for NH rows (q[g]) against the K row at k_off. NH is a
 // template parameter so that the accumulators live in registers.
 template <KvType kType, int NH>
@@ -250,7 +314,7 @@ template <KvType kType, int NV>
 __attribute__((noinline)) void chunk_rows_nv(const AttentionShape& s, const float* const* q,
                                              const QueryQ8* const* q8, const int64_t* start, const int64_t* limit,
                                              int nr, const void* k_cache, const void* v_cache, const int64_t* offs,
-                                             int64_t p0, int n, const RowsState& st) {
+                                             int64_t p0, int n, const RowsState& st, const PrefetchPart* pf) {
   constexpr int W = Vec::kWidth, R = Vec::kMaxRows;
   const int64_t nv = NV > 0 ? NV : s.head_dim / W;
   alignas(64) float pr[R][kChunk];
@@ -277,6 +341,7 @@ __attribute__((noinline)) void chunk_rows_nv(const AttentionShape& s, const floa
       }
     }
   }
+  if (pf != nullptr) pf->issue();  // range_rows: the rest of this head's share of the next chunk
   for (int r = 0; r < nr; ++r) {  // online softmax: rescale to the new running max
     const int valid = static_cast<int>(std::clamp<int64_t>(limit[r] - p0, 0, n));
     const int first = static_cast<int>(std::clamp<int64_t>(start[r] - p0, 0, n));  // positions below: masked
@@ -322,11 +387,11 @@ __attribute__((noinline)) void chunk_rows_nv(const AttentionShape& s, const floa
 template <KvType kType>
 inline void chunk_rows(const AttentionShape& s, const float* const* q, const QueryQ8* const* q8, const int64_t* start,
                        const int64_t* limit, int nr, const void* k_cache, const void* v_cache, const int64_t* offs,
-                       int64_t p0, int n, const RowsState& st) {
+                       int64_t p0, int n, const RowsState& st, const PrefetchPart* pf = nullptr) {
   switch (s.head_dim / Vec::kWidth) {
-    case 4: return chunk_rows_nv<kType, 4>(s, q, q8, start, limit, nr, k_cache, v_cache, offs, p0, n, st);
-    case 8: return chunk_rows_nv<kType, 8>(s, q, q8, start, limit, nr, k_cache, v_cache, offs, p0, n, st);
-    default: return chunk_rows_nv<kType, 0>(s, q, q8, start, limit, nr, k_cache, v_cache, offs, p0, n, st);
+    case 4: return chunk_rows_nv<kType, 4>(s, q, q8, start, limit, nr, k_cache, v_cache, offs, p0, n, st, pf);
+    case 8: return chunk_rows_nv<kType, 8>(s, q, q8, start, limit, nr, k_cache, v_cache, offs, p0, n, st, pf);
+    default: return chunk_rows_nv<kType, 0>(s, q, q8, start, limit, nr, k_cache, v_cache, offs, p0, n, st, pf);
   }
 }
 
@@ -388,22 +453,6 @@ inline void prefetch_rows(const void* k_cache, const void* v_cache, const int64_
     for (int64_t i = 0; i < bytes; i += 64) {
       __builtin_prefetch(static_cast<const char*>(k_cache) + b + i, 0, 3);
       __builtin_prefetch(static_cast<const char*>(v_cache) + b + i, 0, 3);
-    }
-  }
-}
-
-// Prefetches elements [seg_off, seg_off + seg_len) of the K and V rows at
-// element offsets base[0, n) (seg_off a multiple of 32).
-template <KvType kType>
-inline void prefetch_segment(const void* k_cache, const void* v_cache, const int64_t* base, int n, int64_t seg_off,
-                             int64_t seg_len) {
-  for (int c = 0; c < n; ++c) {
-    // Q8_0: from the first block's scale, 2 bytes before its values.
-    const int64_t b = (kv_byte_offset<kType>(base[c] + seg_off) - (kType == KvType::kQ8_0 ? 2 : 0)) & ~int64_t{63};
-    const int64_t e = kv_byte_offset<kType>(base[c] + seg_off + seg_len - 1);
-    for (int64_t i = b; i <= e; i += 64) {
-      __builtin_prefetch(static_cast<const char*>(k_cache) + i, 0, 3);
-      __builtin_prefetch(static_cast<const char*>(v_cache) + i, 0, 3);
     }
   }
 }
@@ -543,8 +592,20 @@ void range_rows(const AttentionShape& s, const float* q, const void* k_cache, co
       qp = q8_int_scores(hd) ? q + h_lo * hd : &qrows.deq[0][0];
     }
     const int64_t q_stride = kType == KvType::kQ8_0 && !q8_int_scores(hd) ? kMaxHeadDim : hd;
+    // The first chunk at once (a thread's first range; otherwise the range
+    // before prefetched it already), then, while chunk i is computed, chunk
+    // i + 1's lines (the next range's first chunk at the end: a thread
+    // takes consecutive ranges) in 2 x the kv heads' parts: one before each
+    // head's chunk_rows, one after its scores. Measured against coarser
+    // bursts (a head's share at once, whole rows or F16 head segments),
+    // longer distances (2-4 chunks ahead, into L2 with prefetcht1 up to a
+    // range ahead) and K before V: bursts of prefetches stall the compute
+    // (miss buffers full), more distance gained nothing (bench/README.md
+    // "Attention at depth").
     chunk_offsets<kType>(s, block_table, rb, static_cast<int>(std::min<int64_t>(kChunk, re - rb)), 0, k_cache,
                          v_cache, row_bytes, base_next);
+    const int64_t kvh_lo = h_lo / group, n_parts = 2 * ((h_hi - 1) / group - kvh_lo + 1);
+    ChunkLines next;
     for (int64_t p0 = rb; p0 < re; p0 += kChunk) {
       const int n = static_cast<int>(std::min<int64_t>(kChunk, re - p0));
       std::copy(base_next, base_next + n, base);
@@ -552,22 +613,15 @@ void range_rows(const AttentionShape& s, const float* q, const void* k_cache, co
       if (n_next > 0) {
         chunk_offsets<kType>(s, block_table, p0 + kChunk, n_next, 0, k_cache, v_cache, /*prefetch_bytes=*/0, base_next);
       }
-      for (int64_t kvh = h_lo / group; kvh * group < h_hi; ++kvh) {
-        // The next chunk's rows of the next head, spread over this chunk's
-        // heads: a burst of the whole chunk's prefetches (the 32 KB of K and
-        // V rows) would fill the miss buffers and stall the compute.
-        // Measured (EPYC, 8192 positions): F16 rows by head segment, the
-        // shorter Q8_0 rows (544 bytes for 512 values) whole, a share of the
-        // chunk's rows per head.
-        if constexpr (kType == KvType::kQ8_0) {
-          const int c0 = static_cast<int>(n_next * kvh / s.n_head_kv), c1 = static_cast<int>(n_next * (kvh + 1) / s.n_head_kv);
-          prefetch_rows<kType>(k_cache, v_cache, base_next + c0, c1 - c0, row_bytes);
-        } else {
-          prefetch_segment<kType>(k_cache, v_cache, base_next, n_next, kvh * hd, hd);
-        }
+      chunk_lines<kType>(s, block_table, p0 + kChunk, static_cast<int>(std::clamp<int64_t>(n_kv - p0 - kChunk, 0, kChunk)),
+                         &next);
+      for (int64_t kvh = kvh_lo; kvh * group < h_hi; ++kvh) {
+        const PrefetchPart before{k_cache, v_cache, &next, 2 * (kvh - kvh_lo), n_parts};
+        const PrefetchPart after{k_cache, v_cache, &next, 2 * (kvh - kvh_lo) + 1, n_parts};
+        before.issue();
         for (int c = 0; c < n; ++c) offs[c] = base[c] + kvh * hd;
-        const int64_t j_hi = std::min(group, h_hi - kvh * group);
-        for (int64_t j0 = std::max<int64_t>(0, h_lo - kvh * group); j0 < j_hi; j0 += R) {
+        const int64_t j_lo = std::max<int64_t>(0, h_lo - kvh * group), j_hi = std::min(group, h_hi - kvh * group);
+        for (int64_t j0 = j_lo; j0 < j_hi; j0 += R) {
           const int nr = static_cast<int>(std::min<int64_t>(R, j_hi - j0));
           const int64_t h0 = kvh * group + j0;
           for (int r = 0; r < nr; ++r) qr[r] = qp + (h0 + r - h_lo) * q_stride;
@@ -575,7 +629,7 @@ void range_rows(const AttentionShape& s, const float* q, const void* k_cache, co
             for (int r = 0; r < nr; ++r) q8r[r] = &qrows.q8[h0 + r - h_lo];
           }
           chunk_rows<kType>(s, qr, kType == KvType::kQ8_0 ? q8r : nullptr, start, limit, nr, k_cache, v_cache, offs,
-                            p0, n, st.rows_from(static_cast<int>(h0)));
+                            p0, n, st.rows_from(static_cast<int>(h0)), j0 == j_lo ? &after : nullptr);
         }
       }
     }
