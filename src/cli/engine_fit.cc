@@ -52,12 +52,11 @@ Status check_fits(const ModelConfig& model, const EngineConfig& requested, const
 std::string parallel_source(const EngineConfig& requested, const EngineConfig& resolved, const EngineSizeSources& s) {
   if (!s.parallel.empty()) return s.parallel;
   if (requested.max_seqs > 0) return "fixed by the command";
-  const int64_t per_seq = std::max<int64_t>(1, std::min(kTypicalSeqTokens, resolved.n_ctx));
-  const int64_t quotient = resolved.n_kv_tokens / per_seq;
-  std::string out = "the KV budget (" + std::to_string(resolved.n_kv_tokens) + " tokens / " + std::to_string(per_seq) +
-                    " per sequence = " + std::to_string(quotient);
-  if (quotient < kMinAutoSeqs) out += ", raised to the minimum " + std::to_string(kMinAutoSeqs);
-  if (quotient > kMaxAutoSeqs) out += ", capped at " + std::to_string(kMaxAutoSeqs);
+  const AutoSeqs a = auto_max_seqs(resolved.n_kv_tokens, resolved.n_ctx);
+  std::string out = "the KV budget (" + std::to_string(resolved.n_kv_tokens) + " tokens / " + std::to_string(a.per_seq) +
+                    " per sequence = " + std::to_string(a.quotient);
+  if (a.quotient < kMinAutoSeqs) out += ", raised to the minimum " + std::to_string(kMinAutoSeqs);
+  if (a.quotient > kMaxAutoSeqs) out += ", capped at " + std::to_string(kMaxAutoSeqs);
   return out + ")";
 }
 

@@ -88,9 +88,12 @@ struct Engine::Live {
   }
 };
 
-int32_t default_max_seqs(int64_t kv_tokens, int64_t n_ctx) {
-  const int64_t typical = std::max<int64_t>(1, std::min(kTypicalSeqTokens, n_ctx));
-  return static_cast<int32_t>(std::clamp<int64_t>(kv_tokens / typical, kMinAutoSeqs, kMaxAutoSeqs));
+AutoSeqs auto_max_seqs(int64_t kv_tokens, int64_t n_ctx) {
+  AutoSeqs a;
+  a.per_seq = std::max<int64_t>(1, std::min(kTypicalSeqTokens, n_ctx));
+  a.quotient = kv_tokens / a.per_seq;
+  a.max_seqs = static_cast<int32_t>(std::clamp<int64_t>(a.quotient, kMinAutoSeqs, kMaxAutoSeqs));
+  return a;
 }
 
 EngineConfig resolve_engine_config(const ModelConfig& model, EngineConfig c) {

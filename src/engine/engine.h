@@ -119,7 +119,14 @@ inline constexpr int32_t kMinKvBlocks = 4;
 // the memory budget's). Pure.
 inline constexpr int64_t kTypicalSeqTokens = 512;
 inline constexpr int32_t kMinAutoSeqs = 4, kMaxAutoSeqs = 64;
-int32_t default_max_seqs(int64_t kv_tokens, int64_t n_ctx);
+// The division behind default_max_seqs (the sizing log explains it): tokens
+// per sequence, the quotient, and the result after the clamp.
+struct AutoSeqs {
+  int64_t per_seq = 0, quotient = 0;
+  int32_t max_seqs = 0;
+};
+AutoSeqs auto_max_seqs(int64_t kv_tokens, int64_t n_ctx);
+inline int32_t default_max_seqs(int64_t kv_tokens, int64_t n_ctx) { return auto_max_seqs(kv_tokens, n_ctx).max_seqs; }
 
 // Resolves the zero defaults of `config` for `model` (and free memory).
 // The default KV size (n_kv_tokens 0) holds at least one full context; an
