@@ -41,6 +41,9 @@ class ConstrainedOutput {
   ConstrainedOutput(GrammarConstraint c, const grammar::TokenTrie& trie, std::vector<int32_t> end_ids);
 
   Phase phase() const { return phase_; }
+  // Whether the next step's output is masked (kGrammar, kEnded); in kFree
+  // and kOff it is not, and a speculative draft may be verified unmasked.
+  bool masks() const { return phase_ == Phase::kGrammar || phase_ == Phase::kEnded; }
   // This step's mask, written into `mask` (n_vocab of the model), or null
   // when the output is free at this step.
   const TokenMask* mask(TokenMask& mask);

@@ -403,7 +403,7 @@ void Engine::admit(Request request, std::shared_ptr<RequestChannel> channel, Tim
     live->constraint.emplace(*live->request.constraint, trie, std::move(end_ids));
   }
   if (const SpeculativeParams sp = live->request.speculative.value_or(SpeculativeParams{.enabled = config_.speculative});
-      sp.enabled && !live->constraint && !live->span && !live->request.stop.prefill_only) {
+      sp.enabled && !live->span && !live->request.stop.prefill_only) {
     live->ngram.emplace(spec::NgramConfig{.n_min = config_.spec_ngram_min,
                                           .n_max = config_.spec_ngram_max,
                                           .max_tokens = static_cast<int32_t>(std::min<int64_t>(config_.n_ctx, INT32_MAX))});
@@ -609,6 +609,9 @@ bool Engine::step() {
 void Engine::plan_drafts() {
   for (auto& [id, live] : live_) {
     if (!live->ngram || live->out_guard.veto()) continue;
+    // A constrained output drafts only while unmasked (a tool call's grammar
+    // waiting for its marker, a thinking part before the answer's grammar).
+    if (live->constraint && live->constraint->masks()) continue;
     const Sequence* s = scheduler_.find(id);
     if (!s || s->state != SeqState::kRunning || s->paused || s->n_uncomputed() != 1) continue;
     // Every accepted token counts against max_tokens, and one more always comes after them.
@@ -625,6 +628,7 @@ int64_t Engine::accept_draft(Live& live, const ScheduledSeq& it, int64_t row) {
   const int64_t n_vocab = model_.config.n_vocab;
   live.accepted.clear();
   Status error;
+  int32_t n_matched = 0;
   for (int32_t i = 0; i <= it.n_draft; ++i) {
     std::span<float> logits(logits_.data() + (row + i) * n_vocab, n_vocab);
     // The row after the last draft token has no draft to judge: -1 is never a token.
@@ -634,6 +638,14 @@ int64_t Engine::accept_draft(Live& live, const ScheduledSeq& it, int64_t row) {
       break;
     }
     live.accepted.push_back(v->token);
+    if (v->accepted) ++n_matched;
+    if (live.constraint) {
+      // Drafts are planned unmasked (plan_drafts); a token that starts the
+      // grammar (a tool call's marker) masks the next one, which a plain
+      // step then samples: the rows after it are dropped.
+      live.constraint->accept(v->token, tokenizer_.token_to_piece(v->token));
+      if (live.constraint->masks()) break;
+    }
     if (!v->accepted) break;
   }
   const SeqId id = live.seq;
@@ -643,10 +655,10 @@ int64_t Engine::accept_draft(Live& live, const ScheduledSeq& it, int64_t row) {
     finish(live, FinishReason::kError, error);
     return 1 + it.n_draft;
   }
-  // A row that failed after accepted ones is computed again next step, as a plain decode.
+  // After a row that failed or a token that starts a grammar, the last accepted token is
+  // computed again next step, as a plain decode.
   const auto n_accepted = static_cast<int32_t>(live.accepted.size());
   scheduler_.on_step_done(id, std::span<const int32_t>(live.accepted));
-  const int32_t n_matched = error.ok() ? n_accepted - 1 : n_accepted;
   live.draft_len.on_verified(it.n_draft, n_matched);
   n_spec_draft_total_ += it.n_draft;
   n_spec_accepted_total_ += n_matched;

@@ -34,8 +34,10 @@
 // token that differs or follows the last draft) each go through the normal per-token path
 // (usage, stop ids, EOS, stop strings, max_tokens, events), which stops at the first that ends
 // the request. Greedy output is token-for-token that of plain decoding, sampled output has
-// its distribution (with a seed, the same tokens). Grammar constraints, guard masks, budgeted
-// spans and validate mode do not speculate.
+// its distribution (with a seed, the same tokens). A grammar constraint drafts only while its
+// output is unmasked (a tool call's grammar waiting for its marker; a token that starts the
+// grammar ends the pass's accepted tokens); guard masks, budgeted spans and validate mode do
+// not speculate.
 //
 // Thread-safety: submit(), stats() and stop() may be called from any thread.
 // Nothing else touches engine state: the I/O side sees only RequestChannels.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "grammar/json_schema.h"
 #include "obs/engine_sink.h"
 #include "obs/metrics.h"  // kEnabled
 #include "support/engine_fixture.h"
@@ -143,6 +144,49 @@ TEST(EngineSpeculative, StopsAndUsageAreThoseOfPlainDecoding) {
     EXPECT_GT((*spec)->stats().n_spec_accepted_tokens, 0);
     EXPECT_EQ((*spec)->stats().n_kv_blocks_used, 0);
   }
+}
+
+// A tool call's grammar waits for its marker (GrammarConstraint::trigger): the free text before
+// it speculates, the token that completes the marker ends a pass's accepted tokens, and the
+// constrained part and the text after it are those of plain decoding. Two markers: one first
+// written late in fresh text, one inside text the drafts copy from the prompt.
+TEST(EngineSpeculative, AGrammarWaitingForItsTriggerSpeculatesAndKeepsTheIds) {
+  LoadedModel l = load_shared_model("stories260K");
+  if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/stories260K.gguf not found";
+  constexpr int kTokens = 160;
+  auto plain = Engine::create(*l.model, *l.tokenizer, config(false));
+  auto spec = Engine::create(*l.model, *l.tokenizer, config(true));
+  ASSERT_TRUE(plain.ok() && spec.ok());
+  auto g = grammar::compile_json_schema(R"({"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]})");
+  ASSERT_TRUE(g.ok());
+  auto check = [&](const std::string& text, std::string trigger) {
+    SCOPED_TRACE(text);
+    const std::vector<int32_t> prompt = l.tokenizer->encode(text, EncodeOptions{.add_special = true});
+    const Outcome free_run = collect(*(*plain)->submit(test::greedy_request(prompt, kTokens)));
+    for (size_t at = free_run.text.size() / 2; at + 6 <= free_run.text.size() && trigger.empty(); ++at) {
+      const std::string candidate = free_run.text.substr(at, 6);
+      if (free_run.text.find(candidate) == at) trigger = candidate;
+    }
+    ASSERT_FALSE(trigger.empty()) << free_run.text;
+    ASSERT_NE(free_run.text.find(trigger), std::string::npos) << free_run.text;
+    const int64_t accepted_before = (*spec)->stats().n_spec_accepted_tokens;
+    Request r = test::greedy_request(prompt, kTokens);
+    r.constraint = GrammarConstraint{.trigger = trigger, .after_trigger = *g};
+    const Outcome want = collect(*(*plain)->submit(r));
+    const Outcome got = collect(*(*spec)->submit(r));
+    EXPECT_EQ(got.ids, want.ids);
+    EXPECT_EQ(got.text, want.text);
+    EXPECT_EQ(got.last.finish, want.last.finish);
+    // The grammar did run: the object follows the trigger.
+    const size_t at = want.text.find(trigger);
+    ASSERT_NE(at, std::string::npos);
+    EXPECT_NE(want.text.find("\"n\"", at + trigger.size()), std::string::npos) << want.text;
+    wait_idle(**spec);
+    EXPECT_GT((*spec)->stats().n_spec_accepted_tokens, accepted_before);
+  };
+  check("Once upon a time there was a girl named Lily. Once upon a time there was a girl named Lily.", "");
+  check("Lily was very happy and said, \"Yes, I can play with your toys.\" Lily was very happy and said,", "can play");
+  EXPECT_EQ((*spec)->stats().n_kv_blocks_used, 0);
 }
 
 TEST(EngineSpeculative, PreemptionUnderKvPressureKeepsTheIds) {
