@@ -256,6 +256,7 @@ ApiResult<FittedPrompt> fit_context(const ChatRequest& chat, const PromptCodec& 
   const int64_t n_kept = static_cast<int64_t>(best.ids.size());
   if (n_kept >= n_ctx) {
     ApiError e = context_length_error(n_kept, n_ctx);
+    e.param = prompt_param(chat);
     e.message += "; context_policy " + std::string(context_policy_name(policy)) +
                  " kept the system prompt, the tools "
                  "and the last user turn (" +

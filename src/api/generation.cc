@@ -16,6 +16,8 @@ ApiError context_length_error(int64_t n_prompt, int64_t n_ctx) {
                   .numbers = {.n_prompt_tokens = n_prompt, .n_ctx = n_ctx, .max_tokens_fit = 0}};
 }
 
+std::string prompt_param(const ChatRequest& chat) { return chat.raw_prompt ? "prompt" : "messages"; }
+
 std::string tenant_of(std::string_view key_id, std::string_view user) {
   std::string t(key_id);
   t += '/';
@@ -57,7 +59,11 @@ ApiResult<Prepared> prepare_request(const ChatRequest& chat, const PromptCodec& 
   p.n_prompt_tokens = static_cast<int64_t>(ids->size());
   p.n_ctx = n_ctx;
   // At least one token must fit after the prompt.
-  if (n_ctx > 0 && p.n_prompt_tokens >= n_ctx) return context_length_error(p.n_prompt_tokens, n_ctx);
+  if (n_ctx > 0 && p.n_prompt_tokens >= n_ctx) {
+    ApiError e = context_length_error(p.n_prompt_tokens, n_ctx);
+    e.param = prompt_param(chat);
+    return e;
+  }
 
   Request& r = p.request;
   r.id = std::move(request_id);

@@ -90,8 +90,10 @@ ApiResult<Prepared> prepare_request(const ChatRequest& chat, const PromptCodec& 
 // tenant whatever user ids their clients send (key ids contain no '/').
 std::string tenant_of(std::string_view key_id, std::string_view user);
 
-// The error for a prompt of n_prompt tokens that does not fit n_ctx.
+// The error for a prompt of n_prompt tokens that does not fit n_ctx, naming the field that holds
+// the prompt (prompt_param: "prompt" for a raw prompt, /v1/completions; else "messages").
 ApiError context_length_error(int64_t n_prompt, int64_t n_ctx);
+std::string prompt_param(const ChatRequest& chat);
 
 // How a generation ended, as both APIs need it.
 struct Completion {

@@ -3,7 +3,9 @@
 //   "speculative": true | false             on / off, the server's draft length
 //   "speculative": {"draft_max": N}         on, at most N draft tokens a step (1..32)
 //   "speculative": {"enabled": B, "draft_max": N}
-// Absent or null: the server's --speculative. Anything else is a 400 invalid_request_error
+//   "speculative": {"enabled": B}          on / off, the server's draft length
+// Absent, null, {} or an object whose members are all null: the server's --speculative (a null
+// member counts as absent). Anything else is a 400 invalid_request_error
 // (reason invalid_value) naming the field.
 #pragma once
 

@@ -35,6 +35,7 @@
 #include "cli/commands.h"
 #include "api/json_util.h"  // append_json_string
 #include "cli/model_loading.h"
+#include "core/log.h"
 #include "core/thread_pool.h"
 #include "kernels/matmul.h"
 #include "kernels/peak.h"
@@ -341,7 +342,7 @@ int report_depth(BenchContext& ctx, const std::string& path, int n_threads, int6
               f->decode_tps, 100 * f->decode_roofline);
   std::printf("%-22s %10s   (%.1f%% of the KV roofline: split attention alone, K and V read once)\n",
               "attention alone", "", 100 * f->attention_roofline);
-  std::printf("\nattention over the context: %.0f%% of a decode step at depth %lld (1 - depth-0 rate / depth rate)\n",
+  std::printf("\nattention over the context: %.0f%% of a decode step at depth %lld (1 - depth rate / depth-0 rate)\n",
               100 * attention_share, static_cast<long long>(depth));
   return kExitOk;
 }
@@ -382,6 +383,8 @@ int cmd_bench(int argc, char** argv, int first) {
   if (!reps.ok()) return report_error("bench", reps.status());
   auto depth = args->get_int_in("depth", -1, 0, 1 << 20);
   if (!depth.ok()) return report_error("bench", depth.status());
+  // --depth 0 measures nothing --depth N does not (decode at depth 0 is in every --depth run).
+  if (args->has("depth") && *depth < 1) return report_error("bench", invalid_argument("--depth must be at least 1"));
   KvType kv_type = KvType::kF16;
   if (!parse_kv_type(args->get_or("kv-type", "f16").c_str(), &kv_type)) {
     return report_error("bench", invalid_argument("--kv-type must be f16, q8_0 or f32"));
@@ -401,6 +404,11 @@ int cmd_bench(int argc, char** argv, int first) {
     if (!kv_type_fits(kv_type, model.config.kv_dim())) {
       return report_error("bench", invalid_argument(std::string("--kv-type ") + kv_type_name(kv_type) +
                                                     " needs K/V rows of a multiple of 32 values"));
+    }
+    if (model.config.n_ctx_train > 0 && *depth > model.config.n_ctx_train) {
+      log::warn("--depth is larger than the context the model was trained on: past the training length the "
+                "model's output may degrade (the speed figures stand)",
+                {{"depth", *depth}, {"n_ctx_train", model.config.n_ctx_train}});
     }
     return report_depth(ctx, *args->get("model"), pool.n_threads(), *depth, kv_type, args->has("json"));
   }

@@ -117,6 +117,7 @@ int cmd_logits(int argc, char** argv, int first) {
                                                    " needs K/V rows of a multiple of 32 values; this model has " +
                                                    std::to_string(model.config.kv_dim())));
   }
+  warn_kv_type(model.config, kv_type);
   ReferenceForward fwd(model, static_cast<int64_t>(ids->size()), &pool, loaded->weights, kv_type);
   auto logits = fwd.forward(*ids, /*all_logits=*/true);
   if (!logits.ok()) return report_error("logits", logits.status());
@@ -261,8 +262,18 @@ int cmd_generate(int argc, char** argv, int first) {
   const double prefill_ms = t.t_prefill_ms(), tg_ms = t.t_decode_ms();
   const int64_t n_out = last.usage.n_generated_tokens;
   const int64_t n_prefilled = n_prompt - last.usage.n_cached_tokens;
-  const double prefill_tps = prefill_ms > 0 ? n_prefilled * 1000.0 / prefill_ms : 0.0;
-  const double decode_tps = n_out > 1 && tg_ms > 0 ? (n_out - 1) * 1000.0 / tg_ms : 0.0;
+  // A rate with nothing to measure (-n 1: no decode step; a prompt served from the cache: no
+  // prefill) is no rate: null in --json, left out of the log line.
+  const bool has_prefill = n_prefilled > 0 && prefill_ms > 0;
+  const bool has_decode = n_out > 1 && tg_ms > 0;
+  const double prefill_tps = has_prefill ? n_prefilled * 1000.0 / prefill_ms : 0.0;
+  const double decode_tps = has_decode ? (n_out - 1) * 1000.0 / tg_ms : 0.0;
+  auto rate = [](bool has, double tps) {
+    if (!has) return std::string("null");
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.3f", tps);
+    return std::string(buf);
+  };
   if (json) {
     std::string out = "{\"prompt_ids\": ";
     append_ids(out, prompt_ids);
@@ -274,9 +285,10 @@ int cmd_generate(int argc, char** argv, int first) {
     api::append_json_string(out, finish_reason_name(last.finish));
     char rates[320];
     std::snprintf(rates, sizeof rates,
-                  ", \"prefill_tokens_per_s\": %.3f, \"decode_tokens_per_s\": %.3f, \"spec_draft_tokens\": %lld, "
+                  ", \"prefill_tokens_per_s\": %s, \"decode_tokens_per_s\": %s, \"spec_draft_tokens\": %lld, "
                   "\"spec_accepted_tokens\": %lld, \"spec_passes\": %lld}\n",
-                  prefill_tps, decode_tps, static_cast<long long>(stats.n_spec_draft_tokens),
+                  rate(has_prefill, prefill_tps).c_str(), rate(has_decode, decode_tps).c_str(),
+                  static_cast<long long>(stats.n_spec_draft_tokens),
                   static_cast<long long>(stats.n_spec_accepted_tokens), static_cast<long long>(stats.n_spec_passes));
     out += rates;
     std::fwrite(out.data(), 1, out.size(), stdout);
@@ -284,10 +296,16 @@ int cmd_generate(int argc, char** argv, int first) {
     std::fputc('\n', stdout);
   }
   std::fflush(stdout);  // the text before the stats line on stderr
-  log::info("generated", {{"t_load_ms", loaded->t_load_ms}, {"n_prompt_tokens", n_prompt},
-                          {"t_prefill_ms", prefill_ms}, {"n_generated_tokens", n_out},
-                          {"prefill_tokens_per_s", prefill_tps}, {"tokens_per_s", decode_tps},
-                          {"finish", finish_reason_name(last.finish)}});
+  if (has_decode) {
+    log::info("generated", {{"t_load_ms", loaded->t_load_ms}, {"n_prompt_tokens", n_prompt},
+                            {"t_prefill_ms", prefill_ms}, {"n_generated_tokens", n_out},
+                            {"prefill_tokens_per_s", prefill_tps}, {"tokens_per_s", decode_tps},
+                            {"finish", finish_reason_name(last.finish)}});
+  } else {  // no decode step: no decode rate (a fresh engine always prefills the prompt)
+    log::info("generated", {{"t_load_ms", loaded->t_load_ms}, {"n_prompt_tokens", n_prompt},
+                            {"t_prefill_ms", prefill_ms}, {"n_generated_tokens", n_out},
+                            {"prefill_tokens_per_s", prefill_tps}, {"finish", finish_reason_name(last.finish)}});
+  }
   return kExitOk;
 }
 

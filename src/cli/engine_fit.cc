@@ -62,11 +62,20 @@ std::string parallel_source(const EngineConfig& requested, const EngineConfig& r
 
 }  // namespace
 
+void warn_kv_type(const ModelConfig& model, KvType type) {
+  if (type == KvType::kQ8_0 && model.head_dim > 0 && model.head_dim < 32) {
+    log::warn("--kv-type q8_0 on a model with head_dim below 32: a 32-value block spans several heads, which "
+              "costs far more accuracy than on common models (prefer f16)",
+              {{"head_dim", model.head_dim}, {"kv_type", kv_type_name(type)}});
+  }
+}
+
 Result<std::unique_ptr<Engine>> create_engine(const Model& model, const Tokenizer& tokenizer, const EngineConfig& config,
                                               const EngineSizeSources& sources,
                                               std::shared_ptr<const PackedWeights> weights) {
   const EngineConfig resolved = resolve_engine_config(model.config, config);
   RETURN_IF_ERROR(check_fits(model.config, config, resolved, sources));
+  warn_kv_type(model.config, resolved.kv_type);
   if (model.config.n_ctx_train > 0 && resolved.n_ctx > model.config.n_ctx_train) {
     log::warn("the context window is larger than the model was trained on: past the training length the model's "
               "output may degrade (as llama.cpp warns; a rope-scaled file sets its own training length)",
@@ -81,7 +90,11 @@ Result<std::unique_ptr<Engine>> create_engine(const Model& model, const Tokenize
             {{"parallel", int64_t{resolved.max_seqs}},
              {"parallel_from", parallel_source(config, resolved, sources)},
              {"n_kv_tokens", resolved.n_kv_tokens}, {"n_ctx", resolved.n_ctx},
-             {"batch_tokens", int64_t{resolved.max_step_tokens}}, {"schedule", schedule_policy_name(resolved.schedule)}});
+             {"batch_tokens", int64_t{resolved.max_step_tokens}}, {"schedule", schedule_policy_name(resolved.schedule)},
+             {"kv_type", kv_type_name(resolved.kv_type)},
+             {"kv_bytes_per_token", KvStorage::bytes_per_token(model.config, resolved.kv_type)},
+             {"speculative", resolved.speculative ? "ngram" : "off"},
+             {"spec_draft_max", int64_t{resolved.spec_draft_max}}});
   return Engine::create(model, tokenizer, resolved, std::move(weights));  // resolving again changes nothing
 }
 

@@ -21,6 +21,11 @@ struct EngineSizeSources {
   std::string parallel;      // sequences at once (logits rows of a step), when given
 };
 
+// Warns when `type` quantizes K/V in blocks wider than a head (q8_0 with head_dim < 32: a
+// 32-value block spans several heads after RoPE, and the logits drift; README "Long context").
+// create_engine calls it; `logits` too.
+void warn_kv_type(const ModelConfig& model, KvType type);
+
 // Checks engine_memory(resolved `config`) against the memory available now,
 // then creates the engine on `weights` (LoadedModel::weights; null: the
 // engine prepares them). ResourceExhausted naming the source on a

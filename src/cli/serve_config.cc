@@ -46,9 +46,10 @@ std::vector<std::string> split_keys(const std::string& s, char sep) {
 
 // A TOML scalar as the string a flag would carry.
 std::optional<std::string> toml_scalar(const toml::node& n) {
+  // Booleans first: toml++ converts a boolean to the integer 1 / 0 when asked for one.
+  if (n.is_boolean()) return *n.value<bool>() ? "true" : "false";
   if (auto s = n.value<std::string>()) return *s;
   if (auto i = n.value<int64_t>()) return std::to_string(*i);
-  if (auto b = n.value<bool>()) return *b ? "true" : "false";
   if (auto d = n.value<double>()) return std::to_string(*d);
   return std::nullopt;
 }
@@ -273,8 +274,11 @@ Result<ServeConfig> resolve_serve_config(const std::map<std::string, std::string
                             c.schedule + "'");
   }
   str("speculative", &c.speculative);
+  // The boolean forms (TOML speculative = true, ZEROLAYER_SPECULATIVE=1): on is the one method.
+  if (c.speculative == "true" || c.speculative == "1" || c.speculative == "yes") c.speculative = "ngram";
+  if (c.speculative == "false" || c.speculative == "0" || c.speculative == "no") c.speculative = "off";
   if (c.speculative != "off" && c.speculative != "ngram") {
-    return invalid_argument(src.origin.at("speculative") + ": speculative must be off or ngram, got '" +
+    return invalid_argument(src.origin.at("speculative") + ": speculative must be off, ngram, true or false, got '" +
                             c.speculative + "'");
   }
   RETURN_IF_ERROR(parse_int(src, "spec-draft-max", 1, kMaxSpecDraft, &c.spec_draft_max));

@@ -104,6 +104,57 @@ TEST(CliE2e, KvTypeQ8SizesTheCacheAndUnknownTypesAreUsageErrors) {
   }
 }
 
+// bench --depth: 0 is a usage error; past the training context (stories260K: 2048) it warns;
+// the text output's attention label says what it computes.
+TEST(CliE2e, BenchDepthBoundsAndWarning) {
+  if (!file_exists(stories())) GTEST_SKIP() << "SKIPPED: " << stories() << " is absent (needs ../shared)";
+  CommandResult r = run(bin() + " bench --model " + stories() + " --depth 0");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_TRUE(contains(r.out, "--depth must be at least 1")) << r.out;
+  EXPECT_EQ(run(bin() + " bench --model " + stories() + " --depth -1").exit_code, 2);
+  // One real run (~5 s: the bandwidth probes), one token past the training context.
+  r = run(bin() + " bench --model " + stories() + " --depth 2049 --reps 1 --threads 1");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "larger than the context the model was trained on")) << r.out;
+  EXPECT_TRUE(contains(r.out, "\"depth\":2049,\"n_ctx_train\":2048")) << r.out;
+  EXPECT_TRUE(contains(r.out, "(1 - depth rate / depth-0 rate)")) << r.out;
+}
+
+// generate --json: no decode step (-n 1) is no decode rate (null), not 0; the engine sizing line
+// names the KV type, its bytes per token and the speculative mode; q8_0 on head_dim 8 warns, in
+// generate, logits and serve.
+TEST(CliE2e, GenerateRatesSizingLineAndKvTypeWarning) {
+  if (!file_exists(stories())) GTEST_SKIP() << "SKIPPED: " << stories() << " is absent (needs ../shared)";
+  CommandResult r = run(bin() + " generate --model " + stories() + " --prompt Once --temperature 0 -n 1 --json");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "\"decode_tokens_per_s\": null")) << r.out;
+  EXPECT_FALSE(contains(r.out, "\"prefill_tokens_per_s\": null")) << r.out;
+  EXPECT_FALSE(contains(r.out, "\"tokens_per_s\":")) << r.out;  // the log line leaves it out
+  // 640 B a token: 5 layers × K,V × 32 values × 2 bytes (f16).
+  EXPECT_TRUE(contains(r.out, "\"kv_type\":\"f16\",\"kv_bytes_per_token\":640,\"speculative\":\"off\",\"spec_draft_max\":8"))
+      << r.out;
+  EXPECT_FALSE(contains(r.out, "head_dim below 32")) << r.out;
+  r = run(bin() + " generate --model " + stories() + " --prompt Once --temperature 0 -n 8 --json --kv-type q8_0" +
+          " --speculative ngram --spec-draft-max 5");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_FALSE(contains(r.out, "\"decode_tokens_per_s\": null")) << r.out;
+  EXPECT_TRUE(contains(r.out, "\"kv_type\":\"q8_0\",\"kv_bytes_per_token\":340,\"speculative\":\"ngram\",\"spec_draft_max\":5"))
+      << r.out;
+  EXPECT_TRUE(contains(r.out, "head_dim below 32")) << r.out;
+  r = run(bin() + " logits --model " + stories() + " --ids 1,2 --kv-type q8_0");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "head_dim below 32")) << r.out;
+  EXPECT_FALSE(contains(run(bin() + " logits --model " + stories() + " --ids 1,2").out, "head_dim below 32"));
+  // serve: started, read until it serves, stopped by pid.
+  const std::string log = ::testing::TempDir() + "cli_e2e_serve_q8.log";
+  r = run_command("( " + bin() + " serve --port 0 --request-log false --ui false --model " + stories() +
+                  " --kv-type q8_0 --speculative ngram >" + log + " 2>&1 </dev/null & pid=$!;" +
+                  " for i in $(seq 200); do grep -q '127.0.0.1:' " + log + " && break; sleep 0.05; done;" +
+                  " kill $pid; wait $pid; cat " + log + " )");
+  EXPECT_TRUE(contains(r.out, "head_dim below 32")) << r.out;
+  EXPECT_TRUE(contains(r.out, "\"kv_type\":\"q8_0\",\"kv_bytes_per_token\":340,\"speculative\":\"ngram\"")) << r.out;
+}
+
 TEST(CliE2e, ImpossibleContextIsAnErrorNamingTheFlag) {
   if (!file_exists(stories())) GTEST_SKIP() << "SKIPPED: " << stories() << " is absent (needs ../shared)";
   // generate: --ctx sizes the KV cache (2e9 tokens × 640 B = 1.2 TiB).

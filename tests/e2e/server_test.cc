@@ -332,6 +332,7 @@ TEST(ServerTest, ContextWindowErrorsAndClamping) {
   auto detail = parse_obj(r.body)["error"].as_object()["detail"].as_object();
   EXPECT_GT(detail["n_prompt_tokens"].as_int64(), 300);
   EXPECT_EQ(detail["n_ctx"].as_int64(), 256);
+  EXPECT_EQ(str(detail["param"]), "messages") << r.body;  // the field that holds the prompt
   // max_tokens far above the window: clamped; the window stops it.
   auto o = parse_obj(fetch(g_small->port(), "POST", "/v1/messages",
                            R"({"model":"m","max_tokens":1000000000,"messages":[{"role":"user","content":"[[fake:long]]"}]})",
@@ -349,6 +350,13 @@ TEST(ServerTest, ContextWindowErrorsAndClamping) {
                       R"({"model":"m","messages":[{"role":"user","content":")" + std::string(300, 'x') + "\"}]}", key);
   EXPECT_EQ(e.status, 400);
   EXPECT_EQ(str(parse_obj(e.body)["error"].as_object()["code"]), "context_length_exceeded");
+  EXPECT_EQ(str(parse_obj(e.body)["error"].as_object()["param"]), "messages") << e.body;  // as OpenAI names it
+  // /v1/completions: the prompt is "prompt".
+  e = fetch(g_small->port(), "POST", "/v1/completions", R"({"model":"m","prompt":")" + std::string(300, 'x') + "\"}",
+            key);
+  EXPECT_EQ(e.status, 400) << e.body;
+  EXPECT_EQ(str(parse_obj(e.body)["error"].as_object()["code"]), "context_length_exceeded") << e.body;
+  EXPECT_EQ(str(parse_obj(e.body)["error"].as_object()["param"]), "prompt") << e.body;
 }
 
 TEST(ServerTest, AuthenticationByEitherHeader) {

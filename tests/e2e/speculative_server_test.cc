@@ -121,6 +121,32 @@ TEST(SpeculativeServer, InvalidValuesAreTyped400s) {
   EXPECT_EQ(fetch(port, "POST", "/v1/messages", anthropic_body(R"("speculative":null)"), {}, 60000).status, 200);
 }
 
+// {} and null members are "not set" (the server's setting), as "speculative": null is; a
+// draft_max alone (enabled null or absent) means on.
+TEST(SpeculativeServer, EmptyObjectAndNullMembersAreNotSet) {
+  REQUIRE_MODEL();
+  const int off = off_port();
+  ASSERT_GT(off, 0);
+  const std::string plain = anthropic_text(off, "");
+  double passes = metric(off, "engine_spec_verify_passes_total");
+  for (const char* unset : {R"("speculative":{})", R"("speculative":{"draft_max":null})",
+                            R"("speculative":{"enabled":null})", R"("speculative":{"enabled":null,"draft_max":null})"}) {
+    EXPECT_EQ(anthropic_text(off, unset), plain) << unset;
+    EXPECT_FALSE(openai_text(off, unset).empty()) << unset;
+    EXPECT_EQ(metric(off, "engine_spec_verify_passes_total"), passes) << unset << ": the server's off";
+  }
+  EXPECT_EQ(anthropic_text(off, R"("speculative":{"enabled":null,"draft_max":3})"), plain);
+  EXPECT_GT(metric(off, "engine_spec_verify_passes_total"), passes) << "draft_max alone means on";
+  const int on = ngram_port();
+  ASSERT_GT(on, 0);
+  passes = metric(on, "engine_spec_verify_passes_total");
+  EXPECT_EQ(anthropic_text(on, R"("speculative":{})"), plain);
+  EXPECT_GT(metric(on, "engine_spec_verify_passes_total"), passes) << "{} on an ngram server: the server's ngram";
+  passes = metric(on, "engine_spec_verify_passes_total");
+  EXPECT_EQ(anthropic_text(on, R"("speculative":{"enabled":false,"draft_max":null})"), plain);
+  EXPECT_EQ(metric(on, "engine_spec_verify_passes_total"), passes);
+}
+
 TEST(SpeculativeServer, FlagsAndGenerate) {
   REQUIRE_MODEL();
   for (const char* flags : {"--speculative eagle", "--spec-draft-max 0", "--spec-draft-max 33", "--spec-ngram-min 0"}) {

@@ -225,6 +225,35 @@ TEST(OpenAIParse, FieldsAndErrors) {
   EXPECT_FALSE(openai::parse_completion_request(R"({"model":"m","prompt":["a","b"]})").ok());
 }
 
+// Token log-probabilities are not produced: asking for them is a 400 unsupported_value naming the
+// field (not a 200 with "logprobs": null); their "off" values are accepted.
+TEST(OpenAiParse, LogprobsRequestedAreUnsupportedOffValuesAccepted) {
+  const std::string msgs = R"("messages":[{"role":"user","content":"x"}])";
+  for (const std::string f : {R"("logprobs":true)", R"("top_logprobs":3)", R"("logprobs":true,"top_logprobs":2)",
+                              R"("logprobs":false,"top_logprobs":1)"}) {
+    auto e = openai::parse_chat_request(R"({"model":"m",)" + f + "," + msgs + "}");
+    ASSERT_FALSE(e.ok()) << f;
+    EXPECT_EQ(e.error().reason, ErrorReason::kUnsupportedValue) << f;
+    EXPECT_EQ(e.error().param, f.find("\"logprobs\":true") != std::string::npos ? "logprobs" : "top_logprobs") << f;
+    EXPECT_NE(e.error().message.find("logprobs"), std::string::npos) << f;
+  }
+  for (const std::string f : {R"("logprobs":false)", R"("logprobs":null)", R"("top_logprobs":0)",
+                              R"("logprobs":false,"top_logprobs":0)", R"("top_logprobs":null)"}) {
+    EXPECT_TRUE(openai::parse_chat_request(R"({"model":"m",)" + f + "," + msgs + "}").ok()) << f;
+  }
+  EXPECT_FALSE(openai::parse_chat_request(R"({"model":"m","logprobs":"yes",)" + msgs + "}").ok());  // a typed 400
+  for (const std::string f : {R"("logprobs":1)", R"("logprobs":5)", R"("logprobs":true)"}) {
+    auto e = openai::parse_completion_request(R"({"model":"m","prompt":"Once",)" + f + "}");
+    ASSERT_FALSE(e.ok()) << f;
+    EXPECT_EQ(e.error().reason, ErrorReason::kUnsupportedValue) << f;
+    EXPECT_EQ(e.error().param, "logprobs") << f;
+  }
+  for (const std::string f : {R"("logprobs":0)", R"("logprobs":null)", R"("logprobs":false)"}) {
+    EXPECT_TRUE(openai::parse_completion_request(R"({"model":"m","prompt":"Once",)" + f + "}").ok()) << f;
+  }
+  EXPECT_FALSE(openai::parse_completion_request(R"({"model":"m","prompt":"Once","logprobs":-1})").ok());
+}
+
 TEST(Errors, EnvelopesAndStatuses) {
   ApiError e = context_length_error(300, 256);
   EXPECT_EQ(anthropic_error_json(e, "req_1"),

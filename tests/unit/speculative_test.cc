@@ -420,6 +420,31 @@ TEST(ServeConfigSpeculative, FlagEnvTomlAndBadValues) {
   EXPECT_EQ(flag->speculative, "off");
   EXPECT_EQ(flag->spec_ngram_min, 3);
   env.clear();
+  // Booleans: TOML true / false, and the env var's boolean forms.
+  for (const auto& [text, want] : std::vector<std::pair<std::string, std::string>>{
+           {"speculative = true\n", "ngram"}, {"speculative = false\n", "off"}}) {
+    std::ofstream(path) << text;
+    auto b = cli::resolve_serve_config({{"config", path}}, {}, getenv);
+    ASSERT_TRUE(b.ok()) << text << b.status().to_string();
+    EXPECT_EQ(b->speculative, want) << text;
+  }
+  std::ofstream(path) << "ui = false\nrequest_log = false\n";  // other booleans still parse
+  auto other = cli::resolve_serve_config({{"config", path}}, {}, getenv);
+  ASSERT_TRUE(other.ok()) << other.status().to_string();
+  EXPECT_FALSE(other->ui);
+  EXPECT_FALSE(other->request_log);
+  for (const auto& [value, want] : std::vector<std::pair<std::string, std::string>>{
+           {"true", "ngram"}, {"1", "ngram"}, {"false", "off"}, {"0", "off"}}) {
+    env["ZEROLAYER_SPECULATIVE"] = value;
+    auto e = cli::resolve_serve_config({}, {}, getenv);
+    ASSERT_TRUE(e.ok()) << value;
+    EXPECT_EQ(e->speculative, want) << value;
+  }
+  env.clear();
+  std::ofstream(path) << "speculative = 3\n";
+  auto three = cli::resolve_serve_config({{"config", path}}, {}, getenv);
+  ASSERT_FALSE(three.ok());
+  EXPECT_NE(three.status().message().find("got '3'"), std::string::npos) << three.status().message();
   for (const auto& [name, value] : std::vector<std::pair<std::string, std::string>>{
            {"speculative", "eagle"}, {"spec-draft-max", "0"}, {"spec-draft-max", "33"}, {"spec-ngram-min", "17"}}) {
     auto bad = cli::resolve_serve_config({{name, value}}, {}, getenv);

@@ -331,9 +331,24 @@ class Formatter final : public EventFormatter {
 
 }  // namespace
 
+// Token log-probabilities are not produced yet: asking for them is a 400 unsupported_value
+// naming the field rather than a 200 whose "logprobs" is null. The "off" values (false, 0,
+// null) are accepted. Chat: logprobs (bool), top_logprobs (0..20); completions: logprobs (0..5).
+static void check_no_logprobs(const json::object& o, bool chat) {
+  if (const auto* f = find_field(o, "logprobs")) {
+    const bool on = chat ? json_bool(*f, "logprobs") : (f->is_bool() ? f->get_bool() : json_int(*f, "logprobs", 0, 5) > 0);
+    if (on) throw_field_error("logprobs", "logprobs are not supported", ErrorReason::kUnsupportedValue);
+  }
+  if (!chat) return;
+  if (const auto* f = find_field(o, "top_logprobs"); f && json_int(*f, "top_logprobs", 0, 20) > 0) {
+    throw_field_error("top_logprobs", "top_logprobs are not supported (logprobs are not)", ErrorReason::kUnsupportedValue);
+  }
+}
+
 ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
   return parse_object_with<ChatRequest>(body, [](const json::object& o, ChatRequest* r) {
     parse_common(o, r);
+    check_no_logprobs(o, /*chat=*/true);
     const auto& msgs = json_array(require_field(o, "messages", "messages"), "messages");
     if (msgs.empty()) throw_field_error("messages", "must contain at least one message", ErrorReason::kEmptyMessages);
     for (size_t i = 0; i < msgs.size(); ++i) {
@@ -387,6 +402,7 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
 ApiResult<ChatRequest> parse_completion_request(std::string_view body) {
   return parse_object_with<ChatRequest>(body, [](const json::object& o, ChatRequest* r) {
     parse_common(o, r);
+    check_no_logprobs(o, /*chat=*/false);
     if (!r->max_tokens) r->max_tokens = 16;  // the OpenAI default for completions
     r->raw_prompt = true;
     const json::value& p = require_field(o, "prompt", "prompt");
