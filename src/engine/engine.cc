@@ -64,7 +64,8 @@ struct Engine::Live {
   std::optional<ConstrainedOutput> constraint;  // Request::constraint
   // Speculative decoding (see engine.h), when the request speculates: the n-gram index of its
   // tokens, the adaptive draft length, this step's draft and the tokens fed to verify it.
-  std::optional<spec::NgramIndex> ngram;
+  std::optional<spec::NgramIndex> ngram;  // the n-gram method's index (no draft model)
+  bool speculates = false;
   spec::DraftLength draft_len;
   std::vector<int32_t> draft;
   std::vector<int32_t> verify_tokens;
@@ -121,6 +122,9 @@ EngineConfig resolve_engine_config(const ModelConfig& model, EngineConfig c) {
   c.n_kv_tokens = std::min(std::max(c.n_kv_tokens, int64_t{kMinKvBlocks} * c.block_size), INT64_MAX / 4);
   c.n_kv_tokens = (c.n_kv_tokens + c.block_size - 1) / c.block_size * c.block_size;
   if (auto_seqs) c.max_seqs = default_max_seqs(c.n_kv_tokens, c.n_ctx);
+  if (c.draft_model && c.draft_slots <= 0) {
+    c.draft_slots = static_cast<int32_t>(std::clamp<int64_t>(c.n_kv_tokens / std::max<int64_t>(c.n_ctx, 1), 1, std::max(c.max_seqs, 1)));
+  }
   return c;
 }
 
@@ -132,9 +136,23 @@ EngineMemory engine_memory(const ModelConfig& model, const EngineConfig& c) {
   const uint64_t index = saturating_add(saturating_mul(static_cast<uint64_t>(std::max<int64_t>(c.n_kv_tokens, 0)), 4),
                                         saturating_mul(static_cast<uint64_t>(std::max<int64_t>(n_blocks, 0)), 64));
   const uint64_t kv = KvStorage::bytes_for(model, n_blocks, c.block_size, c.kv_type);
-  return {.kv_bytes = saturating_add(kv, index),
-          .step_bytes = ModelRunner::step_bytes(model, c.max_step_tokens,
-                                                int64_t{c.max_seqs} + max_step_drafts(c))};
+  EngineMemory m{.kv_bytes = saturating_add(kv, index),
+                 .step_bytes = ModelRunner::step_bytes(model, c.max_step_tokens,
+                                                       int64_t{c.max_seqs} + max_step_drafts(c))};
+  if (c.draft_model) {
+    m.draft_kv_bytes = DraftModel::kv_bytes(c.draft_model->config, draft_model_config(c));
+    // Its passes: a step's tokens, or one per drafting sequence.
+    m.step_bytes = std::max(m.step_bytes, ModelRunner::step_bytes(c.draft_model->config, c.max_step_tokens, c.draft_slots));
+  }
+  return m;
+}
+
+DraftModel::Config draft_model_config(const EngineConfig& c) {
+  return {.n_ctx = c.n_ctx,
+          .n_slots = std::max(c.draft_slots, 1),
+          .block_size = c.block_size,
+          .kv_type = c.kv_type,
+          .max_step_tokens = c.max_step_tokens};
 }
 
 Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokenizer& tokenizer, EngineConfig config,
@@ -170,11 +188,22 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokeniz
   }
   ASSIGN_OR_RETURN(KvStorage kv, KvStorage::create(model.config, config.n_kv_tokens / config.block_size,
                                                    config.block_size, config.kv_type));
-  return std::unique_ptr<Engine>(new Engine(model, tokenizer, config, std::move(kv), std::move(weights)));
+  std::optional<DraftModel::Parts> draft;
+  if (config.draft_model) {
+    if (!config.draft_tokenizer) return invalid_argument("a draft model needs its tokenizer");
+    RETURN_IF_ERROR(check_draft_vocabulary(tokenizer.vocab(), model.config.n_vocab, config.draft_tokenizer->vocab(),
+                                           config.draft_model->config.n_vocab));
+    RETURN_IF_ERROR(ModelRunner::check_kernels(*config.draft_model));
+    ASSIGN_OR_RETURN(draft, DraftModel::prepare(*config.draft_model, std::move(config.draft_weights),
+                                                draft_model_config(config)));
+  }
+  config.draft_weights.reset();  // held by the draft model's runner
+  return std::unique_ptr<Engine>(
+      new Engine(model, tokenizer, config, std::move(kv), std::move(weights), std::move(draft)));
 }
 
 Engine::Engine(const Model& model, const Tokenizer& tokenizer, EngineConfig config, KvStorage kv,
-               std::shared_ptr<const PackedWeights> weights)
+               std::shared_ptr<const PackedWeights> weights, std::optional<DraftModel::Parts> draft)
     : model_(model),
       tokenizer_(tokenizer),
       config_(config),
@@ -190,6 +219,7 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, EngineConfig conf
                                  .max_pause = std::chrono::milliseconds(std::max<int64_t>(config.max_pause_ms, 0)),
                                  .max_step_drafts = max_step_drafts(config)},
                  blocks_) {
+  if (draft) draft_ = std::make_unique<DraftModel>(*config_.draft_model, std::move(*draft), &pool_, draft_model_config(config_));
   stats_.n_ctx = config_.n_ctx;
   stats_.kv_block_size = config_.block_size;
   stats_.n_kv_blocks_total = blocks_.n_blocks();
@@ -404,7 +434,8 @@ void Engine::admit(Request request, std::shared_ptr<RequestChannel> channel, Tim
   }
   if (const SpeculativeParams sp = live->request.speculative.value_or(SpeculativeParams{.enabled = config_.speculative});
       sp.enabled && !live->span && !live->request.stop.prefill_only) {
-    live->ngram.emplace(spec::NgramConfig{.n_min = config_.spec_ngram_min,
+    live->speculates = true;
+    if (!draft_) live->ngram.emplace(spec::NgramConfig{.n_min = config_.spec_ngram_min,
                                           .n_max = config_.spec_ngram_max,
                                           .max_tokens = static_cast<int32_t>(std::min<int64_t>(config_.n_ctx, INT32_MAX))});
     live->draft_len = spec::DraftLength(sp.draft_max > 0 ? std::min(sp.draft_max, kMaxSpecDraft) : config_.spec_draft_max);
@@ -607,8 +638,9 @@ bool Engine::step() {
 }
 
 void Engine::plan_drafts() {
+  draft_wants_.clear();
   for (auto& [id, live] : live_) {
-    if (!live->ngram || live->out_guard.veto()) continue;
+    if (!live->speculates || live->out_guard.veto()) continue;
     // A constrained output drafts only while unmasked (a tool call's grammar
     // waiting for its marker, a thinking part before the answer's grammar).
     if (live->constraint && live->constraint->masks()) continue;
@@ -619,8 +651,27 @@ void Engine::plan_drafts() {
     if (room <= 0) continue;
     const int32_t k = live->draft_len.next();
     if (k <= 0) continue;
-    live->ngram->draft(s->tokens, static_cast<int32_t>(std::min<int64_t>(k, room)), &live->draft);
+    const auto k_now = static_cast<int32_t>(std::min<int64_t>(k, room));
+    if (!live->ngram) {
+      draft_wants_.push_back({.id = id, .tokens = s->tokens, .k = k_now, .out = &live->draft});
+      continue;
+    }
+    live->ngram->draft(s->tokens, k_now, &live->draft);
     if (!live->draft.empty()) scheduler_.set_draft(id, static_cast<int32_t>(live->draft.size()));
+  }
+  if (draft_) draft_from_model();
+}
+
+void Engine::draft_from_model() {
+  // Slots of sequences that ended or stopped running go back first, for the sequences below.
+  for (SeqId id : draft_->holders()) {
+    const Sequence* s = scheduler_.find(id);
+    if (!live_.contains(id) || !s || s->state != SeqState::kRunning) draft_->release(id);
+  }
+  if (draft_wants_.empty()) return;
+  draft_->draft(draft_wants_);
+  for (const DraftModel::Want& w : draft_wants_) {
+    if (!w.out->empty()) scheduler_.set_draft(w.id, static_cast<int32_t>(w.out->size()));
   }
 }
 

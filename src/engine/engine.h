@@ -47,6 +47,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <thread>
 #include <unordered_map>
@@ -55,6 +56,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "engine/constraint.h"
+#include "engine/draft_model.h"
 #include "engine/kv_cache.h"
 #include "engine/output_guard.h"
 #include "engine/request.h"
@@ -102,6 +104,16 @@ struct EngineConfig {
   int32_t spec_draft_max = 8;
   int32_t spec_ngram_min = 2;
   int32_t spec_ngram_max = 4;
+  // A draft model (engine/draft_model.h): when set, requests that speculate take their drafts
+  // from it, not from the n-gram index. Not owned; it and its tokenizer must outlive the
+  // engine; its vocabulary must be the model's (check_draft_vocabulary, at create()).
+  // draft_weights: its prepared weights (null: prepared at create()). draft_slots: sequences
+  // that draft at once, each with a whole context of the draft's KV cache; 0: max_seqs,
+  // capped by the contexts the model's own KV cache holds (n_kv_tokens / n_ctx).
+  const Model* draft_model = nullptr;
+  const Tokenizer* draft_tokenizer = nullptr;
+  std::shared_ptr<const PackedWeights> draft_weights;
+  int32_t draft_slots = 0;
   // Where the engine reports queue, prefill, decode-step and inter-token
   // times, batch sizes and preemptions (engine thread; not owned; must
   // outlive the engine). Null: nothing is reported.
@@ -147,7 +159,10 @@ int32_t max_step_drafts(const EngineConfig& resolved);
 struct EngineMemory {
   uint64_t kv_bytes = 0;
   uint64_t step_bytes = 0;
+  uint64_t draft_kv_bytes = 0;  // the draft model's KV cache (EngineConfig::draft_model), else 0
 };
+// The draft model's slot settings of a resolved config (EngineConfig::draft_slots). Pure.
+DraftModel::Config draft_model_config(const EngineConfig& resolved);
 EngineMemory engine_memory(const ModelConfig& model, const EngineConfig& resolved);
 
 // When a client refused for overload should retry (retry_after_ms), in ms:
@@ -183,7 +198,7 @@ class Engine final : public EngineApi {
  private:
   struct Live;  // per-request state on the engine thread
   Engine(const Model& model, const Tokenizer& tokenizer, EngineConfig config, KvStorage kv,
-         std::shared_ptr<const PackedWeights> weights);
+         std::shared_ptr<const PackedWeights> weights, std::optional<DraftModel::Parts> draft);
   void loop();
   // Returns false when the plan was empty: every running sequence is paused
   // (backpressure) and nothing could be admitted.
@@ -217,6 +232,9 @@ class Engine final : public EngineApi {
   // The rows of a speculative item from `row` on: the accepted tokens reported and handled.
   // Returns the rows it had (1 + n_draft).
   int64_t accept_draft(Live& live, const ScheduledSeq& item, int64_t row);
+  // A draft model's drafts for the sequences plan_drafts collected; frees the draft model's
+  // slots of sequences no longer running.
+  void draft_from_model();
 
   // Ends a sequence: flushes held text, pushes the last event (with the ids of
   // a final EOS/stop token that produced no text), frees its blocks.
@@ -249,6 +267,8 @@ class Engine final : public EngineApi {
   std::unordered_map<SeqId, std::unique_ptr<Live>> live_;
   std::vector<float> logits_;
   std::vector<BatchSequence> batch_;
+  std::unique_ptr<DraftModel> draft_;      // config_.draft_model's, or null
+  std::vector<DraftModel::Want> draft_wants_;
   StepCostModel step_cost_;        // forward-pass times, for the latency policy's step sizing
   int64_t n_prompt_total_ = 0;     // engine thread; published by publish_stats()
   int64_t n_cached_total_ = 0;
