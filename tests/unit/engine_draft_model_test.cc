@@ -1,0 +1,184 @@
+// Speculative decoding with a draft model (engine/draft_model.h): greedy ids are those of plain
+// decoding token for token, alone, in a batch, with fewer draft slots than sequences, over a
+// prompt longer than a step, under KV pressure; seeded sampling gives the same tokens; a
+// draft model whose vocabulary differs is refused at create().
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/draft_model.h"
+#include "engine/engine.h"
+#include "support/engine_fixture.h"
+#include "support/wait.h"
+
+namespace zl {
+namespace {
+
+using test::collect;
+using test::LoadedModel;
+using test::load_shared_model;
+using test::Outcome;
+
+constexpr const char* kTarget = "tiny-llama-F32";
+// The same random weights in Q8_0: ~3 of 4 drafts match the target's argmax.
+constexpr const char* kDraft = "tiny-llama-Q8_0";
+
+EngineConfig config() {
+  return EngineConfig{.n_ctx = 512, .max_seqs = 8, .n_kv_tokens = 4096, .block_size = 16, .max_step_tokens = 128,
+                      .kv_type = KvType::kF32, .n_threads = 2};
+}
+
+EngineConfig with_draft(const LoadedModel& d, bool speculative = true) {
+  EngineConfig c = config();
+  c.speculative = speculative;
+  c.draft_model = d.model.get();
+  c.draft_tokenizer = d.tokenizer.get();
+  return c;
+}
+
+std::vector<std::vector<int32_t>> prompts_for(int n_vocab) {
+  std::mt19937 rng(5);
+  auto tok = [&] { return 3 + static_cast<int32_t>(rng() % (n_vocab - 3)); };
+  std::vector<std::vector<int32_t>> out;
+  for (int len : {1, 6, 40, 300}) {  // 300: longer than a step (the draft catches up in parts)
+    std::vector<int32_t> p = {1};
+    for (int i = 1; i < len; ++i) p.push_back(tok());
+    out.push_back(p);
+  }
+  return out;
+}
+
+void wait_idle(const Engine& e) {
+  EXPECT_TRUE(test::wait_until([&] {
+    const EngineStats s = e.stats();
+    return s.n_running == 0 && s.n_waiting == 0;
+  }));
+}
+
+struct Models {
+  LoadedModel target, draft;
+  bool ok() const { return target.model && draft.model; }
+};
+Models load() { return {load_shared_model(kTarget), load_shared_model(kDraft)}; }
+
+std::vector<Outcome> plain_outcomes(const Models& m, const std::vector<std::vector<int32_t>>& prompts, int n) {
+  auto engine = Engine::create(*m.target.model, *m.target.tokenizer, config());
+  EXPECT_TRUE(engine.ok());
+  std::vector<Outcome> out;
+  for (const auto& p : prompts) out.push_back(collect(*(*engine)->submit(test::greedy_request(p, n))));
+  return out;
+}
+
+TEST(EngineDraftModel, GreedyIdsAreThoseOfPlainDecodingAloneAndInABatch) {
+  const Models m = load();
+  if (!m.ok()) GTEST_SKIP() << "SKIPPED: ../shared/models/" << kTarget << " or " << kDraft << " not found";
+  const auto prompts = prompts_for(static_cast<int>(m.target.model->config.n_vocab));
+  constexpr int kTokens = 80;
+  const std::vector<Outcome> plain = plain_outcomes(m, prompts, kTokens);
+  auto engine = Engine::create(*m.target.model, *m.target.tokenizer, with_draft(m.draft));
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const Outcome o = collect(*(*engine)->submit(test::greedy_request(prompts[i], kTokens)));
+    EXPECT_EQ(o.ids, plain[i].ids) << "prompt " << i;
+    EXPECT_EQ(o.text, plain[i].text) << "prompt " << i;
+    EXPECT_EQ(o.last.usage.n_generated_tokens, kTokens);
+  }
+  wait_idle(**engine);
+  const EngineStats alone = (*engine)->stats();
+  EXPECT_GT(alone.n_spec_passes, 0);
+  EXPECT_GT(alone.n_spec_accepted_tokens, 0) << "no draft was ever accepted: the test would prove nothing";
+  EXPECT_LT(alone.n_spec_accepted_tokens, alone.n_spec_draft_tokens) << "every draft accepted: rejections untested";
+  std::vector<std::shared_ptr<RequestChannel>> channels;
+  for (const auto& p : prompts) channels.push_back((*engine)->submit(test::greedy_request(p, kTokens)));
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(collect(*channels[i]).ids, plain[i].ids) << "prompt " << i << " in a batch";
+  wait_idle(**engine);
+  EXPECT_GT((*engine)->stats().n_spec_passes, alone.n_spec_passes);
+  EXPECT_EQ((*engine)->stats().n_kv_blocks_used, 0);
+}
+
+TEST(EngineDraftModel, FewerSlotsThanSequencesAndKvPressureKeepTheIds) {
+  const Models m = load();
+  if (!m.ok()) GTEST_SKIP() << "SKIPPED: ../shared/models/" << kTarget << " or " << kDraft << " not found";
+  const auto prompts = prompts_for(static_cast<int>(m.target.model->config.n_vocab));
+  constexpr int kTokens = 60;
+  const std::vector<Outcome> plain = plain_outcomes(m, prompts, kTokens);
+  for (int variant = 0; variant < 2; ++variant) {
+    EngineConfig c = with_draft(m.draft);
+    if (variant == 0) c.draft_slots = 1;        // one sequence drafts at a time
+    if (variant == 1) c.n_kv_tokens = 26 * 16;  // the target preempts some sequences
+    auto engine = Engine::create(*m.target.model, *m.target.tokenizer, c);
+    ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+    std::vector<std::shared_ptr<RequestChannel>> channels;
+    for (const auto& p : prompts) channels.push_back((*engine)->submit(test::greedy_request(p, kTokens)));
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(collect(*channels[i]).ids, plain[i].ids) << "variant " << variant << " prompt " << i;
+    }
+    wait_idle(**engine);
+    const EngineStats s = (*engine)->stats();
+    EXPECT_GT(s.n_spec_accepted_tokens, 0) << "variant " << variant;
+    if (variant == 1) EXPECT_GT(s.n_preemptions, 0);
+    EXPECT_EQ(s.n_kv_blocks_used, 0);
+  }
+}
+
+TEST(EngineDraftModel, SeededSamplingGivesThePlainTokensAndTheRequestSwitches) {
+  const Models m = load();
+  if (!m.ok()) GTEST_SKIP() << "SKIPPED: ../shared/models/" << kTarget << " or " << kDraft << " not found";
+  const auto prompts = prompts_for(static_cast<int>(m.target.model->config.n_vocab));
+  Request seeded = test::greedy_request(prompts[2], 70);
+  seeded.sampling = SamplingParams{.temperature = 0.7f, .top_k = 20, .top_p = 0.9f, .seed = 9};
+  auto plain = Engine::create(*m.target.model, *m.target.tokenizer, config());
+  ASSERT_TRUE(plain.ok());
+  const Outcome want = collect(*(*plain)->submit(seeded));
+  // The server speculates by default; then off by default, on in the request.
+  for (bool by_default : {true, false}) {
+    auto engine = Engine::create(*m.target.model, *m.target.tokenizer, with_draft(m.draft, by_default));
+    ASSERT_TRUE(engine.ok());
+    Request r = seeded;
+    if (!by_default) r.speculative = SpeculativeParams{.enabled = true, .draft_max = 4};
+    EXPECT_EQ(collect(*(*engine)->submit(r)).ids, want.ids);
+    // A request that turns it off never drafts.
+    Request off = test::greedy_request(prompts[1], 20);
+    off.speculative = SpeculativeParams{.enabled = false};
+    wait_idle(**engine);
+    const int64_t passes = (*engine)->stats().n_spec_passes;
+    EXPECT_GT(passes, 0);
+    collect(*(*engine)->submit(off));
+    wait_idle(**engine);
+    EXPECT_EQ((*engine)->stats().n_spec_passes, passes);
+  }
+}
+
+TEST(EngineDraftModel, ADifferentVocabularyIsRefused) {
+  const Models m = load();
+  if (!m.target.model) GTEST_SKIP() << "SKIPPED: ../shared/models/" << kTarget << " not found";
+  // The shared tiny models all use stories260K's vocabulary: another tokenizer stands in for
+  // a draft model trained on another one.
+  auto vocab = Vocab::load(test::shared_dir() + "/vocab/ggml-vocab-gpt-2.gguf");
+  ASSERT_TRUE(vocab.ok()) << vocab.status().to_string();
+  auto other = Tokenizer::create(std::move(vocab).value());
+  ASSERT_TRUE(other.ok());
+  EngineConfig bad = with_draft(m.target);
+  bad.draft_tokenizer = other->get();
+  auto engine = Engine::create(*m.target.model, *m.target.tokenizer, bad);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().kind(), ErrorKind::kInvalidArgument);
+  EXPECT_NE(engine.status().message().find("vocabulary"), std::string::npos) << engine.status().to_string();
+  // The check itself: identical vocabularies pass, a logits width that differs does not.
+  EXPECT_TRUE(check_draft_vocabulary(m.target.tokenizer->vocab(), m.target.model->config.n_vocab,
+                                     m.target.tokenizer->vocab(), m.target.model->config.n_vocab)
+                  .ok());
+  EXPECT_FALSE(check_draft_vocabulary(m.target.tokenizer->vocab(), m.target.model->config.n_vocab,
+                                      m.target.tokenizer->vocab(), m.target.model->config.n_vocab + 1)
+                   .ok());
+  // A draft model without its tokenizer.
+  EngineConfig c = with_draft(m.target);
+  c.draft_tokenizer = nullptr;
+  EXPECT_FALSE(Engine::create(*m.target.model, *m.target.tokenizer, c).ok());
+}
+
+}  // namespace
+}  // namespace zl
