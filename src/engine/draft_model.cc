@@ -72,20 +72,32 @@ DraftModel::DraftModel(const Model& model, Parts parts, ThreadPool* pool, const 
   }
 }
 
-DraftModel::Slot* DraftModel::slot_for(SeqId id, bool take) {
-  Slot* free_slot = nullptr;
+DraftModel::Slot* DraftModel::slot_for(SeqId id, const Want* want) {
   for (Slot& s : slots_) {
     if (s.used && s.id == id) return &s;
-    if (!s.used && !free_slot) free_slot = &s;
   }
-  if (!take || !free_slot) return nullptr;
-  free_slot->used = true, free_slot->id = id;
-  free_slot->tokens.clear();
-  return free_slot;
+  if (!want) return nullptr;
+  Slot* best = nullptr;
+  int64_t best_common = -1;
+  for (Slot& s : slots_) {
+    if (s.used) continue;
+    const int64_t common =
+        s.tenant != want->tenant
+            ? 0
+            : std::mismatch(s.tokens.begin(), s.tokens.end(), want->tokens.begin(), want->tokens.end()).first -
+                  s.tokens.begin();
+    if (!best || common > best_common || (common == best_common && s.last_use < best->last_use)) {
+      best = &s, best_common = common;
+    }
+  }
+  if (!best) return nullptr;
+  if (best->tenant != want->tenant) best->tokens.clear();  // another tenant's K/V is never reused
+  best->used = true, best->id = id, best->tenant = want->tenant;
+  return best;
 }
 
 void DraftModel::release(SeqId id) {
-  if (Slot* s = slot_for(id, /*take=*/false)) s->used = false, s->tokens.clear();
+  if (Slot* s = slot_for(id, nullptr)) s->used = false;  // its K/V stays for a later turn
 }
 
 std::vector<SeqId> DraftModel::holders() const {
@@ -99,7 +111,10 @@ std::vector<SeqId> DraftModel::holders() const {
 bool DraftModel::run() {
   logits_.clear();
   const Status st = runner_.forward(batch_, kv_, logits_);
-  if (st.ok()) return true;
+  if (st.ok()) {
+    for (const BatchSequence& b : batch_) n_computed_ += static_cast<int64_t>(b.tokens.size());
+    return true;
+  }
   if (!error_logged_) {
     log::warn("draft model forward failed: drafting skipped", {{"error", st.to_string()}});
     error_logged_ = true;
@@ -121,8 +136,9 @@ void DraftModel::draft(std::span<Want> wants) {
     w.out->clear();
     const auto n = static_cast<int64_t>(w.tokens.size());
     if (n < 1 || w.k < 1 || n > config_.n_ctx) continue;
-    Slot* slot = slot_for(w.id, /*take=*/true);
+    Slot* slot = slot_for(w.id, &w);
     if (!slot) continue;
+    slot->last_use = ++n_calls_;
     // Keep the K/V of the common prefix; the last token is always computed again (its
     // logits are the first draft's).
     const auto common = static_cast<int64_t>(

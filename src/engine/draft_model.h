@@ -13,7 +13,10 @@
 //
 // A sequence catching up a long prefix (its prompt, on first use; after a slot was taken
 // away) computes at most max_step_tokens tokens a call, all sequences together, and drafts
-// only once caught up. A sequence without a free slot does not draft. Engine thread only.
+// only once caught up. A sequence without a free slot does not draft. A freed slot keeps its
+// K/V: a new sequence of the same tenant takes the free slot whose tokens share the longest
+// prefix with its own (the next turn of a conversation computes only its new tokens), else
+// the free slot least recently used. Engine thread only.
 #pragma once
 
 #include <cstdint>
@@ -61,6 +64,7 @@ class DraftModel {
 
   struct Want {
     SeqId id = 0;
+    uint64_t tenant = 0;              // slots are reused within a tenant only
     std::span<const int32_t> tokens;  // the sequence's tokens (prompt and output so far), >= 1
     int32_t k = 0;                    // drafts wanted, >= 1
     std::vector<int32_t>* out = nullptr;  // set to the drafts (up to k; empty: none this step)
@@ -74,15 +78,20 @@ class DraftModel {
   std::vector<SeqId> holders() const;
 
   const Config& config() const { return config_; }
+  // Tokens the draft model computed so far (catching up and drafting).
+  int64_t n_computed_tokens() const { return n_computed_; }
 
  private:
   struct Slot {
     SeqId id = 0;
     bool used = false;
+    uint64_t tenant = 0;
+    uint64_t last_use = 0;        // draft() calls, for the least recently used free slot
     std::vector<int32_t> tokens;  // whose K/V the slot holds, positions 0 ..
     std::vector<int32_t> table;   // its fixed block ids
   };
-  Slot* slot_for(SeqId id, bool take);
+  // id's slot; else, with `want`, a free one taken for it (see the top comment).
+  Slot* slot_for(SeqId id, const Want* want);
   // One forward of batch_ (logits of the rows that want them into logits_); false on an error.
   bool run();
 
@@ -94,6 +103,8 @@ class DraftModel {
   std::vector<BatchSequence> batch_;
   std::vector<float> logits_;
   bool error_logged_ = false;
+  uint64_t n_calls_ = 0;
+  int64_t n_computed_ = 0;
 };
 
 }  // namespace zl

@@ -66,6 +66,7 @@ struct Engine::Live {
   // tokens, the adaptive draft length, this step's draft and the tokens fed to verify it.
   std::optional<spec::NgramIndex> ngram;  // the n-gram method's index (no draft model)
   bool speculates = false;
+  uint64_t tenant_salt = 0;  // BlockPool::tenant_salt(request.tenant): the draft model's slot reuse
   spec::DraftLength draft_len;
   std::vector<int32_t> draft;
   std::vector<int32_t> verify_tokens;
@@ -435,6 +436,7 @@ void Engine::admit(Request request, std::shared_ptr<RequestChannel> channel, Tim
   if (const SpeculativeParams sp = live->request.speculative.value_or(SpeculativeParams{.enabled = config_.speculative});
       sp.enabled && !live->span && !live->request.stop.prefill_only) {
     live->speculates = true;
+    live->tenant_salt = BlockPool::tenant_salt(live->request.tenant);
     if (!draft_) live->ngram.emplace(spec::NgramConfig{.n_min = config_.spec_ngram_min,
                                           .n_max = config_.spec_ngram_max,
                                           .max_tokens = static_cast<int32_t>(std::min<int64_t>(config_.n_ctx, INT32_MAX))});
@@ -653,7 +655,7 @@ void Engine::plan_drafts() {
     if (k <= 0) continue;
     const auto k_now = static_cast<int32_t>(std::min<int64_t>(k, room));
     if (!live->ngram) {
-      draft_wants_.push_back({.id = id, .tokens = s->tokens, .k = k_now, .out = &live->draft});
+      draft_wants_.push_back({.id = id, .tenant = live->tenant_salt, .tokens = s->tokens, .k = k_now, .out = &live->draft});
       continue;
     }
     live->ngram->draft(s->tokens, k_now, &live->draft);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/draft_model.h"
+#include "core/thread_pool.h"
 #include "engine/engine.h"
 #include "support/engine_fixture.h"
 #include "support/wait.h"
@@ -178,6 +179,55 @@ TEST(EngineDraftModel, ADifferentVocabularyIsRefused) {
   EngineConfig c = with_draft(m.target);
   c.draft_tokenizer = nullptr;
   EXPECT_FALSE(Engine::create(*m.target.model, *m.target.tokenizer, c).ok());
+}
+
+// The class alone: drafts are a function of the tokens; a freed slot's K/V serves the next
+// turn of the same tenant (only the new tokens computed), never another tenant's.
+TEST(DraftModelSlots, TheNextTurnComputesOnlyItsNewTokensWithinATenant) {
+  const Models m = load();
+  if (!m.ok()) GTEST_SKIP() << "SKIPPED: ../shared/models/" << kTarget << " or " << kDraft << " not found";
+  ThreadPool pool(2);
+  const DraftModel::Config dc{.n_ctx = 256, .n_slots = 2, .block_size = 16, .kv_type = KvType::kF32, .max_step_tokens = 64};
+  const auto make = [&] {
+    auto parts = DraftModel::prepare(*m.draft.model, nullptr, dc);
+    EXPECT_TRUE(parts.ok());
+    return std::make_unique<DraftModel>(*m.draft.model, std::move(parts).value(), &pool, dc);
+  };
+  const auto prompts = prompts_for(static_cast<int>(m.draft.model->config.n_vocab));
+  std::vector<int32_t> turn1 = prompts[2];  // 40 tokens
+  std::vector<int32_t> turn2 = turn1;
+  turn2.insert(turn2.end(), prompts[1].begin(), prompts[1].end());  // 6 more
+  auto run = [](DraftModel& d, SeqId id, uint64_t tenant, const std::vector<int32_t>& tokens) {
+    std::vector<int32_t> out;
+    DraftModel::Want w{.id = id, .tenant = tenant, .tokens = tokens, .k = 4, .out = &out};
+    d.draft(std::span(&w, 1));
+    return out;
+  };
+  auto fresh = make();
+  const std::vector<int32_t> want2 = run(*fresh, 1, 7, turn2);
+  ASSERT_EQ(want2.size(), 4u);
+  EXPECT_EQ(fresh->n_computed_tokens(), 46 + 3);
+
+  auto d = make();
+  EXPECT_EQ(run(*d, 1, 7, turn1).size(), 4u);
+  EXPECT_EQ(d->n_computed_tokens(), 40 + 3);
+  // The same sequence again, unchanged: only its last token is computed again.
+  run(*d, 1, 7, turn1);
+  EXPECT_EQ(d->n_computed_tokens(), 43 + 1 + 3);
+  d->release(1);
+  EXPECT_TRUE(d->holders().empty());
+  // The next turn, same tenant: the 40 tokens' K/V are reused.
+  EXPECT_EQ(run(*d, 2, 7, turn2), want2);
+  EXPECT_EQ(d->n_computed_tokens(), 47 + 6 + 3);
+  d->release(2);
+  // Another tenant: everything computed (the other slot, never used, or this one cleared).
+  const int64_t before = d->n_computed_tokens();
+  EXPECT_EQ(run(*d, 3, 8, turn2), want2);
+  EXPECT_EQ(d->n_computed_tokens() - before, 46 + 3);
+  // Both slots held: a third sequence does not draft.
+  run(*d, 4, 7, turn1);
+  EXPECT_TRUE(run(*d, 5, 7, turn1).empty());
+  EXPECT_EQ(d->holders().size(), 2u);
 }
 
 }  // namespace
