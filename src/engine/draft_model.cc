@@ -1,6 +1,7 @@
 #include "engine/draft_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "core/log.h"
@@ -37,7 +38,17 @@ int64_t blocks_per_slot(const DraftModel::Config& c) {
   return (c.n_ctx + c.block_size - 1) / c.block_size;
 }
 
-int32_t argmax(const float* x, int64_t n) { return static_cast<int32_t>(std::max_element(x, x + n) - x); }
+// The greedy token of a logits row and its softmax probability.
+struct Pick {
+  int32_t token;
+  float p;
+};
+Pick pick(const float* x, int64_t n) {
+  const float* top = std::max_element(x, x + n);
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[i] - *top));
+  return {static_cast<int32_t>(top - x), static_cast<float>(1.0 / sum)};
+}
 
 }  // namespace
 
@@ -128,12 +139,14 @@ void DraftModel::draft(std::span<Want> wants) {
     Want* want;
     Slot* slot;
     int64_t n_tokens;  // the sequence's tokens
+    bool done = false;  // drafted all it will this call
   };
   std::vector<Active> active;  // caught up this call: they draft
   batch_.clear();
   int64_t budget = config_.max_step_tokens;
   for (Want& w : wants) {
     w.out->clear();
+    w.declined = false;
     const auto n = static_cast<int64_t>(w.tokens.size());
     if (n < 1 || w.k < 1 || n > config_.n_ctx) continue;
     Slot* slot = slot_for(w.id, &w);
@@ -158,16 +171,24 @@ void DraftModel::draft(std::span<Want> wants) {
   }
   if (batch_.empty() || !run()) return;
   size_t row = 0;
-  for (Active& a : active) a.want->out->push_back(argmax(&logits_[row++ * n_vocab_], n_vocab_));
+  for (Active& a : active) {
+    const Pick p = pick(&logits_[row++ * n_vocab_], n_vocab_);
+    if (p.p < config_.p_min) {
+      a.want->declined = true, a.done = true;
+      continue;
+    }
+    a.want->out->push_back(p.token);
+  }
   // Then one token a pass: draft j is computed at position n + j - 1 to give draft j + 1.
   std::vector<int32_t> fed(active.size());
+  std::vector<Active*> rows;
   for (int32_t j = 1;; ++j) {
     batch_.clear();
-    std::vector<Active*> rows;
+    rows.clear();
     for (size_t i = 0; i < active.size(); ++i) {
       Active& a = active[i];
       const int64_t pos = a.n_tokens + j - 1;
-      if (j >= a.want->k || pos >= config_.n_ctx) continue;
+      if (a.done || j >= a.want->k || pos >= config_.n_ctx) continue;
       fed[i] = a.want->out->back();
       batch_.push_back(BatchSequence{.tokens = std::span<const int32_t>(&fed[i], 1),
                                      .n_past = pos,
@@ -180,8 +201,14 @@ void DraftModel::draft(std::span<Want> wants) {
       return;
     }
     for (size_t r = 0; r < rows.size(); ++r) {
-      rows[r]->slot->tokens.push_back(rows[r]->want->out->back());
-      rows[r]->want->out->push_back(argmax(&logits_[r * n_vocab_], n_vocab_));
+      Active& a = *rows[r];
+      a.slot->tokens.push_back(a.want->out->back());
+      const Pick p = pick(&logits_[r * n_vocab_], n_vocab_);
+      if (p.p < config_.p_min) {
+        a.done = true;
+      } else {
+        a.want->out->push_back(p.token);
+      }
     }
   }
 }

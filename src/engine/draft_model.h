@@ -48,6 +48,9 @@ class DraftModel {
     int32_t block_size = 16;
     KvType kv_type = KvType::kF16;
     int32_t max_step_tokens = 512;  // tokens of one draft pass at most
+    // Drafting stops at the first token the draft model gives less than this probability
+    // (its softmax, greedy): a pass it is unsure of is not worth verifying. 0: never stops.
+    float p_min = 0.8f;
   };
   // KV bytes of `config`'s slots for `model`, saturating.
   static uint64_t kv_bytes(const ModelConfig& model, const Config& config);
@@ -68,6 +71,9 @@ class DraftModel {
     std::span<const int32_t> tokens;  // the sequence's tokens (prompt and output so far), >= 1
     int32_t k = 0;                    // drafts wanted, >= 1
     std::vector<int32_t>* out = nullptr;  // set to the drafts (up to k; empty: none this step)
+    // Set by draft(): the draft model was ready but unsure of even the first token (p_min),
+    // which the engine counts as a missed draft (spec::DraftLength backs off).
+    bool declined = false;
   };
   // Drafts for every want (distinct ids), batched. A forward error ends this call's drafting
   // (outs empty) and forgets the slots' contents; it is logged once.

@@ -153,7 +153,8 @@ DraftModel::Config draft_model_config(const EngineConfig& c) {
           .n_slots = std::max(c.draft_slots, 1),
           .block_size = c.block_size,
           .kv_type = c.kv_type,
-          .max_step_tokens = c.max_step_tokens};
+          .max_step_tokens = c.max_step_tokens,
+          .p_min = c.draft_p_min};
 }
 
 Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokenizer& tokenizer, EngineConfig config,
@@ -191,6 +192,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const Model& model, const Tokeniz
                                                    config.block_size, config.kv_type));
   std::optional<DraftModel::Parts> draft;
   if (config.draft_model) {
+    if (!(config.draft_p_min >= 0.0f && config.draft_p_min <= 1.0f)) {
+      return invalid_argument("the draft model's minimum probability (draft_p_min) must be in [0, 1]");
+    }
     if (!config.draft_tokenizer) return invalid_argument("a draft model needs its tokenizer");
     RETURN_IF_ERROR(check_draft_vocabulary(tokenizer.vocab(), model.config.n_vocab, config.draft_tokenizer->vocab(),
                                            config.draft_model->config.n_vocab));
@@ -674,6 +678,9 @@ void Engine::draft_from_model() {
   draft_->draft(draft_wants_);
   for (const DraftModel::Want& w : draft_wants_) {
     if (!w.out->empty()) scheduler_.set_draft(w.id, static_cast<int32_t>(w.out->size()));
+    // Unsure of its first token: a missed draft, so that a draft model that rarely knows
+    // backs off (spec::DraftLength) instead of costing a pass every step.
+    if (w.declined) live_.at(w.id)->draft_len.on_verified(w.k, 0);
   }
 }
 

@@ -114,6 +114,9 @@ struct EngineConfig {
   const Tokenizer* draft_tokenizer = nullptr;
   std::shared_ptr<const PackedWeights> draft_weights;
   int32_t draft_slots = 0;
+  // Drafting stops at the first token the draft model gives a probability below this
+  // (DraftModel::Config::p_min), in [0, 1].
+  float draft_p_min = 0.8f;
   // Where the engine reports queue, prefill, decode-step and inter-token
   // times, batch sizes and preemptions (engine thread; not owned; must
   // outlive the engine). Null: nothing is reported.

@@ -37,6 +37,7 @@ EngineConfig with_draft(const LoadedModel& d, bool speculative = true) {
   c.speculative = speculative;
   c.draft_model = d.model.get();
   c.draft_tokenizer = d.tokenizer.get();
+  c.draft_p_min = 0;  // the random-weight draft is never sure of a token: draft anyway
   return c;
 }
 
@@ -153,6 +154,24 @@ TEST(EngineDraftModel, SeededSamplingGivesThePlainTokensAndTheRequestSwitches) {
   }
 }
 
+// With the default minimum probability the random draft model never drafts: the ids are the
+// plain ones and no verify pass runs.
+TEST(EngineDraftModel, AnUnsureDraftModelProposesNothing) {
+  const Models m = load();
+  if (!m.ok()) GTEST_SKIP() << "SKIPPED: ../shared/models/" << kTarget << " or " << kDraft << " not found";
+  const auto prompts = prompts_for(static_cast<int>(m.target.model->config.n_vocab));
+  const std::vector<Outcome> plain = plain_outcomes(m, prompts, 40);
+  EngineConfig c = with_draft(m.draft);
+  c.draft_p_min = EngineConfig{}.draft_p_min;
+  auto engine = Engine::create(*m.target.model, *m.target.tokenizer, c);
+  ASSERT_TRUE(engine.ok());
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(collect(*(*engine)->submit(test::greedy_request(prompts[i], 40))).ids, plain[i].ids);
+  wait_idle(**engine);
+  EXPECT_EQ((*engine)->stats().n_spec_passes, 0);
+  c.draft_p_min = 1.5f;
+  EXPECT_FALSE(Engine::create(*m.target.model, *m.target.tokenizer, c).ok());
+}
+
 TEST(EngineDraftModel, ADifferentVocabularyIsRefused) {
   const Models m = load();
   if (!m.target.model) GTEST_SKIP() << "SKIPPED: ../shared/models/" << kTarget << " not found";
@@ -187,7 +206,8 @@ TEST(DraftModelSlots, TheNextTurnComputesOnlyItsNewTokensWithinATenant) {
   const Models m = load();
   if (!m.ok()) GTEST_SKIP() << "SKIPPED: ../shared/models/" << kTarget << " or " << kDraft << " not found";
   ThreadPool pool(2);
-  const DraftModel::Config dc{.n_ctx = 256, .n_slots = 2, .block_size = 16, .kv_type = KvType::kF32, .max_step_tokens = 64};
+  const DraftModel::Config dc{
+      .n_ctx = 256, .n_slots = 2, .block_size = 16, .kv_type = KvType::kF32, .max_step_tokens = 64, .p_min = 0};
   const auto make = [&] {
     auto parts = DraftModel::prepare(*m.draft.model, nullptr, dc);
     EXPECT_TRUE(parts.ok());
@@ -224,6 +244,19 @@ TEST(DraftModelSlots, TheNextTurnComputesOnlyItsNewTokensWithinATenant) {
   const int64_t before = d->n_computed_tokens();
   EXPECT_EQ(run(*d, 3, 8, turn2), want2);
   EXPECT_EQ(d->n_computed_tokens() - before, 46 + 3);
+  // Unsure drafts: this random-weight model never gives a token 0.8, so nothing is drafted
+  // and the want says it declined (the engine then counts a miss and backs off).
+  DraftModel::Config sure = dc;
+  sure.p_min = 0.8f;
+  auto parts = DraftModel::prepare(*m.draft.model, nullptr, sure);
+  ASSERT_TRUE(parts.ok());
+  DraftModel unsure(*m.draft.model, std::move(parts).value(), &pool, sure);
+  std::vector<int32_t> none;
+  DraftModel::Want w{.id = 9, .tenant = 7, .tokens = turn1, .k = 4, .out = &none};
+  unsure.draft(std::span(&w, 1));
+  EXPECT_TRUE(none.empty());
+  EXPECT_TRUE(w.declined);
+  EXPECT_EQ(unsure.n_computed_tokens(), 40);
   // Both slots held: a third sequence does not draft.
   run(*d, 4, 7, turn1);
   EXPECT_TRUE(run(*d, 5, 7, turn1).empty());
