@@ -20,15 +20,23 @@
 # consumes the sampler's RNG as plain decoding does); a difference stops the script.
 # THREADS (default 2) compute threads; CASES: a comma-separated subset (default all);
 # ZEROLAYER: the binary (default build/zerolayer).
+# DRAFT_MODEL=FILE.gguf: the speculative runs draft with that model (`--speculative draft
+# --draft-model FILE`) instead of n-grams; DRAFT_P_MIN: its --draft-p-min (default the binary's).
 set -euo pipefail
 model=${1:?usage: speculative.sh MODEL.gguf [N_TOKENS] [REPS]}
 n=${2:-200}
 reps=${3:-5}
 bin=${ZEROLAYER:-$(dirname "$0")/../build/zerolayer}
-python3 - "$bin" "$model" "$n" "$reps" "${THREADS:-2}" "${CASES:-}" <<'PY'
+python3 - "$bin" "$model" "$n" "$reps" "${THREADS:-2}" "${CASES:-}" "${DRAFT_MODEL:-}" "${DRAFT_P_MIN:-}" <<'PY'
 import json, statistics, subprocess, sys
 binary, model, n, reps, threads = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 wanted = [c for c in sys.argv[6].split(",") if c]
+draft_model, draft_p_min = sys.argv[7], sys.argv[8]
+spec_args = ["--speculative", "ngram"]
+if draft_model:
+    spec_args = ["--speculative", "draft", "--draft-model", draft_model]
+    if draft_p_min:
+        spec_args += ["--draft-p-min", draft_p_min]
 text = ["--prompt", "The quick brown fox"]
 cases = {
     "repeating": ["--prompt-ids", ",".join(["1"] * 64), "--temperature", "0"],
@@ -39,10 +47,11 @@ cases = {
 }
 def run(extra, spec):
     args = [binary, "generate", "--model", model, "-n", n, "--threads", threads,
-            "--ignore-eos", "--json"] + extra + (["--speculative", "ngram"] if spec else [])
+            "--ignore-eos", "--json"] + extra + (spec_args if spec else [])
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
     return json.loads(out)
-print(f"model {model}, {n} tokens, {threads} threads, {reps} reps (medians; the machine may be shared)")
+print(f"model {model}, {n} tokens, {threads} threads, {reps} reps (medians; the machine may be shared); "
+      f"drafts: {'draft model ' + draft_model if draft_model else 'n-grams'}")
 for name, extra in cases.items():
     if wanted and name not in wanted:
         continue

@@ -38,18 +38,26 @@ int64_t blocks_per_slot(const DraftModel::Config& c) {
   return (c.n_ctx + c.block_size - 1) / c.block_size;
 }
 
-// The greedy token of a logits row and its softmax probability.
+// The greedy token of a logits row and whether its softmax probability reaches p_min:
+// p = 1 / sum_i exp(x_i - max) >= p_min while the sum stays <= 1 / p_min, so the sum stops as
+// soon as it passes that (unsure rows end early), and terms below e^-30 (a vocabulary of
+// 10^6 of them adds < 1e-7) skip the exp.
 struct Pick {
   int32_t token;
-  float p;
+  bool sure;
 };
-Pick pick(const float* x, int64_t n) {
+Pick pick(const float* x, int64_t n, float p_min) {
   const float* top = std::max_element(x, x + n);
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[i] - *top));
-  return {static_cast<int32_t>(top - x), static_cast<float>(1.0 / sum)};
+  const auto token = static_cast<int32_t>(top - x);
+  if (p_min <= 0.0f) return {token, true};
+  const float limit = 1.0f / p_min, max = *top;
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float d = x[i] - max;
+    if (d > -30.0f && (sum += std::exp(d)) > limit) return {token, false};
+  }
+  return {token, true};
 }
-
 }  // namespace
 
 uint64_t DraftModel::kv_bytes(const ModelConfig& model, const Config& config) {
@@ -172,8 +180,8 @@ void DraftModel::draft(std::span<Want> wants) {
   if (batch_.empty() || !run()) return;
   size_t row = 0;
   for (Active& a : active) {
-    const Pick p = pick(&logits_[row++ * n_vocab_], n_vocab_);
-    if (p.p < config_.p_min) {
+    const Pick p = pick(&logits_[row++ * n_vocab_], n_vocab_, config_.p_min);
+    if (!p.sure) {
       a.want->declined = true, a.done = true;
       continue;
     }
@@ -203,8 +211,8 @@ void DraftModel::draft(std::span<Want> wants) {
     for (size_t r = 0; r < rows.size(); ++r) {
       Active& a = *rows[r];
       a.slot->tokens.push_back(a.want->out->back());
-      const Pick p = pick(&logits_[r * n_vocab_], n_vocab_);
-      if (p.p < config_.p_min) {
+      const Pick p = pick(&logits_[r * n_vocab_], n_vocab_, config_.p_min);
+      if (!p.sure) {
         a.done = true;
       } else {
         a.want->out->push_back(p.token);

@@ -172,6 +172,31 @@ TEST(EngineDraftModel, AnUnsureDraftModelProposesNothing) {
   EXPECT_FALSE(Engine::create(*m.target.model, *m.target.tokenizer, c).ok());
 }
 
+// stories260K (trained) drafting for itself: it is sure of many tokens, its drafts are the
+// target's own choices, and a higher minimum probability drafts fewer.
+TEST(EngineDraftModel, ASureDraftModelDraftsWhatItIsSureOf) {
+  LoadedModel l = load_shared_model("stories260K");
+  if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/stories260K.gguf not found";
+  const std::vector<int32_t> prompt =
+      l.tokenizer->encode("Once upon a time, there was a little girl named Lily.", EncodeOptions{.add_special = true});
+  int64_t drafts_before = -1;
+  for (float p_min : {0.0f, 0.5f, 0.9f}) {
+    EngineConfig c = with_draft(l);
+    c.draft_p_min = p_min;
+    auto engine = Engine::create(*l.model, *l.tokenizer, c);
+    ASSERT_TRUE(engine.ok());
+    collect(*(*engine)->submit(test::greedy_request(prompt, 100)));
+    wait_idle(**engine);
+    const EngineStats s = (*engine)->stats();
+    EXPECT_GT(s.n_spec_draft_tokens, 0) << "p_min " << p_min;
+    // Its own choices (a batched verify row may round differently from a single one: not
+    // required to be all).
+    EXPECT_GE(s.n_spec_accepted_tokens * 10, s.n_spec_draft_tokens * 9) << "p_min " << p_min;
+    if (drafts_before >= 0) EXPECT_LT(s.n_spec_draft_tokens, drafts_before) << "p_min " << p_min;
+    drafts_before = s.n_spec_draft_tokens;
+  }
+}
+
 TEST(EngineDraftModel, ADifferentVocabularyIsRefused) {
   const Models m = load();
   if (!m.target.model) GTEST_SKIP() << "SKIPPED: ../shared/models/" << kTarget << " not found";
