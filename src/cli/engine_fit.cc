@@ -44,7 +44,30 @@ Status check_fits(const ModelConfig& model, const EngineConfig& requested, const
   if (Status st = check_memory_budget(saturating_add(need.kv_bytes, need.step_bytes), both, available); !st.ok()) {
     return resource_exhausted(join({kv_src, step_src}, "") + ": " + st.message());
   }
+  if (!c.draft_model) return {};
+  // The draft model's KV cache: a whole context per slot (engine/draft_model.h), beside the rest.
+  const std::string draft_what = "the draft model's KV cache (" + std::to_string(c.draft_slots) + " slots × " +
+                                 std::to_string(c.n_ctx) + " tokens × " +
+                                 format_bytes(KvStorage::bytes_per_token(c.draft_model->config, c.kv_type)) + ")";
+  const std::string draft_src =
+      join({s.draft_slots}, "--draft-slots (default: parallel, at most the contexts the KV cache holds)");
+  const std::string all = both + " and " + draft_what;
+  if (Status st = check_memory_budget(saturating_add(saturating_add(need.kv_bytes, need.step_bytes), need.draft_kv_bytes),
+                                      all, available);
+      !st.ok()) {
+    return resource_exhausted(join({draft_src, kv_src}, "") + ": " + st.message());
+  }
   return {};
+}
+
+// The sizing log's second line with a draft model: what it costs beside the engine sizing line.
+void log_draft_sizing(const EngineConfig& c, const EngineMemory& need) {
+  log::info("draft model sizing",
+            {{"draft_model", c.draft_model->file ? c.draft_model->file->path() : c.draft_model->config.name},
+             {"draft_weight_bytes", c.draft_model->n_weight_bytes()},
+             {"draft_slots", int64_t{c.draft_slots}},
+             {"draft_kv_bytes_per_token", KvStorage::bytes_per_token(c.draft_model->config, c.kv_type)},
+             {"draft_kv_bytes", need.draft_kv_bytes}});
 }
 
 // Where max_seqs came from, as the engine sizing log tells it: the setting,
@@ -86,6 +109,8 @@ Result<std::unique_ptr<Engine>> create_engine(const Model& model, const Tokenize
               "gets 400 kv_cache_overflow (or, with --degrade max-tokens, a lower max_tokens)",
               {{"n_kv_tokens", resolved.n_kv_tokens}, {"n_ctx", resolved.n_ctx}});
   }
+  // The method requests use when they do not say: off, ngram, or draft (a draft model).
+  const char* speculative = !resolved.speculative ? "off" : resolved.draft_model ? "draft" : "ngram";
   log::info("engine sizing",
             {{"parallel", int64_t{resolved.max_seqs}},
              {"parallel_from", parallel_source(config, resolved, sources)},
@@ -93,8 +118,9 @@ Result<std::unique_ptr<Engine>> create_engine(const Model& model, const Tokenize
              {"batch_tokens", int64_t{resolved.max_step_tokens}}, {"schedule", schedule_policy_name(resolved.schedule)},
              {"kv_type", kv_type_name(resolved.kv_type)},
              {"kv_bytes_per_token", KvStorage::bytes_per_token(model.config, resolved.kv_type)},
-             {"speculative", resolved.speculative ? "ngram" : "off"},
+             {"speculative", speculative},
              {"spec_draft_max", int64_t{resolved.spec_draft_max}}});
+  if (resolved.draft_model) log_draft_sizing(resolved, engine_memory(model.config, resolved));
   return Engine::create(model, tokenizer, resolved, std::move(weights));  // resolving again changes nothing
 }
 

@@ -19,6 +19,7 @@ struct EngineSizeSources {
   std::string ctx;           // the context window, when given
   std::string batch_tokens;  // the step's token budget, when given
   std::string parallel;      // sequences at once (logits rows of a step), when given
+  std::string draft_slots;   // sequences drafting at once from a draft model, when given
 };
 
 // Warns when `type` quantizes K/V in blocks wider than a head (q8_0 with head_dim < 32: a
