@@ -195,8 +195,11 @@ int cmd_generate(int argc, char** argv, int first) {
   if (args->has("draft-model") && draft_path.empty()) {
     return report_error("generate", invalid_argument("--draft-model needs a path"));
   }
-  auto speculative = resolve_spec_method(args->get_or("speculative", ""), "--speculative " + args->get_or("speculative", ""),
-                                         draft_path, "--draft-model " + draft_path);
+  const std::string spec_value = args->get_or("speculative", "");
+  if (args->has("speculative") && spec_value != "off" && spec_value != "ngram" && spec_value != "draft") {
+    return report_error("generate", invalid_argument("--speculative must be off, ngram or draft, got '" + spec_value + "'"));
+  }
+  auto speculative = resolve_spec_method(spec_value, "--speculative " + spec_value, draft_path, "--draft-model " + draft_path);
   if (!speculative.ok()) return report_error("generate", speculative.status());
 
   auto model_path = args->has("model") ? Result<std::string>(*args->get("model")) : default_model_path();

@@ -8,6 +8,7 @@
 #include <boost/json.hpp>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/http_client.h"
@@ -47,8 +48,10 @@ int draft_off_port() { return server("draft-off", {"--draft-model", draft_path()
 
 // /v1/completions, greedy, 60 tokens; `extra`: more members of the body.
 std::string completion(int port, const std::string& extra = "") {
-  const std::string body = R"({"model":"m","prompt":"Once upon a time","temperature":0,"max_tokens":60)" +
-                           (extra.empty() ? "" : "," + extra) + "}";
+  const bool own_prompt = extra.find(R"("prompt":)") != std::string::npos;
+  const std::string body = std::string(R"({"model":"m",)") +
+                           (own_prompt ? "" : R"("prompt":"Once upon a time",)") +
+                           R"("temperature":0,"max_tokens":60)" + (extra.empty() ? "" : "," + extra) + "}";
   HttpReply r = fetch(port, "POST", "/v1/completions", body, {}, 60000);
   EXPECT_EQ(r.status, 200) << r.body;
   if (r.status != 200) return "";
@@ -104,6 +107,25 @@ TEST(DraftModelServer, OffLoadsTheDraftModelForRequestsThatAsk) {
   EXPECT_EQ(completion(port, R"("speculative":true)"), want);
   EXPECT_GT(metric(port, "engine_spec_verify_passes_total"), 0);
   EXPECT_GT(metric(port, "engine_spec_accepted_tokens_total"), 0);
+}
+
+// Sequences at once with fewer draft slots than sequences: those without a slot decode plainly,
+// and every answer is still that of plain decoding.
+TEST(DraftModelServer, ConcurrentRequestsWithFewerSlots) {
+  REQUIRE_TINY_LLAMA();
+  const int port =
+      server("draft-2-slots", {"--draft-model", draft_path(), "--draft-slots", "2", "--parallel", "4"}).port();
+  ASSERT_GT(port, 0);
+  const std::vector<std::string> prompts = {"Once upon a time", "The cat sat on the mat.", "Lily", "A big dog"};
+  std::vector<std::string> want, got(prompts.size());
+  for (const std::string& p : prompts) want.push_back(completion(plain_port(), R"("prompt":)" + jquote(p)));
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    threads.emplace_back([&, i] { got[i] = completion(port, R"("prompt":)" + jquote(prompts[i])); });
+  }
+  for (std::thread& t : threads) t.join();
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i], want[i]) << prompts[i];
+  EXPECT_GT(metric(port, "engine_spec_verify_passes_total"), 0);
 }
 
 // `zerolayer serve ... 2>&1`: its exit status and output, stdin closed.
