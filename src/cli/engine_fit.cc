@@ -85,6 +85,22 @@ std::string parallel_source(const EngineConfig& requested, const EngineConfig& r
 
 }  // namespace
 
+EngineConfig share_kv_budget_with_draft(const ModelConfig& model, EngineConfig config, uint64_t available) {
+  if (!config.draft_model || config.n_kv_tokens > 0 || available == UINT64_MAX) return config;
+  const double budget = 0.5 * static_cast<double>(available);  // resolve_engine_config's share
+  EngineConfig r = resolve_engine_config(model, config);
+  // A few rounds: the draft's slots follow the cache's contexts (rounded to whole blocks).
+  for (int round = 0; round < 16 && r.n_kv_tokens > r.n_ctx; ++round) {
+    const EngineMemory need = engine_memory(model, r);
+    const double total = static_cast<double>(need.kv_bytes) + static_cast<double>(need.draft_kv_bytes);
+    if (total <= budget) break;
+    const auto lower = static_cast<int64_t>(static_cast<double>(r.n_kv_tokens) * (budget / total));
+    config.n_kv_tokens = std::max(r.n_ctx, std::min(lower, r.n_kv_tokens - r.block_size));
+    r = resolve_engine_config(model, config);
+  }
+  return config;
+}
+
 void warn_kv_type(const ModelConfig& model, KvType type) {
   if (type == KvType::kQ8_0 && model.head_dim > 0 && model.head_dim < 32) {
     log::warn("--kv-type q8_0 on a model with head_dim below 32: a 32-value block spans several heads, which "
@@ -96,7 +112,13 @@ void warn_kv_type(const ModelConfig& model, KvType type) {
 Result<std::unique_ptr<Engine>> create_engine(const Model& model, const Tokenizer& tokenizer, const EngineConfig& config,
                                               const EngineSizeSources& sources,
                                               std::shared_ptr<const PackedWeights> weights) {
-  const EngineConfig resolved = resolve_engine_config(model.config, config);
+  const EngineConfig shared = share_kv_budget_with_draft(model.config, config, available_memory_bytes());
+  const EngineConfig resolved = resolve_engine_config(model.config, shared);
+  if (shared.n_kv_tokens != config.n_kv_tokens) {
+    log::info("the KV cache shares half of the memory available with the draft model's (--kv-size sets it)",
+              {{"n_kv_tokens", resolved.n_kv_tokens},
+               {"n_kv_tokens_without_draft", resolve_engine_config(model.config, config).n_kv_tokens}});
+  }
   RETURN_IF_ERROR(check_fits(model.config, config, resolved, sources));
   warn_kv_type(model.config, resolved.kv_type);
   if (model.config.n_ctx_train > 0 && resolved.n_ctx > model.config.n_ctx_train) {

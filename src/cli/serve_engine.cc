@@ -6,6 +6,7 @@
 #include "cli/engine_fit.h"
 #include "cli/prompt_codec_setup.h"
 #include "cli/model_loading.h"
+#include "core/memory.h"  // available_memory_bytes
 #include "engine/engine.h"
 #include "tokenizer/tokenizer.h"
 
@@ -67,7 +68,10 @@ Result<ServeBackend> make_backend(const ServeConfig& config, obs::EngineSink* ob
   // (resolved: the default parallel follows from the KV budget).
   ec.max_queue = config.max_queue >= 0
                      ? config.max_queue
-                     : 4 * int64_t{resolve_engine_config(loaded->model->config, ec).max_seqs};
+                     : 4 * int64_t{resolve_engine_config(loaded->model->config,
+                                                         share_kv_budget_with_draft(loaded->model->config, ec,
+                                                                                    available_memory_bytes()))
+                                       .max_seqs};
   ec.max_queue_tokens = config.max_queue_tokens;
   ec.queue_timeout_ms = config.queue_timeout_ms;
   ec.max_pause_ms = config.max_pause_ms;

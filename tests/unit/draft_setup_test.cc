@@ -9,7 +9,9 @@
 #include <vector>
 
 #include "cli/draft_setup.h"
+#include "cli/engine_fit.h"
 #include "cli/serve_config.h"
+#include "model/model.h"
 
 namespace zl::cli {
 namespace {
@@ -121,6 +123,35 @@ TEST(DraftSetup, ServeSettingsFromFlagEnvAndToml) {
   }
   std::ofstream(path) << "draft_modle = \"x\"\n";  // misspelt: an error, not ignored
   EXPECT_FALSE(resolve_serve_config({{"config", path}}, {}, env.fn()).ok());
+}
+
+// Without --kv-size the KV cache takes at most half of the memory available; a draft model's
+// slots share that half (tiny-llama: 2 KiB of K/V a token, for the model and its Q2_K draft).
+TEST(DraftSetup, KvBudgetSharedWithTheDraftModel) {
+  const std::string dir = std::string(ZL_SHARED_DIR) + "/models/";
+  auto target = load_model(dir + "tiny-llama-F32.gguf");
+  auto draft = load_model(dir + "tiny-llama-Q2_K.gguf");
+  if (!target.ok() || !draft.ok()) GTEST_SKIP() << "SKIPPED: tiny-llama models absent (needs ../shared)";
+  const ModelConfig& mc = (*target)->config;
+  EngineConfig c{.n_ctx = 256};
+  c.draft_model = draft->get();
+  const uint64_t available = uint64_t{8} << 20;  // half: 4 MiB, 2048 tokens of one cache alone
+  const EngineConfig shared = share_kv_budget_with_draft(mc, c, available);
+  const EngineConfig r = resolve_engine_config(mc, shared);
+  const EngineMemory m = engine_memory(mc, r);
+  EXPECT_LE(m.kv_bytes + m.draft_kv_bytes, available / 2) << r.n_kv_tokens << " tokens, " << r.draft_slots << " slots";
+  EXPECT_GE(r.n_kv_tokens, 3 * 256);  // lowered no further than the budget asks
+  EXPECT_LE(r.n_kv_tokens, 1024);
+  EXPECT_GE(r.draft_slots, 3);
+  // Unchanged: plenty of memory, an explicit size, no draft model.
+  EXPECT_EQ(share_kv_budget_with_draft(mc, c, uint64_t{1} << 40).n_kv_tokens, 0);
+  EngineConfig sized = c;
+  sized.n_kv_tokens = 4096;
+  EXPECT_EQ(share_kv_budget_with_draft(mc, sized, available).n_kv_tokens, 4096);
+  EngineConfig plain{.n_ctx = 256};
+  EXPECT_EQ(share_kv_budget_with_draft(mc, plain, available).n_kv_tokens, 0);
+  // Never below one context, even when that does not fit (create_engine then refuses it).
+  EXPECT_EQ(resolve_engine_config(mc, share_kv_budget_with_draft(mc, c, uint64_t{1} << 20)).n_kv_tokens, 256);
 }
 
 }  // namespace
