@@ -196,6 +196,16 @@ TEST(DraftModelServer, GenerateWithADraftModel) {
   EXPECT_NE(err.find(R"("speculative":"draft")"), std::string::npos) << err;
   EXPECT_NE(err.find(R"("msg":"draft model sizing")"), std::string::npos) << err;
   EXPECT_NE(err.find(R"("draft_kv_bytes":)"), std::string::npos) << err;
+  // Sampled with a seed: the very same tokens with the draft model.
+  const std::string sampled = zerolayer_bin() + " generate --model " + target_path() +
+                              " --prompt 'Once upon a time' -n 60 --temperature 0.8 --seed 7 --ignore-eos "
+                              "--threads 1 --json 2>/dev/null";
+  CommandResult sa = run_command(sampled);
+  CommandResult sb = run_command(sampled + " --draft-model " + draft_path());
+  ASSERT_EQ(sa.exit_code, 0) << sa.out;
+  ASSERT_EQ(sb.exit_code, 0) << sb.out;
+  EXPECT_EQ(json::serialize(parse_obj(sa.out).at("generated_ids")), json::serialize(parse_obj(sb.out).at("generated_ids")));
+  EXPECT_GT(num(at(parse_obj(sb.out), {"spec_passes"})), 0);
   // Off with a draft model: nothing drafted (generate's one request does not ask).
   CommandResult off = run_command(base + " --speculative off --draft-model " + draft_path() + " 2>/dev/null");
   ASSERT_EQ(off.exit_code, 0) << off.out;
