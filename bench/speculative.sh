@@ -19,16 +19,19 @@
 # The ids of the two runs of a case must be identical (greedy, and seeded sampling: speculation
 # consumes the sampler's RNG as plain decoding does); a difference stops the script.
 # THREADS (default 2) compute threads; CASES: a comma-separated subset (default all);
-# ZEROLAYER: the binary (default build/zerolayer).
+# ZEROLAYER: the binary (default build/zerolayer); DRAFT: a draft model (--draft-model) instead
+# of n-gram drafts for the speculative runs.
 set -euo pipefail
 model=${1:?usage: speculative.sh MODEL.gguf [N_TOKENS] [REPS]}
 n=${2:-200}
 reps=${3:-5}
 bin=${ZEROLAYER:-$(dirname "$0")/../build/zerolayer}
-python3 - "$bin" "$model" "$n" "$reps" "${THREADS:-2}" "${CASES:-}" <<'PY'
+python3 - "$bin" "$model" "$n" "$reps" "${THREADS:-2}" "${CASES:-}" "${DRAFT:-}" <<'PY'
 import json, statistics, subprocess, sys
 binary, model, n, reps, threads = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 wanted = [c for c in sys.argv[6].split(",") if c]
+draft = sys.argv[7]
+method = ["--draft-model", draft] if draft else ["--speculative", "ngram"]
 text = ["--prompt", "The quick brown fox"]
 cases = {
     "repeating": ["--prompt-ids", ",".join(["1"] * 64), "--temperature", "0"],
@@ -39,10 +42,11 @@ cases = {
 }
 def run(extra, spec):
     args = [binary, "generate", "--model", model, "-n", n, "--threads", threads,
-            "--ignore-eos", "--json"] + extra + (["--speculative", "ngram"] if spec else [])
+            "--ignore-eos", "--json"] + extra + (method if spec else [])
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
     return json.loads(out)
-print(f"model {model}, {n} tokens, {threads} threads, {reps} reps (medians; the machine may be shared)")
+print(f"model {model}, {n} tokens, {threads} threads, {reps} reps (medians; the machine may be shared)"
+      + (f", drafts from {draft}" if draft else ", n-gram drafts"))
 for name, extra in cases.items():
     if wanted and name not in wanted:
         continue
