@@ -6,6 +6,7 @@
 #include "cli/engine_fit.h"
 #include "cli/prompt_codec_setup.h"
 #include "cli/model_loading.h"
+#include "core/log.h"
 #include "core/memory.h"  // available_memory_bytes
 #include "engine/engine.h"
 #include "tokenizer/tokenizer.h"
@@ -51,6 +52,8 @@ Result<ServeBackend> make_backend(const ServeConfig& config, obs::EngineSink* ob
   if (!config.draft_model_path.empty()) {  // before the KV sizing below: the memory left counts its weights
     ASSIGN_OR_RETURN(loaded->draft, load_draft_model(config.draft_model_path, given("draft-model"), *loaded->model,
                                                      *loaded->tokenizer));
+  } else if (config.draft_slots > 0) {
+    log::warn("draft-slots is unused without draft-model", {{"draft_slots", given("draft-slots")}});
   }
   EngineConfig ec{.n_ctx = config.ctx,
                   .max_seqs = static_cast<int32_t>(config.parallel),
