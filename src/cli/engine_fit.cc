@@ -68,6 +68,12 @@ void log_draft_sizing(const EngineConfig& c, const EngineMemory& need) {
              {"draft_slots", int64_t{c.draft_slots}},
              {"draft_kv_bytes_per_token", KvStorage::bytes_per_token(c.draft_model->config, c.kv_type)},
              {"draft_kv_bytes", need.draft_kv_bytes}});
+  const int64_t draft_train = c.draft_model->config.n_ctx_train;
+  if (draft_train > 0 && c.n_ctx > draft_train) {
+    log::warn("the context window is larger than the draft model was trained on: its drafts past that length may "
+              "be poor (fewer accepted; the output is the model's either way)",
+              {{"n_ctx", c.n_ctx}, {"draft_n_ctx_train", draft_train}});
+  }
 }
 
 // Where max_seqs came from, as the engine sizing log tells it: the setting,
