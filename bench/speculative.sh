@@ -20,14 +20,14 @@
 # consumes the sampler's RNG as plain decoding does); a difference stops the script.
 # THREADS (default 2) compute threads; CASES: a comma-separated subset (default all);
 # ZEROLAYER: the binary (default build/zerolayer).
-# DRAFT_MODEL=FILE.gguf: the speculative runs draft with that model (`--speculative draft
+# DRAFT_MODEL=FILE.gguf (or DRAFT=): the speculative runs draft with that model (`--speculative draft
 # --draft-model FILE`) instead of n-grams; DRAFT_P_MIN: its --draft-p-min (default the binary's).
 set -euo pipefail
 model=${1:?usage: speculative.sh MODEL.gguf [N_TOKENS] [REPS]}
 n=${2:-200}
 reps=${3:-5}
 bin=${ZEROLAYER:-$(dirname "$0")/../build/zerolayer}
-python3 - "$bin" "$model" "$n" "$reps" "${THREADS:-2}" "${CASES:-}" "${DRAFT_MODEL:-}" "${DRAFT_P_MIN:-}" <<'PY'
+python3 - "$bin" "$model" "$n" "$reps" "${THREADS:-2}" "${CASES:-}" "${DRAFT_MODEL:-${DRAFT:-}}" "${DRAFT_P_MIN:-}" <<'PY'
 import json, statistics, subprocess, sys
 binary, model, n, reps, threads = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 wanted = [c for c in sys.argv[6].split(",") if c]

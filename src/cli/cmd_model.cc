@@ -12,6 +12,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "api/json_util.h"  // append_json_string
+#include "cli/draft_setup.h"
 #include "cli/engine_fit.h"
 #include "cli/model_loading.h"
 #include "core/log.h"
@@ -153,7 +154,10 @@ int cmd_generate(int argc, char** argv, int first) {
        {"ctx", true, "context size in tokens (default: prompt + n)"},
        {"kv-type", true, "KV cache type: f16 (default), q8_0 or f32"},
        {"ignore-eos", false, "do not stop at the end-of-sequence token"},
-       {"speculative", true, "off (default) or ngram: lossless speculative decoding with n-gram / prompt-lookup drafts"},
+       {"speculative", true,
+        "off (default without --draft-model), ngram (n-gram / prompt-lookup drafts) or draft (drafts from "
+        "--draft-model; the default with it): lossless speculative decoding"},
+       {"draft-model", true, "GGUF draft model with the model's vocabulary: speculative drafts from it"},
        {"spec-draft-max", true, "speculative draft tokens per step at most (default 8, 1 to 32)"},
        {"spec-ngram-min", true, "shortest n-gram looked up for a draft (default 2)"},
        {"json", false,
@@ -187,10 +191,16 @@ int cmd_generate(int argc, char** argv, int first) {
   if (!parse_kv_type(args->get_or("kv-type", "f16").c_str(), &kv_type)) {
     return report_error("generate", invalid_argument("--kv-type must be f16, q8_0 or f32"));
   }
-  const std::string speculative = args->get_or("speculative", "off");
-  if (speculative != "off" && speculative != "ngram") {
-    return report_error("generate", invalid_argument("--speculative must be off or ngram"));
+  const std::string draft_path = args->get_or("draft-model", "");
+  if (args->has("draft-model") && draft_path.empty()) {
+    return report_error("generate", invalid_argument("--draft-model needs a path"));
   }
+  const std::string spec_value = args->get_or("speculative", "");
+  if (args->has("speculative") && spec_value != "off" && spec_value != "ngram" && spec_value != "draft") {
+    return report_error("generate", invalid_argument("--speculative must be off, ngram or draft, got '" + spec_value + "'"));
+  }
+  auto speculative = resolve_spec_method(spec_value, "--speculative " + spec_value, draft_path, "--draft-model " + draft_path);
+  if (!speculative.ok()) return report_error("generate", speculative.status());
 
   auto model_path = args->has("model") ? Result<std::string>(*args->get("model")) : default_model_path();
   if (!model_path.ok()) return report_error("generate", model_path.status());
@@ -199,6 +209,12 @@ int cmd_generate(int argc, char** argv, int first) {
   const Model& model = *loaded->model;
   auto tokenizer = Tokenizer::from_gguf(*model.file);
   if (!tokenizer.ok()) return report_error("generate", tokenizer.status());
+  std::unique_ptr<LoadedDraft> draft;
+  if (!draft_path.empty()) {
+    auto d = load_draft_model(draft_path, "--draft-model " + draft_path, model, **tokenizer);
+    if (!d.ok()) return report_error("generate", d.status());
+    draft = std::move(d).value();
+  }
 
   Request request{.id = "generate"};
   if (args->has("prompt-ids")) {
@@ -221,10 +237,11 @@ int cmd_generate(int argc, char** argv, int first) {
   const int64_t ctx = *n_ctx > 0 ? *n_ctx : n_prompt + *n_gen;
   EngineConfig ec{.n_ctx = ctx, .max_seqs = 1, .n_kv_tokens = ctx,
                   .kv_type = kv_type, .n_threads = static_cast<int>(*threads),
-                  .speculative = speculative == "ngram",
+                  .speculative = *speculative != "off",
                   .spec_draft_max = static_cast<int32_t>(*spec_draft_max),
                   .spec_ngram_min = static_cast<int32_t>(*spec_ngram_min),
                   .spec_ngram_max = std::max(static_cast<int32_t>(*spec_ngram_min), 4)};
+  attach_draft_model(draft.get(), /*draft_slots=*/1, &ec);
   const std::string ctx_source = *n_ctx > 0 ? "--ctx " + std::to_string(*n_ctx)
                                             : "the prompt (" + std::to_string(n_prompt) + " tokens) + -n " +
                                                   std::to_string(*n_gen);

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <unistd.h>  // gethostname
 
+#include "cli/draft_setup.h"     // resolve_spec_method
 #include "engine/request.h"     // kMaxSpecDraft
 #include "kernels/attention.h"  // parse_kv_type
 #include "spec/ngram_draft.h"   // kMaxNgram
@@ -205,7 +206,7 @@ const std::vector<std::string>& serve_setting_names() {
       "shadow-fraction", "shadow-api-key", "shadow-log",      "shadow-timeout-ms", "shadow-queue",
       "record-requests", "ui",
       "max-header-bytes", "tls-cert",      "tls-key",        "h2-max-concurrent-streams", "h2-max-resets-per-s", "schedule",
-      "speculative",     "spec-draft-max", "spec-ngram-min"};
+      "speculative",     "spec-draft-max", "spec-ngram-min", "draft-model",   "draft-slots"};
   return kNames;
 }
 
@@ -273,13 +274,17 @@ Result<ServeConfig> resolve_serve_config(const std::map<std::string, std::string
     return invalid_argument(src.origin.at("schedule") + ": schedule must be latency or throughput, got '" +
                             c.schedule + "'");
   }
-  str("speculative", &c.speculative);
-  // The boolean forms (TOML speculative = true, ZEROLAYER_SPECULATIVE=1): on is the one method.
-  if (c.speculative == "true" || c.speculative == "1" || c.speculative == "yes") c.speculative = "ngram";
-  if (c.speculative == "false" || c.speculative == "0" || c.speculative == "no") c.speculative = "off";
-  if (c.speculative != "off" && c.speculative != "ngram") {
-    return invalid_argument(src.origin.at("speculative") + ": speculative must be off, ngram, true or false, got '" +
-                            c.speculative + "'");
+  str("draft-model", &c.draft_model_path);
+  RETURN_IF_ERROR(parse_int(src, "draft-slots", 0, 4096, &c.draft_slots));
+  {
+    auto given = [&c](const char* name) {
+      auto it = c.given.find(name);
+      return it == c.given.end() ? std::string() : it->second;
+    };
+    std::string value;
+    str("speculative", &value);
+    ASSIGN_OR_RETURN(c.speculative,
+                     resolve_spec_method(value, given("speculative"), c.draft_model_path, given("draft-model")));
   }
   RETURN_IF_ERROR(parse_int(src, "spec-draft-max", 1, kMaxSpecDraft, &c.spec_draft_max));
   RETURN_IF_ERROR(parse_int(src, "spec-ngram-min", 1, spec::kMaxNgram, &c.spec_ngram_min));

@@ -33,11 +33,16 @@ struct ServeConfig {
   std::string kv_type = "f16";        // KV cache element type: f16, q8_0 or f32
   int64_t batch_tokens = 512;         // token budget of one engine step
   std::string schedule = "latency";   // the scheduling policy: latency or throughput (engine/scheduler.h)
-  // Speculative decoding (engine.h): "ngram" makes it every request's default ("off": only
-  // requests that ask, `"speculative": true`); draft tokens per step at most; shortest n-gram matched.
+  // Speculative decoding (engine.h), resolved (cli/draft_setup.h's table): "ngram" or "draft"
+  // makes it every request's default ("off": only requests that ask, `"speculative": true`);
+  // draft tokens per step at most; shortest n-gram matched. draft_model_path: a draft model of
+  // the same vocabulary (engine/draft_model.h; empty: none); draft_slots: sequences drafting
+  // from it at once (0: the engine's default).
   std::string speculative = "off";
   int64_t spec_draft_max = 8;
   int64_t spec_ngram_min = 2;
+  std::string draft_model_path;
+  int64_t draft_slots = 0;
   std::string model_alias;            // the id in /v1/models; default: the model file's stem
   std::string chat_template;          // template family override; empty: from the model
   std::string chat_template_file;     // a Jinja template file instead of the model's
