@@ -158,6 +158,7 @@ int cmd_generate(int argc, char** argv, int first) {
         "off (default without --draft-model), ngram (n-gram / prompt-lookup drafts) or draft (drafts from "
         "--draft-model; the default with it): lossless speculative decoding"},
        {"draft-model", true, "GGUF draft model with the model's vocabulary: speculative drafts from it"},
+       {"draft-p-min", true, "the draft model drafts while it gives its token at least this probability (default 0.8; 0: always)"},
        {"spec-draft-max", true, "speculative draft tokens per step at most (default 8, 1 to 32)"},
        {"spec-ngram-min", true, "shortest n-gram looked up for a draft (default 2)"},
        {"json", false,
@@ -177,9 +178,14 @@ int cmd_generate(int argc, char** argv, int first) {
   auto n_ctx = args->get_int("ctx", 0);
   auto spec_draft_max = args->get_int_in("spec-draft-max", 8, 1, kMaxSpecDraft);
   auto spec_ngram_min = args->get_int_in("spec-ngram-min", 2, 1, spec::kMaxNgram);
+  auto draft_p_min = args->get_double("draft-p-min", EngineConfig{}.draft_p_min);
   for (const Status* s : {&n_gen.status(), &temperature.status(), &top_k.status(), &top_p.status(), &seed.status(),
-                          &threads.status(), &n_ctx.status(), &spec_draft_max.status(), &spec_ngram_min.status()}) {
+                          &threads.status(), &n_ctx.status(), &spec_draft_max.status(), &spec_ngram_min.status(),
+                          &draft_p_min.status()}) {
     if (!s->ok()) return report_error("generate", *s);
+  }
+  if (!(*draft_p_min >= 0 && *draft_p_min <= 1)) {
+    return report_error("generate", invalid_argument("--draft-p-min must be in [0, 1]"));
   }
   if (*n_gen < 1 || *n_gen > (1 << 20)) return report_error("generate", invalid_argument("-n must be in [1, 1048576]"));
   if (*n_ctx < 0 || *n_ctx > INT32_MAX) {
@@ -242,6 +248,7 @@ int cmd_generate(int argc, char** argv, int first) {
                   .spec_ngram_min = static_cast<int32_t>(*spec_ngram_min),
                   .spec_ngram_max = std::max(static_cast<int32_t>(*spec_ngram_min), 4)};
   attach_draft_model(draft.get(), /*draft_slots=*/1, &ec);
+  ec.draft_p_min = static_cast<float>(*draft_p_min);
   const std::string ctx_source = *n_ctx > 0 ? "--ctx " + std::to_string(*n_ctx)
                                             : "the prompt (" + std::to_string(n_prompt) + " tokens) + -n " +
                                                   std::to_string(*n_gen);

@@ -67,7 +67,8 @@ void log_draft_sizing(const EngineConfig& c, const EngineMemory& need) {
              {"draft_weight_bytes", c.draft_model->n_weight_bytes()},
              {"draft_slots", int64_t{c.draft_slots}},
              {"draft_kv_bytes_per_token", KvStorage::bytes_per_token(c.draft_model->config, c.kv_type)},
-             {"draft_kv_bytes", need.draft_kv_bytes}});
+             {"draft_kv_bytes", need.draft_kv_bytes},
+             {"draft_p_min", static_cast<double>(c.draft_p_min)}});
   const int64_t draft_train = c.draft_model->config.n_ctx_train;
   if (draft_train > 0 && c.n_ctx > draft_train) {
     log::warn("the context window is larger than the draft model was trained on: its drafts past that length may "

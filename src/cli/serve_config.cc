@@ -118,6 +118,20 @@ Status parse_int(const Sources& src, const std::string& name, int64_t min, int64
   return {};
 }
 
+// A fraction in [0, 1] ("0.8").
+Status parse_fraction(const Sources& src, const std::string& name, double* out) {
+  auto it = src.values.find(name);
+  if (it == src.values.end()) return {};
+  char* end = nullptr;
+  const double f = std::strtod(it->second.c_str(), &end);
+  if (it->second.empty() || *end != '\0' || !(f >= 0 && f <= 1)) {  // !(...) also refuses NaN
+    return invalid_argument(src.origin.at(name) + ": " + name + " must be a fraction in [0, 1], got '" + it->second +
+                            "'");
+  }
+  *out = f;
+  return {};
+}
+
 // A number of seconds, fractions allowed ("0.05"), in [min, max].
 Status parse_seconds(const Sources& src, const std::string& name, double min, double max, double* out) {
   auto it = src.values.find(name);
@@ -173,15 +187,7 @@ Status resolve_rollout(const Sources& src, ServeConfig* c) {
       return invalid_argument(src.origin.at("shadow") + ": " + e.status().message());
     }
   }
-  if (auto it = src.values.find("shadow-fraction"); it != src.values.end()) {
-    char* end = nullptr;
-    const double f = std::strtod(it->second.c_str(), &end);
-    if (it->second.empty() || *end != '\0' || !(f >= 0 && f <= 1)) {
-      return invalid_argument(src.origin.at("shadow-fraction") + ": shadow-fraction must be a fraction in [0, 1], got '" +
-                              it->second + "'");
-    }
-    c->shadow_fraction = f;
-  }
+  RETURN_IF_ERROR(parse_fraction(src, "shadow-fraction", &c->shadow_fraction));
   str("shadow-api-key", &c->shadow_api_key);
   str("shadow-log", &c->shadow_log);
   RETURN_IF_ERROR(parse_int(src, "shadow-timeout-ms", 1, 3600000, &c->shadow_timeout_ms));
@@ -206,7 +212,8 @@ const std::vector<std::string>& serve_setting_names() {
       "shadow-fraction", "shadow-api-key", "shadow-log",      "shadow-timeout-ms", "shadow-queue",
       "record-requests", "ui",
       "max-header-bytes", "tls-cert",      "tls-key",        "h2-max-concurrent-streams", "h2-max-resets-per-s", "schedule",
-      "speculative",     "spec-draft-max", "spec-ngram-min", "draft-model",   "draft-slots"};
+      "speculative",     "spec-draft-max", "spec-ngram-min", "draft-model",   "draft-slots",
+      "draft-p-min"};
   return kNames;
 }
 
@@ -276,6 +283,7 @@ Result<ServeConfig> resolve_serve_config(const std::map<std::string, std::string
   }
   str("draft-model", &c.draft_model_path);
   RETURN_IF_ERROR(parse_int(src, "draft-slots", 0, 4096, &c.draft_slots));
+  RETURN_IF_ERROR(parse_fraction(src, "draft-p-min", &c.draft_p_min));
   {
     auto given = [&c](const char* name) {
       auto it = c.given.find(name);

@@ -43,6 +43,7 @@ struct ServeConfig {
   int64_t spec_ngram_min = 2;
   std::string draft_model_path;
   int64_t draft_slots = 0;
+  double draft_p_min = 0.8;  // EngineConfig::draft_p_min
   std::string model_alias;            // the id in /v1/models; default: the model file's stem
   std::string chat_template;          // template family override; empty: from the model
   std::string chat_template_file;     // a Jinja template file instead of the model's

@@ -67,6 +67,7 @@ Result<ServeBackend> make_backend(const ServeConfig& config, obs::EngineSink* ob
                   .guard = config.guard};
   if (!parse_kv_type(config.kv_type.c_str(), &ec.kv_type)) return invalid_argument("unknown kv-type '" + config.kv_type + "'");
   attach_draft_model(loaded->draft.get(), static_cast<int32_t>(config.draft_slots), &ec);
+  ec.draft_p_min = static_cast<float>(config.draft_p_min);
   // Admission control: the bounded queue (engine.h); -1: 4 × --parallel
   // (resolved: the default parallel follows from the KV budget).
   ec.max_queue = config.max_queue >= 0

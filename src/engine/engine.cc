@@ -123,8 +123,11 @@ EngineConfig resolve_engine_config(const ModelConfig& model, EngineConfig c) {
   c.n_kv_tokens = std::min(std::max(c.n_kv_tokens, int64_t{kMinKvBlocks} * c.block_size), INT64_MAX / 4);
   c.n_kv_tokens = (c.n_kv_tokens + c.block_size - 1) / c.block_size * c.block_size;
   if (auto_seqs) c.max_seqs = default_max_seqs(c.n_kv_tokens, c.n_ctx);
-  if (c.draft_model && c.draft_slots <= 0) {
-    c.draft_slots = static_cast<int32_t>(std::clamp<int64_t>(c.n_kv_tokens / std::max<int64_t>(c.n_ctx, 1), 1, std::max(c.max_seqs, 1)));
+  if (c.draft_model) {
+    // More slots than sequences would hold contexts no sequence uses.
+    c.draft_slots = c.draft_slots <= 0 ? static_cast<int32_t>(std::clamp<int64_t>(
+                                             c.n_kv_tokens / std::max<int64_t>(c.n_ctx, 1), 1, std::max(c.max_seqs, 1)))
+                                       : std::min(c.draft_slots, std::max(c.max_seqs, 1));
   }
   return c;
 }

@@ -109,7 +109,8 @@ struct EngineConfig {
   // engine; its vocabulary must be the model's (check_draft_vocabulary, at create()).
   // draft_weights: its prepared weights (null: prepared at create()). draft_slots: sequences
   // that draft at once, each with a whole context of the draft's KV cache; 0: max_seqs,
-  // capped by the contexts the model's own KV cache holds (n_kv_tokens / n_ctx).
+  // capped by the contexts the model's own KV cache holds (n_kv_tokens / n_ctx); never more
+  // than max_seqs.
   const Model* draft_model = nullptr;
   const Tokenizer* draft_tokenizer = nullptr;
   std::shared_ptr<const PackedWeights> draft_weights;

@@ -25,7 +25,10 @@ namespace {
 namespace json = boost::json;
 
 std::string target_path() { return shared_dir() + "/models/tiny-llama-F32.gguf"; }
-std::string draft_path() { return shared_dir() + "/models/tiny-llama-Q2_K.gguf"; }
+std::string draft_path() { return shared_dir() + "/models/tiny-llama-Q8_0.gguf"; }
+// This random-weight draft is never sure of a token (the default --draft-p-min 0.8 would draft
+// nothing): the drafting servers and runs draft regardless.
+const std::string kAlways = " --draft-p-min 0";
 
 #define REQUIRE_TINY_LLAMA()                                                                          \
   do {                                                                                                \
@@ -43,8 +46,10 @@ ServerProcess& server(const std::string& name, const std::vector<std::string>& e
   });
 }
 int plain_port() { return server("plain", {}).port(); }
-int draft_port() { return server("draft", {"--draft-model", draft_path()}).port(); }
-int draft_off_port() { return server("draft-off", {"--draft-model", draft_path(), "--speculative", "off"}).port(); }
+int draft_port() { return server("draft", {"--draft-model", draft_path(), "--draft-p-min", "0"}).port(); }
+int draft_off_port() {
+  return server("draft-off", {"--draft-model", draft_path(), "--speculative", "off", "--draft-p-min", "0"}).port();
+}
 
 // /v1/completions, greedy, 60 tokens; `extra`: more members of the body.
 std::string completion(int port, const std::string& extra = "") {
@@ -114,7 +119,8 @@ TEST(DraftModelServer, OffLoadsTheDraftModelForRequestsThatAsk) {
 TEST(DraftModelServer, ConcurrentRequestsWithFewerSlots) {
   REQUIRE_TINY_LLAMA();
   const int port =
-      server("draft-2-slots", {"--draft-model", draft_path(), "--draft-slots", "2", "--parallel", "4"}).port();
+      server("draft-2-slots", {"--draft-model", draft_path(), "--draft-slots", "2", "--parallel", "4", "--draft-p-min", "0"})
+          .port();
   ASSERT_GT(port, 0);
   const std::vector<std::string> prompts = {"Once upon a time", "The cat sat on the mat.", "Lily", "A big dog"};
   std::vector<std::string> want, got(prompts.size());
@@ -150,6 +156,9 @@ TEST(DraftModelServer, StartupRefusals) {
   r = serve("--draft-model /nonexistent/draft.gguf");
   EXPECT_NE(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("--draft-model /nonexistent/draft.gguf"), std::string::npos) << r.out;
+  r = serve("--draft-model " + draft_path() + " --draft-p-min 1.5");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("draft-p-min must be a fraction in [0, 1]"), std::string::npos) << r.out;
   r = serve("--draft-model " + draft_path() + " --draft-slots -1");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_NE(r.out.find("--draft-slots"), std::string::npos) << r.out;
@@ -179,8 +188,8 @@ TEST(DraftModelServer, GenerateWithADraftModel) {
                            " --prompt 'Once upon a time' -n 60 --temperature 0 --ignore-eos --threads 1 --json";
   const std::string log = ::testing::TempDir() + "draft_model_generate.log";
   CommandResult a = run_command(base + " 2>/dev/null");
-  CommandResult b = run_command(base + " --draft-model " + draft_path() + " 2>" + log);
-  CommandResult c = run_command(base + " --speculative draft --draft-model " + draft_path() + " 2>/dev/null");
+  CommandResult b = run_command(base + " --draft-model " + draft_path() + kAlways + " 2>" + log);
+  CommandResult c = run_command(base + " --speculative draft --draft-model " + draft_path() + kAlways + " 2>/dev/null");
   ASSERT_EQ(a.exit_code, 0) << a.out;
   ASSERT_EQ(b.exit_code, 0) << b.out;
   ASSERT_EQ(c.exit_code, 0) << c.out;
@@ -201,7 +210,7 @@ TEST(DraftModelServer, GenerateWithADraftModel) {
                               " --prompt 'Once upon a time' -n 60 --temperature 0.8 --seed 7 --ignore-eos "
                               "--threads 1 --json 2>/dev/null";
   CommandResult sa = run_command(sampled);
-  CommandResult sb = run_command(sampled + " --draft-model " + draft_path());
+  CommandResult sb = run_command(sampled + " --draft-model " + draft_path() + kAlways);
   ASSERT_EQ(sa.exit_code, 0) << sa.out;
   ASSERT_EQ(sb.exit_code, 0) << sb.out;
   EXPECT_EQ(json::serialize(parse_obj(sa.out).at("generated_ids")), json::serialize(parse_obj(sb.out).at("generated_ids")));
@@ -212,6 +221,14 @@ TEST(DraftModelServer, GenerateWithADraftModel) {
   EXPECT_EQ(num(at(parse_obj(off.out), {"spec_passes"})), 0);
   EXPECT_EQ(run_command(base + " --speculative draft 2>&1").exit_code, 2);
   EXPECT_EQ(run_command(base + " --speculative ngram --draft-model " + draft_path() + " 2>&1").exit_code, 2);
+  // The default minimum probability: this draft is never sure, so nothing is verified, the ids
+  // are the same, and the sizing log says the setting.
+  CommandResult unsure = run_command(base + " --draft-model " + draft_path() + " 2>" + log);
+  ASSERT_EQ(unsure.exit_code, 0) << unsure.out;
+  EXPECT_EQ(json::serialize(ja.at("generated_ids")), json::serialize(parse_obj(unsure.out).at("generated_ids")));
+  EXPECT_EQ(num(at(parse_obj(unsure.out), {"spec_passes"})), 0);
+  EXPECT_NE(read_file(log).find(R"("draft_p_min":0.8)"), std::string::npos) << read_file(log);
+  EXPECT_EQ(run_command(base + " --draft-model " + draft_path() + " --draft-p-min 1.5 2>&1").exit_code, 2);
 }
 
 }  // namespace

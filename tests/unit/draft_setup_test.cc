@@ -74,18 +74,22 @@ TEST(DraftSetup, ServeSettingsFromFlagEnvAndToml) {
   EXPECT_EQ(def->speculative, "off");
 
   const std::string path = ::testing::TempDir() + "draft_setup_test.toml";
-  std::ofstream(path) << "draft_model = \"/m/draft.gguf\"\ndraft_slots = 3\n";
+  std::ofstream(path) << "draft_model = \"/m/draft.gguf\"\ndraft_slots = 3\ndraft_p_min = 0.5\n";
   auto toml = resolve_serve_config({{"config", path}}, {}, env.fn());
   ASSERT_TRUE(toml.ok()) << toml.status().to_string();
   EXPECT_EQ(toml->draft_model_path, "/m/draft.gguf");
   EXPECT_EQ(toml->draft_slots, 3);
+  EXPECT_EQ(toml->draft_p_min, 0.5);
+  EXPECT_EQ(def->draft_p_min, 0.8);
   EXPECT_EQ(toml->speculative, "draft");  // a draft model without speculative: draft
   EXPECT_EQ(toml->given.at("draft-model"), "draft_model = /m/draft.gguf in " + path);
 
   env.vars["ZEROLAYER_DRAFT_MODEL"] = "/env/draft.gguf";
   env.vars["ZEROLAYER_DRAFT_SLOTS"] = "2";
+  env.vars["ZEROLAYER_DRAFT_P_MIN"] = "0";
   auto from_env = resolve_serve_config({{"config", path}}, {}, env.fn());
   ASSERT_TRUE(from_env.ok());
+  EXPECT_EQ(from_env->draft_p_min, 0.0);
   EXPECT_EQ(from_env->draft_model_path, "/env/draft.gguf");
   EXPECT_EQ(from_env->draft_slots, 2);
 
