@@ -49,6 +49,14 @@ struct Outcome {
 
 // Collects a channel's events until the last one. A last event that does not
 // come within `timeout` is a test failure (o.last.finish stays kNone).
+// Waits until the engine runs and queues nothing (a test failure after kDefaultWait).
+inline void wait_idle(const Engine& e) {
+  EXPECT_TRUE(wait_until([&] {
+    const EngineStats s = e.stats();
+    return s.n_running == 0 && s.n_waiting == 0;
+  }));
+}
+
 inline Outcome collect(RequestChannel& ch, std::chrono::milliseconds timeout = kDefaultWait) {
   Outcome o;
   const auto deadline = std::chrono::steady_clock::now() + timeout;

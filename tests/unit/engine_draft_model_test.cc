@@ -22,6 +22,7 @@ using test::collect;
 using test::LoadedModel;
 using test::load_shared_model;
 using test::Outcome;
+using test::wait_idle;
 
 constexpr const char* kTarget = "tiny-llama-F32";
 // The same random weights in Q8_0: ~3 of 4 drafts match the target's argmax.
@@ -51,13 +52,6 @@ std::vector<std::vector<int32_t>> prompts_for(int n_vocab) {
     out.push_back(p);
   }
   return out;
-}
-
-void wait_idle(const Engine& e) {
-  EXPECT_TRUE(test::wait_until([&] {
-    const EngineStats s = e.stats();
-    return s.n_running == 0 && s.n_waiting == 0;
-  }));
 }
 
 struct Models {

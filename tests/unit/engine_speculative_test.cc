@@ -23,6 +23,7 @@ using test::collect;
 using test::LoadedModel;
 using test::load_shared_model;
 using test::Outcome;
+using test::wait_idle;
 
 EngineConfig config(bool speculative) {
   return EngineConfig{.n_ctx = 512, .max_seqs = 8, .n_kv_tokens = 4096, .block_size = 16, .max_step_tokens = 128,
@@ -45,13 +46,6 @@ std::vector<std::vector<int32_t>> prompts_for(int n_vocab) {
     out.push_back(p);
   }
   return out;
-}
-
-void wait_idle(const Engine& e) {
-  EXPECT_TRUE(test::wait_until([&] {
-    const EngineStats s = e.stats();
-    return s.n_running == 0 && s.n_waiting == 0;
-  }));
 }
 
 class SpeculativeOnModel : public ::testing::TestWithParam<std::string> {};
