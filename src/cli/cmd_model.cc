@@ -185,7 +185,8 @@ int cmd_generate(int argc, char** argv, int first) {
     if (!s->ok()) return report_error("generate", *s);
   }
   if (!(*draft_p_min >= 0 && *draft_p_min <= 1)) {
-    return report_error("generate", invalid_argument("--draft-p-min must be in [0, 1]"));
+    return report_error("generate", invalid_argument("--draft-p-min must be a fraction in [0, 1], got '" +
+                                                     args->get_or("draft-p-min", "") + "'"));
   }
   if (*n_gen < 1 || *n_gen > (1 << 20)) return report_error("generate", invalid_argument("-n must be in [1, 1048576]"));
   if (*n_ctx < 0 || *n_ctx > INT32_MAX) {
@@ -205,7 +206,8 @@ int cmd_generate(int argc, char** argv, int first) {
   if (args->has("speculative") && spec_value != "off" && spec_value != "ngram" && spec_value != "draft") {
     return report_error("generate", invalid_argument("--speculative must be off, ngram or draft, got '" + spec_value + "'"));
   }
-  auto speculative = resolve_spec_method(spec_value, "--speculative " + spec_value, draft_path, "--draft-model " + draft_path);
+  auto speculative = resolve_spec_method(spec_value, "--speculative " + spec_value, draft_path, "--draft-model " + draft_path,
+                                         /*config_sources=*/false);
   if (!speculative.ok()) return report_error("generate", speculative.status());
 
   auto model_path = args->has("model") ? Result<std::string>(*args->get("model")) : default_model_path();

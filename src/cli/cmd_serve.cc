@@ -115,7 +115,7 @@ std::vector<FlagSpec> serve_flags() {
       {"draft-model", true, "GGUF draft model with the model's vocabulary (a smaller or quantized sibling): speculative drafts come from it (default --speculative draft; with --speculative off, only requests that ask)"},
       {"draft-slots", true, "sequences drafting from --draft-model at once, each with a whole context of the draft's KV cache (default 0: parallel, at most the contexts the KV cache holds)"},
       {"draft-p-min", true, "the draft model drafts while it gives its token at least this probability (default 0.8, 0 to 1; 0: always k tokens)"},
-      {"spec-draft-max", true, "speculative draft tokens verified per sequence and step at most (default 8, 1 to 32; adaptive below it)"},
+      {"spec-draft-max", true, "speculative draft tokens verified per sequence and step at most (default 8, 1 to 32; adaptive below it; a request's draft_max may only lower it)"},
       {"spec-ngram-min", true, "shortest n-gram looked up for a draft (default 2; n-grams of up to max(4, this) tokens are tried, longest first)"},
       {"model-alias", true, "model id listed by /v1/models (default: the model file's name)"},
       {"chat-template", true, "a built-in chat template family instead of the model's Jinja template (llama3, chatml, …; with thoughts: qwen3, qwen3.5, qwq, deepseek-r1)"},

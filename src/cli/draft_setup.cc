@@ -6,7 +6,8 @@
 namespace zl::cli {
 
 Result<std::string> resolve_spec_method(const std::string& value, const std::string& speculative_given,
-                                        const std::string& draft_path, const std::string& draft_given) {
+                                        const std::string& draft_path, const std::string& draft_given,
+                                        bool config_sources) {
   const bool has_draft = !draft_path.empty();
   std::string method = value.empty() ? (has_draft ? "draft" : "off") : value;
   // The boolean forms (TOML speculative = true, ZEROLAYER_SPECULATIVE=1): on is the method the
@@ -20,7 +21,9 @@ Result<std::string> resolve_spec_method(const std::string& value, const std::str
   if (method == "draft" && !has_draft) {
     return invalid_argument(speculative_given +
                             ": speculative draft needs a draft model of the same vocabulary, and draft-model is not "
-                            "given (--draft-model PATH, ZEROLAYER_DRAFT_MODEL, or draft_model in the config file)");
+                            "given (--draft-model PATH" +
+                            std::string(config_sources ? ", ZEROLAYER_DRAFT_MODEL, or draft_model in the config file)"
+                                                       : ")"));
   }
   if (method == "ngram" && has_draft) {
     return invalid_argument(speculative_given + " conflicts with " + draft_given +

@@ -28,9 +28,11 @@ namespace zl::cli {
 // without a draft model (`draft_path` empty: none): "off", "ngram" or "draft" as the table above
 // says. InvalidArgument naming the settings as the user gave them otherwise (`speculative_given`:
 // "--speculative ngram", "ZEROLAYER_SPECULATIVE=ngram", "speculative = ngram in x.toml";
-// `draft_given` likewise). Pure.
+// `draft_given` likewise; `config_sources`: the command also reads the environment and a config
+// file, which the messages then mention). Pure.
 Result<std::string> resolve_spec_method(const std::string& value, const std::string& speculative_given,
-                                        const std::string& draft_path, const std::string& draft_given);
+                                        const std::string& draft_path, const std::string& draft_given,
+                                        bool config_sources = true);
 
 // A draft model with what the engine points into (EngineConfig::draft_model,
 // draft_tokenizer, draft_weights); it must outlive the engine.

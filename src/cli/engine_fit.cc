@@ -61,7 +61,12 @@ Status check_fits(const ModelConfig& model, const EngineConfig& requested, const
 }
 
 // The sizing log's second line with a draft model: what it costs beside the engine sizing line.
-void log_draft_sizing(const EngineConfig& c, const EngineMemory& need) {
+void log_draft_sizing(const EngineConfig& asked, const EngineConfig& c, const EngineMemory& need) {
+  if (asked.draft_slots > c.draft_slots) {
+    log::warn("draft slots lowered to the sequences that can run at once",
+              {{"draft_slots_asked", int64_t{asked.draft_slots}}, {"draft_slots", int64_t{c.draft_slots}},
+               {"parallel", int64_t{c.max_seqs}}});
+  }
   log::info("draft model sizing",
             {{"draft_model", c.draft_model->file ? c.draft_model->file->path() : c.draft_model->config.name},
              {"draft_weight_bytes", c.draft_model->n_weight_bytes()},
@@ -149,7 +154,7 @@ Result<std::unique_ptr<Engine>> create_engine(const Model& model, const Tokenize
              {"kv_bytes_per_token", KvStorage::bytes_per_token(model.config, resolved.kv_type)},
              {"speculative", speculative},
              {"spec_draft_max", int64_t{resolved.spec_draft_max}}});
-  if (resolved.draft_model) log_draft_sizing(resolved, engine_memory(model.config, resolved));
+  if (resolved.draft_model) log_draft_sizing(config, resolved, engine_memory(model.config, resolved));
   return Engine::create(model, tokenizer, resolved, std::move(weights));  // resolving again changes nothing
 }
 

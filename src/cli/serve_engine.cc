@@ -52,8 +52,11 @@ Result<ServeBackend> make_backend(const ServeConfig& config, obs::EngineSink* ob
   if (!config.draft_model_path.empty()) {  // before the KV sizing below: the memory left counts its weights
     ASSIGN_OR_RETURN(loaded->draft, load_draft_model(config.draft_model_path, given("draft-model"), *loaded->model,
                                                      *loaded->tokenizer));
-  } else if (config.draft_slots > 0) {
-    log::warn("draft-slots is unused without draft-model", {{"draft_slots", given("draft-slots")}});
+  } else {
+    if (config.draft_slots > 0) log::warn("draft-slots is unused without draft-model", {{"draft_slots", given("draft-slots")}});
+    if (config.given.contains("draft-p-min")) {
+      log::warn("draft-p-min is unused without draft-model", {{"draft_p_min", given("draft-p-min")}});
+    }
   }
   EngineConfig ec{.n_ctx = config.ctx,
                   .max_seqs = static_cast<int32_t>(config.parallel),

@@ -152,30 +152,36 @@ void DraftModel::draft(std::span<Want> wants) {
   std::vector<Active> active;  // caught up this call: they draft
   batch_.clear();
   int64_t budget = config_.max_step_tokens;
-  for (Want& w : wants) {
+  const auto take_up = [&](Want& w) {
     w.out->clear();
     w.declined = false;
     const auto n = static_cast<int64_t>(w.tokens.size());
-    if (n < 1 || w.k < 1 || n > config_.n_ctx) continue;
+    if (n < 1 || w.k < 0 || n > config_.n_ctx) return;
     Slot* slot = slot_for(w.id, &w);
-    if (!slot) continue;
+    if (!slot) return;
     slot->last_use = ++n_calls_;
-    // Keep the K/V of the common prefix; the last token is always computed again (its
-    // logits are the first draft's).
+    // Keep the K/V of the common prefix; to draft, the last token is always computed again
+    // (its logits are the first draft's).
     const auto common = static_cast<int64_t>(
         std::mismatch(slot->tokens.begin(), slot->tokens.end(), w.tokens.begin(), w.tokens.end()).first -
         slot->tokens.begin());
-    const int64_t from = std::min(common, n - 1);
+    const int64_t from = w.k > 0 ? std::min(common, n - 1) : common;
     const int64_t take = std::min(n - from, budget);
-    if (take <= 0) continue;
+    if (take <= 0) return;
     budget -= take;
     const bool caught_up = from + take == n;
     batch_.push_back(BatchSequence{.tokens = w.tokens.subspan(static_cast<size_t>(from), static_cast<size_t>(take)),
                                    .n_past = from,
                                    .block_table = slot->table,
-                                   .want_logits = caught_up});
+                                   .want_logits = caught_up && w.k > 0});
     slot->tokens.assign(w.tokens.begin(), w.tokens.begin() + from + take);
-    if (caught_up) active.push_back({&w, slot, n});
+    if (caught_up && w.k > 0) active.push_back({&w, slot, n});
+  };
+  for (Want& w : wants) {
+    if (w.k > 0) take_up(w);
+  }
+  for (Want& w : wants) {
+    if (w.k <= 0) take_up(w);
   }
   if (batch_.empty() || !run()) return;
   size_t row = 0;

@@ -12,8 +12,9 @@
 // without speculation, whatever the draft model predicts.
 //
 // A sequence catching up a long prefix (its prompt, on first use; after a slot was taken
-// away) computes at most max_step_tokens tokens a call, all sequences together, and drafts
-// only once caught up. A sequence without a free slot does not draft. A freed slot keeps its
+// away) computes at most max_step_tokens tokens a call, all sequences together (those that
+// draft first, then those that only compute their tokens: a prompt the engine prefills), and
+// drafts only once caught up. A sequence without a free slot does not draft. A freed slot keeps its
 // K/V: a new sequence of the same tenant takes the free slot whose tokens share the longest
 // prefix with its own (the next turn of a conversation computes only its new tokens), else
 // the free slot least recently used. Engine thread only.
@@ -69,7 +70,7 @@ class DraftModel {
     SeqId id = 0;
     uint64_t tenant = 0;              // slots are reused within a tenant only
     std::span<const int32_t> tokens;  // the sequence's tokens (prompt and output so far), >= 1
-    int32_t k = 0;                    // drafts wanted, >= 1
+    int32_t k = 0;                    // drafts wanted; 0: only compute the tokens (a prompt)
     std::vector<int32_t>* out = nullptr;  // set to the drafts (up to k; empty: none this step)
     // Set by draft(): the draft model was ready but unsure of even the first token (p_min),
     // which the engine counts as a missed draft (spec::DraftLength backs off).

@@ -447,7 +447,9 @@ void Engine::admit(Request request, std::shared_ptr<RequestChannel> channel, Tim
     if (!draft_) live->ngram.emplace(spec::NgramConfig{.n_min = config_.spec_ngram_min,
                                           .n_max = config_.spec_ngram_max,
                                           .max_tokens = static_cast<int32_t>(std::min<int64_t>(config_.n_ctx, INT32_MAX))});
-    live->draft_len = spec::DraftLength(sp.draft_max > 0 ? std::min(sp.draft_max, kMaxSpecDraft) : config_.spec_draft_max);
+    // A request may ask for shorter drafts than the server's, not longer: the server's bounds
+    // what a verify pass (and a draft model's passes) may cost.
+    live->draft_len = spec::DraftLength(sp.draft_max > 0 ? std::min(sp.draft_max, config_.spec_draft_max) : config_.spec_draft_max);
   }
   live->seq = *seq;
   live->usage.n_prompt_tokens = n_prompt;
@@ -654,10 +656,18 @@ void Engine::plan_drafts() {
     // waiting for its marker, a thinking part before the answer's grammar).
     if (live->constraint && live->constraint->masks()) continue;
     const Sequence* s = scheduler_.find(id);
-    if (!s || s->state != SeqState::kRunning || s->paused || s->n_uncomputed() != 1) continue;
+    if (!s || s->state != SeqState::kRunning || s->paused) continue;
     // Every accepted token counts against max_tokens, and one more always comes after them.
     const int64_t room = int64_t{live->request.stop.max_tokens} - live->usage.n_generated_tokens - 1;
     if (room <= 0) continue;
+    if (s->n_uncomputed() != 1) {
+      // Prefilling: a draft model computes the prompt beside the model's prefill steps, so
+      // that drafting starts with the first decode step instead of stalling the next ones.
+      if (draft_ && !live->ngram && s->n_uncomputed() > 1) {
+        draft_wants_.push_back({.id = id, .tenant = live->tenant_salt, .tokens = s->tokens, .k = 0, .out = &live->draft});
+      }
+      continue;
+    }
     const int32_t k = live->draft_len.next();
     if (k <= 0) continue;
     const auto k_now = static_cast<int32_t>(std::min<int64_t>(k, room));

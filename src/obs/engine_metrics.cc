@@ -30,7 +30,7 @@ EngineMetrics::EngineMetrics(Registry& r)
                                MetricType::kCounter)
                              .counter()),
       spec_draft_(r.add("engine_spec_draft_tokens_total",
-                        "Speculative draft tokens proposed and verified (n-gram drafts, --speculative)",
+                        "Speculative draft tokens proposed and verified (n-gram or draft-model drafts, --speculative)",
                         MetricType::kCounter)
                       .counter()),
       spec_accepted_(r.add("engine_spec_accepted_tokens_total",

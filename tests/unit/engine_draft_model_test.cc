@@ -150,6 +150,23 @@ TEST(EngineDraftModel, SeededSamplingGivesThePlainTokensAndTheRequestSwitches) {
 
 // With the default minimum probability the random draft model never drafts: the ids are the
 // plain ones and no verify pass runs.
+// A request may ask for shorter drafts than the server's --spec-draft-max, never longer.
+TEST(EngineDraftModel, ARequestCannotRaiseTheServersDraftLength) {
+  const Models m = load();
+  if (!m.ok()) GTEST_SKIP() << "SKIPPED: ../shared/models/" << kTarget << " or " << kDraft << " not found";
+  EngineConfig c = with_draft(m.target);  // drafting for itself: every draft accepted, so k stays at its maximum
+  c.spec_draft_max = 3;
+  auto engine = Engine::create(*m.target.model, *m.target.tokenizer, c);
+  ASSERT_TRUE(engine.ok());
+  Request r = test::greedy_request(prompts_for(static_cast<int>(m.target.model->config.n_vocab))[1], 60);
+  r.speculative = SpeculativeParams{.enabled = true, .draft_max = 32};
+  collect(*(*engine)->submit(r));
+  wait_idle(**engine);
+  const EngineStats s = (*engine)->stats();
+  EXPECT_GT(s.n_spec_passes, 0);
+  EXPECT_LE(s.n_spec_draft_tokens, 3 * s.n_spec_passes);
+}
+
 TEST(EngineDraftModel, AnUnsureDraftModelProposesNothing) {
   const Models m = load();
   if (!m.ok()) GTEST_SKIP() << "SKIPPED: ../shared/models/" << kTarget << " or " << kDraft << " not found";
@@ -263,6 +280,19 @@ TEST(DraftModelSlots, TheNextTurnComputesOnlyItsNewTokensWithinATenant) {
   const int64_t before = d->n_computed_tokens();
   EXPECT_EQ(run(*d, 3, 8, turn2), want2);
   EXPECT_EQ(d->n_computed_tokens() - before, 46 + 3);
+  // Only computing a prompt (k 0, a sequence the engine still prefills): no drafts, and the
+  // first drafting call then computes just the new token and its drafts.
+  auto pre = make();
+  std::vector<int32_t> nothing;
+  DraftModel::Want prompt_only{.id = 11, .tenant = 7, .tokens = turn1, .k = 0, .out = &nothing};
+  pre->draft(std::span(&prompt_only, 1));
+  EXPECT_TRUE(nothing.empty());
+  EXPECT_FALSE(prompt_only.declined);
+  EXPECT_EQ(pre->n_computed_tokens(), 40);
+  std::vector<int32_t> turn1_more = turn1;
+  turn1_more.push_back(turn2[40]);
+  EXPECT_EQ(run(*pre, 11, 7, turn1_more).size(), 4u);
+  EXPECT_EQ(pre->n_computed_tokens(), 40 + 1 + 3);
   // Unsure drafts: this random-weight model never gives a token 0.8, so nothing is drafted
   // and the want says it declined (the engine then counts a miss and backs off).
   DraftModel::Config sure = dc;
