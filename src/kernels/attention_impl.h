@@ -369,17 +369,15 @@ __attribute__((noinline)) void chunk_rows_nv(const AttentionShape& s, const floa
       for (int64_t v = 0; v < nv; ++v) Vec::store(a + W * v, Vec::mul(Vec::load(a + W * v), Vec::set1(corr)));
     }
   }
-  // Weighted V rows, accumulators in registers: all R rows at once when
-  // full, else in blocks of kHeadBlock and singles.
-  if (nr == R) {
-    accumulate_rows<kType, R>(st.acc, st.stride, pr, n, offs, v_cache, nv);
-  } else {
-    int r = 0;
-    for (; r + kHeadBlock <= nr; r += kHeadBlock) {
-      accumulate_rows<kType, kHeadBlock>(st.acc + r * st.stride, st.stride, pr + r, n, offs, v_cache, nv);
-    }
-    for (; r < nr; ++r) accumulate_rows<kType, 1>(st.acc + r * st.stride, st.stride, pr + r, n, offs, v_cache, nv);
+  // Weighted V rows, accumulators in registers: Vec::kAccRows rows at a
+  // time, then blocks of kHeadBlock and singles.
+  constexpr int kA = Vec::kAccRows;
+  int r = 0;
+  for (; r + kA <= nr; r += kA) accumulate_rows<kType, kA>(st.acc + r * st.stride, st.stride, pr + r, n, offs, v_cache, nv);
+  for (; r + kHeadBlock <= nr; r += kHeadBlock) {
+    accumulate_rows<kType, kHeadBlock>(st.acc + r * st.stride, st.stride, pr + r, n, offs, v_cache, nv);
   }
+  for (; r < nr; ++r) accumulate_rows<kType, 1>(st.acc + r * st.stride, st.stride, pr + r, n, offs, v_cache, nv);
 }
 
 // chunk_rows_nv for s.head_dim: the same instructions for every caller of a
