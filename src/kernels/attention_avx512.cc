@@ -174,6 +174,104 @@ struct Vec {
     const T s23 = _mm512_add_ps(_mm512_shuffle_f32x4(z[2], z[3], 0x44), _mm512_shuffle_f32x4(z[2], z[3], 0xEE));
     return _mm512_add_ps(_mm512_shuffle_f32x4(s01, s23, 0x88), _mm512_shuffle_f32x4(s01, s23, 0xDD));
   }
+  // The same transposing tree with max for sum: lane r of the result is the
+  // largest lane of x[r] (exact in any order).
+  static T quarter_max(const T* z) {
+    const T s01 = _mm512_max_ps(_mm512_shuffle_f32x4(z[0], z[1], 0x44), _mm512_shuffle_f32x4(z[0], z[1], 0xEE));
+    const T s23 = _mm512_max_ps(_mm512_shuffle_f32x4(z[2], z[3], 0x44), _mm512_shuffle_f32x4(z[2], z[3], 0xEE));
+    return _mm512_max_ps(_mm512_shuffle_f32x4(s01, s23, 0x88), _mm512_shuffle_f32x4(s01, s23, 0xDD));
+  }
+  // NX: the vectors of x that may hold rows (the rest are -inf for the max,
+  // 0 for the sum): their quarters of the tree only.
+  template <int NX>
+  static T rows_max(const T* x) {
+    T z[4];
+    for (int k = 0; k < 4; ++k) {
+      if (4 * k >= NX) {
+        z[k] = _mm512_set1_ps(-INFINITY);
+        continue;
+      }
+      const T a = _mm512_max_ps(_mm512_unpacklo_ps(x[4 * k], x[4 * k + 1]), _mm512_unpackhi_ps(x[4 * k], x[4 * k + 1]));
+      const T b = _mm512_max_ps(_mm512_unpacklo_ps(x[4 * k + 2], x[4 * k + 3]), _mm512_unpackhi_ps(x[4 * k + 2], x[4 * k + 3]));
+      const __m512d ad = _mm512_castps_pd(a), bd = _mm512_castps_pd(b);
+      z[k] = _mm512_max_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(ad, bd)), _mm512_castpd_ps(_mm512_unpackhi_pd(ad, bd)));
+    }
+    return quarter_max(z);
+  }
+  // Lane r: the sum of x[r]'s lanes, every row by the same tree (whatever
+  // its lane r, so a row's sum does not depend on its neighbours).
+  template <int NX>
+  static T rows_sum(const T* x) {
+    T z[4];
+    for (int k = 0; k < 4; ++k) {
+      z[k] = 4 * k >= NX ? _mm512_setzero_ps()
+                         : quad_sum(pair_sum(x[4 * k], x[4 * k + 1]), pair_sum(x[4 * k + 2], x[4 * k + 3]));
+    }
+    return quarter_sum(z);
+  }
+
+  // One chunk's online-softmax step for nr <= 16 rows at once (lane r = row
+  // r): row r's scores pr[r] count on positions [first[r], valid[r]) only
+  // (none when valid <= first: the row's state stays, its weights are 0).
+  // m, l: the rows' running max and sum, updated; pr becomes the weights
+  // exp(score - m_new), 0 elsewhere; corr[r] the factor for row r's
+  // accumulators (1 when its max holds; corr: 16 floats, 64-byte aligned);
+  // returns the rows whose factor is not 1 as bits. One exp a row plus one for all the
+  // corrections, and the maxima and sums by transposing trees: the per-row
+  // horizontal reductions were a long dependent chain per row.
+  // A row's result does not depend on nr nor on its lane (the trees treat
+  // every lane alike); up to 4 rows (decode's query heads of a kv head) take
+  // the first quarter of the trees only.
+  static constexpr bool kRowsSoftmax = true;
+  static unsigned softmax_rows(float (*pr)[16], int nr, const int* first, const int* valid, float* m, float* l,
+                               float* corr) {
+    if (nr <= 4) return softmax_rows_n<4>(pr, nr, first, valid, m, l, corr);
+    return softmax_rows_n<16>(pr, nr, first, valid, m, l, corr);
+  }
+  template <int NX>
+  static unsigned softmax_rows_n(float (*pr)[16], int nr, const int* first, const int* valid, float* m, float* l,
+                                 float* corr) {
+    const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+    __m512 x[NX];
+    __mmask16 lanes[NX];
+    unsigned active = 0;
+    for (int r = 0; r < NX; ++r) {
+      lanes[r] = 0;
+      if (r < nr && valid[r] > first[r]) {
+        lanes[r] = static_cast<__mmask16>(((1u << valid[r]) - 1u) & ~((1u << first[r]) - 1u));
+        active |= 1u << r;
+      }
+      x[r] = _mm512_mask_loadu_ps(neg_inf, lanes[r], pr[r]);
+    }
+    const auto act = static_cast<__mmask16>(active);
+    const auto rows = static_cast<__mmask16>((1u << nr) - 1u);
+    const __m512 m_old = _mm512_mask_loadu_ps(neg_inf, act, m);
+    const __m512 m_new = _mm512_max_ps(m_old, rows_max<NX>(x));
+    // exp(m_old - m_new): 1 where the max holds, 0 on a row's first chunk
+    // (m_old = -inf).
+    __m512 c = exp512(_mm512_sub_ps(m_old, m_new));
+    c = _mm512_mask_mov_ps(c, _mm512_cmp_ps_mask(m_old, m_new, _CMP_EQ_OQ), _mm512_set1_ps(1.0f));
+    c = _mm512_mask_mov_ps(c, _mm512_cmp_ps_mask(m_old, neg_inf, _CMP_EQ_OQ), _mm512_setzero_ps());
+    c = _mm512_mask_mov_ps(_mm512_set1_ps(1.0f), act, c);
+    for (int r = 0; r < NX; ++r) {
+      if (r >= nr) {
+        x[r] = _mm512_setzero_ps();
+        continue;
+      }
+      // m_new's lane r in every lane (a permute: a store and reload stalls)
+      const __m512 mr = _mm512_permutexvar_ps(_mm512_set1_epi32(r), m_new);
+      x[r] = _mm512_maskz_mov_ps(lanes[r], exp512(_mm512_sub_ps(x[r], mr)));
+      _mm512_storeu_ps(pr[r], x[r]);
+    }
+    const __m512 l_new = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(act, l), c, rows_sum<NX>(x));
+    _mm512_mask_storeu_ps(m, act, m_new);
+    _mm512_mask_storeu_ps(l, act, l_new);
+    // All 16 lanes (a masked store does not forward to the reads of corr
+    // that follow at once); the rows whose factor is not 1 as a bit mask.
+    _mm512_store_ps(corr, c);
+    return static_cast<unsigned>(_mm512_mask_cmp_ps_mask(rows, c, _mm512_set1_ps(1.0f), _CMP_NEQ_UQ));
+  }
+
   // pr[g][c] = scale * (sum of d[g]'s lanes) for g < nh: the four vectors
   // are folded together (16 -> 8 -> 4 lanes each) before the last sums.
   static void hsum4(const T* d, int nh, int c, float (*pr)[16], float scale) {

@@ -342,6 +342,19 @@ __attribute__((noinline)) void chunk_rows_nv(const AttentionShape& s, const floa
     }
   }
   if (pf != nullptr) pf->issue();  // range_rows: the rest of this head's share of the next chunk
+  if constexpr (Dependent<Vec, kType>::type::kRowsSoftmax) {  // all rows at once (lane r = row r)
+    int first[R], valid[R];
+    for (int r = 0; r < nr; ++r) {
+      valid[r] = static_cast<int>(std::clamp<int64_t>(limit[r] - p0, 0, n));
+      first[r] = static_cast<int>(std::clamp<int64_t>(start[r] - p0, 0, n));
+    }
+    alignas(64) float corr[R];
+    for (unsigned rescale = VV::softmax_rows(pr, nr, first, valid, st.m, st.l, corr); rescale != 0; rescale &= rescale - 1) {
+      const int r = __builtin_ctz(rescale);
+      float* a = st.acc + r * st.stride;
+      for (int64_t v = 0; v < nv; ++v) Vec::store(a + W * v, Vec::mul(Vec::load(a + W * v), Vec::set1(corr[r])));
+    }
+  } else {
   for (int r = 0; r < nr; ++r) {  // online softmax: rescale to the new running max
     const int valid = static_cast<int>(std::clamp<int64_t>(limit[r] - p0, 0, n));
     const int first = static_cast<int>(std::clamp<int64_t>(start[r] - p0, 0, n));  // positions below: masked
@@ -368,6 +381,7 @@ __attribute__((noinline)) void chunk_rows_nv(const AttentionShape& s, const floa
       float* a = st.acc + r * st.stride;
       for (int64_t v = 0; v < nv; ++v) Vec::store(a + W * v, Vec::mul(Vec::load(a + W * v), Vec::set1(corr)));
     }
+  }
   }
   // Weighted V rows, accumulators in registers: Vec::kAccRows rows at a
   // time, then blocks of kHeadBlock and singles.
