@@ -181,16 +181,9 @@ struct Vec {
     const T s23 = _mm512_max_ps(_mm512_shuffle_f32x4(z[2], z[3], 0x44), _mm512_shuffle_f32x4(z[2], z[3], 0xEE));
     return _mm512_max_ps(_mm512_shuffle_f32x4(s01, s23, 0x88), _mm512_shuffle_f32x4(s01, s23, 0xDD));
   }
-  // NX: the vectors of x that may hold rows (the rest are -inf for the max,
-  // 0 for the sum): their quarters of the tree only.
-  template <int NX>
   static T rows_max(const T* x) {
     T z[4];
     for (int k = 0; k < 4; ++k) {
-      if (4 * k >= NX) {
-        z[k] = _mm512_set1_ps(-INFINITY);
-        continue;
-      }
       const T a = _mm512_max_ps(_mm512_unpacklo_ps(x[4 * k], x[4 * k + 1]), _mm512_unpackhi_ps(x[4 * k], x[4 * k + 1]));
       const T b = _mm512_max_ps(_mm512_unpacklo_ps(x[4 * k + 2], x[4 * k + 3]), _mm512_unpackhi_ps(x[4 * k + 2], x[4 * k + 3]));
       const __m512d ad = _mm512_castps_pd(a), bd = _mm512_castps_pd(b);
@@ -200,13 +193,9 @@ struct Vec {
   }
   // Lane r: the sum of x[r]'s lanes, every row by the same tree (whatever
   // its lane r, so a row's sum does not depend on its neighbours).
-  template <int NX>
   static T rows_sum(const T* x) {
     T z[4];
-    for (int k = 0; k < 4; ++k) {
-      z[k] = 4 * k >= NX ? _mm512_setzero_ps()
-                         : quad_sum(pair_sum(x[4 * k], x[4 * k + 1]), pair_sum(x[4 * k + 2], x[4 * k + 3]));
-    }
+    for (int k = 0; k < 4; ++k) z[k] = quad_sum(pair_sum(x[4 * k], x[4 * k + 1]), pair_sum(x[4 * k + 2], x[4 * k + 3]));
     return quarter_sum(z);
   }
 
@@ -220,22 +209,52 @@ struct Vec {
   // corrections, and the maxima and sums by transposing trees: the per-row
   // horizontal reductions were a long dependent chain per row.
   // A row's result does not depend on nr nor on its lane (the trees treat
-  // every lane alike); up to 4 rows (decode's query heads of a kv head) take
-  // the first quarter of the trees only.
+  // every lane alike).
   static constexpr bool kRowsSoftmax = true;
   static unsigned softmax_rows(float (*pr)[16], int nr, const int* first, const int* valid, float* m, float* l,
                                float* corr) {
-    if (nr <= 4) return softmax_rows_n<4>(pr, nr, first, valid, m, l, corr);
-    return softmax_rows_n<16>(pr, nr, first, valid, m, l, corr);
+    if (nr > 4) return softmax_rows16(pr, nr, first, valid, m, l, corr);
+    unsigned rescale = 0;
+    for (int r = 0; r < nr; ++r) rescale |= softmax_row(pr[r], first[r], valid[r], m + r, l + r, corr + r) << r;
+    return rescale;
   }
-  template <int NX>
-  static unsigned softmax_rows_n(float (*pr)[16], int nr, const int* first, const int* valid, float* m, float* l,
+  // One row of softmax_rows, the same arithmetic as its lane there (the
+  // trees' additions in the same grouping: per quarter (e0 + e2) + (e1 +
+  // e3), then (Q0 + Q2) + (Q1 + Q3)), so that every row count gives the same
+  // bits: up to 4 rows (decode's query heads of a kv head) a row at a time,
+  // each row's steps independent of the others'. Returns whether *corr != 1.
+  static unsigned softmax_row(float* p, int first, int valid, float* m, float* l, float* corr) {
+    *corr = 1.0f;
+    if (valid <= first) {
+      _mm512_storeu_ps(p, _mm512_setzero_ps());
+      return 0;
+    }
+    const auto lanes = static_cast<__mmask16>(((1u << valid) - 1u) & ~((1u << first) - 1u));
+    const __m512 x = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), lanes, p);
+    const float m_old = *m;
+    const float m_new = _mm_cvtss_f32(_mm_max_ss(_mm_set_ss(m_old), _mm_set_ss(_mm512_reduce_max_ps(x))));
+    if (m_old == -INFINITY) {
+      *corr = 0.0f;
+    } else if (m_old != m_new) {
+      *corr = _mm512_cvtss_f32(exp512(_mm512_set1_ps(m_old - m_new)));
+    }
+    const __m512 e = _mm512_maskz_mov_ps(lanes, exp512(_mm512_sub_ps(x, _mm512_set1_ps(m_new))));
+    _mm512_storeu_ps(p, e);
+    __m512 t = _mm512_add_ps(e, _mm512_permute_ps(e, 0x4E));
+    t = _mm512_add_ps(t, _mm512_permute_ps(t, 0xB1));
+    t = _mm512_add_ps(t, _mm512_shuffle_f32x4(t, t, 0x4E));
+    t = _mm512_add_ps(t, _mm512_shuffle_f32x4(t, t, 0xB1));
+    *l = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(*l), _mm_set_ss(*corr), _mm_set_ss(_mm512_cvtss_f32(t))));
+    *m = m_new;
+    return *corr != 1.0f;
+  }
+  static unsigned softmax_rows16(float (*pr)[16], int nr, const int* first, const int* valid, float* m, float* l,
                                  float* corr) {
     const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
-    __m512 x[NX];
-    __mmask16 lanes[NX];
+    __m512 x[16];
+    __mmask16 lanes[16];
     unsigned active = 0;
-    for (int r = 0; r < NX; ++r) {
+    for (int r = 0; r < 16; ++r) {
       lanes[r] = 0;
       if (r < nr && valid[r] > first[r]) {
         lanes[r] = static_cast<__mmask16>(((1u << valid[r]) - 1u) & ~((1u << first[r]) - 1u));
@@ -246,14 +265,18 @@ struct Vec {
     const auto act = static_cast<__mmask16>(active);
     const auto rows = static_cast<__mmask16>((1u << nr) - 1u);
     const __m512 m_old = _mm512_mask_loadu_ps(neg_inf, act, m);
-    const __m512 m_new = _mm512_max_ps(m_old, rows_max<NX>(x));
+    const __m512 m_new = _mm512_max_ps(m_old, rows_max(x));
     // exp(m_old - m_new): 1 where the max holds, 0 on a row's first chunk
-    // (m_old = -inf).
-    __m512 c = exp512(_mm512_sub_ps(m_old, m_new));
-    c = _mm512_mask_mov_ps(c, _mm512_cmp_ps_mask(m_old, m_new, _CMP_EQ_OQ), _mm512_set1_ps(1.0f));
-    c = _mm512_mask_mov_ps(c, _mm512_cmp_ps_mask(m_old, neg_inf, _CMP_EQ_OQ), _mm512_setzero_ps());
-    c = _mm512_mask_mov_ps(_mm512_set1_ps(1.0f), act, c);
-    for (int r = 0; r < NX; ++r) {
+    // (m_old = -inf). No exp while every row's max holds (most chunks).
+    const __mmask16 same = _mm512_cmp_ps_mask(m_old, m_new, _CMP_EQ_OQ);
+    const __mmask16 first_chunk = _mm512_mask_cmp_ps_mask(act, m_old, neg_inf, _CMP_EQ_OQ);
+    __m512 c = _mm512_set1_ps(1.0f);
+    if ((same & act) != act || first_chunk != 0) {
+      c = _mm512_mask_mov_ps(exp512(_mm512_sub_ps(m_old, m_new)), same, c);
+      c = _mm512_mask_mov_ps(c, first_chunk, _mm512_setzero_ps());
+      c = _mm512_mask_mov_ps(_mm512_set1_ps(1.0f), act, c);
+    }
+    for (int r = 0; r < 16; ++r) {
       if (r >= nr) {
         x[r] = _mm512_setzero_ps();
         continue;
@@ -263,7 +286,7 @@ struct Vec {
       x[r] = _mm512_maskz_mov_ps(lanes[r], exp512(_mm512_sub_ps(x[r], mr)));
       _mm512_storeu_ps(pr[r], x[r]);
     }
-    const __m512 l_new = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(act, l), c, rows_sum<NX>(x));
+    const __m512 l_new = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(act, l), c, rows_sum(x));
     _mm512_mask_storeu_ps(m, act, m_new);
     _mm512_mask_storeu_ps(l, act, l_new);
     // All 16 lanes (a masked store does not forward to the reads of corr
