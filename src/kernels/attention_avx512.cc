@@ -205,11 +205,12 @@ struct Vec {
   // m, l: the rows' running max and sum, updated; pr becomes the weights
   // exp(score - m_new), 0 elsewhere; corr[r] the factor for row r's
   // accumulators (1 when its max holds; corr: 16 floats, 64-byte aligned);
-  // returns the rows whose factor is not 1 as bits. One exp a row plus one for all the
-  // corrections, and the maxima and sums by transposing trees: the per-row
-  // horizontal reductions were a long dependent chain per row.
-  // A row's result does not depend on nr nor on its lane (the trees treat
-  // every lane alike).
+  // returns the rows whose factor is not 1 as bits. Over 4 rows (prefill's
+  // groups of 16) one vector exp a row, and the maxima and sums of all rows
+  // by transposing trees: a horizontal max and sum per row were a long
+  // dependent chain each. A row's result does not depend on nr nor on its
+  // lane (the trees treat every lane alike), so prefill and split decode
+  // still agree bit for bit.
   static constexpr bool kRowsSoftmax = true;
   static unsigned softmax_rows(float (*pr)[16], int nr, const int* first, const int* valid, float* m, float* l,
                                float* corr) {
@@ -236,7 +237,7 @@ struct Vec {
     if (m_old == -INFINITY) {
       *corr = 0.0f;
     } else if (m_old != m_new) {
-      *corr = _mm512_cvtss_f32(exp512(_mm512_set1_ps(m_old - m_new)));
+      *corr = std::exp(m_old - m_new);
     }
     const __m512 e = _mm512_maskz_mov_ps(lanes, exp512(_mm512_sub_ps(x, _mm512_set1_ps(m_new))));
     _mm512_storeu_ps(p, e);
@@ -267,14 +268,19 @@ struct Vec {
     const __m512 m_old = _mm512_mask_loadu_ps(neg_inf, act, m);
     const __m512 m_new = _mm512_max_ps(m_old, rows_max(x));
     // exp(m_old - m_new): 1 where the max holds, 0 on a row's first chunk
-    // (m_old = -inf). No exp while every row's max holds (most chunks).
+    // (m_old = -inf; rows without positions keep 1: their state stays).
     const __mmask16 same = _mm512_cmp_ps_mask(m_old, m_new, _CMP_EQ_OQ);
-    const __mmask16 first_chunk = _mm512_mask_cmp_ps_mask(act, m_old, neg_inf, _CMP_EQ_OQ);
-    __m512 c = _mm512_set1_ps(1.0f);
-    if ((same & act) != act || first_chunk != 0) {
-      c = _mm512_mask_mov_ps(exp512(_mm512_sub_ps(m_old, m_new)), same, c);
-      c = _mm512_mask_mov_ps(c, first_chunk, _mm512_setzero_ps());
-      c = _mm512_mask_mov_ps(_mm512_set1_ps(1.0f), act, c);
+    const __mmask16 first_chunk = _mm512_mask_cmp_ps_mask(act, m_old, neg_inf, _CMP_EQ_OQ);  // active rows only
+    // The rows whose max moved (rare after a row's first chunks) take
+    // std::exp one at a time, as softmax_row does.
+    __m512 c = _mm512_maskz_mov_ps(static_cast<__mmask16>(~first_chunk), _mm512_set1_ps(1.0f));
+    if (const unsigned moved = act & ~same & ~first_chunk; moved != 0) {
+      alignas(64) float mo[16], mn[16], cs[16];
+      _mm512_store_ps(mo, m_old);
+      _mm512_store_ps(mn, m_new);
+      _mm512_store_ps(cs, c);
+      for (unsigned b = moved; b != 0; b &= b - 1) cs[__builtin_ctz(b)] = std::exp(mo[__builtin_ctz(b)] - mn[__builtin_ctz(b)]);
+      c = _mm512_load_ps(cs);
     }
     for (int r = 0; r < 16; ++r) {
       if (r >= nr) {
