@@ -193,10 +193,37 @@ struct Vec {
   }
   // Lane r: the sum of x[r]'s lanes, every row by the same tree (whatever
   // its lane r, so a row's sum does not depend on its neighbours).
+  // Lane r: the sum of x[r]'s 16 lanes grouped as row_sum groups them, for
+  // every row alike (so a row's sum does not depend on its lane or
+  // neighbours). Stage by stage: e_i + e_(i+8), then + (e_(i+4) +
+  // e_(i+12)), then lanes 0 + 2 and 1 + 3, then those two; the tree leaves
+  // row 4p + q in lane 4q + p, so rows enter transposed.
   static T rows_sum(const T* x) {
-    T z[4];
-    for (int k = 0; k < 4; ++k) z[k] = quad_sum(pair_sum(x[4 * k], x[4 * k + 1]), pair_sum(x[4 * k + 2], x[4 * k + 3]));
-    return quarter_sum(z);
+    T s[8], u[4];
+    for (int j = 0; j < 8; ++j) {
+      const T a = x[(2 * j) % 4 * 4 + (2 * j) / 4], b = x[(2 * j + 1) % 4 * 4 + (2 * j + 1) / 4];
+      s[j] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
+    }
+    for (int m = 0; m < 4; ++m) {
+      u[m] = _mm512_add_ps(_mm512_shuffle_f32x4(s[2 * m], s[2 * m + 1], 0x88),
+                           _mm512_shuffle_f32x4(s[2 * m], s[2 * m + 1], 0xDD));
+    }
+    T v[2];
+    for (int h = 0; h < 2; ++h) {
+      const __m512d a = _mm512_castps_pd(u[2 * h]), b = _mm512_castps_pd(u[2 * h + 1]);
+      v[h] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+    }
+    return _mm512_add_ps(_mm512_shuffle_ps(v[0], v[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_ps(v[0], v[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  // The sum of x's lanes: halves, quarters, then lanes 0 + 2 and 1 + 3, then
+  // those two (the grouping of GCC's _mm512_reduce_add_ps, written out so
+  // that rows_sum can match it).
+  static float row_sum(T x) {
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(x), _mm512_extractf32x8_ps(x, 1));
+    const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    const __m128 t = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
   }
 
   // One chunk's online-softmax step for nr <= 16 rows at once (lane r = row
@@ -220,9 +247,8 @@ struct Vec {
     return rescale;
   }
   // One row of softmax_rows, the same arithmetic as its lane there (the
-  // trees' additions in the same grouping: per quarter (e0 + e2) + (e1 +
-  // e3), then (Q0 + Q2) + (Q1 + Q3)), so that every row count gives the same
-  // bits: up to 4 rows (decode's query heads of a kv head) a row at a time,
+  // sum by row_sum, which rows_sum matches), so that every row count gives
+  // the same bits: up to 4 rows (decode's query heads of a kv head) a row at a time,
   // each row's steps independent of the others'. Returns whether *corr != 1.
   static unsigned softmax_row(float* p, int first, int valid, float* m, float* l, float* corr) {
     *corr = 1.0f;
@@ -241,11 +267,7 @@ struct Vec {
     }
     const __m512 e = _mm512_maskz_mov_ps(lanes, exp512(_mm512_sub_ps(x, _mm512_set1_ps(m_new))));
     _mm512_storeu_ps(p, e);
-    __m512 t = _mm512_add_ps(e, _mm512_permute_ps(e, 0x4E));
-    t = _mm512_add_ps(t, _mm512_permute_ps(t, 0xB1));
-    t = _mm512_add_ps(t, _mm512_shuffle_f32x4(t, t, 0x4E));
-    t = _mm512_add_ps(t, _mm512_shuffle_f32x4(t, t, 0xB1));
-    *l = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(*l), _mm_set_ss(*corr), _mm_set_ss(_mm512_cvtss_f32(t))));
+    *l = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(*l), _mm_set_ss(*corr), _mm_set_ss(row_sum(e))));
     *m = m_new;
     return *corr != 1.0f;
   }
