@@ -157,7 +157,7 @@ struct Vec {
     return _mm512_reduce_max_ps(
         _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), static_cast<__mmask16>((1u << valid) - 1), p));
   }
-  static float chunk_sum(const float* p) { return _mm512_reduce_add_ps(_mm512_loadu_ps(p)); }
+  static float chunk_sum(const float* p) { return row_sum(_mm512_loadu_ps(p)); }
   // The transposing sum tree of score_chunk (attention_impl.h). pair_sum:
   // per 128-bit quarter [a0 + a2, b0 + b2, a1 + a3, b1 + b3]; quad_sum of
   // pair_sum(a, b) and pair_sum(c, d): per quarter the sums of a, b, c, d
@@ -218,7 +218,7 @@ struct Vec {
   }
   // The sum of x's lanes: halves, quarters, then lanes 0 + 2 and 1 + 3, then
   // those two (the grouping of GCC's _mm512_reduce_add_ps, written out so
-  // that rows_sum can match it).
+  // that rows_sum's lanes are bitwise chunk_sum).
   static float row_sum(T x) {
     const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(x), _mm512_extractf32x8_ps(x, 1));
     const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
@@ -227,52 +227,22 @@ struct Vec {
   }
 
   // One chunk's online-softmax step for nr <= 16 rows at once (lane r = row
-  // r): row r's scores pr[r] count on positions [first[r], valid[r]) only
-  // (none when valid <= first: the row's state stays, its weights are 0).
-  // m, l: the rows' running max and sum, updated; pr becomes the weights
+  // r; chunk_rows_nv takes it for more than 4 rows, prefill's groups of 16):
+  // row r's scores pr[r] count on positions [first[r], valid[r]) only (none
+  // when valid <= first: the row's state stays, its weights are 0). m, l:
+  // the rows' running max and sum, updated; pr becomes the weights
   // exp(score - m_new), 0 elsewhere; corr[r] the factor for row r's
   // accumulators (1 when its max holds; corr: 16 floats, 64-byte aligned);
-  // returns the rows whose factor is not 1 as bits. Over 4 rows (prefill's
-  // groups of 16) one vector exp a row, and the maxima and sums of all rows
-  // by transposing trees: a horizontal max and sum per row were a long
-  // dependent chain each. A row's result does not depend on nr nor on its
-  // lane (the trees treat every lane alike), so prefill and split decode
-  // still agree bit for bit.
+  // returns the rows whose factor is not 1 as bits. One vector exp a row,
+  // the maxima and sums of all rows by transposing trees (a horizontal max
+  // and sum per row were a long dependent chain each). Each row's
+  // arithmetic is chunk_rows_nv's row-at-a-time softmax's (the max exact in
+  // any order, the sum grouped as chunk_sum groups it, std::exp for a moved
+  // max, l * corr + sum fused), so prefill and split decode, which takes
+  // its 4 rows a row at a time, agree bit for bit.
   static constexpr bool kRowsSoftmax = true;
   static unsigned softmax_rows(float (*pr)[16], int nr, const int* first, const int* valid, float* m, float* l,
                                float* corr) {
-    if (nr > 4) return softmax_rows16(pr, nr, first, valid, m, l, corr);
-    unsigned rescale = 0;
-    for (int r = 0; r < nr; ++r) rescale |= softmax_row(pr[r], first[r], valid[r], m + r, l + r, corr + r) << r;
-    return rescale;
-  }
-  // One row of softmax_rows, the same arithmetic as its lane there (the
-  // sum by row_sum, which rows_sum matches), so that every row count gives
-  // the same bits: up to 4 rows (decode's query heads of a kv head) a row at a time,
-  // each row's steps independent of the others'. Returns whether *corr != 1.
-  static unsigned softmax_row(float* p, int first, int valid, float* m, float* l, float* corr) {
-    *corr = 1.0f;
-    if (valid <= first) {
-      _mm512_storeu_ps(p, _mm512_setzero_ps());
-      return 0;
-    }
-    const auto lanes = static_cast<__mmask16>(((1u << valid) - 1u) & ~((1u << first) - 1u));
-    const __m512 x = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), lanes, p);
-    const float m_old = *m;
-    const float m_new = _mm_cvtss_f32(_mm_max_ss(_mm_set_ss(m_old), _mm_set_ss(_mm512_reduce_max_ps(x))));
-    if (m_old == -INFINITY) {
-      *corr = 0.0f;
-    } else if (m_old != m_new) {
-      *corr = std::exp(m_old - m_new);
-    }
-    const __m512 e = _mm512_maskz_mov_ps(lanes, exp512(_mm512_sub_ps(x, _mm512_set1_ps(m_new))));
-    _mm512_storeu_ps(p, e);
-    *l = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(*l), _mm_set_ss(*corr), _mm_set_ss(row_sum(e))));
-    *m = m_new;
-    return *corr != 1.0f;
-  }
-  static unsigned softmax_rows16(float (*pr)[16], int nr, const int* first, const int* valid, float* m, float* l,
-                                 float* corr) {
     const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
     __m512 x[16];
     __mmask16 lanes[16];
@@ -294,7 +264,7 @@ struct Vec {
     const __mmask16 same = _mm512_cmp_ps_mask(m_old, m_new, _CMP_EQ_OQ);
     const __mmask16 first_chunk = _mm512_mask_cmp_ps_mask(act, m_old, neg_inf, _CMP_EQ_OQ);  // active rows only
     // The rows whose max moved (rare after a row's first chunks) take
-    // std::exp one at a time, as softmax_row does.
+    // std::exp one at a time, as the row-at-a-time softmax does.
     __m512 c = _mm512_maskz_mov_ps(static_cast<__mmask16>(~first_chunk), _mm512_set1_ps(1.0f));
     if (const unsigned moved = act & ~same & ~first_chunk; moved != 0) {
       alignas(64) float mo[16], mn[16], cs[16];

@@ -342,14 +342,16 @@ __attribute__((noinline)) void chunk_rows_nv(const AttentionShape& s, const floa
     }
   }
   if (pf != nullptr) pf->issue();  // range_rows: the rest of this head's share of the next chunk
-  if constexpr (Dependent<Vec, kType>::type::kRowsSoftmax) {  // all rows at once (lane r = row r)
+  if (VV::kRowsSoftmax && nr > 4) {  // all rows at once (lane r = row r); decode's 4 a row at a time
     int first[R], valid[R];
     for (int r = 0; r < nr; ++r) {
       valid[r] = static_cast<int>(std::clamp<int64_t>(limit[r] - p0, 0, n));
       first[r] = static_cast<int>(std::clamp<int64_t>(start[r] - p0, 0, n));
     }
     alignas(64) float corr[R];
-    for (unsigned rescale = VV::softmax_rows(pr, nr, first, valid, st.m, st.l, corr); rescale != 0; rescale &= rescale - 1) {
+    unsigned rescale = 0;
+    if constexpr (VV::kRowsSoftmax) rescale = VV::softmax_rows(pr, nr, first, valid, st.m, st.l, corr);
+    for (; rescale != 0; rescale &= rescale - 1) {
       const int r = __builtin_ctz(rescale);
       float* a = st.acc + r * st.stride;
       for (int64_t v = 0; v < nv; ++v) Vec::store(a + W * v, Vec::mul(Vec::load(a + W * v), Vec::set1(corr[r])));
@@ -375,7 +377,7 @@ __attribute__((noinline)) void chunk_rows_nv(const AttentionShape& s, const floa
       const typename Vec::T e = Vec::exp(Vec::sub(Vec::load(pr[r] + c), Vec::set1(m_new)));
       Vec::store(pr[r] + c, Vec::keep_lanes(e, c, first, valid));
     }
-    st.l[r] = st.l[r] * corr + Vec::chunk_sum(pr[r]);
+    st.l[r] = std::fma(st.l[r], corr, Vec::chunk_sum(pr[r]));  // fused: Vec::softmax_rows's arithmetic
     m = m_new;
     if (corr != 1.0f) {
       float* a = st.acc + r * st.stride;
