@@ -15,8 +15,10 @@ struct Vec {
   using T = __m256;
   static constexpr int kWidth = 8;
   static constexpr bool kTreeScores = false;  // 8 lanes: horizontal sums (hsum4)
+  static constexpr bool kRowsSoftmax = false;  // chunk_rows_nv's softmax a row at a time
   static constexpr int kAccRegs = 8;  // accumulators of accumulate_rows
   static constexpr int kMaxRows = 4;  // V accumulators held in registers
+  static constexpr int kAccRows = 4;  // rows per accumulate_rows pass
   // Over a Q8_0 cache the float kernels score with the dequantized query
   // (no int8 dot product here).
   static constexpr bool kVnniQ8 = false;

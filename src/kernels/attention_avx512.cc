@@ -36,7 +36,11 @@ struct Vec {
   using T = __m512;
   static constexpr int kWidth = 16;
   static constexpr int kAccRegs = 16;  // accumulators of accumulate_rows
-  static constexpr int kMaxRows = 16;  // V accumulators held in registers
+  static constexpr int kMaxRows = 16;  // rows per chunk_rows_nv call
+  // Rows per accumulate_rows pass: 8 rows x 2 vectors of 16 accumulators
+  // (a weight broadcast serves 2 V vectors) measured ~5% faster prefill
+  // than 16 rows x 1 vector (bench/README.md "The prefill tile").
+  static constexpr int kAccRows = 8;
 
   // Q8_0 cache, head_dim a multiple of 32: q·k on int8 with vpdpbusd.
   static constexpr bool kVnniQ8 = true;
@@ -153,7 +157,7 @@ struct Vec {
     return _mm512_reduce_max_ps(
         _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), static_cast<__mmask16>((1u << valid) - 1), p));
   }
-  static float chunk_sum(const float* p) { return _mm512_reduce_add_ps(_mm512_loadu_ps(p)); }
+  static float chunk_sum(const float* p) { return row_sum(_mm512_loadu_ps(p)); }
   // The transposing sum tree of score_chunk (attention_impl.h). pair_sum:
   // per 128-bit quarter [a0 + a2, b0 + b2, a1 + a3, b1 + b3]; quad_sum of
   // pair_sum(a, b) and pair_sum(c, d): per quarter the sums of a, b, c, d
@@ -170,6 +174,125 @@ struct Vec {
     const T s23 = _mm512_add_ps(_mm512_shuffle_f32x4(z[2], z[3], 0x44), _mm512_shuffle_f32x4(z[2], z[3], 0xEE));
     return _mm512_add_ps(_mm512_shuffle_f32x4(s01, s23, 0x88), _mm512_shuffle_f32x4(s01, s23, 0xDD));
   }
+  // The same transposing tree with max for sum: lane r of the result is the
+  // largest lane of x[r] (exact in any order).
+  static T quarter_max(const T* z) {
+    const T s01 = _mm512_max_ps(_mm512_shuffle_f32x4(z[0], z[1], 0x44), _mm512_shuffle_f32x4(z[0], z[1], 0xEE));
+    const T s23 = _mm512_max_ps(_mm512_shuffle_f32x4(z[2], z[3], 0x44), _mm512_shuffle_f32x4(z[2], z[3], 0xEE));
+    return _mm512_max_ps(_mm512_shuffle_f32x4(s01, s23, 0x88), _mm512_shuffle_f32x4(s01, s23, 0xDD));
+  }
+  static T rows_max(const T* x) {
+    T z[4];
+    for (int k = 0; k < 4; ++k) {
+      const T a = _mm512_max_ps(_mm512_unpacklo_ps(x[4 * k], x[4 * k + 1]), _mm512_unpackhi_ps(x[4 * k], x[4 * k + 1]));
+      const T b = _mm512_max_ps(_mm512_unpacklo_ps(x[4 * k + 2], x[4 * k + 3]), _mm512_unpackhi_ps(x[4 * k + 2], x[4 * k + 3]));
+      const __m512d ad = _mm512_castps_pd(a), bd = _mm512_castps_pd(b);
+      z[k] = _mm512_max_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(ad, bd)), _mm512_castpd_ps(_mm512_unpackhi_pd(ad, bd)));
+    }
+    return quarter_max(z);
+  }
+  // Lane r: the sum of x[r]'s lanes, every row by the same tree (whatever
+  // its lane r, so a row's sum does not depend on its neighbours).
+  // Lane r: the sum of x[r]'s 16 lanes grouped as row_sum groups them, for
+  // every row alike (so a row's sum does not depend on its lane or
+  // neighbours). Stage by stage: e_i + e_(i+8), then + (e_(i+4) +
+  // e_(i+12)), then lanes 0 + 2 and 1 + 3, then those two; the tree leaves
+  // row 4p + q in lane 4q + p, so rows enter transposed.
+  static T rows_sum(const T* x) {
+    T s[8], u[4];
+    for (int j = 0; j < 8; ++j) {
+      const T a = x[(2 * j) % 4 * 4 + (2 * j) / 4], b = x[(2 * j + 1) % 4 * 4 + (2 * j + 1) / 4];
+      s[j] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
+    }
+    for (int m = 0; m < 4; ++m) {
+      u[m] = _mm512_add_ps(_mm512_shuffle_f32x4(s[2 * m], s[2 * m + 1], 0x88),
+                           _mm512_shuffle_f32x4(s[2 * m], s[2 * m + 1], 0xDD));
+    }
+    T v[2];
+    for (int h = 0; h < 2; ++h) {
+      const __m512d a = _mm512_castps_pd(u[2 * h]), b = _mm512_castps_pd(u[2 * h + 1]);
+      v[h] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+    }
+    return _mm512_add_ps(_mm512_shuffle_ps(v[0], v[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_ps(v[0], v[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  // The sum of x's lanes: halves, quarters, then lanes 0 + 2 and 1 + 3, then
+  // those two (the grouping of GCC's _mm512_reduce_add_ps, written out so
+  // that rows_sum's lanes are bitwise chunk_sum).
+  static float row_sum(T x) {
+    const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(x), _mm512_extractf32x8_ps(x, 1));
+    const __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    const __m128 t = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+  }
+
+  // One chunk's online-softmax step for nr <= 16 rows at once (lane r = row
+  // r; chunk_rows_nv takes it for more than 4 rows, prefill's groups of 16):
+  // row r's scores pr[r] count on positions [first[r], valid[r]) only (none
+  // when valid <= first: the row's state stays, its weights are 0). m, l:
+  // the rows' running max and sum, updated; pr becomes the weights
+  // exp(score - m_new), 0 elsewhere; corr[r] the factor for row r's
+  // accumulators (1 when its max holds; corr: 16 floats, 64-byte aligned);
+  // returns the rows whose factor is not 1 as bits. One vector exp a row,
+  // the maxima and sums of all rows by transposing trees (a horizontal max
+  // and sum per row were a long dependent chain each). Each row's
+  // arithmetic is chunk_rows_nv's row-at-a-time softmax's (the max exact in
+  // any order, the sum grouped as chunk_sum groups it, std::exp for a moved
+  // max, l * corr + sum fused), so prefill and split decode, which takes
+  // its 4 rows a row at a time, agree bit for bit.
+  static constexpr bool kRowsSoftmax = true;
+  static unsigned softmax_rows(float (*pr)[16], int nr, const int* first, const int* valid, float* m, float* l,
+                               float* corr) {
+    const __m512 neg_inf = _mm512_set1_ps(-INFINITY);
+    __m512 x[16];
+    __mmask16 lanes[16];
+    unsigned active = 0;
+    for (int r = 0; r < 16; ++r) {
+      lanes[r] = 0;
+      if (r < nr && valid[r] > first[r]) {
+        lanes[r] = static_cast<__mmask16>(((1u << valid[r]) - 1u) & ~((1u << first[r]) - 1u));
+        active |= 1u << r;
+      }
+      x[r] = _mm512_mask_loadu_ps(neg_inf, lanes[r], pr[r]);
+    }
+    const auto act = static_cast<__mmask16>(active);
+    const auto rows = static_cast<__mmask16>((1u << nr) - 1u);
+    const __m512 m_old = _mm512_mask_loadu_ps(neg_inf, act, m);
+    const __m512 m_new = _mm512_max_ps(m_old, rows_max(x));
+    // exp(m_old - m_new): 1 where the max holds, 0 on a row's first chunk
+    // (m_old = -inf; rows without positions keep 1: their state stays).
+    const __mmask16 same = _mm512_cmp_ps_mask(m_old, m_new, _CMP_EQ_OQ);
+    const __mmask16 first_chunk = _mm512_mask_cmp_ps_mask(act, m_old, neg_inf, _CMP_EQ_OQ);  // active rows only
+    // The rows whose max moved (rare after a row's first chunks) take
+    // std::exp one at a time, as the row-at-a-time softmax does.
+    __m512 c = _mm512_maskz_mov_ps(static_cast<__mmask16>(~first_chunk), _mm512_set1_ps(1.0f));
+    if (const unsigned moved = act & ~same & ~first_chunk; moved != 0) {
+      alignas(64) float mo[16], mn[16], cs[16];
+      _mm512_store_ps(mo, m_old);
+      _mm512_store_ps(mn, m_new);
+      _mm512_store_ps(cs, c);
+      for (unsigned b = moved; b != 0; b &= b - 1) cs[__builtin_ctz(b)] = std::exp(mo[__builtin_ctz(b)] - mn[__builtin_ctz(b)]);
+      c = _mm512_load_ps(cs);
+    }
+    for (int r = 0; r < 16; ++r) {
+      if (r >= nr) {
+        x[r] = _mm512_setzero_ps();
+        continue;
+      }
+      // m_new's lane r in every lane (a permute: a store and reload stalls)
+      const __m512 mr = _mm512_permutexvar_ps(_mm512_set1_epi32(r), m_new);
+      x[r] = _mm512_maskz_mov_ps(lanes[r], exp512(_mm512_sub_ps(x[r], mr)));
+      _mm512_storeu_ps(pr[r], x[r]);
+    }
+    const __m512 l_new = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(act, l), c, rows_sum(x));
+    _mm512_mask_storeu_ps(m, act, m_new);
+    _mm512_mask_storeu_ps(l, act, l_new);
+    // All 16 lanes (a masked store does not forward to the reads of corr
+    // that follow at once); the rows whose factor is not 1 as a bit mask.
+    _mm512_store_ps(corr, c);
+    return static_cast<unsigned>(_mm512_mask_cmp_ps_mask(rows, c, _mm512_set1_ps(1.0f), _CMP_NEQ_UQ));
+  }
+
   // pr[g][c] = scale * (sum of d[g]'s lanes) for g < nh: the four vectors
   // are folded together (16 -> 8 -> 4 lanes each) before the last sums.
   static void hsum4(const T* d, int nh, int c, float (*pr)[16], float scale) {

@@ -342,44 +342,60 @@ __attribute__((noinline)) void chunk_rows_nv(const AttentionShape& s, const floa
     }
   }
   if (pf != nullptr) pf->issue();  // range_rows: the rest of this head's share of the next chunk
-  for (int r = 0; r < nr; ++r) {  // online softmax: rescale to the new running max
-    const int valid = static_cast<int>(std::clamp<int64_t>(limit[r] - p0, 0, n));
-    const int first = static_cast<int>(std::clamp<int64_t>(start[r] - p0, 0, n));  // positions below: masked
-    if (valid <= first) {
-      std::fill(pr[r], pr[r] + kChunk, 0.0f);
-      continue;
+  if (VV::kRowsSoftmax && nr > 4) {  // all rows at once (lane r = row r); decode's 4 a row at a time
+    int first[R], valid[R];
+    for (int r = 0; r < nr; ++r) {
+      valid[r] = static_cast<int>(std::clamp<int64_t>(limit[r] - p0, 0, n));
+      first[r] = static_cast<int>(std::clamp<int64_t>(start[r] - p0, 0, n));
     }
-    if (first > 0) std::fill(pr[r], pr[r] + first, -INFINITY);
-    float& m = st.m[r];
-    const float m_new = std::max(m, Vec::chunk_max(pr[r], valid));
-    // 0 on the first chunk; exp(0) = 1 exactly, so the call is skipped
-    // while the max holds (most chunks of a long context).
-    const float corr = m_new == m ? 1.0f : std::exp(m - m_new);
-    // exp(score - m_new) on positions [first, valid), 0 elsewhere: masked in
-    // registers (two variable-length fills per row and chunk were memset
-    // calls, ~10% of the kernel).
-    for (int c = 0; c < kChunk; c += W) {
-      const typename Vec::T e = Vec::exp(Vec::sub(Vec::load(pr[r] + c), Vec::set1(m_new)));
-      Vec::store(pr[r] + c, Vec::keep_lanes(e, c, first, valid));
-    }
-    st.l[r] = st.l[r] * corr + Vec::chunk_sum(pr[r]);
-    m = m_new;
-    if (corr != 1.0f) {
+    alignas(64) float corr[R];
+    unsigned rescale = 0;
+    if constexpr (VV::kRowsSoftmax) rescale = VV::softmax_rows(pr, nr, first, valid, st.m, st.l, corr);
+    for (; rescale != 0; rescale &= rescale - 1) {
+      const int r = __builtin_ctz(rescale);
       float* a = st.acc + r * st.stride;
-      for (int64_t v = 0; v < nv; ++v) Vec::store(a + W * v, Vec::mul(Vec::load(a + W * v), Vec::set1(corr)));
+      for (int64_t v = 0; v < nv; ++v) Vec::store(a + W * v, Vec::mul(Vec::load(a + W * v), Vec::set1(corr[r])));
     }
-  }
-  // Weighted V rows, accumulators in registers: all R rows at once when
-  // full, else in blocks of kHeadBlock and singles.
-  if (nr == R) {
-    accumulate_rows<kType, R>(st.acc, st.stride, pr, n, offs, v_cache, nv);
   } else {
-    int r = 0;
-    for (; r + kHeadBlock <= nr; r += kHeadBlock) {
-      accumulate_rows<kType, kHeadBlock>(st.acc + r * st.stride, st.stride, pr + r, n, offs, v_cache, nv);
+    for (int r = 0; r < nr; ++r) {  // online softmax: rescale to the new running max
+      const int valid = static_cast<int>(std::clamp<int64_t>(limit[r] - p0, 0, n));
+      const int first = static_cast<int>(std::clamp<int64_t>(start[r] - p0, 0, n));  // positions below: masked
+      if (valid <= first) {
+        std::fill(pr[r], pr[r] + kChunk, 0.0f);
+        continue;
+      }
+      if (first > 0) std::fill(pr[r], pr[r] + first, -INFINITY);
+      float& m = st.m[r];
+      const float m_new = std::max(m, Vec::chunk_max(pr[r], valid));
+      // 0 on the first chunk; exp(0) = 1 exactly, so the call is skipped
+      // while the max holds (most chunks of a long context).
+      const float corr = m_new == m ? 1.0f : std::exp(m - m_new);
+      // exp(score - m_new) on positions [first, valid), 0 elsewhere: masked in
+      // registers (two variable-length fills per row and chunk were memset
+      // calls, ~10% of the kernel).
+      for (int c = 0; c < kChunk; c += W) {
+        const typename Vec::T e = Vec::exp(Vec::sub(Vec::load(pr[r] + c), Vec::set1(m_new)));
+        Vec::store(pr[r] + c, Vec::keep_lanes(e, c, first, valid));
+      }
+      st.l[r] = std::fma(st.l[r], corr, Vec::chunk_sum(pr[r]));  // fused: Vec::softmax_rows's arithmetic
+      m = m_new;
+      if (corr != 1.0f) {
+        float* a = st.acc + r * st.stride;
+        for (int64_t v = 0; v < nv; ++v) Vec::store(a + W * v, Vec::mul(Vec::load(a + W * v), Vec::set1(corr)));
+      }
     }
-    for (; r < nr; ++r) accumulate_rows<kType, 1>(st.acc + r * st.stride, st.stride, pr + r, n, offs, v_cache, nv);
   }
+  // Weighted V rows, accumulators in registers: Vec::kAccRows rows at a
+  // time, then blocks of kHeadBlock and singles.
+  constexpr int kA = Vec::kAccRows;
+  int r = 0;
+  for (; r + kA <= nr; r += kA) {
+    accumulate_rows<kType, kA>(st.acc + r * st.stride, st.stride, pr + r, n, offs, v_cache, nv);
+  }
+  for (; r + kHeadBlock <= nr; r += kHeadBlock) {
+    accumulate_rows<kType, kHeadBlock>(st.acc + r * st.stride, st.stride, pr + r, n, offs, v_cache, nv);
+  }
+  for (; r < nr; ++r) accumulate_rows<kType, 1>(st.acc + r * st.stride, st.stride, pr + r, n, offs, v_cache, nv);
 }
 
 // chunk_rows_nv for s.head_dim: the same instructions for every caller of a
