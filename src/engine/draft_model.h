@@ -13,8 +13,9 @@
 //
 // A sequence catching up a long prefix (its prompt, on first use; after a slot was taken
 // away) computes at most max_step_tokens tokens a call, all sequences together (those that
-// draft first, then those that only compute their tokens: a prompt the engine prefills), and
-// drafts only once caught up. A sequence without a free slot does not draft. A freed slot keeps its
+// draft first, then those that only compute their tokens: the engine calls once with the
+// drafting sequences and once with the prompts it prefills that step), and drafts only once
+// caught up. A sequence without a free slot does not draft. A freed slot keeps its
 // K/V: a new sequence of the same tenant takes the free slot whose tokens share the longest
 // prefix with its own (the next turn of a conversation computes only its new tokens), else
 // the free slot least recently used. Engine thread only.

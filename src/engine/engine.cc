@@ -554,6 +554,7 @@ bool Engine::step() {
   StepPlan plan = scheduler_.schedule();
   settle_plan(plan);
   if (plan.empty()) return !plan.cancelled.empty() || !plan.pause_preempted.empty();
+  if (draft_) draft_prompts();
 
   batch_.clear();
   for (const ScheduledSeq& it : plan.items) {
@@ -660,14 +661,7 @@ void Engine::plan_drafts() {
     // Every accepted token counts against max_tokens, and one more always comes after them.
     const int64_t room = int64_t{live->request.stop.max_tokens} - live->usage.n_generated_tokens - 1;
     if (room <= 0) continue;
-    if (s->n_uncomputed() != 1) {
-      // Prefilling: a draft model computes the prompt beside the model's prefill steps, so
-      // that drafting starts with the first decode step instead of stalling the next ones.
-      if (draft_ && !live->ngram && s->n_uncomputed() > 1) {
-        draft_wants_.push_back({.id = id, .tenant = live->tenant_salt, .tokens = s->tokens, .k = 0, .out = &live->draft});
-      }
-      continue;
-    }
+    if (s->n_uncomputed() != 1) continue;
     const int32_t k = live->draft_len.next();
     if (k <= 0) continue;
     const auto k_now = static_cast<int32_t>(std::min<int64_t>(k, room));
@@ -679,6 +673,19 @@ void Engine::plan_drafts() {
     if (!live->draft.empty()) scheduler_.set_draft(id, static_cast<int32_t>(live->draft.size()));
   }
   if (draft_) draft_from_model();
+}
+
+void Engine::draft_prompts() {
+  // After schedule(): a sequence admitted this step catches up from this step on.
+  draft_wants_.clear();
+  for (auto& [id, live] : live_) {
+    if (!live->speculates || live->ngram) continue;
+    const Sequence* s = scheduler_.find(id);
+    if (!s || s->state != SeqState::kRunning || s->paused || s->n_uncomputed() <= 1) continue;
+    if (live->request.stop.max_tokens - live->usage.n_generated_tokens <= 1) continue;  // it will never draft
+    draft_wants_.push_back({.id = id, .tenant = live->tenant_salt, .tokens = s->tokens, .k = 0, .out = &live->draft});
+  }
+  if (!draft_wants_.empty()) draft_->draft(draft_wants_);
 }
 
 void Engine::draft_from_model() {

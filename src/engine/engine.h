@@ -239,6 +239,9 @@ class Engine final : public EngineApi {
   // A draft model's drafts for the sequences plan_drafts collected; frees the draft model's
   // slots of sequences no longer running.
   void draft_from_model();
+  // A draft model computes the prompts of the speculating sequences that prefill this step
+  // (at most max_step_tokens tokens), so that they draft from their first decode step on.
+  void draft_prompts();
 
   // Ends a sequence: flushes held text, pushes the last event (with the ids of
   // a final EOS/stop token that produced no text), frees its blocks.
