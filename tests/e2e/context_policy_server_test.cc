@@ -16,6 +16,7 @@
 #include "support/http_client.h"
 #include "support/json_object.h"
 #include "support/json_path.h"
+#include "support/metric_scrape.h"
 #include "support/process.h"
 #include "support/prom_text.h"
 #include "support/real_model.h"
@@ -178,12 +179,6 @@ size_t exchanges_to_drop(int port, const std::vector<Turn>& turns, bool middle,
   return 0;
 }
 
-double metric(int port, const std::string& family,
-              const std::map<std::string, std::string>& labels) {
-  HttpReply r = fetch(port, "GET", "/metrics");
-  return parse_prom_text(r.body).value(family, family, labels);
-}
-
 TEST(ContextPolicyServer, BothPoliciesOnBothApisDropExactlyWhatIsNeeded) {
   REQUIRE_MODEL();
   const int port = plain_port();
@@ -200,7 +195,7 @@ TEST(ContextPolicyServer, BothPoliciesOnBothApisDropExactlyWhatIsNeeded) {
     const int64_t n_kept = count_tokens(port, kept);
     const std::string header =
         "messages=" + std::to_string(2 * k) + ", tokens=" + std::to_string(full - n_kept);
-    const double before = metric(port, "engine_context_truncations_total", {{"policy", policy}});
+    const double before = scrape_metric(port, "engine_context_truncations_total", {{"policy", policy}});
     const std::string field = R"("context_policy":")" + policy + "\"";
     HttpReply a = fetch(port, "POST", "/v1/messages", anthropic_body(chat, field), {}, 60000);
     ASSERT_EQ(a.status, 200) << policy << ": " << a.body;
@@ -218,7 +213,7 @@ TEST(ContextPolicyServer, BothPoliciesOnBothApisDropExactlyWhatIsNeeded) {
     EXPECT_EQ(openai_prompt(parse_obj(same.body)), n_kept);
     EXPECT_EQ(openai_text(parse_obj(same.body)), openai_text(parse_obj(o.body))) << policy;
     kept_by[middle] = kept;
-    EXPECT_EQ(metric(port, "engine_context_truncations_total", {{"policy", policy}}), before + 2);
+    EXPECT_EQ(scrape_metric(port, "engine_context_truncations_total", {{"policy", policy}}), before + 2);
   }
   // drop_oldest kept the latest exchanges, middle_out the first and the latest.
   ASSERT_FALSE(kept_by[0].empty());
@@ -277,14 +272,14 @@ TEST(ContextPolicyServer, TheServerDefaultAppliesAndARequestOverridesIt) {
   EXPECT_EQ(streamed_prompt, n_kept);
   // Validate mode applies the policy and says so, without counting it.
   const double before =
-      metric(port, "engine_context_truncations_total", {{"policy", "drop_oldest"}});
+      scrape_metric(port, "engine_context_truncations_total", {{"policy", "drop_oldest"}});
   HttpReply v = fetch(port, "POST", "/v1/messages", anthropic_body(chat, ""),
                       {"X-Engine-Mode: validate"}, 60000);
   ASSERT_EQ(v.status, 200) << v.body;
   EXPECT_EQ(parse_obj(v.body).at("status").as_string(), "validated");
   EXPECT_EQ(num(parse_obj(v.body).if_contains("input_tokens")), n_kept) << v.body;
   EXPECT_EQ(v.header("x-engine-context-truncated"), a.header("x-engine-context-truncated"));
-  EXPECT_EQ(metric(port, "engine_context_truncations_total", {{"policy", "drop_oldest"}}), before);
+  EXPECT_EQ(scrape_metric(port, "engine_context_truncations_total", {{"policy", "drop_oldest"}}), before);
   // context_policy "error" on this server: the prompt is served as it is
   // when it leaves a token, else the 400.
   HttpReply e = fetch(port, "POST", "/v1/messages",

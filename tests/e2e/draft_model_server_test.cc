@@ -14,6 +14,7 @@
 #include "support/http_client.h"
 #include "support/json_object.h"
 #include "support/json_path.h"
+#include "support/metric_scrape.h"
 #include "support/openai_stream.h"
 #include "support/process.h"
 #include "support/prom_text.h"
@@ -64,12 +65,6 @@ std::string completion(int port, const std::string& extra = "") {
   return std::string(o.at("choices").as_array().at(0).as_object().at("text").as_string());
 }
 
-double metric(int port, const std::string& name) {
-  HttpReply r = fetch(port, "GET", "/metrics");
-  EXPECT_EQ(r.status, 200);
-  return parse_prom_text(r.body).value(name);
-}
-
 TEST(DraftModelServer, GreedyTextIsThatOfPlainDecodingAndDraftsAreAccepted) {
   REQUIRE_TINY_LLAMA();
   const int plain = plain_port(), draft = draft_port();
@@ -77,12 +72,12 @@ TEST(DraftModelServer, GreedyTextIsThatOfPlainDecodingAndDraftsAreAccepted) {
   ASSERT_GT(draft, 0);
   const std::string want = completion(plain);
   ASSERT_FALSE(want.empty());
-  EXPECT_EQ(metric(plain, "engine_spec_verify_passes_total"), 0);
+  EXPECT_EQ(scrape_metric(plain, "engine_spec_verify_passes_total"), 0);
   EXPECT_EQ(completion(draft), want);  // --draft-model alone: every request speculates
-  EXPECT_GT(metric(draft, "engine_spec_verify_passes_total"), 0);
-  const double accepted = metric(draft, "engine_spec_accepted_tokens_total");
+  EXPECT_GT(scrape_metric(draft, "engine_spec_verify_passes_total"), 0);
+  const double accepted = scrape_metric(draft, "engine_spec_accepted_tokens_total");
   EXPECT_GT(accepted, 0);
-  EXPECT_GE(metric(draft, "engine_spec_draft_tokens_total"), accepted);
+  EXPECT_GE(scrape_metric(draft, "engine_spec_draft_tokens_total"), accepted);
   // Streamed, and with a request's own draft length: the same text.
   HttpReply r = fetch(draft, "POST", "/v1/completions",
                       R"({"model":"m","prompt":"Once upon a time","temperature":0,"max_tokens":60,)"
@@ -97,9 +92,9 @@ TEST(DraftModelServer, GreedyTextIsThatOfPlainDecodingAndDraftsAreAccepted) {
   }
   EXPECT_EQ(streamed, want);
   // A request that says false does not draft.
-  const double passes = metric(draft, "engine_spec_verify_passes_total");
+  const double passes = scrape_metric(draft, "engine_spec_verify_passes_total");
   EXPECT_EQ(completion(draft, R"("speculative":false)"), want);
-  EXPECT_EQ(metric(draft, "engine_spec_verify_passes_total"), passes);
+  EXPECT_EQ(scrape_metric(draft, "engine_spec_verify_passes_total"), passes);
 }
 
 TEST(DraftModelServer, OffLoadsTheDraftModelForRequestsThatAsk) {
@@ -108,10 +103,10 @@ TEST(DraftModelServer, OffLoadsTheDraftModelForRequestsThatAsk) {
   ASSERT_GT(port, 0);
   const std::string want = completion(plain_port());
   EXPECT_EQ(completion(port), want);
-  EXPECT_EQ(metric(port, "engine_spec_verify_passes_total"), 0);
+  EXPECT_EQ(scrape_metric(port, "engine_spec_verify_passes_total"), 0);
   EXPECT_EQ(completion(port, R"("speculative":true)"), want);
-  EXPECT_GT(metric(port, "engine_spec_verify_passes_total"), 0);
-  EXPECT_GT(metric(port, "engine_spec_accepted_tokens_total"), 0);
+  EXPECT_GT(scrape_metric(port, "engine_spec_verify_passes_total"), 0);
+  EXPECT_GT(scrape_metric(port, "engine_spec_accepted_tokens_total"), 0);
 }
 
 // Sequences at once with fewer draft slots than sequences: those without a slot decode plainly,
@@ -131,7 +126,7 @@ TEST(DraftModelServer, ConcurrentRequestsWithFewerSlots) {
   }
   for (std::thread& t : threads) t.join();
   for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(got[i], want[i]) << prompts[i];
-  EXPECT_GT(metric(port, "engine_spec_verify_passes_total"), 0);
+  EXPECT_GT(scrape_metric(port, "engine_spec_verify_passes_total"), 0);
 }
 
 // `zerolayer serve ... 2>&1`: its exit status and output, stdin closed.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "support/http_client.h"
+#include "support/metric_scrape.h"
 #include "support/process.h"
 #include "support/prom_text.h"
 #include "support/real_model.h"
@@ -87,12 +88,6 @@ int64_t num(const json::object& o, const char* key) {
   return -1;
 }
 
-double metric(int port, const std::string& name) {
-  HttpReply r = fetch(port, "GET", "/metrics");
-  if (r.status != 200) return -1;
-  return parse_prom_text(r.body).value(name, std::map<std::string, std::string>{});
-}
-
 std::string curl(const std::string& args) { return run_command("curl -s --max-time 20 " + args).out; }
 
 constexpr const char* kChat =
@@ -125,7 +120,7 @@ TEST(Http2, CurlPriorKnowledgeStreamsAndAnswers) {
   EXPECT_EQ(missing.rfind("HTTP/2 404", 0), 0u) << missing;
   // HTTP/1.1 on the same port goes on as before.
   EXPECT_EQ(curl("--http1.1 -i " + url(s.port()) + "/v1/models").rfind("HTTP/1.1 200", 0), 0u);
-  EXPECT_GE(metric(s.port(), "zerolayer_http2_connections_total"), 3);
+  EXPECT_GE(scrape_metric(s.port(), "zerolayer_http2_connections_total"), 3);
 }
 
 // Limits over h2: a header list past --max-header-bytes and a body past
@@ -262,9 +257,9 @@ TEST(Http2, RapidResetFloodIsCutAndLeavesNoWork) {
   EXPECT_EQ(num(r, "goaway_code"), 11) << json::serialize(r);  // ENHANCE_YOUR_CALM
   EXPECT_LT(num(r, "sent"), 3000);
   EXPECT_TRUE(wait_until([&] {
-    return metric(s.port(), "engine_requests_running") == 0 && metric(s.port(), "engine_kv_blocks_used") == 0;
+    return scrape_metric(s.port(), "engine_requests_running") == 0 && scrape_metric(s.port(), "engine_kv_blocks_used") == 0;
   }, std::chrono::seconds(10)));
-  EXPECT_GE(metric(s.port(), "zerolayer_http2_abuse_closed_total"), 1);
+  EXPECT_GE(scrape_metric(s.port(), "zerolayer_http2_abuse_closed_total"), 1);
   // The server goes on.
   const std::string next = curl("--http2-prior-knowledge -i -H 'content-type: application/json' -d '" +
                                 std::string(kMessages) + "' " + url(s.port()) + "/v1/messages");
@@ -312,7 +307,7 @@ TEST(Http2, PingFloodIsCut) {
   c.read_until([](const std::string& b) { return goaway_code(b) >= 0; }, 5000);
   EXPECT_EQ(goaway_code(c.buffer()), 11);  // ENHANCE_YOUR_CALM
   EXPECT_TRUE(c.wait_closed(5000));
-  EXPECT_GE(metric(s.port(), "zerolayer_http2_abuse_closed_total"), 1);
+  EXPECT_GE(scrape_metric(s.port(), "zerolayer_http2_abuse_closed_total"), 1);
 }
 
 // Slow starts are cut at --header-timeout-ms: half an HTTP/2 preface, a TLS
@@ -349,7 +344,7 @@ TEST(Http2, H2loadHundredsOfMultiplexedStreams) {
                                 " -H 'content-type: application/json' " + url(s.port()) + "/v1/messages 2>&1");
   EXPECT_NE(r.out.find("1200 succeeded, 0 failed, 0 errored, 0 timeout"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("status codes: 1200 2xx"), std::string::npos) << r.out;
-  EXPECT_EQ(metric(s.port(), "engine_requests_running"), 0);
+  EXPECT_EQ(scrape_metric(s.port(), "engine_requests_running"), 0);
 }
 
 // Backpressure on the real engine: a stream whose flow-control window stays
@@ -364,7 +359,7 @@ TEST(Http2, SlowReaderPausesTheSequenceRealModel) {
   EXPECT_EQ(num(r, "paused_seen"), 1) << json::serialize(r);
   EXPECT_EQ(num(r, "done"), 1);
   EXPECT_TRUE(wait_until([&] {
-    return metric(s.port(), "engine_requests_paused") == 0 && metric(s.port(), "engine_requests_running") == 0;
+    return scrape_metric(s.port(), "engine_requests_paused") == 0 && scrape_metric(s.port(), "engine_requests_running") == 0;
   }, std::chrono::seconds(10)));
 }
 
@@ -379,7 +374,7 @@ TEST(Http2, DrainLetsTheStreamInProgressFinish) {
   const std::string cmd = "curl -s --max-time 20 --http2-prior-knowledge -N -H 'content-type: application/json' -d '" +
                           body + "' " + url(s.port()) + "/v1/chat/completions > " + out + " &";
   ASSERT_EQ(run_command(cmd).exit_code, 0);
-  ASSERT_TRUE(wait_until([&] { return metric(s.port(), "engine_requests_running") == 1; }, std::chrono::seconds(5)));
+  ASSERT_TRUE(wait_until([&] { return scrape_metric(s.port(), "engine_requests_running") == 1; }, std::chrono::seconds(5)));
   s.signal(SIGTERM);
   EXPECT_EQ(s.wait_exit(15000), 0);
   EXPECT_NE(read_file(out).find("data: [DONE]"), std::string::npos) << read_file(out);

@@ -18,9 +18,10 @@
 #include "support/http_client.h"
 #include "support/json_object.h"
 #include "support/json_path.h"
+#include "support/metric_scrape.h"
 #include "support/process.h"
-#include "support/real_model.h"
 #include "support/prom_text.h"
+#include "support/real_model.h"
 #include "support/wait.h"
 
 namespace zl::test {
@@ -45,7 +46,6 @@ int strict_port() { return real_server("strict", {}).port(); }
 // could still see it full and be halved (the fake engine's test does that).
 int degrade_port() { return real_server("degrade", {"--degrade", "max-tokens", "--kv-high-watermark", "1"}).port(); }
 
-
 std::string messages(const std::string& content) {
   return R"("messages":[{"role":"user","content":)" + jquote(content) + "}]";
 }
@@ -66,12 +66,6 @@ int64_t count_tokens(int port, const std::string& content, const std::vector<std
                       headers);
   EXPECT_EQ(r.status, 200) << r.body;
   return num(parse_obj(r.body), {"input_tokens"});
-}
-
-double metric(int port, const std::string& family, const std::map<std::string, std::string>& labels) {
-  HttpReply r = fetch(port, "GET", "/metrics");
-  EXPECT_EQ(r.status, 200);
-  return parse_prom_text(r.body).value(family, family, labels);
 }
 
 const std::string kPrompt = "Once upon a time";
@@ -113,7 +107,7 @@ TEST(KvServer, OverflowIsA400WithExactNumbersOnBothApis) {
     EXPECT_EQ(num(o, {"error", "max_tokens"}), 200);
     EXPECT_EQ(num(o, {"error", "max_tokens_fit"}), fit);
   }
-  EXPECT_EQ(metric(port, "engine_requests_rejected_total", {{"api", "openai"}, {"reason", "kv_cache_overflow"}}), 2);
+  EXPECT_EQ(scrape_metric(port, "engine_requests_rejected_total", {{"api", "openai"}, {"reason", "kv_cache_overflow"}}), 2);
 }
 
 TEST(KvServer, ExactlyMaxTokensFitIsAdmitted) {
@@ -192,8 +186,8 @@ TEST(KvServer, DegradeAdmitsWithTheFitAndSaysSo) {
   r = fetch(port, "POST", "/v1/messages", anthropic_body(kPrompt, R"("max_tokens":5)"), {}, 60000);
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.header("x-engine-degraded"), "");
-  EXPECT_EQ(metric(port, "engine_degraded_requests_total", {{"reason", "kv_cache_overflow"}}), 3);
-  EXPECT_EQ(metric(port, "engine_degraded_requests_total", {{"reason", "kv_pressure"}}), 0);
+  EXPECT_EQ(scrape_metric(port, "engine_degraded_requests_total", {{"reason", "kv_cache_overflow"}}), 3);
+  EXPECT_EQ(scrape_metric(port, "engine_degraded_requests_total", {{"reason", "kv_pressure"}}), 0);
 }
 
 TEST(KvServer, ValidateModeRunsTheSameCheckAndCountsNothing) {
@@ -205,14 +199,14 @@ TEST(KvServer, ValidateModeRunsTheSameCheckAndCountsNothing) {
   EXPECT_EQ(str(parse_obj(r.body), {"error", "detail", "reason"}), "kv_cache_overflow");
   // With --degrade: validated, with the grant it would get, not counted.
   const int port = degrade_port();
-  const double before = metric(port, "engine_degraded_requests_total", {{"reason", "kv_cache_overflow"}});
+  const double before = scrape_metric(port, "engine_degraded_requests_total", {{"reason", "kv_cache_overflow"}});
   r = fetch(port, "POST", "/v1/messages", anthropic_body(kPrompt, R"("max_tokens":200)"), {"X-Engine-Mode: validate"},
             60000);
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(str(parse_obj(r.body), {"status"}), "validated");
   EXPECT_EQ(num(parse_obj(r.body), {"max_tokens_fit"}), fit);
   EXPECT_EQ(r.header("x-engine-degraded"), "max_tokens=" + std::to_string(fit));
-  EXPECT_EQ(metric(port, "engine_degraded_requests_total", {{"reason", "kv_cache_overflow"}}), before);
+  EXPECT_EQ(scrape_metric(port, "engine_degraded_requests_total", {{"reason", "kv_cache_overflow"}}), before);
 }
 
 TEST(KvServer, ModelsListTheRoomOfOneSequence) {
@@ -239,7 +233,7 @@ TEST(KvServer, PressureHalvesTheGrantsOfTheTenantThatOverflows) {
   RawClient hold(port);
   ASSERT_TRUE(hold.send_raw(http_request("POST", "/v1/messages",
                                          anthropic_body(holder, R"("max_tokens":4,"stream":true)"), k2)));
-  ASSERT_TRUE(wait_until([&] { return metric(port, "engine_kv_blocks_used", {}) == 8; }));
+  ASSERT_TRUE(wait_until([&] { return scrape_metric(port, "engine_kv_blocks_used", {}) == 8; }));
 
   // k1's 100 tokens fit the cache (no overflow) but not the 0 free blocks: halved per request.
   auto grant = [&](const std::vector<std::string>& key, int max_tokens) {
@@ -255,12 +249,12 @@ TEST(KvServer, PressureHalvesTheGrantsOfTheTenantThatOverflows) {
   EXPECT_EQ(grant(k3, 100), "max_tokens=50");
   // A request at the floor is never lowered.
   EXPECT_EQ(grant(k1, 16), "");
-  EXPECT_EQ(metric(port, "engine_degraded_requests_total", {{"reason", "kv_pressure"}}), 4);
+  EXPECT_EQ(scrape_metric(port, "engine_degraded_requests_total", {{"reason", "kv_pressure"}}), 4);
 
   // The holder leaves: no pressure, nothing new is halved (k1's grants come
   // back one doubling per interval below the watermark: kv_admission_test).
   hold.abort_now();
-  ASSERT_TRUE(wait_until([&] { return metric(port, "engine_kv_blocks_used", {}) == 0; }));
+  ASSERT_TRUE(wait_until([&] { return scrape_metric(port, "engine_kv_blocks_used", {}) == 0; }));
   EXPECT_EQ(grant(k2, 100), "");
 }
 

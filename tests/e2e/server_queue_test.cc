@@ -20,6 +20,7 @@
 
 #include "support/http_client.h"
 #include "support/json_object.h"
+#include "support/metric_scrape.h"
 #include "support/process.h"
 #include "support/prom_text.h"
 #include "support/real_model.h"
@@ -40,14 +41,8 @@ std::vector<std::string> server_args(std::vector<std::string> extra) {
   return real_model_args(args);
 }
 
-double metric(int port, const std::string& name, const std::map<std::string, std::string>& labels = {}) {
-  HttpReply r = fetch(port, "GET", "/metrics");
-  if (r.status != 200) return -1;
-  return parse_prom_text(r.body).value(name, labels);
-}
-
 bool wait_metric(int port, const std::string& name, double value) {
-  return wait_until([&] { return metric(port, name) == value; });
+  return wait_until([&] { return scrape_metric(port, name) == value; });
 }
 
 // stories260K's end-of-sequence id, banned: the holder runs to the window.
@@ -61,7 +56,7 @@ constexpr const char* kHolderBody =
 void start_holder(int port, RawClient& c) {
   ASSERT_TRUE(c.send_raw(http_request("POST", "/v1/chat/completions", kHolderBody)));
   ASSERT_TRUE(wait_until([&] {
-    return metric(port, "engine_requests_paused") == 1 || metric(port, "engine_pause_preemptions_total") >= 1;
+    return scrape_metric(port, "engine_requests_paused") == 1 || scrape_metric(port, "engine_pause_preemptions_total") >= 1;
   })) << "the holder never paused";
 }
 
@@ -139,20 +134,20 @@ TEST(ServerQueueTest, AFullQueueIs529Or503WithRetryAfterAndTheRunningRequestFini
   RawClient queued(port);
   ASSERT_TRUE(queued.send_raw(http_request("POST", "/v1/messages", anthropic_body(false))));
   ASSERT_TRUE(wait_metric(port, "engine_queue_requests", 1));
-  EXPECT_GT(metric(port, "engine_queue_prompt_tokens"), 0);
+  EXPECT_GT(scrape_metric(port, "engine_queue_prompt_tokens"), 0);
   for (bool stream : {false, true}) {
     expect_anthropic_error(fetch(port, "POST", "/v1/messages", anthropic_body(stream)), "overloaded");
     expect_openai_error(fetch(port, "POST", "/v1/chat/completions", openai_body(stream)), "overloaded");
   }
-  EXPECT_EQ(metric(port, "engine_requests_rejected_total", {{"api", "anthropic"}, {"reason", "overloaded"}}), 2);
-  EXPECT_EQ(metric(port, "engine_requests_rejected_total", {{"api", "openai"}, {"reason", "overloaded"}}), 2);
-  EXPECT_EQ(metric(port, "engine_requests_running"), 1) << "the holder must still run";
+  EXPECT_EQ(scrape_metric(port, "engine_requests_rejected_total", {{"api", "anthropic"}, {"reason", "overloaded"}}), 2);
+  EXPECT_EQ(scrape_metric(port, "engine_requests_rejected_total", {{"api", "openai"}, {"reason", "overloaded"}}), 2);
+  EXPECT_EQ(scrape_metric(port, "engine_requests_running"), 1) << "the holder must still run";
   // Nothing already running was disturbed: the holder fills the window, the queued request answers.
   EXPECT_FALSE(finish_holder(holder).empty());
   HttpReply q = queued.read_response(60000);
   EXPECT_EQ(q.status, 200) << q.body;
   EXPECT_TRUE(wait_metric(port, "engine_queue_requests", 0));
-  EXPECT_EQ(metric(port, "engine_queue_prompt_tokens"), 0);
+  EXPECT_EQ(scrape_metric(port, "engine_queue_prompt_tokens"), 0);
   // Room again.
   EXPECT_EQ(fetch(port, "POST", "/v1/messages", anthropic_body(false), {}, 60000).status, 200);
 }
@@ -204,9 +199,9 @@ TEST(ServerQueueTest, QueueTimeoutIsAnErrorAnswerOrTheSseErrorEventOnACommittedS
   ASSERT_FALSE(ev.back().data.empty()) << o.body;
   err = parse_obj(ev.back().data);
   EXPECT_EQ(str(err["error"].at("code")), "queue_timeout") << o.body;
-  EXPECT_EQ(metric(port, "engine_requests_rejected_total", {{"api", "anthropic"}, {"reason", "queue_timeout"}}), 2);
+  EXPECT_EQ(scrape_metric(port, "engine_requests_rejected_total", {{"api", "anthropic"}, {"reason", "queue_timeout"}}), 2);
   // The queue gauge follows the answers on the engine thread: it reaches 0 shortly after.
-  EXPECT_TRUE(wait_metric(port, "engine_queue_requests", 0)) << metric(port, "engine_queue_requests");
+  EXPECT_TRUE(wait_metric(port, "engine_queue_requests", 0)) << scrape_metric(port, "engine_queue_requests");
   EXPECT_FALSE(finish_holder(holder).empty());
 }
 
@@ -225,8 +220,8 @@ TEST(ServerQueueTest, AStreamWhoseClientStopsReadingIsPreemptedAndResumesExactly
   // Paused past --max-pause-ms, it gives up the only slot: another request runs meanwhile.
   HttpReply other = fetch(port, "POST", "/v1/messages", anthropic_body(false), {}, 60000);
   EXPECT_EQ(other.status, 200) << other.body;
-  EXPECT_GE(metric(port, "engine_pause_preemptions_total"), 1);
-  EXPECT_EQ(metric(port, "engine_preemptions_total"), 0) << "not counted as a KV-pressure preemption";
+  EXPECT_GE(scrape_metric(port, "engine_pause_preemptions_total"), 1);
+  EXPECT_EQ(scrape_metric(port, "engine_preemptions_total"), 0) << "not counted as a KV-pressure preemption";
   // Read now: the same text, no token lost or repeated.
   EXPECT_EQ(finish_holder(holder), solo_text);
   EXPECT_TRUE(wait_metric(port, "engine_requests_running", 0));

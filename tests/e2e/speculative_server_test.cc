@@ -10,6 +10,7 @@
 #include "support/http_client.h"
 #include "support/json_object.h"
 #include "support/json_path.h"
+#include "support/metric_scrape.h"
 #include "support/openai_stream.h"
 #include "support/process.h"
 #include "support/prom_text.h"
@@ -54,24 +55,18 @@ std::string openai_text(int port, const std::string& extra) {
       o.at("choices").as_array().at(0).as_object().at("message").as_object().at("content").as_string());
 }
 
-double metric(int port, const std::string& name) {
-  HttpReply r = fetch(port, "GET", "/metrics");
-  EXPECT_EQ(r.status, 200);
-  return parse_prom_text(r.body).value(name);
-}
-
 TEST(SpeculativeServer, PerRequestSwitchGivesTheSameAnswersAndCounts) {
   REQUIRE_MODEL();
   const int port = off_port();
   ASSERT_GT(port, 0);
   const std::string plain = anthropic_text(port, "");
   ASSERT_FALSE(plain.empty());
-  EXPECT_EQ(metric(port, "engine_spec_verify_passes_total"), 0);  // off by default
+  EXPECT_EQ(scrape_metric(port, "engine_spec_verify_passes_total"), 0);  // off by default
   EXPECT_EQ(anthropic_text(port, R"("speculative":true)"), plain);
-  const double passes = metric(port, "engine_spec_verify_passes_total");
+  const double passes = scrape_metric(port, "engine_spec_verify_passes_total");
   EXPECT_GT(passes, 0);
-  EXPECT_GT(metric(port, "engine_spec_accepted_tokens_total"), 0);
-  EXPECT_GE(metric(port, "engine_spec_draft_tokens_total"), metric(port, "engine_spec_accepted_tokens_total"));
+  EXPECT_GT(scrape_metric(port, "engine_spec_accepted_tokens_total"), 0);
+  EXPECT_GE(scrape_metric(port, "engine_spec_draft_tokens_total"), scrape_metric(port, "engine_spec_accepted_tokens_total"));
   HttpReply m = fetch(port, "GET", "/metrics");
   EXPECT_EQ(parse_prom_text(m.body).value("engine_spec_accepted_tokens_per_pass", "engine_spec_accepted_tokens_per_pass_count", {}),
             passes);
@@ -85,10 +80,10 @@ TEST(SpeculativeServer, TheServerFlagAndARequestThatSaysFalse) {
   const int port = ngram_port();
   ASSERT_GT(port, 0);
   const std::string with = anthropic_text(port, "");
-  const double passes = metric(port, "engine_spec_verify_passes_total");
+  const double passes = scrape_metric(port, "engine_spec_verify_passes_total");
   EXPECT_GT(passes, 0);
   EXPECT_EQ(anthropic_text(port, R"("speculative":false)"), with);
-  EXPECT_EQ(metric(port, "engine_spec_verify_passes_total"), passes);  // nothing drafted for it
+  EXPECT_EQ(scrape_metric(port, "engine_spec_verify_passes_total"), passes);  // nothing drafted for it
   EXPECT_EQ(anthropic_text(off_port(), ""), with);
   // Streams: the same text, in deltas.
   HttpReply r = fetch(port, "POST", "/v1/chat/completions", openai_body(R"("stream":true)"), {}, 60000);
@@ -128,23 +123,23 @@ TEST(SpeculativeServer, EmptyObjectAndNullMembersAreNotSet) {
   const int off = off_port();
   ASSERT_GT(off, 0);
   const std::string plain = anthropic_text(off, "");
-  double passes = metric(off, "engine_spec_verify_passes_total");
+  double passes = scrape_metric(off, "engine_spec_verify_passes_total");
   for (const char* unset : {R"("speculative":{})", R"("speculative":{"draft_max":null})",
                             R"("speculative":{"enabled":null})", R"("speculative":{"enabled":null,"draft_max":null})"}) {
     EXPECT_EQ(anthropic_text(off, unset), plain) << unset;
     EXPECT_FALSE(openai_text(off, unset).empty()) << unset;
-    EXPECT_EQ(metric(off, "engine_spec_verify_passes_total"), passes) << unset << ": the server's off";
+    EXPECT_EQ(scrape_metric(off, "engine_spec_verify_passes_total"), passes) << unset << ": the server's off";
   }
   EXPECT_EQ(anthropic_text(off, R"("speculative":{"enabled":null,"draft_max":3})"), plain);
-  EXPECT_GT(metric(off, "engine_spec_verify_passes_total"), passes) << "draft_max alone means on";
+  EXPECT_GT(scrape_metric(off, "engine_spec_verify_passes_total"), passes) << "draft_max alone means on";
   const int on = ngram_port();
   ASSERT_GT(on, 0);
-  passes = metric(on, "engine_spec_verify_passes_total");
+  passes = scrape_metric(on, "engine_spec_verify_passes_total");
   EXPECT_EQ(anthropic_text(on, R"("speculative":{})"), plain);
-  EXPECT_GT(metric(on, "engine_spec_verify_passes_total"), passes) << "{} on an ngram server: the server's ngram";
-  passes = metric(on, "engine_spec_verify_passes_total");
+  EXPECT_GT(scrape_metric(on, "engine_spec_verify_passes_total"), passes) << "{} on an ngram server: the server's ngram";
+  passes = scrape_metric(on, "engine_spec_verify_passes_total");
   EXPECT_EQ(anthropic_text(on, R"("speculative":{"enabled":false,"draft_max":null})"), plain);
-  EXPECT_EQ(metric(on, "engine_spec_verify_passes_total"), passes);
+  EXPECT_EQ(scrape_metric(on, "engine_spec_verify_passes_total"), passes);
 }
 
 TEST(SpeculativeServer, FlagsAndGenerate) {
