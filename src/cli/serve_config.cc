@@ -1,5 +1,6 @@
 #include "cli/serve_config.h"
 
+#include <charconv>
 #include <toml++/toml.h>
 
 #include <cerrno>
@@ -51,7 +52,11 @@ std::optional<std::string> toml_scalar(const toml::node& n) {
   if (n.is_boolean()) return *n.value<bool>() ? "true" : "false";
   if (auto s = n.value<std::string>()) return *s;
   if (auto i = n.value<int64_t>()) return std::to_string(*i);
-  if (auto d = n.value<double>()) return std::to_string(*d);
+  if (auto d = n.value<double>()) {  // shortest round trip (std::to_string would print 1e-7 as 0.000000)
+    char buf[32];
+    const auto r = std::to_chars(buf, buf + sizeof buf, *d);
+    return std::string(buf, r.ptr);
+  }
   return std::nullopt;
 }
 

@@ -84,6 +84,15 @@ TEST(DraftSetup, ServeSettingsFromFlagEnvAndToml) {
   EXPECT_EQ(toml->speculative, "draft");  // a draft model without speculative: draft
   EXPECT_EQ(toml->given.at("draft-model"), "draft_model = /m/draft.gguf in " + path);
 
+  // TOML floats keep every digit (they once went through std::to_string: 1e-7 became 0).
+  const std::string tiny = ::testing::TempDir() + "draft_setup_tiny.toml";
+  std::ofstream(tiny) << "draft_model = \"/m/draft.gguf\"\ndraft_p_min = 1e-7\nshadow_fraction = 0.123456789\n";
+  auto exact = resolve_serve_config({{"config", tiny}}, {}, env.fn());
+  ASSERT_TRUE(exact.ok()) << exact.status().to_string();
+  EXPECT_EQ(exact->draft_p_min, 1e-7);
+  EXPECT_EQ(exact->shadow_fraction, 0.123456789);
+  EXPECT_EQ(exact->given.at("draft-p-min"), "draft_p_min = 1e-07 in " + tiny);
+
   env.vars["ZEROLAYER_DRAFT_MODEL"] = "/env/draft.gguf";
   env.vars["ZEROLAYER_DRAFT_SLOTS"] = "2";
   env.vars["ZEROLAYER_DRAFT_P_MIN"] = "0";
