@@ -1,9 +1,9 @@
 #include "cli/serve_config.h"
 
-#include <charconv>
 #include <toml++/toml.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
