@@ -231,6 +231,14 @@ inline void transpose_chunk(const void* k_cache, const int64_t* offs, int n, int
   }
 }
 
+// The chunk's F16 V rows (n positions) as floats: row c at vf + c * hd.
+inline void convert_chunk(const void* v_cache, const int64_t* offs, int n, int64_t nv, float* vf) {
+  constexpr int W = Vec::kWidth;
+  for (int c = 0; c < n; ++c) {
+    for (int64_t v = 0; v < nv; ++v) Vec::store(vf + (c * nv + v) * W, load_kv<KvType::kF16>(v_cache, offs[c] + W * v));
+  }
+}
+
 // score_chunk's scores for NH <= kHeadBlock rows in GEMM form, positions in
 // lanes: from the transposed chunk kt (transpose_chunk), E_l = the chain
 // over v of fmadd(q[16v + l], kt[16v + l], E_l) from 0 — lane c the same
@@ -268,7 +276,10 @@ inline void score_gemm(const float* const* q, int64_t nv_rt, const float* kt, fl
         }
       }
 #pragma GCC unroll 4
-      for (int g = 0; g < NH; ++g) p[a][g] = VV::add(e0[g], e2[g]);
+      for (int g = 0; g < NH; ++g) {
+        p[a][g] = VV::add(e0[g], e2[g]);
+        __asm__ volatile("" : "+v"(p[a][g]));  // keeps GCC to this order (else it spills)
+      }
     }
 #pragma GCC unroll 4
     for (int g = 0; g < NH; ++g) {
@@ -383,13 +394,14 @@ inline void init_rows(const RowsState& st, int nr, int64_t hd) {
 // NV: head_dim / kWidth when known at compile time (the common head sizes:
 // loops over a head's vectors unrolled), else 0. kt: the chunk's K rows
 // transposed (transpose_chunk, at least n positions; a prefill tile's), the
-// scores then in GEMM form; else nullptr. Either way the same scores.
+// scores then in GEMM form; else nullptr. Either way the same scores. vf:
+// an F16 cache's V rows of the chunk as floats (convert_chunk), or nullptr.
 template <KvType kType, int NV>
 __attribute__((noinline)) void chunk_rows_nv(const AttentionShape& s, const float* const* q,
                                              const QueryQ8* const* q8, const int64_t* start, const int64_t* limit,
                                              int nr, const void* k_cache, const void* v_cache, const int64_t* offs,
                                              int64_t p0, int n, const RowsState& st, const PrefetchPart* pf,
-                                             const float* kt) {
+                                             const float* kt, const float* vf) {
   constexpr int W = Vec::kWidth, R = Vec::kMaxRows;
   const int64_t nv = NV > 0 ? NV : s.head_dim / W;
   alignas(64) float pr[R][kChunk];
@@ -477,15 +489,26 @@ __attribute__((noinline)) void chunk_rows_nv(const AttentionShape& s, const floa
   }
   // Weighted V rows, accumulators in registers: Vec::kAccRows rows at a
   // time, then blocks of kHeadBlock and singles.
+  // From vf (the chunk's F16 V rows as floats, row c at c * head_dim) when
+  // given: the same values, without a conversion per pass.
+  int64_t vf_offs[kChunk];
+  if (kType == KvType::kF16 && vf != nullptr) {
+    for (int c = 0; c < n; ++c) vf_offs[c] = c * nv * W;
+  }
+  const auto accumulate = [&]<int NR>(int r) {
+    if (kType == KvType::kF16 && vf != nullptr) {
+      if constexpr (kType == KvType::kF16) {
+        accumulate_rows<KvType::kF32, NR>(st.acc + r * st.stride, st.stride, pr + r, n, vf_offs, vf, nv);
+      }
+    } else {
+      accumulate_rows<kType, NR>(st.acc + r * st.stride, st.stride, pr + r, n, offs, v_cache, nv);
+    }
+  };
   constexpr int kA = Vec::kAccRows;
   int r = 0;
-  for (; r + kA <= nr; r += kA) {
-    accumulate_rows<kType, kA>(st.acc + r * st.stride, st.stride, pr + r, n, offs, v_cache, nv);
-  }
-  for (; r + kHeadBlock <= nr; r += kHeadBlock) {
-    accumulate_rows<kType, kHeadBlock>(st.acc + r * st.stride, st.stride, pr + r, n, offs, v_cache, nv);
-  }
-  for (; r < nr; ++r) accumulate_rows<kType, 1>(st.acc + r * st.stride, st.stride, pr + r, n, offs, v_cache, nv);
+  for (; r + kA <= nr; r += kA) accumulate.template operator()<kA>(r);
+  for (; r + kHeadBlock <= nr; r += kHeadBlock) accumulate.template operator()<kHeadBlock>(r);
+  for (; r < nr; ++r) accumulate.template operator()<1>(r);
 }
 
 // chunk_rows_nv for s.head_dim: the same instructions for every caller of a
@@ -494,11 +517,11 @@ template <KvType kType>
 inline void chunk_rows(const AttentionShape& s, const float* const* q, const QueryQ8* const* q8, const int64_t* start,
                        const int64_t* limit, int nr, const void* k_cache, const void* v_cache, const int64_t* offs,
                        int64_t p0, int n, const RowsState& st, const PrefetchPart* pf = nullptr,
-                       const float* kt = nullptr) {
+                       const float* kt = nullptr, const float* vf = nullptr) {
   switch (s.head_dim / Vec::kWidth) {
-    case 4: return chunk_rows_nv<kType, 4>(s, q, q8, start, limit, nr, k_cache, v_cache, offs, p0, n, st, pf, kt);
-    case 8: return chunk_rows_nv<kType, 8>(s, q, q8, start, limit, nr, k_cache, v_cache, offs, p0, n, st, pf, kt);
-    default: return chunk_rows_nv<kType, 0>(s, q, q8, start, limit, nr, k_cache, v_cache, offs, p0, n, st, pf, kt);
+    case 4: return chunk_rows_nv<kType, 4>(s, q, q8, start, limit, nr, k_cache, v_cache, offs, p0, n, st, pf, kt, vf);
+    case 8: return chunk_rows_nv<kType, 8>(s, q, q8, start, limit, nr, k_cache, v_cache, offs, p0, n, st, pf, kt, vf);
+    default: return chunk_rows_nv<kType, 0>(s, q, q8, start, limit, nr, k_cache, v_cache, offs, p0, n, st, pf, kt, vf);
   }
 }
 
@@ -631,6 +654,7 @@ void head_rows(const AttentionShape& s, const float* const* q_in, float* const* 
   constexpr bool kGemm = Vec::kGemmScores && kType != KvType::kQ8_0;
   const bool gemm = kGemm && nr >= kGemmMinRows;
   alignas(64) float kt[kGemm ? kMaxHeadDim * kChunk : 1];
+  alignas(64) float vf[kGemm && kType == KvType::kF16 ? kMaxHeadDim * kChunk : 1];
   bool in_range[kMaxGroups];
   for (int64_t rb = lo / kAttentionRange * kAttentionRange; rb < n_kv; rb += kAttentionRange) {
     const int64_t re = std::min(rb + kAttentionRange, n_kv), p_first = std::max(rb, c_lo);
@@ -659,14 +683,17 @@ void head_rows(const AttentionShape& s, const float* const* q_in, float* const* 
         if (!in_range[g] || p0 >= g_re || p0 < g_c0[g]) continue;
         if constexpr (kGemm) {
           if (gemm && !transposed) {
-            transpose_chunk<kType>(k_cache, offs[i], static_cast<int>(std::min<int64_t>(kChunk, re - p0)), hd / Vec::kWidth, kt);
+            const int n = static_cast<int>(std::min<int64_t>(kChunk, re - p0));
+            transpose_chunk<kType>(k_cache, offs[i], n, hd / Vec::kWidth, kt);
+            if (kType == KvType::kF16) convert_chunk(v_cache, offs[i], n, hd / Vec::kWidth, vf);
             transposed = true;
           }
         }
         const int g0 = g * R;
         chunk_rows<kType>(s, q + g0, q8 != nullptr ? q8 + g0 : nullptr, start + g0, limit + g0, std::min(R, nr - g0),
                           k_cache, v_cache, offs[i], p0, static_cast<int>(std::min<int64_t>(kChunk, g_re - p0)),
-                          state(g, rb > g_rb0[g]), nullptr, gemm ? kt : nullptr);
+                          state(g, rb > g_rb0[g]), nullptr, gemm ? kt : nullptr,
+                          gemm && kType == KvType::kF16 ? vf : nullptr);
       }
     }
     for (int g = 0; g < n_groups; ++g) {
