@@ -386,7 +386,8 @@ inline void init_rows(const RowsState& st, int nr, int64_t hd) {
 // row's result depends only on its own query, its positions and the fixed
 // range/chunk grid, never on which rows, tokens or threads shared the work.
 // That makes prefill (attention_rows) and split decode (range_rows + merge)
-// agree bit for bit.
+// agree bit for bit. (A prefill tile's scores take score_gemm, decode's
+// score_chunk: different instructions, the same arithmetic per score.)
 
 // One chunk of n <= kChunk positions (K/V rows at element offsets offs[c])
 // for nr <= Vec::kMaxRows rows; row r counts positions in [start[r],
