@@ -16,6 +16,7 @@ struct Vec {
   static constexpr int kWidth = 8;
   static constexpr bool kTreeScores = false;  // 8 lanes: horizontal sums (hsum4)
   static constexpr bool kRowsSoftmax = false;  // chunk_rows_nv's softmax a row at a time
+  static constexpr bool kGemmScores = false;  // score_chunk / score_rows only
   static constexpr int kAccRegs = 8;  // accumulators of accumulate_rows
   static constexpr int kMaxRows = 4;  // V accumulators held in registers
   static constexpr int kAccRows = 4;  // rows per accumulate_rows pass

@@ -143,6 +143,7 @@ struct Vec {
   static T set1(float x) { return _mm512_set1_ps(x); }
   static T fmadd(T a, T b, T c) { return _mm512_fmadd_ps(a, b, c); }
   static T mul(T a, T b) { return _mm512_mul_ps(a, b); }
+  static T add(T a, T b) { return _mm512_add_ps(a, b); }
   static T sub(T a, T b) { return _mm512_sub_ps(a, b); }
   static T exp(T x) { return exp512(x); }
   // x on the lanes whose index c0 + lane lies in [lo, hi), 0 elsewhere.
@@ -173,6 +174,34 @@ struct Vec {
     const T s01 = _mm512_add_ps(_mm512_shuffle_f32x4(z[0], z[1], 0x44), _mm512_shuffle_f32x4(z[0], z[1], 0xEE));
     const T s23 = _mm512_add_ps(_mm512_shuffle_f32x4(z[2], z[3], 0x44), _mm512_shuffle_f32x4(z[2], z[3], 0xEE));
     return _mm512_add_ps(_mm512_shuffle_f32x4(s01, s23, 0x88), _mm512_shuffle_f32x4(s01, s23, 0xDD));
+  }
+  // Scores in GEMM form (score_gemm, attention_impl.h): a chunk's K
+  // transposed once (transpose_chunk) for all the tile's rows.
+  static constexpr bool kGemmScores = true;
+  // x[c] lane e -> x[e] lane c (16 x 16): pairs, quads, then 128-bit
+  // quarters twice; 64 shuffles.
+  static void transpose16(T* x) {
+    T t[16], u[16];
+    for (int i = 0; i < 8; ++i) {
+      t[2 * i] = _mm512_unpacklo_ps(x[2 * i], x[2 * i + 1]);  // quarter k: lanes 4k, 4k + 1 of rows 2i, 2i + 1
+      t[2 * i + 1] = _mm512_unpackhi_ps(x[2 * i], x[2 * i + 1]);  // lanes 4k + 2, 4k + 3
+    }
+    for (int i = 0; i < 4; ++i) {  // u[4i + j], quarter k: lane 4k + j of rows 4i .. 4i + 3
+      const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 2]);
+      const __m512d c = _mm512_castps_pd(t[4 * i + 1]), d = _mm512_castps_pd(t[4 * i + 3]);
+      u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+      u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+      u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+      u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+    }
+    for (int j = 0; j < 4; ++j) {  // x[4k + j] = quarter k of u[j], u[4 + j], u[8 + j], u[12 + j]
+      const T w0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88), w1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);
+      const T w2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88), w3 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);
+      x[j] = _mm512_shuffle_f32x4(w0, w2, 0x88);
+      x[8 + j] = _mm512_shuffle_f32x4(w0, w2, 0xDD);
+      x[4 + j] = _mm512_shuffle_f32x4(w1, w3, 0x88);
+      x[12 + j] = _mm512_shuffle_f32x4(w1, w3, 0xDD);
+    }
   }
   // The same transposing tree with max for sum: lane r of the result is the
   // largest lane of x[r] (exact in any order).

@@ -211,6 +211,89 @@ inline void score_chunk(const float* const* q, int64_t nv, const void* k_cache, 
   for (int g = 0; g < NH; ++g) VV::store(pr[g], VV::mul(VV::quarter_sum(z[g]), VV::set1(scale)));
 }
 
+// A chunk's K rows (n <= kChunk at element offsets offs[c]) transposed into
+// kt[hd][kChunk] floats: kt + kChunk * e holds element e of every position
+// (lane c = position c; 0 for c >= n). Built once per chunk for all the row
+// groups of a prefill tile (head_rows), for score_gemm.
+template <KvType kType>
+inline void transpose_chunk(const void* k_cache, const int64_t* offs, int n, int64_t nv, float* kt) {
+  using VV = typename Dependent<Vec, kType>::type;
+  using V = typename VV::T;
+  constexpr int W = VV::kWidth;
+  static_assert(W == kChunk);
+  for (int64_t v = 0; v < nv; ++v) {
+    V x[kChunk];
+#pragma GCC unroll 16
+    for (int c = 0; c < kChunk; ++c) x[c] = c < n ? load_kv<kType>(k_cache, offs[c] + W * v) : VV::zero();
+    VV::transpose16(x);
+#pragma GCC unroll 16
+    for (int e = 0; e < kChunk; ++e) VV::store(kt + kChunk * (W * v + e), x[e]);
+  }
+}
+
+// The chunk's F16 V rows (n positions) as floats: row c at vf + c * hd.
+inline void convert_chunk(const void* v_cache, const int64_t* offs, int n, int64_t nv, float* vf) {
+  constexpr int W = Vec::kWidth;
+  for (int c = 0; c < n; ++c) {
+    for (int64_t v = 0; v < nv; ++v) Vec::store(vf + (c * nv + v) * W, load_kv<KvType::kF16>(v_cache, offs[c] + W * v));
+  }
+}
+
+// score_chunk's scores for NH <= kHeadBlock rows in GEMM form, positions in
+// lanes: from the transposed chunk kt (transpose_chunk), E_l = the chain
+// over v of fmadd(q[16v + l], kt[16v + l], E_l) from 0 — lane c the same
+// FMAs, in the same order, as lane l of score_chunk's dot-product vector of
+// position c — then score_chunk's tree as plain vector adds: Q_k =
+// (E_4k + E_4k+2) + (E_4k+1 + E_4k+3), score = ((Q_0 + Q_2) + (Q_1 + Q_3))
+// * scale. So every valid position's score is bitwise score_chunk's (lanes
+// past the chunk's positions hold whatever kt gives them: masked by the
+// softmax). No shuffles; each kt vector loaded serves NH rows, each q
+// element a broadcast memory operand; per row 2 chains in flight and 3
+// partial sums.
+template <KvType kType, int NH, int NV>
+inline void score_gemm(const float* const* q, int64_t nv_rt, const float* kt, float (*pr)[kChunk], float scale) {
+  using VV = typename Dependent<Vec, kType>::type;
+  using V = typename VV::T;
+  constexpr int W = VV::kWidth;
+  const int64_t nv = NV > 0 ? NV : nv_rt;
+  V lo[NH], hi[NH];  // Q_0, then Q_0 + Q_2; Q_1, then Q_1 + Q_3
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    V p[2][NH];  // E_4k+a + E_4k+a+2
+#pragma GCC unroll 2
+    for (int a = 0; a < 2; ++a) {
+      const int l = 4 * k + a;
+      V e0[NH], e2[NH];
+#pragma GCC unroll 4
+      for (int g = 0; g < NH; ++g) e0[g] = VV::zero(), e2[g] = VV::zero();
+#pragma GCC unroll 8
+      for (int64_t v = 0; v < nv; ++v) {
+        const V k0 = VV::load(kt + kChunk * (W * v + l)), k2 = VV::load(kt + kChunk * (W * v + l + 2));
+#pragma GCC unroll 4
+        for (int g = 0; g < NH; ++g) {
+          e0[g] = VV::fmadd(VV::set1(q[g][W * v + l]), k0, e0[g]);
+          e2[g] = VV::fmadd(VV::set1(q[g][W * v + l + 2]), k2, e2[g]);
+        }
+      }
+#pragma GCC unroll 4
+      for (int g = 0; g < NH; ++g) {
+        p[a][g] = VV::add(e0[g], e2[g]);
+        __asm__ volatile("" : "+v"(p[a][g]));  // keeps GCC to this order (else it spills)
+      }
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < NH; ++g) {
+      const V qk = VV::add(p[0][g], p[1][g]);
+      if (k == 0) lo[g] = qk;
+      if (k == 1) hi[g] = qk;
+      if (k == 2) lo[g] = VV::add(lo[g], qk);
+      if (k == 3) hi[g] = VV::add(hi[g], qk);
+    }
+  }
+#pragma GCC unroll 4
+  for (int g = 0; g < NH; ++g) VV::store(pr[g], VV::mul(VV::add(lo[g], hi[g]), VV::set1(scale)));
+}
+
 // acc row r (stride `stride`) += sum_c pr[r][c] * V row c, for NR rows held
 // in registers, VB vectors of head_dim per row at a time (nv a multiple of
 // VB): each V vector loaded serves NR rows, each weight broadcast serves VB
@@ -303,24 +386,44 @@ inline void init_rows(const RowsState& st, int nr, int64_t hd) {
 // row's result depends only on its own query, its positions and the fixed
 // range/chunk grid, never on which rows, tokens or threads shared the work.
 // That makes prefill (attention_rows) and split decode (range_rows + merge)
-// agree bit for bit.
+// agree bit for bit. (A prefill tile's scores take score_gemm, decode's
+// score_chunk: different instructions, the same arithmetic per score.)
 
 // One chunk of n <= kChunk positions (K/V rows at element offsets offs[c])
 // for nr <= Vec::kMaxRows rows; row r counts positions in [start[r],
 // limit[r]) only (start: the sliding window's first position, else 0).
 // NV: head_dim / kWidth when known at compile time (the common head sizes:
-// loops over a head's vectors unrolled), else 0.
+// loops over a head's vectors unrolled), else 0. kt: the chunk's K rows
+// transposed (transpose_chunk, at least n positions; a prefill tile's), the
+// scores then in GEMM form; else nullptr. Either way the same scores. vf:
+// an F16 cache's V rows of the chunk as floats (convert_chunk), or nullptr.
 template <KvType kType, int NV>
 __attribute__((noinline)) void chunk_rows_nv(const AttentionShape& s, const float* const* q,
                                              const QueryQ8* const* q8, const int64_t* start, const int64_t* limit,
                                              int nr, const void* k_cache, const void* v_cache, const int64_t* offs,
-                                             int64_t p0, int n, const RowsState& st, const PrefetchPart* pf) {
+                                             int64_t p0, int n, const RowsState& st, const PrefetchPart* pf,
+                                             const float* kt, const float* vf) {
   constexpr int W = Vec::kWidth, R = Vec::kMaxRows;
   const int64_t nv = NV > 0 ? NV : s.head_dim / W;
   alignas(64) float pr[R][kChunk];
   using VV = typename Dependent<Vec, kType>::type;
   if (kType == KvType::kQ8_0 && q8_int_scores(s.head_dim)) {  // int8 q·k (q8 set by the caller)
     if constexpr (kType == KvType::kQ8_0 && VV::kVnniQ8) VV::score_q8(q8, nr, k_cache, offs, n, s.head_dim, pr, s.scale);
+  } else if (VV::kGemmScores && kt != nullptr) {  // the chunk transposed (prefill tiles)
+    if constexpr (VV::kGemmScores) {
+      for (int r0 = 0; r0 < nr; r0 += kHeadBlock) {
+        // Opaque to GCC: else it hoists kt's loads out of this loop, all
+        // hd of them, into stack spills.
+        const float* ktr = kt;
+        __asm__("" : "+r"(ktr));
+        switch (std::min(kHeadBlock, nr - r0)) {
+          case 4: score_gemm<kType, 4, NV>(q + r0, nv, ktr, pr + r0, s.scale); break;
+          case 3: score_gemm<kType, 3, NV>(q + r0, nv, ktr, pr + r0, s.scale); break;
+          case 2: score_gemm<kType, 2, NV>(q + r0, nv, ktr, pr + r0, s.scale); break;
+          default: score_gemm<kType, 1, NV>(q + r0, nv, ktr, pr + r0, s.scale); break;
+        }
+      }
+    }
   } else if constexpr (Vec::kTreeScores) {  // kHeadBlock rows per K load, a chunk at a time
     for (int r0 = 0; r0 < nr; r0 += kHeadBlock) {
       switch (std::min(kHeadBlock, nr - r0)) {
@@ -387,15 +490,26 @@ __attribute__((noinline)) void chunk_rows_nv(const AttentionShape& s, const floa
   }
   // Weighted V rows, accumulators in registers: Vec::kAccRows rows at a
   // time, then blocks of kHeadBlock and singles.
+  // From vf (the chunk's F16 V rows as floats, row c at c * head_dim) when
+  // given: the same values, without a conversion per pass.
+  int64_t vf_offs[kChunk];
+  if (kType == KvType::kF16 && vf != nullptr) {
+    for (int c = 0; c < n; ++c) vf_offs[c] = c * nv * W;
+  }
+  const auto accumulate = [&]<int NR>(int r) {
+    if (kType == KvType::kF16 && vf != nullptr) {
+      if constexpr (kType == KvType::kF16) {
+        accumulate_rows<KvType::kF32, NR>(st.acc + r * st.stride, st.stride, pr + r, n, vf_offs, vf, nv);
+      }
+    } else {
+      accumulate_rows<kType, NR>(st.acc + r * st.stride, st.stride, pr + r, n, offs, v_cache, nv);
+    }
+  };
   constexpr int kA = Vec::kAccRows;
   int r = 0;
-  for (; r + kA <= nr; r += kA) {
-    accumulate_rows<kType, kA>(st.acc + r * st.stride, st.stride, pr + r, n, offs, v_cache, nv);
-  }
-  for (; r + kHeadBlock <= nr; r += kHeadBlock) {
-    accumulate_rows<kType, kHeadBlock>(st.acc + r * st.stride, st.stride, pr + r, n, offs, v_cache, nv);
-  }
-  for (; r < nr; ++r) accumulate_rows<kType, 1>(st.acc + r * st.stride, st.stride, pr + r, n, offs, v_cache, nv);
+  for (; r + kA <= nr; r += kA) accumulate.template operator()<kA>(r);
+  for (; r + kHeadBlock <= nr; r += kHeadBlock) accumulate.template operator()<kHeadBlock>(r);
+  for (; r < nr; ++r) accumulate.template operator()<1>(r);
 }
 
 // chunk_rows_nv for s.head_dim: the same instructions for every caller of a
@@ -403,11 +517,12 @@ __attribute__((noinline)) void chunk_rows_nv(const AttentionShape& s, const floa
 template <KvType kType>
 inline void chunk_rows(const AttentionShape& s, const float* const* q, const QueryQ8* const* q8, const int64_t* start,
                        const int64_t* limit, int nr, const void* k_cache, const void* v_cache, const int64_t* offs,
-                       int64_t p0, int n, const RowsState& st, const PrefetchPart* pf = nullptr) {
+                       int64_t p0, int n, const RowsState& st, const PrefetchPart* pf = nullptr,
+                       const float* kt = nullptr, const float* vf = nullptr) {
   switch (s.head_dim / Vec::kWidth) {
-    case 4: return chunk_rows_nv<kType, 4>(s, q, q8, start, limit, nr, k_cache, v_cache, offs, p0, n, st, pf);
-    case 8: return chunk_rows_nv<kType, 8>(s, q, q8, start, limit, nr, k_cache, v_cache, offs, p0, n, st, pf);
-    default: return chunk_rows_nv<kType, 0>(s, q, q8, start, limit, nr, k_cache, v_cache, offs, p0, n, st, pf);
+    case 4: return chunk_rows_nv<kType, 4>(s, q, q8, start, limit, nr, k_cache, v_cache, offs, p0, n, st, pf, kt, vf);
+    case 8: return chunk_rows_nv<kType, 8>(s, q, q8, start, limit, nr, k_cache, v_cache, offs, p0, n, st, pf, kt, vf);
+    default: return chunk_rows_nv<kType, 0>(s, q, q8, start, limit, nr, k_cache, v_cache, offs, p0, n, st, pf, kt, vf);
   }
 }
 
@@ -477,8 +592,11 @@ inline void prefetch_rows(const void* k_cache, const void* v_cache, const int64_
 // the group) walk the context together, range by range, so that a range's
 // K/V rows of the head (kAttentionRange x head_dim, 64 KB in F16 at
 // head_dim 64) come from memory once and serve every row group of the tile
-// from L2. 2 x kTileRows x kMaxHeadDim floats of state on the stack.
+// (head_rows). 2 x kTileRows x kMaxHeadDim floats of state on the stack.
 inline constexpr int kTileRows = 64;
+// Tiles of at least this many rows transpose each chunk's K once for GEMM
+// form scores (score_gemm); fewer rows would not repay the transposition.
+inline constexpr int kGemmMinRows = 8;
 
 // Up to kTileRows query rows against one kv head whose rows start at
 // kv_off within each cache row, taken Vec::kMaxRows at a time (a row group:
@@ -525,11 +643,20 @@ void head_rows(const AttentionShape& s, const float* const* q_in, float* const* 
     return b ? RowsState{&acc_b[g * R][0], kMaxHeadDim, m_b + g * R, l_b + g * R}
              : RowsState{&acc[g * R][0], kMaxHeadDim, m + g * R, l + g * R};
   };
-  // The range's chunk offsets; the first group to walk a range reads it
-  // from memory and prefetches a chunk ahead (the next range's first chunk
-  // at its end), the later groups find it in L2.
+  // The range's chunk offsets. The tile walks a range chunk by chunk, every
+  // group of rows that counts the chunk in turn: the chunk's K/V rows come
+  // from memory once (a chunk ahead prefetched, the next range's first
+  // chunk at the range's end) and serve the later groups from L1, and with
+  // enough rows its K is transposed once (kt) for all groups' scores in
+  // GEMM form. A group's rows see the same chunks in the same order as a
+  // walk of the group alone.
   const int64_t head_bytes = kv_row_bytes(kType, hd) + 64, c_lo = lo / kChunk * kChunk;
   int64_t offs[kRangeChunks][kChunk], next_offs[kChunk];
+  constexpr bool kGemm = Vec::kGemmScores && kType != KvType::kQ8_0;
+  const bool gemm = kGemm && nr >= kGemmMinRows;
+  alignas(64) float kt[kGemm ? kMaxHeadDim * kChunk : 1];
+  alignas(64) float vf[kGemm && kType == KvType::kF16 ? kMaxHeadDim * kChunk : 1];
+  bool in_range[kMaxGroups];
   for (int64_t rb = lo / kAttentionRange * kAttentionRange; rb < n_kv; rb += kAttentionRange) {
     const int64_t re = std::min(rb + kAttentionRange, n_kv), p_first = std::max(rb, c_lo);
     const int n_chunks = static_cast<int>((re - p_first + kChunk - 1) / kChunk);
@@ -538,33 +665,40 @@ void head_rows(const AttentionShape& s, const float* const* q_in, float* const* 
       chunk_offsets<kType>(s, block_table, p0, static_cast<int>(std::min<int64_t>(kChunk, re - p0)), kv_off, k_cache,
                            v_cache, rb == p_first && i == 0 ? head_bytes : 0, offs[i]);
     }
-    bool first_pass = true;
     for (int g = 0; g < n_groups; ++g) {
-      if (rb < g_rb0[g] || rb >= g_n_kv[g]) continue;  // before the group's walk, or past all its rows
-      const int g0 = g * R, gn = std::min(R, nr - g0);
-      const bool later = rb > g_rb0[g];
-      const RowsState target = state(g, later);
-      init_rows(target, gn, hd);
-      const int64_t g_re = std::min(re, g_n_kv[g]);
-      for (int i = 0; i < n_chunks; ++i) {
-        const int64_t p0 = p_first + i * kChunk;
-        if (p0 >= g_re) break;
-        if (p0 < g_c0[g]) continue;
-        if (first_pass) {
-          const int64_t p1 = p0 + kChunk;
-          if (i + 1 < n_chunks) {
-            prefetch_rows<kType>(k_cache, v_cache, offs[i + 1], static_cast<int>(std::min<int64_t>(kChunk, re - p1)),
-                                 head_bytes);
-          } else if (p1 < n_kv) {
-            chunk_offsets<kType>(s, block_table, p1, static_cast<int>(std::min<int64_t>(kChunk, n_kv - p1)), kv_off,
-                                 k_cache, v_cache, head_bytes, next_offs);
+      in_range[g] = rb >= g_rb0[g] && rb < g_n_kv[g];  // not before the group's walk, nor past all its rows
+      if (in_range[g]) init_rows(state(g, rb > g_rb0[g]), std::min(R, nr - g * R), hd);
+    }
+    for (int i = 0; i < n_chunks; ++i) {
+      const int64_t p0 = p_first + i * kChunk, p1 = p0 + kChunk;
+      if (i + 1 < n_chunks) {
+        prefetch_rows<kType>(k_cache, v_cache, offs[i + 1], static_cast<int>(std::min<int64_t>(kChunk, re - p1)),
+                             head_bytes);
+      } else if (p1 < n_kv) {
+        chunk_offsets<kType>(s, block_table, p1, static_cast<int>(std::min<int64_t>(kChunk, n_kv - p1)), kv_off, k_cache,
+                             v_cache, head_bytes, next_offs);
+      }
+      bool transposed = false;
+      for (int g = 0; g < n_groups; ++g) {
+        const int64_t g_re = std::min(re, g_n_kv[g]);
+        if (!in_range[g] || p0 >= g_re || p0 < g_c0[g]) continue;
+        if constexpr (kGemm) {
+          if (gemm && !transposed) {
+            const int n = static_cast<int>(std::min<int64_t>(kChunk, re - p0));
+            transpose_chunk<kType>(k_cache, offs[i], n, hd / Vec::kWidth, kt);
+            if (kType == KvType::kF16) convert_chunk(v_cache, offs[i], n, hd / Vec::kWidth, vf);
+            transposed = true;
           }
         }
-        chunk_rows<kType>(s, q + g0, q8 != nullptr ? q8 + g0 : nullptr, start + g0, limit + g0, gn, k_cache, v_cache, offs[i], p0,
-                          static_cast<int>(std::min<int64_t>(kChunk, g_re - p0)), target);
+        const int g0 = g * R;
+        chunk_rows<kType>(s, q + g0, q8 != nullptr ? q8 + g0 : nullptr, start + g0, limit + g0, std::min(R, nr - g0),
+                          k_cache, v_cache, offs[i], p0, static_cast<int>(std::min<int64_t>(kChunk, g_re - p0)),
+                          state(g, rb > g_rb0[g]), nullptr, gemm ? kt : nullptr,
+                          gemm && kType == KvType::kF16 ? vf : nullptr);
       }
-      first_pass = false;
-      if (later) merge_rows(state(g, false), target, gn, hd);
+    }
+    for (int g = 0; g < n_groups; ++g) {
+      if (in_range[g] && rb > g_rb0[g]) merge_rows(state(g, false), state(g, true), std::min(R, nr - g * R), hd);
     }
   }
   for (int g = 0; g < n_groups; ++g) finish_rows(state(g, false), std::min(R, nr - g * R), hd, out + g * R);
