@@ -3,6 +3,7 @@
 // speculation gives the same entries; the whole vocabulary's probabilities sum to 1.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -124,6 +125,33 @@ TEST(EngineLogprobs, SpeculationGivesTheEntriesOfPlainDecoding) {
     ASSERT_EQ(a.top.size(), b.top.size());
     for (size_t j = 0; j < a.top.size(); ++j) EXPECT_NEAR(a.top[j].logprob, b.top[j].logprob, 1e-4) << i;
   }
+}
+
+TEST(EngineLogprobs, TheValuesAreTheRawLogitsBeforeTheLogitBias) {
+  LoadedModel l = load_shared_model("stories260K");
+  if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/stories260K.gguf not found";
+  auto engine = Engine::create(*l.model, *l.tokenizer, config());
+  const auto prompt = l.tokenizer->encode("Once upon a time");
+  const Outcome plain = collect(*(*engine)->submit(with_logprobs(prompt, 16, 3)));
+  ASSERT_EQ(plain.logprobs.size(), 16u);
+  // Banning a runner-up that is never chosen changes no greedy token, and no value: they are raw.
+  int32_t banned = -1;
+  size_t step = 0;
+  for (size_t i = 0; i < plain.logprobs.size() && banned < 0; ++i) {
+    const int32_t id = plain.logprobs[i].top[1].id;
+    if (std::count(plain.ids.begin(), plain.ids.end(), id) == 0) banned = id, step = i;
+  }
+  ASSERT_GE(banned, 0);
+  Request r = with_logprobs(prompt, 16, 3);
+  r.sampling.logit_bias = {{banned, -100.0f}};
+  const Outcome biased = collect(*(*engine)->submit(r));
+  ASSERT_EQ(biased.ids, plain.ids);
+  ASSERT_EQ(biased.logprobs.size(), plain.logprobs.size());
+  for (size_t i = 0; i < plain.logprobs.size(); ++i) {
+    EXPECT_NEAR(biased.logprobs[i].chosen.logprob, plain.logprobs[i].chosen.logprob, 1e-5) << i;
+    for (size_t j = 0; j < 3; ++j) EXPECT_EQ(biased.logprobs[i].top[j].id, plain.logprobs[i].top[j].id) << i;
+  }
+  EXPECT_EQ(biased.logprobs[step].top[1].id, banned);
 }
 
 TEST(EngineLogprobs, TheWholeVocabularySumsToOne) {
