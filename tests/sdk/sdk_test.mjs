@@ -675,3 +675,25 @@ test('openai: logprobs requests the API refuses', async () => {
   await bad(openai.completions.create({ model: 'm', prompt: 'Once', logprobs: 6 }), 'logprobs');
   await bad(openai.completions.create({ model: 'm', prompt: 'Once', logprobs: 2, echo: true }), 'echo');
 });
+
+test('openai: logprobs through tool-call parsing and stream pacing: the stream carries every entry', FAKE_ONLY, async () => {
+  // The fake engine's made-up entries: one per token, text tokens and the call's alike.
+  const params = { model: 'gpt-4o', max_tokens: 200, tools: OPENAI_TOOLS, logprobs: true, top_logprobs: 2, messages: user(`Weather in Paris? ${CALL}`) };
+  const full = await openai.chat.completions.create(params);
+  assert.equal(full.choices[0].finish_reason, 'tool_calls');
+  const entries = full.choices[0].logprobs.content;
+  assert.equal(entries.length, full.usage.completion_tokens);
+  assert.equal(entries.map((e) => e.token).join('').startsWith('Let me check.'), true);
+  for (const e of entries) assert.deepEqual(e.top_logprobs.map((t) => t.token), [e.token, 'alt1']);
+  for (const stream_options of [undefined, { max_buffer_size: 4, min_delay_ms: 1 }]) {
+    const s = await openai.chat.completions.create({ ...params, stream: true, ...(stream_options && { stream_options }) });
+    const streamed = [];
+    let n_chunks = 0;
+    for await (const chunk of s) {
+      n_chunks++;
+      if (chunk.choices[0]?.logprobs) streamed.push(...chunk.choices[0].logprobs.content);
+    }
+    assert.ok(n_chunks > 3);
+    assert.deepEqual(streamed, entries);
+  }
+});
