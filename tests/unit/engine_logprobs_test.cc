@@ -154,6 +154,27 @@ TEST(EngineLogprobs, TheValuesAreTheRawLogitsBeforeTheLogitBias) {
   EXPECT_EQ(biased.logprobs[step].top[1].id, banned);
 }
 
+TEST(EngineLogprobs, AForcedTokenHasTheValuesOfItsStepsLogits) {
+  LoadedModel l = load_shared_model("stories260K");
+  if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/stories260K.gguf not found";
+  auto engine = Engine::create(*l.model, *l.tokenizer, config());
+  const auto prompt = l.tokenizer->encode("Once upon a time");
+  const Outcome plain = collect(*(*engine)->submit(with_logprobs(prompt, 6, 3)));
+  ASSERT_EQ(plain.logprobs.size(), 6u);
+  // A span open from the start with a budget of 2: the third token is forced (here the
+  // runner-up of that step), in place of the greedy one.
+  const TokenLogprob& runner_up = plain.logprobs[2].top[1];
+  ASSERT_FALSE(runner_up.piece.empty());
+  Request r = with_logprobs(prompt, 6, 3);
+  r.stop.span = SpanBudget{.open_at_start = true, .end_text = runner_up.piece, .end_ids = {runner_up.id}, .budget = 2};
+  const Outcome forced = collect(*(*engine)->submit(r));
+  ASSERT_GE(forced.logprobs.size(), 3u);
+  EXPECT_EQ(forced.ids[2], runner_up.id);
+  EXPECT_EQ(forced.logprobs[2].chosen.id, runner_up.id);
+  EXPECT_NEAR(forced.logprobs[2].chosen.logprob, runner_up.logprob, 1e-5);
+  EXPECT_EQ(forced.logprobs[2].top[0].id, plain.logprobs[2].top[0].id);  // the step's own top
+}
+
 TEST(EngineLogprobs, TheWholeVocabularySumsToOne) {
   LoadedModel l = load_shared_model("stories260K");
   if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/stories260K.gguf not found";
