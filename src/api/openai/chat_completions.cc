@@ -268,16 +268,7 @@ class Formatter final : public EventFormatter {
       d += ',';
     }
     d += "\"logprobs\":";
-    if (!logprobs_) {
-      d += "null";
-    } else if (kind_ == Kind::kChat) {
-      d += "{\"content\":";
-      append_chat_logprobs(d, pending_logprobs_);
-      d += ",\"refusal\":null}";
-    } else {
-      append_completion_logprobs(d, pending_logprobs_, &text_offset_);
-    }
-    pending_logprobs_.clear();
+    append_logprobs(d, /*whole=*/true);
     d += ",\"finish_reason\":";
     append_json_string(d, finish_reason(c));
     d += "}],\"usage\":";
@@ -316,6 +307,23 @@ class Formatter final : public EventFormatter {
     d += ']';
   }
 
+  // The entries taken and not yet written, in the endpoint's shape; then none are pending.
+  // null when there are none, except in a whole answer that asked for them (an empty list).
+  void append_logprobs(std::string& d, bool whole) {
+    if (pending_logprobs_.empty() && !(whole && logprobs_)) {
+      d += "null";
+      return;
+    }
+    if (kind_ == Kind::kChat) {
+      d += "{\"content\":";
+      append_chat_logprobs(d, pending_logprobs_);
+      d += whole ? ",\"refusal\":null}" : "}";
+    } else {
+      append_completion_logprobs(d, pending_logprobs_, &text_offset_);
+    }
+    pending_logprobs_.clear();
+  }
+
   // One chunk: `delta` is the chat delta object or the completion text.
   void chunk(std::string& out, std::string_view delta, const Completion* fin) {
     streamed_object_ = true;
@@ -325,16 +333,7 @@ class Formatter final : public EventFormatter {
     d += delta;
     // The tokens that arrived since the last chunk (take_logprobs), whatever this one says.
     d += ",\"logprobs\":";
-    if (pending_logprobs_.empty()) {
-      d += "null";
-    } else if (kind_ == Kind::kChat) {
-      d += "{\"content\":";
-      append_chat_logprobs(d, pending_logprobs_);
-      d += '}';
-    } else {
-      append_completion_logprobs(d, pending_logprobs_, &text_offset_);
-    }
-    pending_logprobs_.clear();
+    append_logprobs(d, /*whole=*/false);
     d += ",\"finish_reason\":";
     if (fin) {
       append_json_string(d, finish_reason(*fin));
