@@ -3,7 +3,7 @@
 // inter-token latency percentiles, and what the prefix cache saves.
 //
 //   engine_bench --model PATH [--concurrency 1,4,16,64] [--prompt 64] [--gen 64]
-//                [--threads N] [--prefix 256] [--json]
+//                [--threads N] [--prefix 256] [--logprobs N] [--json]
 //   engine_bench --model PATH --compare [--bursts 1,16,64] [--mix short,mixed]
 //                [--reps 3] [--gen 64] [--threads N]
 //
@@ -57,7 +57,9 @@ double percentile(std::vector<double> v, double p) {
   return v[i];
 }
 
-RunResult run(Engine& engine, const std::vector<std::vector<int32_t>>& prompts, int n_gen, const std::string& tenant) {
+// logprobs: Request::logprobs (-1: none).
+RunResult run(Engine& engine, const std::vector<std::vector<int32_t>>& prompts, int n_gen, const std::string& tenant,
+              int32_t logprobs = -1) {
   RunResult r;
   r.concurrency = static_cast<int>(prompts.size());
   std::vector<std::shared_ptr<RequestChannel>> channels;
@@ -69,6 +71,7 @@ RunResult run(Engine& engine, const std::vector<std::vector<int32_t>>& prompts, 
     req.stop.max_tokens = n_gen;
     req.stop.ignore_eos = true;
     req.return_token_ids = true;
+    req.logprobs = logprobs;
     t_submit[i] = Clock::now();
     channels.push_back(engine.submit(std::move(req)));
   }
@@ -201,6 +204,7 @@ int main_impl(int argc, char** argv) {
                                   {"gen", true, "generated tokens per request (default 64)"},
                                   {"prefix", true, "shared prefix tokens for the prefix-cache run (default 256)"},
                                   {"threads", true, "compute threads (default: all cores)"},
+                                  {"logprobs", true, "each token's logprob and this many alternatives (default: none)"},
                                   {"compare", false, "the scheduling policies side by side on bursts (see the top comment)"},
                                   {"bursts", true, "--compare: burst sizes (default 1,16,64)"},
                                   {"mix", true, "--compare: prompt mixes, short and/or mixed (default short,mixed)"},
@@ -217,7 +221,9 @@ int main_impl(int argc, char** argv) {
   auto n_gen = args->get_int_in("gen", 64, 1, kMaxTokens);
   auto n_prefix = args->get_int_in("prefix", 256, 0, kMaxTokens);
   auto threads = args->get_int_in("threads", 0, 0, cli::kMaxThreads);
-  for (const Status* s : {&levels.status(), &n_prompt.status(), &n_gen.status(), &n_prefix.status(), &threads.status()}) {
+  auto logprobs = args->get_int_in("logprobs", -1, -1, 20);
+  for (const Status* s : {&levels.status(), &n_prompt.status(), &n_gen.status(), &n_prefix.status(), &threads.status(),
+                          &logprobs.status()}) {
     if (!s->ok()) return cli::report_error("engine_bench", *s);
   }
   if (levels->empty() || std::any_of(levels->begin(), levels->end(), [](int32_t c) { return c < 1 || c > kMaxConcurrency; })) {
@@ -257,7 +263,7 @@ int main_impl(int argc, char** argv) {
   for (int32_t c : *levels) {
     std::vector<std::vector<int32_t>> prompts;
     for (int i = 0; i < c; ++i) prompts.push_back(random_prompt(rng, static_cast<int>(*n_prompt), n_vocab, bos));
-    RunResult r = run(**engine, prompts, static_cast<int>(*n_gen), "t" + std::to_string(c));
+    RunResult r = run(**engine, prompts, static_cast<int>(*n_gen), "t" + std::to_string(c), static_cast<int32_t>(*logprobs));
     const double tps = r.n_generated / r.wall_s;
     char buf[512];
     if (json) {

@@ -125,6 +125,9 @@ struct ChatRequest {
   std::optional<int64_t> max_tokens;  // nullopt: up to the end of the context window
   SamplingParams sampling;
   std::vector<std::string> stop;
+  // OpenAI logprobs (Request::logprobs): -1 none, else the alternatives per token
+  // (chat top_logprobs, completions logprobs).
+  int32_t logprobs = -1;
   bool stream = false;
   bool include_usage = false;         // OpenAI stream_options.include_usage
   std::optional<http::StreamShape> shape;  // stream_options (stream only)

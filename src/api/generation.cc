@@ -72,6 +72,7 @@ ApiResult<Prepared> prepare_request(const ChatRequest& chat, const PromptCodec& 
   r.sampling = chat.sampling;
   r.stop.stop_strings = chat.stop;
   r.speculative = chat.speculative;
+  r.logprobs = chat.logprobs;
   const int64_t room = n_ctx > 0 ? n_ctx - p.n_prompt_tokens : INT32_MAX;
   const int64_t wanted = chat.max_tokens.value_or(room);
   p.max_tokens_clamped = wanted > room || !chat.max_tokens;
@@ -256,6 +257,7 @@ void GenerationSession::pump() {
       // The stream starts with the first text: its head, its start and what
       // this pump writes go out together (one socket write for the first token).
       prepare_start();
+      if (!e.logprobs.empty()) formatter_->take_logprobs(e.logprobs);
       take_output(e.text, out);
       if (call_abort_) {
         send_out(out);

@@ -49,6 +49,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "api/chat.h"
@@ -134,6 +135,11 @@ class EventFormatter {
   // answer has it as kThinking parts. Formats without thoughts ignore them.
   virtual void stream_thinking(std::string_view text, std::string& out) {}
   virtual void stream_thinking_end(std::string& out) {}
+  // Log-probabilities of tokens (Event::logprobs), each time before the text
+  // they came with: the next stream chunk carries them (whatever it says, as
+  // the text may wait in a parser or the shaper), a whole answer has them all.
+  // Formats without logprobs ignore them.
+  virtual void take_logprobs(std::span<const TokenLogprobs> logprobs) {}
   // The whole answer: text pieces and tool calls in order (empty: no text).
   virtual http::HttpResponse complete(const std::vector<AnswerPart>& answer, const Completion& c) = 0;
   virtual http::HttpResponse error(const ApiError& e) = 0;

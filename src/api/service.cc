@@ -389,7 +389,9 @@ void ApiService::handle_openai(http::HttpRequest& req, std::shared_ptr<http::Res
   const std::string model = chat.value().model;
   const bool include_usage = chat.value().include_usage;
   generate(req, std::move(res), route, *key_id, std::move(chat.value()), timing,
-           [&](const Prepared&) { return openai::make_formatter(kind, model, include_usage); });
+           [&](const Prepared& p) {
+             return openai::make_formatter(kind, model, include_usage, p.request.logprobs >= 0);
+           });
 }
 
 // Cold-path bodies are built with Boost.JSON (the hot SSE frames by hand).

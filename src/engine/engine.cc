@@ -71,6 +71,16 @@ struct Engine::Live {
   std::vector<int32_t> draft;
   std::vector<int32_t> verify_tokens;
   std::vector<int32_t> accepted;
+  std::vector<TokenLogprobs> accepted_logprobs;  // Request::logprobs: one per accepted token
+  // Request::logprobs: entries waiting for their token's text. `start`: the detokenized bytes
+  // before the token; an entry goes out once the stop matcher has released more bytes than that.
+  struct PendingLogprobs {
+    int64_t start = 0;
+    TokenLogprobs entry;
+  };
+  std::deque<PendingLogprobs> pending_logprobs;
+  int64_t n_detok_bytes = 0;    // released by the detokenizer
+  int64_t n_emitted_bytes = 0;  // released by the stop matcher
   Usage usage;
   Timings timings;
   bool admitted_once = false;
@@ -617,9 +627,11 @@ bool Engine::step() {
     const std::optional<int32_t> forced = live.span ? live.span->forced_next() : std::nullopt;
     if (forced) live.sampler.accept(*forced);
     const TokenMask* grammar_mask = !forced && live.constraint ? live.constraint->mask(grammar_mask_) : nullptr;
-    auto token = forced ? Result<int32_t>(*forced)
-                        : live.sampler.sample(std::span(logits_.data() + row * n_vocab, n_vocab), grammar_mask,
-                                              live.out_guard.veto());
+    const std::span<float> logits(logits_.data() + row * n_vocab, n_vocab);
+    // The sampler transforms the logits in place; a forced token leaves them as they are.
+    const bool wants_logprobs = live.request.logprobs >= 0;
+    if (wants_logprobs && !forced) keep_raw_logits(logits);
+    auto token = forced ? Result<int32_t>(*forced) : live.sampler.sample(logits, grammar_mask, live.out_guard.veto());
     ++row;
     const std::optional<GuardAction> masked = live.out_guard.take_refusal();
     if (masked) report_guard(live, *masked);
@@ -639,7 +651,12 @@ bool Engine::step() {
     live.out_guard.accept(*token);
     if (live.constraint) live.constraint->accept(*token, tokenizer_.token_to_piece(*token));
     scheduler_.on_step_done(it.id, *token);
-    handle_token(live, *token);
+    if (!wants_logprobs) {
+      handle_token(live, *token);
+      continue;
+    }
+    TokenLogprobs entry = token_logprobs(live, forced ? std::span<const float>(logits) : logprob_row_, *token);
+    handle_token(live, *token, 0, &entry);
   }
   if constexpr (obs::kEnabled) {
     if (config_.obs_sink && row > 0) {
@@ -707,10 +724,14 @@ void Engine::draft_from_model() {
 int64_t Engine::accept_draft(Live& live, const ScheduledSeq& it, int64_t row) {
   const int64_t n_vocab = model_.config.n_vocab;
   live.accepted.clear();
+  live.accepted_logprobs.clear();
+  const bool wants_logprobs = live.request.logprobs >= 0;
   Status error;
   int32_t n_matched = 0;
   for (int32_t i = 0; i <= it.n_draft; ++i) {
     std::span<float> logits(logits_.data() + (row + i) * n_vocab, n_vocab);
+    // Each row's logits are its position's, as a plain step's are: the same logprobs.
+    if (wants_logprobs) keep_raw_logits(logits);
     // The row after the last draft token has no draft to judge: -1 is never a token.
     Result<Sampler::Verdict> v = live.sampler.verify(logits, i < it.n_draft ? live.draft[i] : -1);
     if (!v.ok()) {
@@ -718,6 +739,7 @@ int64_t Engine::accept_draft(Live& live, const ScheduledSeq& it, int64_t row) {
       break;
     }
     live.accepted.push_back(v->token);
+    if (wants_logprobs) live.accepted_logprobs.push_back(token_logprobs(live, logprob_row_, v->token));
     if (v->accepted) ++n_matched;
     if (live.constraint) {
       // Drafts are planned unmasked (plan_drafts); a token that starts the
@@ -747,15 +769,35 @@ int64_t Engine::accept_draft(Live& live, const ScheduledSeq& it, int64_t row) {
     if (config_.obs_sink) config_.obs_sink->on_spec_verify(it.n_draft, n_matched);
   }
   const std::vector<int32_t> accepted = live.accepted;  // live may end in the loop
+  std::vector<TokenLogprobs> accepted_logprobs = std::move(live.accepted_logprobs);
   for (int32_t j = 0; j < n_accepted; ++j) {
     live.out_guard.accept(accepted[j]);
-    handle_token(live, accepted[j], n_accepted - 1 - j);
+    handle_token(live, accepted[j], n_accepted - 1 - j, wants_logprobs ? &accepted_logprobs[j] : nullptr);
     if (!live_.contains(id)) break;  // it ended: the rest is dropped
   }
   return 1 + it.n_draft;
 }
 
-void Engine::handle_token(Live& live, int32_t token, int32_t n_later) {
+void Engine::keep_raw_logits(std::span<const float> logits) { logprob_row_.assign(logits.begin(), logits.end()); }
+
+TokenLogprobs Engine::token_logprobs(const Live& live, std::span<const float> raw, int32_t token) const {
+  TokenLogprobs entry;
+  sampling::logprobs(raw, token, live.request.logprobs, &entry);
+  entry.chosen.piece = tokenizer_.token_to_piece(token, /*render_special=*/true);
+  for (TokenLogprob& t : entry.top) t.piece = tokenizer_.token_to_piece(t.id, /*render_special=*/true);
+  return entry;
+}
+
+std::vector<TokenLogprobs> Engine::release_logprobs(Live& live, bool all) {
+  std::vector<TokenLogprobs> out;
+  while (!live.pending_logprobs.empty() && (all || live.pending_logprobs.front().start < live.n_emitted_bytes)) {
+    out.push_back(std::move(live.pending_logprobs.front().entry));
+    live.pending_logprobs.pop_front();
+  }
+  return out;
+}
+
+void Engine::handle_token(Live& live, int32_t token, int32_t n_later, TokenLogprobs* logprobs) {
   const auto now = Timings::Clock::now();
   if constexpr (obs::kEnabled) {
     if (config_.obs_sink) report_token(live.timings, live.usage.n_generated_tokens == 0, now);
@@ -771,13 +813,18 @@ void Engine::handle_token(Live& live, int32_t token, int32_t n_later) {
   }
   std::string piece = live.detok.push(token);
   if (live.span) live.span->observe(piece);
+  // With redaction, ids and logprobs (their pieces) would reveal what the text holds back:
+  // none are sent.
+  const bool redacts = live.out_guard.redacts();
+  if (logprobs && !redacts) live.pending_logprobs.push_back({.start = live.n_detok_bytes, .entry = std::move(*logprobs)});
+  live.n_detok_bytes += static_cast<int64_t>(piece.size());
   StopFeed fed = live.stop.feed(piece);
+  live.n_emitted_bytes += static_cast<int64_t>(fed.text.size());
   bool guard_stop = false;
   std::string text = guard_text(live, std::move(fed.text), /*end=*/false, &guard_stop);
   std::vector<int32_t> ids;
-  // With redaction, ids would reveal what the text holds back: none are sent.
-  if (live.request.return_token_ids && !live.out_guard.redacts()) ids.push_back(token);
-  emit(live, std::move(text), std::move(ids));
+  if (live.request.return_token_ids && !redacts) ids.push_back(token);
+  emit(live, std::move(text), std::move(ids), release_logprobs(live, /*all=*/false));
   if (guard_stop) return finish(live, FinishReason::kSafety);
   if (fed.stop) return finish(live, FinishReason::kStopSequence);
   const Sequence& s = scheduler_.sequence(live.seq);
@@ -790,9 +837,9 @@ void Engine::handle_token(Live& live, int32_t token, int32_t n_later) {
   if (s.n_tokens() - n_later >= s.max_total_tokens) return finish(live, FinishReason::kContextWindow);
 }
 
-void Engine::emit(Live& live, std::string text, std::vector<int32_t> ids) {
-  if (text.empty() && ids.empty()) return;
-  Event e{.kind = EventKind::kText, .text = std::move(text), .token_ids = std::move(ids)};
+void Engine::emit(Live& live, std::string text, std::vector<int32_t> ids, std::vector<TokenLogprobs> logprobs) {
+  if (text.empty() && ids.empty() && logprobs.empty()) return;
+  Event e{.kind = EventKind::kText, .text = std::move(text), .token_ids = std::move(ids), .logprobs = std::move(logprobs)};
   e.usage = live.usage;
   e.timings = live.timings;
   live.channel->push(std::move(e));
@@ -813,10 +860,12 @@ void Engine::finish(Live& live, FinishReason reason, Status error, std::optional
         tail += live.stop.flush();
       }
     }
+    live.n_emitted_bytes += static_cast<int64_t>(tail.size());
     bool guard_stop = false;
     tail = guard_text(live, std::move(tail), /*end=*/true, &guard_stop);
     if (guard_stop) reason = FinishReason::kSafety;
-    emit(live, std::move(tail), {});
+    // Whatever is still waiting showed no text: after a stop string it never will.
+    emit(live, std::move(tail), {}, release_logprobs(live, /*all=*/reason != FinishReason::kStopSequence));
   }
   Event e{.kind = error.ok() ? EventKind::kFinish : EventKind::kError, .finish = reason};
   if (final_token && live.request.return_token_ids) e.token_ids.push_back(*final_token);

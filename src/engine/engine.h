@@ -37,7 +37,8 @@
 // its distribution (with a seed, the same tokens). A grammar constraint drafts only while its
 // output is unmasked (a tool call's grammar waiting for its marker; a token that starts the
 // grammar ends the pass's accepted tokens); guard masks, budgeted spans and validate mode do
-// not speculate.
+// not speculate. Logprobs (Request::logprobs) keep speculation on: each accepted token's come
+// from its own row of the verify pass, the logits plain decoding would have had there.
 //
 // Thread-safety: submit(), stats() and stop() may be called from any thread.
 // Nothing else touches engine state: the I/O side sees only RequestChannels.
@@ -229,8 +230,13 @@ class Engine final : public EngineApi {
   // A request ended after admission: feeds the completion rate behind retry_after_ms.
   void note_done(Timings::Clock::time_point now);
   // One generated token through the per-token path; `n_later`: tokens of the same step
-  // already appended after it (a speculative pass), not yet handled.
-  void handle_token(Live& live, int32_t token, int32_t n_later = 0);
+  // already appended after it (a speculative pass), not yet handled. `logprobs`: its entry
+  // when the request asked (Request::logprobs), else null.
+  void handle_token(Live& live, int32_t token, int32_t n_later = 0, TokenLogprobs* logprobs = nullptr);
+  // Request::logprobs: the raw logits of a row kept before the sampler transforms them in place
+  // (logprob_row_), and the entry of the token chosen from them (pieces filled).
+  void keep_raw_logits(std::span<const float> logits);
+  TokenLogprobs token_logprobs(const Live& live, std::span<const float> raw, int32_t token) const;
   // Asks the scheduler for the drafts of the sequences about to decode (speculation).
   void plan_drafts();
   // The rows of a speculative item from `row` on: the accepted tokens reported and handled.
@@ -246,7 +252,10 @@ class Engine final : public EngineApi {
   // Ends a sequence: flushes held text, pushes the last event (with the ids of
   // a final EOS/stop token that produced no text), frees its blocks.
   void finish(Live& live, FinishReason reason, Status error = Status(), std::optional<int32_t> final_token = std::nullopt);
-  void emit(Live& live, std::string text, std::vector<int32_t> ids);
+  void emit(Live& live, std::string text, std::vector<int32_t> ids, std::vector<TokenLogprobs> logprobs = {});
+  // Request::logprobs: the waiting entries whose text has begun to be emitted; all of them at
+  // a normal end (`all`).
+  std::vector<TokenLogprobs> release_logprobs(Live& live, bool all);
   // The guard's output rules on text about to be emitted (finish: the end of
   // the text); counts and logs their actions. Sets *stop on a stop rule.
   std::string guard_text(Live& live, std::string text, bool end, bool* stop);
@@ -273,6 +282,7 @@ class Engine final : public EngineApi {
   TokenMask grammar_mask_{0};
   std::unordered_map<SeqId, std::unique_ptr<Live>> live_;
   std::vector<float> logits_;
+  std::vector<float> logprob_row_;  // keep_raw_logits()
   std::vector<BatchSequence> batch_;
   std::unique_ptr<DraftModel> draft_;      // config_.draft_model's, or null
   std::vector<DraftModel::Want> draft_wants_;

@@ -52,7 +52,8 @@ struct SamplingParams {
 // span without its end, the engine forces `end_ids`: one per step, each in
 // place of the sampled token (the step's logits are discarded), counted as
 // generated, accepted into the penalty window and emitted like any other
-// token; then sampling resumes. So a thought holds at most `budget` sampled
+// token (its logprobs, when asked, are those of the discarded logits); then
+// sampling resumes. So a thought holds at most `budget` sampled
 // tokens, then end_ids (which should decode to text containing end_text).
 // EOS, stop strings, max_tokens and the window end the request as usual,
 // forcing or not. Costs: O(|start_text| + |end_text|) per generated token
@@ -110,6 +111,19 @@ struct SpeculativeParams {
 };
 inline constexpr int32_t kMaxSpecDraft = 32;
 
+// Token log-probabilities (Request::logprobs): log-softmax of the model's raw logits at the
+// token's step, before logit bias, penalties, masks, temperature and truncation (what the model
+// thinks, not what the sampler drew from). A logit of -inf gives a logprob of -inf.
+struct TokenLogprob {
+  int32_t id = 0;
+  float logprob = 0;
+  std::string piece;  // the token's bytes (Tokenizer::token_to_piece, special tokens rendered)
+};
+struct TokenLogprobs {
+  TokenLogprob chosen;            // the generated token, whether or not it is among `top`
+  std::vector<TokenLogprob> top;  // the most likely ids (finite only), most likely first, ties: lower id
+};
+
 struct Request {
   std::string id;                  // request id (also the log/trace id)
   std::string tenant;              // API key identity, then user id (api::tenant_of): salts the prefix cache
@@ -118,6 +132,9 @@ struct Request {
   StopParams stop;
   int32_t priority = 0;            // higher first; FCFS within a priority
   bool return_token_ids = false;   // include token ids in text events
+  // -1: none; else each emitted token's log-probability and this many alternatives (up to
+  // the vocabulary) in text events (Event::logprobs). Costs O(vocab) per token, only then.
+  int32_t logprobs = -1;
   std::optional<GrammarConstraint> constraint;  // constrained decoding (structured output)
   std::optional<SpeculativeParams> speculative;  // nullopt: the server's setting (EngineConfig)
 };
@@ -163,6 +180,11 @@ struct Event {
   EventKind kind = EventKind::kText;
   std::string text;                 // kText: the delta
   std::vector<int32_t> token_ids;   // kText: ids behind the delta (when asked)
+  // kText (Request::logprobs): the generated tokens whose text begins in this delta, in order.
+  // Unlike token_ids (sent as each token is generated), an entry waits for its text: a token
+  // held back by a stop string comes with the text that follows, and one that never shows
+  // (inside a matched stop string, or its end-of-sequence token) has none.
+  std::vector<TokenLogprobs> logprobs;
   FinishReason finish = FinishReason::kNone;
   std::string stop_sequence;        // kFinish with kStopSequence: the string that matched
   Usage usage;                      // cumulative at every event

@@ -11,6 +11,8 @@ namespace zl {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+// sampling::logprobs: up to this many alternatives are kept by insertion, more by selection.
+constexpr size_t kInsertionTop = 32;
 
 // Most likely first; equal logits: lower id first.
 bool more_likely(const TokenProb& a, const TokenProb& b) {
@@ -159,6 +161,69 @@ int32_t draw(const std::vector<TokenProb>& c, double u) {
     if (target < cum) return t.id;
   }
   return c.back().id;  // u * total rounded up to the sum
+}
+
+void logprobs(std::span<const float> logits, int32_t chosen, int32_t n_top, TokenLogprobs* out) {
+  constexpr float kPosInf = std::numeric_limits<float>::infinity();
+  const size_t n = logits.size();
+  // log Z with the largest logit as the shift; +inf logits, if any, hold all the mass.
+  float max_logit = kNegInf;
+  size_t n_pos_inf = 0;
+  for (float l : logits) {
+    if (l == kPosInf) {
+      ++n_pos_inf;
+    } else if (l > max_logit) {
+      max_logit = l;
+    }
+  }
+  double log_z = -std::numeric_limits<double>::infinity();
+  if (n_pos_inf > 0) {
+    log_z = std::log(static_cast<double>(n_pos_inf));
+  } else if (max_logit > kNegInf) {
+    // Each term in float (every l - max <= 0: no overflow; -inf and NaN give 0), the sum in
+    // double: ~1e-7 relative per term, against the cost of a double exp per vocabulary id.
+    double sum = 0;
+    for (float l : logits) {
+      const float t = std::exp(l - max_logit);
+      if (t > 0) sum += t;
+    }
+    log_z = static_cast<double>(max_logit) + std::log(sum);
+  }
+  auto logprob = [&](float l) -> float {
+    if (!(l > kNegInf)) return kNegInf;  // -inf and NaN
+    if (n_pos_inf > 0) return l == kPosInf ? static_cast<float>(-log_z) : kNegInf;
+    return static_cast<float>(static_cast<double>(l) - log_z);
+  };
+  out->chosen.id = chosen;
+  out->chosen.logprob = chosen >= 0 && static_cast<size_t>(chosen) < n ? logprob(logits[chosen]) : kNegInf;
+  out->top.clear();
+  const auto k = static_cast<size_t>(std::clamp<int64_t>(n_top, 0, static_cast<int64_t>(n)));
+  if (k == 0) return;
+  // Ids with a logprob of -inf never enter the top (with +inf logits: every finite one).
+  const float above = n_pos_inf > 0 ? std::numeric_limits<float>::max() : kNegInf;
+  std::vector<TokenProb> best;  // most likely first (more_likely)
+  if (k <= kInsertionTop) {
+    // A sorted run kept by insertion: ids come in ascending order, so an equal logit never
+    // displaces (a lower id wins ties); past the first few ids almost none enter it.
+    best.reserve(k + 1);
+    for (size_t i = 0; i < n; ++i) {
+      const float l = logits[i];
+      if (!(l > above) || (best.size() == k && !(l > best.back().logit))) continue;
+      const TokenProb t{.id = static_cast<int32_t>(i), .logit = l};
+      best.insert(std::upper_bound(best.begin(), best.end(), t, more_likely), t);
+      if (best.size() > k) best.pop_back();
+    }
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      if (logits[i] > above) best.push_back({.id = static_cast<int32_t>(i), .logit = logits[i]});
+    }
+    if (best.size() > k) {
+      std::nth_element(best.begin(), best.begin() + k, best.end(), more_likely);
+      best.resize(k);
+    }
+    std::sort(best.begin(), best.end(), more_likely);
+  }
+  for (const TokenProb& t : best) out->top.push_back(TokenLogprob{.id = t.id, .logprob = logprob(t.logit)});
 }
 
 }  // namespace sampling

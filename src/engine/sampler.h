@@ -91,6 +91,11 @@ void top_p(std::vector<TokenProb>& c, float p);         // p >= 1: no-op; leaves
 void min_p(std::vector<TokenProb>& c, float p);         // p <= 0: no-op; keeps the order
 // The candidate at which the cumulative probability first exceeds u * (sum of p).
 int32_t draw(const std::vector<TokenProb>& c, double u);
+// Log-softmax of `logits` (request.h TokenLogprobs) for `chosen` and the `n_top` most likely ids,
+// most likely first (ties: lower id), -inf ones left out; pieces are left empty. The
+// log-sum-exp is taken in double after a shift by the maximum; NaN counts as -inf; +inf logits
+// share the whole probability. O(vocab) plus O(n_top) per id that enters the top (no sort).
+void logprobs(std::span<const float> logits, int32_t chosen, int32_t n_top, TokenLogprobs* out);
 }  // namespace sampling
 
 // One sequence's sampling state: its parameters, RNG and penalty window.

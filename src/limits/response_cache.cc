@@ -13,7 +13,7 @@ static_assert(sizeof(SamplingParams) == 96, "SamplingParams changed: add the new
 static_assert(sizeof(StopParams) == 176, "StopParams changed: add the new field to cache_key()");
 static_assert(sizeof(SpanBudget) == 104, "SpanBudget changed: add the new field to cache_key()");
 // (Request::speculative is left out: speculation never changes the tokens, seeded ones included.)
-static_assert(sizeof(Request) == 528, "Request changed: add the new field to cache_key() if it can change the answer");
+static_assert(sizeof(Request) == 536, "Request changed: add the new field to cache_key() if it can change the answer");
 
 // Bumped when the key's layout changes (keys never outlive the process; the
 // byte only keeps layouts apart if two ever coexist).
@@ -58,7 +58,8 @@ bool normal_finish(FinishReason r) {
 }  // namespace
 
 bool is_cacheable(const Request& r) {
-  return (r.sampling.temperature == 0.0f || r.sampling.seed.has_value()) && !r.stop.prefill_only;
+  // Logprobs are not recorded: such a request neither hits nor fills the cache.
+  return (r.sampling.temperature == 0.0f || r.sampling.seed.has_value()) && !r.stop.prefill_only && r.logprobs < 0;
 }
 
 std::string cache_key(const Request& r, bool single_call) {
@@ -98,6 +99,7 @@ std::string cache_key(const Request& r, bool single_call) {
     w.i32(st.span->budget);
   }
   w.u8(r.return_token_ids);
+  w.i32(r.logprobs);  // is_cacheable() keeps them out; keyed all the same
   w.u8(single_call);
   w.u8(r.constraint.has_value());  // structured output: the grammar's source decides the answer
   if (r.constraint) w.str(r.constraint->identity);

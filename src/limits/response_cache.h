@@ -46,7 +46,8 @@
 namespace zl::limits {
 
 // A request whose answer can be cached: greedy (temperature 0) or seeded,
-// and generating (not validate mode, StopParams::prefill_only).
+// generating (not validate mode, StopParams::prefill_only), and without
+// logprobs (Request::logprobs: the recording does not keep them).
 bool is_cacheable(const Request& r);
 
 // The exact key of a request's answer (binary, length-prefixed fields).

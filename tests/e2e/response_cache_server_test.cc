@@ -282,6 +282,29 @@ TEST(ResponseCacheE2E, RandomSamplingIsNotCachedButASeedIs) {
             "miss");
 }
 
+// A recording has no logprobs: a request that asks for them is neither served from the cache
+// (even when the same request without them is stored) nor stored.
+TEST(ResponseCacheE2E, LogprobsRequestsBypassTheCache) {
+  REQUIRE_MODEL();
+  const int port = real_port();
+  const std::string plain = chat_body("Tom had a red kite", R"("max_tokens":10)");
+  const Answer first = openai(port, plain, false);
+  EXPECT_EQ(first.cache, "miss");
+  EXPECT_EQ(openai(port, plain, false).cache, "hit");
+  const std::string with = chat_body("Tom had a red kite", R"("max_tokens":10,"logprobs":true,"top_logprobs":2)");
+  for (int i = 0; i < 2; ++i) {
+    HttpReply r = fetch(port, "POST", "/v1/chat/completions", with, kKey1, 60000);
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.header("x-engine-cache"), "") << "not cacheable: no header";
+    json::object o = parse_obj(r.body);
+    json::object& choice = o["choices"].as_array()[0].as_object();
+    EXPECT_EQ(str(at(choice, {"message", "content"})), first.text);
+    // One entry per token, the end-of-sequence token (counted in the usage) aside.
+    const int64_t n_text_tokens = first.output_tokens - (first.stop_reason == "length" ? 0 : 1);
+    EXPECT_EQ(static_cast<int64_t>(choice["logprobs"].as_object()["content"].as_array().size()), n_text_tokens);
+  }
+}
+
 TEST(ResponseCacheE2E, AnotherKeyOrUserNeverGetsTheAnswer) {
   REQUIRE_MODEL();
   const int port = real_port();

@@ -570,3 +570,130 @@ test('anthropic + openai: a streamed call that breaks off rejects the stream; no
   assert.equal(text.stop_reason, 'end_turn');
   assert.deepEqual(text.content.map((b) => b.type), ['text']);
 });
+
+// ---- logprobs (scored by the real engine on stories260K; the fake engine has no logits) ----
+
+const REAL_ONLY = { skip: !REAL && 'the real model only (the fake engine has no logits)' };
+
+function checkChatEntry(e, nTop) {
+  assert.equal(typeof e.token, 'string');
+  assert.ok(e.logprob <= 0, String(e.logprob));
+  assert.ok(Array.isArray(e.bytes));
+  if (!e.token.includes('\uFFFD')) assert.deepEqual(e.bytes, [...Buffer.from(e.token, 'utf8')]);
+  assert.equal(e.top_logprobs.length, nTop);
+  for (let i = 1; i < nTop; i++) assert.ok(e.top_logprobs[i - 1].logprob >= e.top_logprobs[i].logprob);
+  // Greedy: the chosen token is the most likely one.
+  if (nTop > 0) {
+    assert.equal(e.top_logprobs[0].token, e.token);
+    assert.equal(e.top_logprobs[0].logprob, e.logprob);
+  }
+}
+
+test('openai: chat logprobs, streamed and not: the same entries for a greedy request', REAL_ONLY, async () => {
+  const req = { model: 'm', max_tokens: 12, temperature: 0, logprobs: true, top_logprobs: 3, messages: user('Hi') };
+  const full = await openai.chat.completions.create(req);
+  const lp = full.choices[0].logprobs;
+  assert.equal(lp.refusal, null);
+  assert.equal(lp.content.length, full.usage.completion_tokens);  // cut by max_tokens: every token is text
+  for (const e of lp.content) checkChatEntry(e, 3);
+  assert.equal(Buffer.concat(lp.content.map((e) => Buffer.from(e.bytes))).toString('utf8'), full.choices[0].message.content);
+  const stream = await openai.chat.completions.create({ ...req, stream: true });
+  const streamed = [];
+  let text = '';
+  for await (const chunk of stream) {
+    const c = chunk.choices[0];
+    if (!c) continue;
+    text += c.delta?.content ?? '';
+    if (c.logprobs) streamed.push(...c.logprobs.content);
+  }
+  assert.equal(text, full.choices[0].message.content);
+  // The same tokens; values to float rounding (the second request may find its prompt cached).
+  const near = (a, b) => assert.ok(Math.abs(a - b) < 1e-4, `${a} vs ${b}`);
+  assert.equal(streamed.length, lp.content.length);
+  streamed.forEach((e, i) => {
+    assert.equal(e.token, lp.content[i].token);
+    near(e.logprob, lp.content[i].logprob);
+    assert.deepEqual(e.top_logprobs.map((t) => t.token), lp.content[i].top_logprobs.map((t) => t.token));
+    e.top_logprobs.forEach((t, j) => near(t.logprob, lp.content[i].top_logprobs[j].logprob));
+  });
+  // logprobs alone: no alternatives; off: null.
+  const bare = await openai.chat.completions.create({ ...req, top_logprobs: undefined });
+  assert.deepEqual(bare.choices[0].logprobs.content.map((e) => e.token), lp.content.map((e) => e.token));
+  for (const e of bare.choices[0].logprobs.content) assert.deepEqual(e.top_logprobs, []);
+  const off = await openai.chat.completions.create({ ...req, logprobs: false, top_logprobs: undefined });
+  assert.equal(off.choices[0].logprobs, null);
+  // A stop string: the text and the entries stop before it.
+  const { stop: s, before } = await greedyStop();
+  const stopped = await openai.chat.completions.create({ ...req, max_tokens: 48, stop: [s] });
+  assert.equal(stopped.choices[0].message.content, before);
+  const bytes = Buffer.concat(stopped.choices[0].logprobs.content.map((e) => Buffer.from(e.bytes))).toString('utf8');
+  // The token that holds the stop string's start comes with the text before it; none after.
+  assert.ok(bytes.startsWith(before) && bytes.length < before.length + 16, `${JSON.stringify(bytes)} vs ${JSON.stringify(before)}`);
+});
+
+test('openai: completions logprobs (the legacy format), streamed and not', REAL_ONLY, async () => {
+  const req = { model: 'm', prompt: 'Once upon a time', max_tokens: 8, temperature: 0, logprobs: 2 };
+  const c = await openai.completions.create(req);
+  const lp = c.choices[0].logprobs;
+  assert.equal(lp.tokens.length, 8);
+  assert.equal(lp.tokens.join(''), c.choices[0].text);
+  assert.equal(lp.token_logprobs.length, 8);
+  assert.equal(lp.text_offset[0], 0);
+  for (let i = 0; i < 8; i++) {
+    const top = lp.top_logprobs[i];
+    assert.equal(top[lp.tokens[i]], lp.token_logprobs[i]);  // the chosen token is in it
+    assert.ok(Object.keys(top).length >= 1 && Object.keys(top).length <= 3);
+    if (i > 0) assert.equal(lp.text_offset[i], lp.text_offset[i - 1] + [...lp.tokens[i - 1]].length);
+  }
+  const stream = await openai.completions.create({ ...req, stream: true });
+  const tokens = [];
+  const logprobs = [];
+  const offsets = [];
+  for await (const chunk of stream) {
+    const l = chunk.choices[0]?.logprobs;
+    if (!l) continue;
+    tokens.push(...l.tokens);
+    logprobs.push(...l.token_logprobs);
+    offsets.push(...l.text_offset);
+  }
+  assert.deepEqual(tokens, lp.tokens);
+  logprobs.forEach((x, i) => assert.ok(Math.abs(x - lp.token_logprobs[i]) < 1e-4));
+  assert.deepEqual(offsets, lp.text_offset);
+  const zero = await openai.completions.create({ ...req, logprobs: 0 });
+  assert.deepEqual(zero.choices[0].logprobs.tokens, lp.tokens);
+  for (const top of zero.choices[0].logprobs.top_logprobs) assert.equal(Object.keys(top).length, 1);
+});
+
+test('openai: logprobs requests the API refuses', async () => {
+  const bad = async (p, param) => assert.rejects(p, (e) => {
+    assert.ok(e instanceof OpenAI.BadRequestError, String(e));
+    assert.equal(e.param, param);
+    return true;
+  });
+  await bad(openai.chat.completions.create({ model: 'm', top_logprobs: 2, messages: user('Hi') }), 'top_logprobs');
+  await bad(openai.chat.completions.create({ model: 'm', logprobs: true, top_logprobs: 21, messages: user('Hi') }), 'top_logprobs');
+  await bad(openai.completions.create({ model: 'm', prompt: 'Once', logprobs: 6 }), 'logprobs');
+  await bad(openai.completions.create({ model: 'm', prompt: 'Once', logprobs: 2, echo: true }), 'echo');
+});
+
+test('openai: logprobs through tool-call parsing and stream pacing: the stream carries every entry', FAKE_ONLY, async () => {
+  // The fake engine's made-up entries: one per token, text tokens and the call's alike.
+  const params = { model: 'gpt-4o', max_tokens: 200, tools: OPENAI_TOOLS, logprobs: true, top_logprobs: 2, messages: user(`Weather in Paris? ${CALL}`) };
+  const full = await openai.chat.completions.create(params);
+  assert.equal(full.choices[0].finish_reason, 'tool_calls');
+  const entries = full.choices[0].logprobs.content;
+  assert.equal(entries.length, full.usage.completion_tokens);
+  assert.equal(entries.map((e) => e.token).join('').startsWith('Let me check.'), true);
+  for (const e of entries) assert.deepEqual(e.top_logprobs.map((t) => t.token), [e.token, 'alt1']);
+  for (const stream_options of [undefined, { max_buffer_size: 4, min_delay_ms: 1 }]) {
+    const s = await openai.chat.completions.create({ ...params, stream: true, ...(stream_options && { stream_options }) });
+    const streamed = [];
+    let n_chunks = 0;
+    for await (const chunk of s) {
+      n_chunks++;
+      if (chunk.choices[0]?.logprobs) streamed.push(...chunk.choices[0].logprobs.content);
+    }
+    assert.ok(n_chunks > 3);
+    assert.deepEqual(streamed, entries);
+  }
+});

@@ -44,6 +44,7 @@ inline LoadedModel load_shared_model(const std::string& name) {
 struct Outcome {
   std::vector<int32_t> ids;
   std::string text;
+  std::vector<TokenLogprobs> logprobs;  // Request::logprobs
   Event last;
 };
 
@@ -64,6 +65,7 @@ inline Outcome collect(RequestChannel& ch, std::chrono::milliseconds timeout = k
     for (Event& e : ch.wait_and_drain(std::chrono::milliseconds(100))) {
       o.ids.insert(o.ids.end(), e.token_ids.begin(), e.token_ids.end());
       o.text += e.text;
+      for (TokenLogprobs& lp : e.logprobs) o.logprobs.push_back(std::move(lp));
       if (e.kind != EventKind::kText) {
         o.last = std::move(e);
         return o;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <deque>
 
 #include "api/tool_prompt.h"
 
@@ -138,6 +139,9 @@ struct FakeEngine::Seq {
   std::vector<std::string> script;  // the tokens to write; empty: kStory
   std::string text;     // all generated text
   size_t n_emitted = 0; // bytes of `text` already sent
+  // Request::logprobs: (where the token's text begins in `text`, its made-up entry), not yet
+  // sent; an entry goes with the first event that sends part of its text, as the engine's.
+  std::deque<std::pair<size_t, TokenLogprobs>> logprobs;
   Usage usage;
   Timings timings;
 };
@@ -228,6 +232,12 @@ void FakeEngine::loop() {
 }
 
 bool FakeEngine::step(Seq& s) {
+  auto take_logprobs = [&](Event& e) {
+    while (!s.logprobs.empty() && s.logprobs.front().first < s.n_emitted) {
+      e.logprobs.push_back(std::move(s.logprobs.front().second));
+      s.logprobs.pop_front();
+    }
+  };
   auto finish = [&](FinishReason r, std::string stop = {}) {
     Event e;
     e.kind = EventKind::kFinish;
@@ -262,11 +272,23 @@ bool FakeEngine::step(Seq& s) {
     if (s.n_emitted < s.text.size()) {
       Event e{.kind = EventKind::kText, .text = s.text.substr(s.n_emitted), .usage = s.usage};
       s.n_emitted = s.text.size();
+      take_logprobs(e);
       s.channel->push(std::move(e));
     }
     return finish(FinishReason::kEndOfSequence);
   }
-  s.text += tokens[n_gen % tokens.size()];
+  const std::string& token = tokens[n_gen % tokens.size()];
+  if (s.request.logprobs >= 0) {
+    // Made up and deterministic: the chosen token first, alternatives one nat apart.
+    const float lp = -0.25f * static_cast<float>(n_gen % 4);
+    TokenLogprobs entry{.chosen = {.id = static_cast<int32_t>(n_gen), .logprob = lp, .piece = token}};
+    for (int32_t j = 0; j < s.request.logprobs; ++j) {
+      entry.top.push_back({.id = static_cast<int32_t>(n_gen) + j, .logprob = lp - static_cast<float>(j),
+                           .piece = j == 0 ? token : "alt" + std::to_string(j)});
+    }
+    s.logprobs.emplace_back(s.text.size(), std::move(entry));
+  }
+  s.text += token;
   ++s.usage.n_generated_tokens;
   n_generated_total_.fetch_add(1);
   if (n_gen == 0) s.timings.t_first_token = now;
@@ -301,6 +323,7 @@ bool FakeEngine::step(Seq& s) {
     Event e{.kind = EventKind::kText, .text = s.text.substr(s.n_emitted, end - s.n_emitted), .usage = s.usage,
             .timings = s.timings};
     s.n_emitted = end;
+    take_logprobs(e);
     s.channel->push(std::move(e));
   }
   if (stop_pos != std::string::npos) return finish(FinishReason::kStopSequence, stop_str);
@@ -311,6 +334,7 @@ bool FakeEngine::step(Seq& s) {
     if (s.n_emitted < s.text.size()) {
       Event e{.kind = EventKind::kText, .text = s.text.substr(s.n_emitted), .usage = s.usage};
       s.n_emitted = s.text.size();
+      take_logprobs(e);
       s.channel->push(std::move(e));
     }
     return finish(at_max ? FinishReason::kMaxTokens : FinishReason::kContextWindow);

@@ -16,7 +16,9 @@
 // emits one token of a fixed story (kStory), then EOS. It honours
 // max_tokens, the context window (n_ctx), stop strings (held back while they
 // could still match, never emitted), StopParams::prefill_only (finishes at its
-// first step, with no token) and cancellation at the next step.
+// first step, with no token) and cancellation at the next step. Request::logprobs: made-up
+// entries (token n: id n, logprob -0.25 * (n % 4), alternatives 1 apart named "altJ"), each
+// sent with the first event that carries part of its token's text.
 // Markers in the prompt text change its behaviour:
 //   [[fake:long]]      the story repeats forever (until max_tokens/window/cancel)
 //   [[fake:slow]]      50 ms per token for this request

@@ -56,6 +56,9 @@ TEST(ResponseCacheKey, GreedyOrSeededRequestsAreCacheable) {
   EXPECT_TRUE(is_cacheable(r));
   r.stop.prefill_only = true;  // validate mode generates nothing
   EXPECT_FALSE(is_cacheable(r));
+  r.stop.prefill_only = false;
+  r.logprobs = 0;  // a recording has no logprobs: such requests bypass the cache
+  EXPECT_FALSE(is_cacheable(r));
 }
 
 TEST(ResponseCacheKey, EveryInputThatShapesTheAnswerChangesTheKey) {
@@ -89,6 +92,7 @@ TEST(ResponseCacheKey, EveryInputThatShapesTheAnswerChangesTheKey) {
       {"ignore_eos", [](Request& r) { r.stop.ignore_eos = true; }},
       {"prefill_only", [](Request& r) { r.stop.prefill_only = true; }},
       {"return_token_ids", [](Request& r) { r.return_token_ids = true; }},
+      {"logprobs", [](Request& r) { r.logprobs = 2; }},
   };
   std::set<std::string> keys = {key};
   for (const auto& [name, change] : changes) {

@@ -1,8 +1,10 @@
 // engine/sampler: every knob on hand-written 4-token vectors. No model.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "engine/sampler.h"
@@ -356,6 +358,99 @@ TEST(Sampler, RefusedTokensDoNotEnterThePenaltyWindow) {
   ASSERT_EQ(*s.sample(l, nullptr, [](int32_t id) { return id == 0; }), 1);
   std::vector<float> l2{5.0f, 4.0f, 0.0f, 0.0f};
   EXPECT_EQ(*s.sample(l2), 0);  // 0 was refused, not accepted: no penalty on it
+}
+
+// ---- logprobs (sampling::logprobs) ----
+
+// The reference: log-softmax in double over the finite logits, ids ordered most likely first.
+struct RefLogprobs {
+  std::vector<double> lp;     // per id (-inf for non-finite)
+  std::vector<int32_t> order; // finite ids, most likely first, ties: lower id
+};
+RefLogprobs ref_logprobs(const std::vector<float>& l) {
+  RefLogprobs r;
+  double m = -kInf;
+  for (float x : l) if (std::isfinite(x)) m = std::max(m, static_cast<double>(x));
+  double sum = 0;
+  for (float x : l) if (std::isfinite(x)) sum += std::exp(static_cast<double>(x) - m);
+  for (size_t i = 0; i < l.size(); ++i) {
+    r.lp.push_back(std::isfinite(l[i]) ? static_cast<double>(l[i]) - m - std::log(sum) : -kInf);
+    if (std::isfinite(l[i])) r.order.push_back(static_cast<int32_t>(i));
+  }
+  std::stable_sort(r.order.begin(), r.order.end(), [&](int32_t a, int32_t b) { return l[a] > l[b]; });
+  return r;
+}
+
+TEST(SamplerLogprobs, MatchADoublePrecisionLogSoftmaxOnRandomLogits) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 4.0f);
+  for (int32_t n_vocab : {5, 1000, 50000}) {
+    std::vector<float> l(n_vocab);
+    for (float& x : l) x = normal(rng) + 30.0f;  // a large offset: the shift must be taken
+    for (int i = 0; i < 20; ++i) l[rng() % n_vocab] = l[rng() % n_vocab];  // ties
+    const RefLogprobs ref = ref_logprobs(l);
+    for (int32_t n_top : {0, 1, 5, 20, 40}) {
+      const int32_t chosen = static_cast<int32_t>(rng() % n_vocab);
+      TokenLogprobs out;
+      sampling::logprobs(l, chosen, n_top, &out);
+      EXPECT_EQ(out.chosen.id, chosen);
+      EXPECT_NEAR(out.chosen.logprob, ref.lp[chosen], 1e-5) << n_vocab;
+      ASSERT_EQ(out.top.size(), static_cast<size_t>(std::min(n_top, n_vocab))) << n_vocab << " " << n_top;
+      for (size_t j = 0; j < out.top.size(); ++j) {
+        EXPECT_EQ(out.top[j].id, ref.order[j]) << n_vocab << " " << n_top << " rank " << j;
+        EXPECT_NEAR(out.top[j].logprob, ref.lp[ref.order[j]], 1e-5);
+        EXPECT_TRUE(out.top[j].piece.empty());
+      }
+    }
+  }
+}
+
+TEST(SamplerLogprobs, TiesGoToTheLowerIdAndTheChosenNeedNotBeInTheTop) {
+  const std::vector<float> l{1.0f, 3.0f, 3.0f, 2.0f, 3.0f};
+  for (int32_t n_top : {2, 40}) {  // insertion and selection
+    TokenLogprobs out;
+    sampling::logprobs(l, /*chosen=*/0, n_top, &out);
+    ASSERT_GE(out.top.size(), 2u);
+    EXPECT_EQ(out.top[0].id, 1);
+    EXPECT_EQ(out.top[1].id, 2);
+    if (n_top == 40) {
+      ASSERT_EQ(out.top.size(), 5u);
+      EXPECT_EQ(out.top[2].id, 4);
+      EXPECT_EQ(out.top[3].id, 3);
+      EXPECT_EQ(out.top[4].id, 0);
+    }
+    const double z = std::log(std::exp(1.0) + 3 * std::exp(3.0) + std::exp(2.0));
+    EXPECT_NEAR(out.chosen.logprob, 1.0 - z, 1e-6);  // chosen 0 is last: still reported
+    EXPECT_NEAR(out.top[0].logprob, 3.0 - z, 1e-6);
+  }
+}
+
+TEST(SamplerLogprobs, NonFiniteLogitsAreSkippedAndAChosenMinusInfIsMinusInf) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> l{-kInf, 0.0f, nan, std::log(3.0f), -kInf};
+  for (int32_t n_top : {5, 40}) {
+    TokenLogprobs out;
+    sampling::logprobs(l, /*chosen=*/0, n_top, &out);
+    EXPECT_EQ(out.chosen.logprob, -kInf);
+    ASSERT_EQ(out.top.size(), 2u);  // only the finite ones
+    EXPECT_EQ(out.top[0].id, 3);
+    EXPECT_NEAR(out.top[0].logprob, std::log(0.75), 1e-6);
+    EXPECT_EQ(out.top[1].id, 1);
+    EXPECT_NEAR(out.top[1].logprob, std::log(0.25), 1e-6);
+    sampling::logprobs(l, /*chosen=*/2, n_top, &out);  // NaN counts as -inf
+    EXPECT_EQ(out.chosen.logprob, -kInf);
+  }
+  TokenLogprobs none;
+  sampling::logprobs(std::vector<float>{-kInf, -kInf}, 1, 3, &none);
+  EXPECT_EQ(none.chosen.logprob, -kInf);
+  EXPECT_TRUE(none.top.empty());
+  // +inf logits hold all the mass, shared.
+  TokenLogprobs inf;
+  sampling::logprobs(std::vector<float>{kInf, 5.0f, kInf}, 2, 3, &inf);
+  EXPECT_NEAR(inf.chosen.logprob, -std::log(2.0), 1e-6);
+  ASSERT_EQ(inf.top.size(), 2u);  // the finite one's logprob is -inf: left out
+  EXPECT_EQ(inf.top[0].id, 0);
+  EXPECT_EQ(inf.top[1].id, 2);
 }
 
 }  // namespace

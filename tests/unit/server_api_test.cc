@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <set>
@@ -225,33 +226,55 @@ TEST(OpenAIParse, FieldsAndErrors) {
   EXPECT_FALSE(openai::parse_completion_request(R"({"model":"m","prompt":["a","b"]})").ok());
 }
 
-// Token log-probabilities are not produced: asking for them is a 400 unsupported_value naming the
-// field (not a 200 with "logprobs": null); their "off" values are accepted.
-TEST(OpenAiParse, LogprobsRequestedAreUnsupportedOffValuesAccepted) {
+// Logprobs: chat logprobs (bool) + top_logprobs (0..20, needs logprobs: true), completions
+// logprobs (0..5, 0 the chosen token's only) become ChatRequest::logprobs; "off" values are -1.
+TEST(OpenAiParse, LogprobsFields) {
   const std::string msgs = R"("messages":[{"role":"user","content":"x"}])";
-  for (const std::string f : {R"("logprobs":true)", R"("top_logprobs":3)", R"("logprobs":true,"top_logprobs":2)",
-                              R"("logprobs":false,"top_logprobs":1)"}) {
-    auto e = openai::parse_chat_request(R"({"model":"m",)" + f + "," + msgs + "}");
-    ASSERT_FALSE(e.ok()) << f;
-    EXPECT_EQ(e.error().reason, ErrorReason::kUnsupportedValue) << f;
-    EXPECT_EQ(e.error().param, f.find("\"logprobs\":true") != std::string::npos ? "logprobs" : "top_logprobs") << f;
-    EXPECT_NE(e.error().message.find("logprobs"), std::string::npos) << f;
+  auto chat = [&](const std::string& f) { return openai::parse_chat_request(R"({"model":"m",)" + f + "," + msgs + "}"); };
+  for (const auto& [f, want] : std::vector<std::pair<std::string, int>>{
+           {R"("logprobs":true)", 0}, {R"("logprobs":true,"top_logprobs":2)", 2}, {R"("logprobs":true,"top_logprobs":20)", 20},
+           {R"("logprobs":true,"top_logprobs":null)", 0}, {R"("logprobs":false)", -1}, {R"("logprobs":null)", -1},
+           {R"("top_logprobs":0)", -1}, {R"("logprobs":false,"top_logprobs":0)", -1}, {R"("top_logprobs":null)", -1}}) {
+    auto r = chat(f);
+    ASSERT_TRUE(r.ok()) << f;
+    EXPECT_EQ(r.value().logprobs, want) << f;
   }
-  for (const std::string f : {R"("logprobs":false)", R"("logprobs":null)", R"("top_logprobs":0)",
-                              R"("logprobs":false,"top_logprobs":0)", R"("top_logprobs":null)"}) {
-    EXPECT_TRUE(openai::parse_chat_request(R"({"model":"m",)" + f + "," + msgs + "}").ok()) << f;
-  }
-  EXPECT_FALSE(openai::parse_chat_request(R"({"model":"m","logprobs":"yes",)" + msgs + "}").ok());  // a typed 400
-  for (const std::string f : {R"("logprobs":1)", R"("logprobs":5)", R"("logprobs":true)"}) {
-    auto e = openai::parse_completion_request(R"({"model":"m","prompt":"Once",)" + f + "}");
+  for (const std::string f : {R"("top_logprobs":3)", R"("logprobs":false,"top_logprobs":1)"}) {
+    auto e = chat(f);
     ASSERT_FALSE(e.ok()) << f;
-    EXPECT_EQ(e.error().reason, ErrorReason::kUnsupportedValue) << f;
+    EXPECT_EQ(e.error().reason, ErrorReason::kInvalidRequest) << f;
+    EXPECT_EQ(e.error().param, "top_logprobs") << f;
+    EXPECT_NE(e.error().message.find("logprobs: true"), std::string::npos) << f;
+  }
+  for (const std::string f : {R"("logprobs":true,"top_logprobs":21)", R"("logprobs":true,"top_logprobs":-1)"}) {
+    auto e = chat(f);
+    ASSERT_FALSE(e.ok()) << f;
+    EXPECT_EQ(e.error().param, "top_logprobs") << f;
+  }
+  EXPECT_FALSE(chat(R"("logprobs":"yes")").ok());  // a typed 400
+  EXPECT_FALSE(chat(R"("logprobs":1)").ok());
+  auto completion = [](const std::string& f) {
+    return openai::parse_completion_request(R"({"model":"m","prompt":"Once",)" + f + "}");
+  };
+  for (const auto& [f, want] : std::vector<std::pair<std::string, int>>{
+           {R"("logprobs":0)", 0}, {R"("logprobs":1)", 1}, {R"("logprobs":5)", 5}, {R"("logprobs":null)", -1},
+           {R"("logprobs":false)", -1}}) {
+    auto r = completion(f);
+    ASSERT_TRUE(r.ok()) << f;
+    EXPECT_EQ(r.value().logprobs, want) << f;
+  }
+  for (const std::string f : {R"("logprobs":6)", R"("logprobs":-1)", R"("logprobs":true)"}) {
+    auto e = completion(f);
+    ASSERT_FALSE(e.ok()) << f;
     EXPECT_EQ(e.error().param, "logprobs") << f;
   }
-  for (const std::string f : {R"("logprobs":0)", R"("logprobs":null)", R"("logprobs":false)"}) {
-    EXPECT_TRUE(openai::parse_completion_request(R"({"model":"m","prompt":"Once",)" + f + "}").ok()) << f;
+  // echo is not built (it would need the prompt's logprobs): named, with or without logprobs.
+  for (const std::string f : {R"("echo":true,"logprobs":2)", R"("echo":true)"}) {
+    auto e = completion(f);
+    ASSERT_FALSE(e.ok()) << f;
+    EXPECT_EQ(e.error().reason, ErrorReason::kUnsupportedValue) << f;
+    EXPECT_EQ(e.error().param, "echo") << f;
   }
-  EXPECT_FALSE(openai::parse_completion_request(R"({"model":"m","prompt":"Once","logprobs":-1})").ok());
 }
 
 TEST(Errors, EnvelopesAndStatuses) {
@@ -449,6 +472,86 @@ TEST(Formatting, OpenAIChunks) {
   EXPECT_EQ(fin["choices"].as_array()[0].as_object()["finish_reason"].as_string(), "length");
   EXPECT_TRUE(fin["usage"].is_null());
   EXPECT_EQ(fin["id"], json::parse(frames[0].substr(6)).as_object()["id"]);
+}
+
+// Logprobs in OpenAI's shapes: chat content entries with bytes and top_logprobs, the legacy
+// completions arrays; -inf written as -9999.0; a piece that is part of a UTF-8 character
+// gets U+FFFD in `token`, its exact bytes in `bytes`; chunks carry what arrived since the last.
+TEST(Formatting, OpenAILogprobs) {
+  const float kInf = std::numeric_limits<float>::infinity();
+  const std::vector<TokenLogprobs> entries = {
+      {.chosen = {.id = 7, .logprob = -0.25f, .piece = "Hi"},
+       .top = {{.id = 7, .logprob = -0.25f, .piece = "Hi"}, {.id = 9, .logprob = -1.5f, .piece = " there"}}},
+      {.chosen = {.id = 3, .logprob = -kInf, .piece = "\xC3"},
+       .top = {{.id = 4, .logprob = -0.5f, .piece = "Hi"}, {.id = 5, .logprob = -0.75f, .piece = "\xC3"}}},
+  };
+  auto choice = [](const std::string& body) { return json::parse(body).as_object()["choices"].as_array()[0].as_object(); };
+  {
+    auto f = openai::make_formatter(openai::Kind::kChat, "gpt", false, /*logprobs=*/true);
+    f->take_logprobs(entries);
+    auto c = choice(f->complete({AnswerPart{.text = "Hi\xC3"}}, Completion{.finish = FinishReason::kMaxTokens}).body);
+    const auto& lp = c["logprobs"].as_object();
+    EXPECT_TRUE(lp.at("refusal").is_null());
+    const auto& content = lp.at("content").as_array();
+    ASSERT_EQ(content.size(), 2u);
+    const auto& e0 = content[0].as_object();
+    EXPECT_EQ(e0.at("token").as_string(), "Hi");
+    EXPECT_DOUBLE_EQ(e0.at("logprob").to_number<double>(), -0.25);
+    EXPECT_EQ(json::serialize(e0.at("bytes")), "[72,105]");
+    ASSERT_EQ(e0.at("top_logprobs").as_array().size(), 2u);
+    EXPECT_EQ(e0.at("top_logprobs").as_array()[1].as_object().at("token").as_string(), " there");
+    EXPECT_DOUBLE_EQ(e0.at("top_logprobs").as_array()[1].as_object().at("logprob").to_number<double>(), -1.5);
+    const auto& e1 = content[1].as_object();
+    EXPECT_EQ(e1.at("token").as_string(), "\xEF\xBF\xBD");  // U+FFFD
+    EXPECT_EQ(json::serialize(e1.at("bytes")), "[195]");
+    EXPECT_DOUBLE_EQ(e1.at("logprob").to_number<double>(), -9999.0);
+    // Asked, no token: an empty list; not asked: null.
+    auto g = openai::make_formatter(openai::Kind::kChat, "gpt", false, true);
+    EXPECT_EQ(choice(g->complete({}, Completion{.finish = FinishReason::kEndOfSequence}).body)["logprobs"]
+                  .as_object().at("content").as_array().size(), 0u);
+    auto h = openai::make_formatter(openai::Kind::kChat, "gpt", false, false);
+    EXPECT_TRUE(choice(h->complete({}, Completion{.finish = FinishReason::kEndOfSequence}).body)["logprobs"].is_null());
+  }
+  {
+    auto f = openai::make_formatter(openai::Kind::kCompletion, "gpt", false, /*logprobs=*/true);
+    f->take_logprobs(entries);
+    auto c = choice(f->complete({AnswerPart{.text = "Hi\xC3"}}, Completion{.finish = FinishReason::kMaxTokens}).body);
+    const auto& lp = c["logprobs"].as_object();
+    ASSERT_EQ(lp.at("tokens").as_array().size(), 2u);
+    EXPECT_EQ(lp.at("tokens").as_array()[0].as_string(), "Hi");
+    EXPECT_EQ(lp.at("tokens").as_array()[1].as_string(), "\xEF\xBF\xBD");
+    EXPECT_DOUBLE_EQ(lp.at("token_logprobs").as_array()[0].to_number<double>(), -0.25);
+    EXPECT_DOUBLE_EQ(lp.at("token_logprobs").as_array()[1].to_number<double>(), -9999.0);
+    EXPECT_EQ(json::serialize(lp.at("text_offset")), "[0,2]");
+    const auto& top = lp.at("top_logprobs").as_array();
+    ASSERT_EQ(top.size(), 2u);
+    // The chosen token first, then the alternatives; a repeated text is left out.
+    EXPECT_EQ(top[0].as_object().size(), 2u);
+    EXPECT_DOUBLE_EQ(top[0].as_object().at(" there").to_number<double>(), -1.5);
+    EXPECT_EQ(top[1].as_object().size(), 2u);
+    EXPECT_DOUBLE_EQ(top[1].as_object().at("\xEF\xBF\xBD").to_number<double>(), -9999.0);
+    EXPECT_DOUBLE_EQ(top[1].as_object().at("Hi").to_number<double>(), -0.5);
+  }
+  {
+    // Streaming: the chunk after take_logprobs carries them, the next one null; the text
+    // offsets go on across chunks.
+    auto f = openai::make_formatter(openai::Kind::kCompletion, "gpt", false, true);
+    std::string out;
+    f->stream_start({}, out);
+    f->take_logprobs(std::span(entries).subspan(0, 1));
+    f->stream_text("Hi", out);
+    f->stream_text("", out);
+    f->take_logprobs(std::span(entries).subspan(1, 1));
+    f->stream_finish(Completion{.finish = FinishReason::kMaxTokens}, out);
+    std::vector<json::object> chunks;
+    for (size_t p = 0, e; (e = out.find("\n\n", p)) != std::string::npos; p = e + 2) {
+      if (out.compare(p, 12, "data: [DONE]") != 0) chunks.push_back(choice(out.substr(p + 6, e - p - 6)));
+    }
+    ASSERT_EQ(chunks.size(), 3u);
+    EXPECT_EQ(json::serialize(chunks[0]["logprobs"].as_object().at("tokens")), R"(["Hi"])");
+    EXPECT_TRUE(chunks[1]["logprobs"].is_null());
+    EXPECT_EQ(json::serialize(chunks[2]["logprobs"].as_object().at("text_offset")), "[2]");
+  }
 }
 
 TEST(Prepare, ContextCheckAndClamp) {

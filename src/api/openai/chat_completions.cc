@@ -6,6 +6,7 @@
 #include "api/speculative.h"
 #include "api/json_fields.h"
 #include "api/json_util.h"
+#include "api/openai/logprobs.h"
 #include "api/structured_output.h"
 #include "api/template_vars.h"
 #include "core/json_text.h"
@@ -165,8 +166,8 @@ void append_usage(std::string& out, const Usage& u) {
 
 class Formatter final : public EventFormatter {
  public:
-  Formatter(Kind kind, std::string model, bool include_usage)
-      : kind_(kind), model_(std::move(model)), include_usage_(include_usage),
+  Formatter(Kind kind, std::string model, bool include_usage, bool logprobs)
+      : kind_(kind), model_(std::move(model)), include_usage_(include_usage), logprobs_(logprobs),
         id_(random_id(kind == Kind::kChat ? "chatcmpl-" : "cmpl-")), created_(std::time(nullptr)) {}
 
   void stream_start(const Usage&, std::string& out) override {
@@ -235,6 +236,10 @@ class Formatter final : public EventFormatter {
   // tests/sdk/node_modules/openai/src/core/streaming.ts), as the SSE spec says.
   void stream_ping(std::string& out) override { http::append_sse_comment(out, "ping"); }
 
+  void take_logprobs(std::span<const TokenLogprobs> logprobs) override {
+    pending_logprobs_.insert(pending_logprobs_.end(), logprobs.begin(), logprobs.end());
+  }
+
   // content is null when the answer is only tool calls.
   http::HttpResponse complete(const std::vector<AnswerPart>& answer, const Completion& c) override {
     http::HttpResponse r;
@@ -262,7 +267,9 @@ class Formatter final : public EventFormatter {
       append_json_string(d, text);
       d += ',';
     }
-    d += "\"logprobs\":null,\"finish_reason\":";
+    d += "\"logprobs\":";
+    append_logprobs(d, /*whole=*/true);
+    d += ",\"finish_reason\":";
     append_json_string(d, finish_reason(c));
     d += "}],\"usage\":";
     append_usage(d, c.usage);
@@ -300,6 +307,23 @@ class Formatter final : public EventFormatter {
     d += ']';
   }
 
+  // The entries taken and not yet written, in the endpoint's shape; then none are pending.
+  // null when there are none, except in a whole answer that asked for them (an empty list).
+  void append_logprobs(std::string& d, bool whole) {
+    if (pending_logprobs_.empty() && !(whole && logprobs_)) {
+      d += "null";
+      return;
+    }
+    if (kind_ == Kind::kChat) {
+      d += "{\"content\":";
+      append_chat_logprobs(d, pending_logprobs_);
+      d += whole ? ",\"refusal\":null}" : "}";
+    } else {
+      append_completion_logprobs(d, pending_logprobs_, &text_offset_);
+    }
+    pending_logprobs_.clear();
+  }
+
   // One chunk: `delta` is the chat delta object or the completion text.
   void chunk(std::string& out, std::string_view delta, const Completion* fin) {
     streamed_object_ = true;
@@ -307,7 +331,10 @@ class Formatter final : public EventFormatter {
     d += "\"choices\":[{\"index\":0,";
     d += kind_ == Kind::kChat ? "\"delta\":" : "\"text\":";
     d += delta;
-    d += ",\"logprobs\":null,\"finish_reason\":";
+    // The tokens that arrived since the last chunk (take_logprobs), whatever this one says.
+    d += ",\"logprobs\":";
+    append_logprobs(d, /*whole=*/false);
+    d += ",\"finish_reason\":";
     if (fin) {
       append_json_string(d, finish_reason(*fin));
     } else {
@@ -322,6 +349,9 @@ class Formatter final : public EventFormatter {
   Kind kind_;
   std::string model_;
   bool include_usage_;
+  bool logprobs_;  // asked for (Request::logprobs): a whole answer has them even when empty
+  std::vector<TokenLogprobs> pending_logprobs_;  // taken, not yet written
+  int64_t text_offset_ = 0;  // completions: the next token's text_offset
   std::string id_;
   int64_t created_;
   bool streamed_object_ = false;
@@ -331,24 +361,31 @@ class Formatter final : public EventFormatter {
 
 }  // namespace
 
-// Token log-probabilities are not produced yet: asking for them is a 400 unsupported_value
-// naming the field rather than a 200 whose "logprobs" is null. The "off" values (false, 0,
-// null) are accepted. Chat: logprobs (bool), top_logprobs (0..20); completions: logprobs (0..5).
-static void check_no_logprobs(const json::object& o, bool chat) {
-  if (const auto* f = find_field(o, "logprobs")) {
-    const bool on = chat ? json_bool(*f, "logprobs") : (f->is_bool() ? f->get_bool() : json_int(*f, "logprobs", 0, 5) > 0);
-    if (on) throw_field_error("logprobs", "logprobs are not supported", ErrorReason::kUnsupportedValue);
+// Logprobs (Request::logprobs). Chat: `logprobs: true` turns them on, `top_logprobs` (0..20)
+// asks for alternatives and needs them on. Completions: `logprobs` (0..5) is the number of
+// alternatives, 0 the chosen token's only; false and null are off, as on OpenAI.
+static void parse_logprobs(const json::object& o, bool chat, ChatRequest* r) {
+  const auto* f = find_field(o, "logprobs");
+  if (!chat) {
+    if (!f || (f->is_bool() && !f->get_bool())) return;
+    r->logprobs = static_cast<int32_t>(json_int(*f, "logprobs", 0, 5));
+    return;
   }
-  if (!chat) return;
-  if (const auto* f = find_field(o, "top_logprobs"); f && json_int(*f, "top_logprobs", 0, 20) > 0) {
-    throw_field_error("top_logprobs", "top_logprobs are not supported (logprobs are not)", ErrorReason::kUnsupportedValue);
+  const bool on = f && json_bool(*f, "logprobs");
+  int32_t n_top = 0;
+  if (const auto* t = find_field(o, "top_logprobs")) {
+    n_top = static_cast<int32_t>(json_int(*t, "top_logprobs", 0, 20));
+    if (n_top > 0 && !on) {
+      throw_field_error("top_logprobs", "requires logprobs: true", ErrorReason::kInvalidRequest);
+    }
   }
+  if (on) r->logprobs = n_top;
 }
 
 ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
   return parse_object_with<ChatRequest>(body, [](const json::object& o, ChatRequest* r) {
     parse_common(o, r);
-    check_no_logprobs(o, /*chat=*/true);
+    parse_logprobs(o, /*chat=*/true, r);
     const auto& msgs = json_array(require_field(o, "messages", "messages"), "messages");
     if (msgs.empty()) throw_field_error("messages", "must contain at least one message", ErrorReason::kEmptyMessages);
     for (size_t i = 0; i < msgs.size(); ++i) {
@@ -402,7 +439,7 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
 ApiResult<ChatRequest> parse_completion_request(std::string_view body) {
   return parse_object_with<ChatRequest>(body, [](const json::object& o, ChatRequest* r) {
     parse_common(o, r);
-    check_no_logprobs(o, /*chat=*/false);
+    parse_logprobs(o, /*chat=*/false, r);
     if (!r->max_tokens) r->max_tokens = 16;  // the OpenAI default for completions
     r->raw_prompt = true;
     const json::value& p = require_field(o, "prompt", "prompt");
@@ -418,7 +455,10 @@ ApiResult<ChatRequest> parse_completion_request(std::string_view body) {
       r->prompt = json_string(arr[0], "prompt[0]");
     }
     if (const auto* e = find_field(o, "echo"); e && json_bool(*e, "echo")) {
-      throw_field_error("echo", "echo is not supported", ErrorReason::kUnsupportedValue);
+      // With logprobs, echo would also need the prompt's logprobs: not computed either.
+      throw_field_error("echo", r->logprobs >= 0 ? "echo is not supported (nor prompt logprobs, which echo with logprobs needs)"
+                                                 : "echo is not supported",
+                        ErrorReason::kUnsupportedValue);
     }
     parse_openai_response_format(o, r);  // structured output (api/structured_output.h)
   });
@@ -434,8 +474,8 @@ std::string_view finish_reason(const Completion& c) {
   }
 }
 
-std::unique_ptr<EventFormatter> make_formatter(Kind kind, std::string model, bool include_usage) {
-  return std::make_unique<Formatter>(kind, std::move(model), include_usage);
+std::unique_ptr<EventFormatter> make_formatter(Kind kind, std::string model, bool include_usage, bool logprobs) {
+  return std::make_unique<Formatter>(kind, std::move(model), include_usage, logprobs);
 }
 
 }  // namespace zl::api::openai

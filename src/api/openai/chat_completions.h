@@ -21,6 +21,7 @@ ApiResult<ChatRequest> parse_completion_request(std::string_view body);
 std::string_view finish_reason(const Completion& c);
 
 enum class Kind { kChat, kCompletion };
-std::unique_ptr<EventFormatter> make_formatter(Kind kind, std::string model, bool include_usage);
+// `logprobs`: the request asked for them (Request::logprobs >= 0).
+std::unique_ptr<EventFormatter> make_formatter(Kind kind, std::string model, bool include_usage, bool logprobs = false);
 
 }  // namespace zl::api::openai
