@@ -115,7 +115,9 @@ TEST(EngineDraftModel, FewerSlotsThanSequencesAndKvPressureKeepTheIds) {
     wait_idle(**engine);
     const EngineStats s = (*engine)->stats();
     EXPECT_GT(s.n_spec_accepted_tokens, 0) << "variant " << variant;
-    if (variant == 1) EXPECT_GT(s.n_preemptions, 0);
+    if (variant == 1) {
+      EXPECT_GT(s.n_preemptions, 0);
+    }
     EXPECT_EQ(s.n_kv_blocks_used, 0);
   }
 }
@@ -203,7 +205,9 @@ TEST(EngineDraftModel, ASureDraftModelDraftsWhatItIsSureOf) {
     // Its own choices (a batched verify row may round differently from a single one: not
     // required to be all).
     EXPECT_GE(s.n_spec_accepted_tokens * 10, s.n_spec_draft_tokens * 9) << "p_min " << p_min;
-    if (drafts_before >= 0) EXPECT_LT(s.n_spec_draft_tokens, drafts_before) << "p_min " << p_min;
+    if (drafts_before >= 0) {
+      EXPECT_LT(s.n_spec_draft_tokens, drafts_before) << "p_min " << p_min;
+    }
     drafts_before = s.n_spec_draft_tokens;
   }
 }
