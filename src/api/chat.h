@@ -121,6 +121,10 @@ struct ChatRequest {
   // OpenAI /v1/completions: a raw prompt, no chat template.
   bool raw_prompt = false;
   std::string prompt;
+  // A raw prompt sent as token ids (vLLM, llama-server, lm-eval's local-completions): the
+  // prompt as given, no BOS added; `prompt` then holds their text (PromptCodec::decode_prompt,
+  // set by the service before the guard sees it).
+  std::optional<std::vector<int32_t>> prompt_ids;
 
   std::optional<int64_t> max_tokens;  // nullopt: up to the end of the context window
   SamplingParams sampling;

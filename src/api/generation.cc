@@ -27,7 +27,9 @@ std::string tenant_of(std::string_view key_id, std::string_view user) {
 
 ApiResult<Prepared> prepare_request(const ChatRequest& chat, const PromptCodec& codec, int64_t n_ctx,
                                     std::string request_id, std::string_view key_id, const ContextOptions& context) {
-  Result<std::vector<int32_t>> ids = chat.raw_prompt ? codec.encode_text(chat.prompt) : codec.encode_chat(chat);
+  Result<std::vector<int32_t>> ids = chat.prompt_ids ? Result<std::vector<int32_t>>(*chat.prompt_ids)
+                                     : chat.raw_prompt ? codec.encode_text(chat.prompt)
+                                                       : codec.encode_chat(chat);
   if (!ids.ok()) {
     ApiError e = from_status(ids.status());
     if (ids.status().reason() == ErrorReason::kUnspecified && e.type() == ErrorType::kInvalidRequest) {

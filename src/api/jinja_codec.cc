@@ -8,6 +8,7 @@
 
 #include "api/json_util.h"
 #include "api/template_vars.h"
+#include "api/tokenizer_codec.h"
 #include "api/tool_prompt.h"
 
 namespace zl::api {
@@ -385,6 +386,10 @@ Result<std::vector<int32_t>> JinjaCodec::encode_chat(const ChatRequest& chat) co
 
 Result<std::vector<int32_t>> JinjaCodec::encode_text(std::string_view text) const {
   return tokenizer_->encode(text, EncodeOptions{.add_special = true, .parse_special = false});
+}
+
+Result<std::string> JinjaCodec::decode_prompt(std::span<const int32_t> ids) const {
+  return decode_prompt_ids(*tokenizer_, ids);
 }
 
 Result<std::vector<int32_t>> JinjaCodec::encode_markup(std::string_view text) const {

@@ -57,6 +57,7 @@ class JinjaCodec final : public PromptCodec {
 
   Result<std::vector<int32_t>> encode_chat(const ChatRequest& chat) const override;
   Result<std::vector<int32_t>> encode_text(std::string_view text) const override;
+  Result<std::string> decode_prompt(std::span<const int32_t> ids) const override;
   Result<std::string> render_text(const ChatRequest& chat) const override;
   ToolSyntax tool_syntax() const override { return syntax_; }
   std::string template_name() const override { return name_; }

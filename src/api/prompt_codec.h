@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +31,11 @@ class PromptCodec {
   }
   // Raw text as a prompt (BOS as the model wants). Thread-safe.
   virtual Result<std::vector<int32_t>> encode_text(std::string_view text) const = 0;
+  // A prompt sent as token ids, as text (special tokens rendered): what the guard screens and
+  // echo returns. An id outside the vocabulary is an InvalidArgument naming it. Thread-safe.
+  virtual Result<std::string> decode_prompt(std::span<const int32_t> ids) const {
+    return unsupported("this codec cannot decode token ids");
+  }
   // The tool-call syntax of the model's chat format: how encode_chat renders
   // tools (with plan_tools(), api/tool_prompt.h) and how the output is
   // parsed. kNone: tools are rendered generically and never parsed.

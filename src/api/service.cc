@@ -382,6 +382,15 @@ void ApiService::handle_openai(http::HttpRequest& req, std::shared_ptr<http::Res
   ApiResult<ChatRequest> chat = chat_api ? openai::parse_chat_request(req.body) : openai::parse_completion_request(req.body);
   ServerTiming timing{.parse_ms = ms_since(received_at(req))};
   if (!chat.ok()) return send_keyed_error(req, *res, route, *key_id, chat.error(), &timing);
+  if (const auto& ids = chat.value().prompt_ids) {  // token ids: their text for the guard (and logs)
+    Result<std::string> text = codec_->decode_prompt(*ids);
+    if (!text.ok()) {
+      ApiError e = from_status(text.status());
+      e.param = "prompt";
+      return send_keyed_error(req, *res, route, *key_id, e, &timing);
+    }
+    chat.value().prompt = std::move(text).value();
+  }
   if (auto refused = guard_chat_input(config_.guard.get(), chat.value(), req.request_id, &metrics_root_->engine)) {
     return send_keyed_error(req, *res, route, *key_id, *refused, &timing);
   }

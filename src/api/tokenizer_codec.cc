@@ -182,4 +182,20 @@ Result<std::vector<int32_t>> TokenizerCodec::encode_text(std::string_view text) 
   return tokenizer_->encode(text, EncodeOptions{.add_special = true, .parse_special = false});
 }
 
+Result<std::string> TokenizerCodec::decode_prompt(std::span<const int32_t> ids) const {
+  return decode_prompt_ids(*tokenizer_, ids);
+}
+
+Result<std::string> decode_prompt_ids(const Tokenizer& tokenizer, std::span<const int32_t> ids) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (!tokenizer.vocab().is_valid(ids[i])) {
+      return invalid_argument("prompt[" + std::to_string(i) + "] = " + std::to_string(ids[i]) +
+                                  " is not a token id of this model (0 to " +
+                                  std::to_string(tokenizer.vocab().n_tokens() - 1) + ")",
+                              {.reason = ErrorReason::kInvalidValue});
+    }
+  }
+  return tokenizer.decode(ids, DecodeOptions{.render_special = true});
+}
+
 }  // namespace zl::api

@@ -31,6 +31,9 @@
 
 namespace zl::api {
 
+// PromptCodec::decode_prompt on `tokenizer` (shared by the codecs that wrap one).
+Result<std::string> decode_prompt_ids(const Tokenizer& tokenizer, std::span<const int32_t> ids);
+
 class TokenizerCodec final : public PromptCodec {
  public:
   // `tokenizer` must outlive the codec (it may be null for to_template_messages/render alone).
@@ -39,6 +42,7 @@ class TokenizerCodec final : public PromptCodec {
 
   Result<std::vector<int32_t>> encode_chat(const ChatRequest& chat) const override;
   Result<std::vector<int32_t>> encode_text(std::string_view text) const override;
+  Result<std::string> decode_prompt(std::span<const int32_t> ids) const override;
   Result<std::string> render_text(const ChatRequest& chat) const override;
   ToolSyntax tool_syntax() const override;
   std::string template_name() const override { return template_.name(); }

@@ -356,8 +356,16 @@ TEST(GuardServerTest, InputBlockIsA400NamingTheRuleOnBothApisEvenSplitByAZeroWid
     EXPECT_EQ(str(at(o.raw, {"error", "code"})), "safety_violation");
     EXPECT_EQ(str(at(o.raw, {"error", "rule"})), "codename");
   }
+  // A /v1/completions prompt sent as token ids is screened as their text.
+  const CommandResult g = run_command(zerolayer_bin() + " generate --model " + model_path() +
+                                      " --prompt 'tell me about Project Falcon' -n 1 --threads 1 --json 2>/dev/null");
+  ASSERT_EQ(g.exit_code, 0) << g.out;
+  const std::string ids = boost::json::serialize(parse_obj(g.out)["prompt_ids"]);
+  const HttpReply r = fetch(port, "POST", "/v1/completions", R"({"model":"m","max_tokens":4,"prompt":)" + ids + "}");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(str(at(parse_obj(r.body), {"error", "code"})), "safety_violation");
   EXPECT_EQ(prompt_tokens(), prompt_before);  // nothing reached the engine
-  EXPECT_EQ(guard_actions(port, "codename", "input", "block"), 6);
+  EXPECT_EQ(guard_actions(port, "codename", "input", "block"), 7);
   // The near miss passes.
   EXPECT_EQ(anthropic(port, anthropic_body("a falcon and a project", false)).status, 200);
 }

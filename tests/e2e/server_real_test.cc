@@ -442,6 +442,35 @@ TEST(ServerRealTest, GreedyOutputEqualsZerolayerGenerate) {
             static_cast<int64_t>(local["generated_ids"].as_array().size()));
 }
 
+// /v1/completions takes the prompt as token ids too (vLLM, llama-server; lm-eval's
+// local-completions sends them): used as given (no BOS added), so `generate`'s prompt_ids give
+// the answer the text gives; [[ids]] is one prompt as well. Ids outside the vocabulary, empty
+// arrays and several prompts are 400s naming `prompt`.
+TEST(ServerRealTest, CompletionsTakeTokenIdPrompts) {
+  REQUIRE_MODEL();
+  const std::string prompt = "Once upon a time";
+  CommandResult g = run_command(zerolayer_bin() + " generate --model " + model_path() + " --prompt '" + prompt +
+                                "' -n 12 --temperature 0 --threads 1 --json 2>/dev/null");
+  ASSERT_EQ(g.exit_code, 0) << g.out;
+  json::object local = parse_obj(g.out);
+  const std::string ids = json::serialize(local["prompt_ids"]);
+  const std::string head = R"({"model":"m","max_tokens":12,"temperature":0,"prompt":)";
+  for (const std::string& p : {ids, "[" + ids + "]"}) {
+    HttpReply r = fetch(main_port(), "POST", "/v1/completions", head + p + "}", {}, 60000);
+    ASSERT_EQ(r.status, 200) << p << " " << r.body;
+    json::object served = parse_obj(r.body);
+    EXPECT_EQ(str(&served["choices"].as_array()[0].as_object()["text"]), str(at(local, {"text"}))) << p;
+    EXPECT_EQ(num(at(served, {"usage", "prompt_tokens"})), static_cast<int64_t>(local["prompt_ids"].as_array().size()));
+  }
+  const std::string n_vocab_id = std::to_string(1 << 30);
+  for (const std::string& bad : {"[1, " + n_vocab_id + "]", std::string("[]"), std::string("[[]]"), std::string("[[1,2],[3]]"),
+                                 std::string("[1, -2]"), std::string("[1, 2.5]"), std::string("[1, \"a\"]")}) {
+    HttpReply r = fetch(main_port(), "POST", "/v1/completions", head + bad + "}", {}, 60000);
+    EXPECT_EQ(r.status, 400) << bad << " " << r.body;
+    EXPECT_NE(r.body.find("\"param\":\"prompt"), std::string::npos) << bad << " " << r.body;
+  }
+}
+
 // Backpressure (DESIGN.md §1): a client that does not read gets its
 // sequence paused once the connection's write buffer and the channel fill;
 // the paused sequence costs no compute; reading resumes it to the end.

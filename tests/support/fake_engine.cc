@@ -119,6 +119,16 @@ Result<std::vector<int32_t>> FakeCodec::encode_text(std::string_view text) const
   return ids;
 }
 
+Result<std::string> FakeCodec::decode_prompt(std::span<const int32_t> ids) const {
+  for (int32_t id : ids) {
+    if (id < 0 || id >= kVocab) {
+      return invalid_argument("token id " + std::to_string(id) + " is outside the fake vocabulary",
+                              {.reason = ErrorReason::kInvalidValue});
+    }
+  }
+  return decode(std::vector<int32_t>(ids.begin(), ids.end()));
+}
+
 std::string FakeCodec::decode(const std::vector<int32_t>& ids) {
   std::string out;
   for (int32_t id : ids) {

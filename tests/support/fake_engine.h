@@ -71,6 +71,9 @@ class FakeCodec final : public api::PromptCodec {
   explicit FakeCodec(api::ToolSyntax syntax = api::ToolSyntax::kHermes) : syntax_(syntax) {}
   Result<std::vector<int32_t>> encode_chat(const api::ChatRequest& chat) const override;
   Result<std::vector<int32_t>> encode_text(std::string_view text) const override;
+  // Byte ids as their bytes, other ids below kVocab as nothing; kVocab and above refused.
+  Result<std::string> decode_prompt(std::span<const int32_t> ids) const override;
+  static constexpr int32_t kVocab = 512;
   api::ToolSyntax tool_syntax() const override { return syntax_; }
   std::string template_name() const override { return "fake"; }
   std::string render_chat(const api::ChatRequest& chat) const;

@@ -361,6 +361,16 @@ class Formatter final : public EventFormatter {
 
 }  // namespace
 
+// A prompt of token ids: a non-empty array of integers (the vocabulary is checked later, by
+// PromptCodec::decode_prompt).
+static std::vector<int32_t> parse_token_ids(const json::array& arr, const std::string& param) {
+  if (arr.empty()) throw_field_error(param, "must not be empty", ErrorReason::kInvalidValue);
+  std::vector<int32_t> ids;
+  ids.reserve(arr.size());
+  for (size_t i = 0; i < arr.size(); ++i) ids.push_back(static_cast<int32_t>(json_int(arr[i], index_param(param, i), 0, INT32_MAX)));
+  return ids;
+}
+
 // Logprobs (Request::logprobs). Chat: `logprobs: true` turns them on, `top_logprobs` (0..20)
 // asks for alternatives and needs them on. Completions: `logprobs` (0..5) is the number of
 // alternatives, 0 the chosen token's only; false and null are off, as on OpenAI.
@@ -442,17 +452,25 @@ ApiResult<ChatRequest> parse_completion_request(std::string_view body) {
     parse_logprobs(o, /*chat=*/false, r);
     if (!r->max_tokens) r->max_tokens = 16;  // the OpenAI default for completions
     r->raw_prompt = true;
+    // A string, an array of one string, token ids, or an array of one array of token ids.
     const json::value& p = require_field(o, "prompt", "prompt");
     if (p.is_string()) {
       r->prompt = std::string(p.get_string());
     } else {
       const auto& arr = json_array(p, "prompt");
-      if (!arr.empty() && (arr[0].is_number() || arr[0].is_array())) {
-        throw_field_error("prompt", "prompts of token ids are not supported: send the prompt as text",
-                          ErrorReason::kUnsupportedValue);
+      if (!arr.empty() && !arr[0].is_string() && !arr[0].is_array()) {
+        r->prompt_ids = parse_token_ids(arr, "prompt");
+      } else {
+        if (arr.size() != 1) {
+          throw_field_error("prompt", arr.empty() ? "must not be empty" : "only one prompt per request is supported",
+                            arr.empty() ? ErrorReason::kInvalidValue : ErrorReason::kUnsupportedValue);
+        }
+        if (arr[0].is_array()) {
+          r->prompt_ids = parse_token_ids(arr[0].get_array(), "prompt[0]");
+        } else {
+          r->prompt = json_string(arr[0], "prompt[0]");
+        }
       }
-      if (arr.size() != 1) throw_field_error("prompt", "only one prompt per request is supported", ErrorReason::kUnsupportedValue);
-      r->prompt = json_string(arr[0], "prompt[0]");
     }
     if (const auto* e = find_field(o, "echo"); e && json_bool(*e, "echo")) {
       // With logprobs, echo would also need the prompt's logprobs: not computed either.
