@@ -132,6 +132,11 @@ struct ChatRequest {
   // OpenAI logprobs (Request::logprobs): -1 none, else the alternatives per token
   // (chat top_logprobs, completions logprobs).
   int32_t logprobs = -1;
+  // /v1/completions echo: the answer's text begins with the prompt's, and with logprobs
+  // (prompt_logprobs = logprobs) its entries begin with the prompt tokens' (Request::
+  // prompt_logprobs). max_tokens may then be 0: the prompt alone, nothing generated.
+  bool echo = false;
+  int32_t prompt_logprobs = -1;
   bool stream = false;
   bool include_usage = false;         // OpenAI stream_options.include_usage
   std::optional<http::StreamShape> shape;  // stream_options (stream only)

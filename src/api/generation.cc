@@ -75,10 +75,15 @@ ApiResult<Prepared> prepare_request(const ChatRequest& chat, const PromptCodec& 
   r.stop.stop_strings = chat.stop;
   r.speculative = chat.speculative;
   r.logprobs = chat.logprobs;
+  r.prompt_logprobs = chat.prompt_logprobs;
   const int64_t room = n_ctx > 0 ? n_ctx - p.n_prompt_tokens : INT32_MAX;
   const int64_t wanted = chat.max_tokens.value_or(room);
   p.max_tokens_clamped = wanted > room || !chat.max_tokens;
   r.stop.max_tokens = static_cast<int32_t>(std::min<int64_t>({wanted, room, INT32_MAX}));
+  if (r.stop.max_tokens == 0) {  // echo with max_tokens 0: the prompt (and its logprobs) only
+    r.stop.max_tokens = 1;
+    r.stop.prefill_only = true;
+  }
   // Structured output: response_format, or tool calls in the model's syntax.
   ApiResult<std::optional<GrammarConstraint>> constraint = plan_constraint(chat, p.tools, p.thinking);
   if (!constraint.ok()) return constraint.error();
@@ -258,6 +263,8 @@ void GenerationSession::pump() {
       if (t_first_ms_ < 0) t_first_ms_ = std::chrono::duration<double, std::milli>(Clock::now() - t_start_).count();
       // The stream starts with the first text: its head, its start and what
       // this pump writes go out together (one socket write for the first token).
+      // The prompt's entries (echo) before the start: a stream's first chunk carries them.
+      if (!e.prompt_logprobs.empty()) formatter_->take_logprobs(e.prompt_logprobs);
       prepare_start();
       if (!e.logprobs.empty()) formatter_->take_logprobs(e.logprobs);
       take_output(e.text, out);

@@ -397,9 +397,11 @@ void ApiService::handle_openai(http::HttpRequest& req, std::shared_ptr<http::Res
   const openai::Kind kind = chat_api ? openai::Kind::kChat : openai::Kind::kCompletion;
   const std::string model = chat.value().model;
   const bool include_usage = chat.value().include_usage;
+  std::optional<std::string> echo;
+  if (chat.value().echo) echo = chat.value().prompt;
   generate(req, std::move(res), route, *key_id, std::move(chat.value()), timing,
            [&](const Prepared& p) {
-             return openai::make_formatter(kind, model, include_usage, p.request.logprobs >= 0);
+             return openai::make_formatter(kind, model, include_usage, p.request.logprobs >= 0, std::move(echo));
            });
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 
 #include "core/log.h"
 #include "core/memory.h"
@@ -79,6 +80,10 @@ struct Engine::Live {
     TokenLogprobs entry;
   };
   std::deque<PendingLogprobs> pending_logprobs;
+  // Request::prompt_logprobs: the entries so far (the first prompt token's at once), and the
+  // next prompt position whose entry is missing (a recomputed prefix is not collected twice).
+  std::vector<TokenLogprobs> prompt_logprobs;
+  int32_t prompt_logprobs_next = 1;
   int64_t n_detok_bytes = 0;    // released by the detokenizer
   int64_t n_emitted_bytes = 0;  // released by the stop matcher
   Usage usage;
@@ -437,10 +442,15 @@ void Engine::admit(Request request, std::shared_ptr<RequestChannel> channel, Tim
     }
   }
   const int64_t max_total = std::min<int64_t>(config_.n_ctx, n_prompt + request.stop.max_tokens);
+  const bool prompt_logprobs = request.prompt_logprobs >= 0;
   SequenceSpec spec{.tenant = request.tenant,
                     .prompt = request.prompt_ids,
                     .max_total_tokens = static_cast<int32_t>(max_total),
-                    .priority = request.priority};
+                    .priority = request.priority,
+                    .reuse_prefix = !prompt_logprobs,
+                    .max_chunk = prompt_logprobs ? static_cast<int32_t>(std::clamp<int64_t>(
+                                                       kPromptLogitsBytes / (int64_t{4} * model_.config.n_vocab), 1, INT32_MAX))
+                                                 : 0};
   auto seq = scheduler_.submit(std::move(spec));
   if (!seq.ok()) return fail(seq.status());
   auto live = std::make_unique<Live>(std::move(request), std::move(channel), tokenizer_, config_.guard, mask_.get());
@@ -460,6 +470,12 @@ void Engine::admit(Request request, std::shared_ptr<RequestChannel> channel, Tim
     // A request may ask for shorter drafts than the server's, not longer: the server's bounds
     // what a verify pass (and a draft model's passes) may cost.
     live->draft_len = spec::DraftLength(sp.draft_max > 0 ? std::min(sp.draft_max, config_.spec_draft_max) : config_.spec_draft_max);
+  }
+  if (prompt_logprobs) {  // the first token's entry: nothing comes before it
+    TokenLogprobs first;
+    first.chosen = {.id = live->request.prompt_ids[0], .logprob = std::numeric_limits<float>::quiet_NaN(),
+                    .piece = tokenizer_.token_to_piece(live->request.prompt_ids[0], /*render_special=*/true)};
+    live->prompt_logprobs.push_back(std::move(first));
   }
   live->seq = *seq;
   live->usage.n_prompt_tokens = n_prompt;
@@ -577,11 +593,14 @@ bool Engine::step() {
       live.verify_tokens.insert(live.verify_tokens.end(), live.draft.begin(), live.draft.begin() + it.n_draft);
       tokens = live.verify_tokens;
     }
+    // Request::prompt_logprobs: every position's logits until the prompt's entries are complete.
+    const Live& live = *live_.at(it.id);
+    const bool prompt_rows = live.request.prompt_logprobs >= 0 && live.prompt_logprobs_next < s.n_prompt;
     batch_.push_back(BatchSequence{.tokens = tokens,
                                    .n_past = it.pos,
                                    .block_table = s.blocks.table(),
-                                   .all_logits = it.n_draft > 0,
-                                   .want_logits = it.samples});
+                                   .all_logits = it.n_draft > 0 || prompt_rows,
+                                   .want_logits = it.samples || prompt_rows});
   }
   if constexpr (obs::kEnabled) {
     if (config_.obs_sink && !plan.preempted.empty()) {
@@ -605,6 +624,11 @@ bool Engine::step() {
   int64_t row = 0;
   for (const ScheduledSeq& it : plan.items) {
     Live& live = *live_.at(it.id);
+    if (live.request.prompt_logprobs >= 0 && live.prompt_logprobs_next <= scheduler_.sequence(it.id).n_prompt) {
+      const bool rows = batch_[&it - plan.items.data()].all_logits && it.n_draft == 0;
+      collect_prompt_logprobs(live, it, rows ? row : -1);
+      if (rows) row += it.n_tokens - (it.samples ? 1 : 0);  // the last row, when it samples, is sampled below
+    }
     if (!it.samples) {
       scheduler_.on_step_done(it.id, std::nullopt);
       continue;
@@ -655,7 +679,7 @@ bool Engine::step() {
       handle_token(live, *token);
       continue;
     }
-    TokenLogprobs entry = token_logprobs(live, forced ? std::span<const float>(logits) : logprob_row_, *token);
+    TokenLogprobs entry = token_logprobs(forced ? std::span<const float>(logits) : logprob_row_, *token, live.request.logprobs);
     handle_token(live, *token, 0, &entry);
   }
   if constexpr (obs::kEnabled) {
@@ -739,7 +763,7 @@ int64_t Engine::accept_draft(Live& live, const ScheduledSeq& it, int64_t row) {
       break;
     }
     live.accepted.push_back(v->token);
-    if (wants_logprobs) live.accepted_logprobs.push_back(token_logprobs(live, logprob_row_, v->token));
+    if (wants_logprobs) live.accepted_logprobs.push_back(token_logprobs(logprob_row_, v->token, live.request.logprobs));
     if (v->accepted) ++n_matched;
     if (live.constraint) {
       // Drafts are planned unmasked (plan_drafts); a token that starts the
@@ -780,9 +804,29 @@ int64_t Engine::accept_draft(Live& live, const ScheduledSeq& it, int64_t row) {
 
 void Engine::keep_raw_logits(std::span<const float> logits) { logprob_row_.assign(logits.begin(), logits.end()); }
 
-TokenLogprobs Engine::token_logprobs(const Live& live, std::span<const float> raw, int32_t token) const {
+void Engine::collect_prompt_logprobs(Live& live, const ScheduledSeq& item, int64_t row) {
+  const std::vector<int32_t>& prompt = live.request.prompt_ids;
+  const auto n_prompt = static_cast<int32_t>(prompt.size());
+  const int64_t n_vocab = model_.config.n_vocab;
+  for (int32_t j = 0; row >= 0 && j < item.n_tokens; ++j) {
+    const int32_t next = item.pos + j + 1;  // the prompt token these logits predict
+    if (next != live.prompt_logprobs_next || next >= n_prompt) continue;
+    const std::span<const float> logits(logits_.data() + (row + j) * n_vocab, n_vocab);
+    live.prompt_logprobs.push_back(token_logprobs(logits, prompt[next], live.request.prompt_logprobs));
+    ++live.prompt_logprobs_next;
+  }
+  if (live.prompt_logprobs_next == n_prompt) {  // complete: out before any generated token
+    live.prompt_logprobs_next = n_prompt + 1;
+    Event e{.kind = EventKind::kText, .prompt_logprobs = std::move(live.prompt_logprobs)};
+    e.usage = live.usage;
+    e.timings = live.timings;
+    live.channel->push(std::move(e));
+  }
+}
+
+TokenLogprobs Engine::token_logprobs(std::span<const float> raw, int32_t token, int32_t n_top) const {
   TokenLogprobs entry;
-  sampling::logprobs(raw, token, live.request.logprobs, &entry);
+  sampling::logprobs(raw, token, n_top, &entry);
   entry.chosen.piece = tokenizer_.token_to_piece(token, /*render_special=*/true);
   for (TokenLogprob& t : entry.top) t.piece = tokenizer_.token_to_piece(t.id, /*render_special=*/true);
   return entry;

@@ -234,9 +234,14 @@ class Engine final : public EngineApi {
   // when the request asked (Request::logprobs), else null.
   void handle_token(Live& live, int32_t token, int32_t n_later = 0, TokenLogprobs* logprobs = nullptr);
   // Request::logprobs: the raw logits of a row kept before the sampler transforms them in place
-  // (logprob_row_), and the entry of the token chosen from them (pieces filled).
+  // (logprob_row_), and the entry of the token chosen from them (n_top alternatives, pieces
+  // filled).
   void keep_raw_logits(std::span<const float> logits);
-  TokenLogprobs token_logprobs(const Live& live, std::span<const float> raw, int32_t token) const;
+  TokenLogprobs token_logprobs(std::span<const float> raw, int32_t token, int32_t n_top) const;
+  // Request::prompt_logprobs: the entries of the prompt tokens whose preceding position is in
+  // the item's rows (logits at `row` on, one per position; row -1: none), the whole list sent
+  // once complete (a one-token prompt's at its first step).
+  void collect_prompt_logprobs(Live& live, const ScheduledSeq& item, int64_t row);
   // Asks the scheduler for the drafts of the sequences about to decode (speculation).
   void plan_drafts();
   // The rows of a speculative item from `row` on: the accepted tokens reported and handled.

@@ -308,12 +308,12 @@ PrefixMatch SequenceBlocks::find_prefix(std::span<const int32_t> tokens) const {
 }
 
 std::optional<int32_t> SequenceBlocks::allocate_prompt(std::span<const int32_t> tokens,
-                                                       int32_t max_compute) {
+                                                       int32_t max_compute, bool use_cache) {
   CHECK(pool_) << "detached SequenceBlocks";
   CHECK(table_.empty()) << "allocate_prompt() on a sequence that holds blocks";
   CHECK(!tokens.empty()) << "allocate_prompt() with no tokens";
   CHECK(max_compute >= 1) << "max_compute " << max_compute;
-  PrefixMatch m = find_prefix(tokens);
+  PrefixMatch m = use_cache ? find_prefix(tokens) : PrefixMatch{.last_hash = salt_};
   const int64_t n_rest = static_cast<int64_t>(tokens.size()) - m.n_tokens;
   const int64_t n_hold = m.n_tokens + std::min<int64_t>(max_compute, n_rest);
   const int32_t n_new = pool_->n_blocks_for(n_hold) - static_cast<int32_t>(m.blocks.size());

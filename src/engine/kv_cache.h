@@ -192,10 +192,11 @@ class SequenceBlocks {
 
   // For a sequence that holds no blocks yet: takes the cached prefix of `tokens` and reserves
   // room for n_cached + min(max_compute, tokens.size() - n_cached) positions, n_cached being
-  // the prefix length. All or nothing: returns n_cached, or nullopt (nothing taken) when the
-  // pool cannot supply the blocks. CHECKs tokens is not empty. O(tokens + blocks).
+  // the prefix length (0 without use_cache). All or nothing: returns n_cached, or nullopt
+  // (nothing taken) when the pool cannot supply the blocks. CHECKs tokens is not empty.
+  // O(tokens + blocks).
   std::optional<int32_t> allocate_prompt(std::span<const int32_t> tokens,
-                                         int32_t max_compute = INT32_MAX);
+                                         int32_t max_compute = INT32_MAX, bool use_cache = true);
 
   // Blocks the pool must supply for the table to hold n_tokens positions (0 if it already can).
   int32_t n_blocks_needed(int32_t n_tokens) const;

@@ -124,6 +124,9 @@ struct TokenLogprobs {
   std::vector<TokenLogprob> top;  // the most likely ids (finite only), most likely first, ties: lower id
 };
 
+// Request::prompt_logprobs: the logits of one prefill step of such a request stay below this.
+inline constexpr int64_t kPromptLogitsBytes = int64_t{64} << 20;
+
 struct Request {
   std::string id;                  // request id (also the log/trace id)
   std::string tenant;              // API key identity, then user id (api::tenant_of): salts the prefix cache
@@ -135,6 +138,11 @@ struct Request {
   // -1: none; else each emitted token's log-probability and this many alternatives (up to
   // the vocabulary) in text events (Event::logprobs). Costs O(vocab) per token, only then.
   int32_t logprobs = -1;
+  // -1: none; else every prompt token's log-probability given the tokens before it, with this
+  // many alternatives, in Event::prompt_logprobs (the same values as Request::logprobs). The
+  // prefill then computes every position's logits: its prompt is never taken from the prefix
+  // cache, and its chunks are kept small enough that their logits stay within kPromptLogitsBytes.
+  int32_t prompt_logprobs = -1;
   std::optional<GrammarConstraint> constraint;  // constrained decoding (structured output)
   std::optional<SpeculativeParams> speculative;  // nullopt: the server's setting (EngineConfig)
 };
@@ -185,6 +193,10 @@ struct Event {
   // held back by a stop string comes with the text that follows, and one that never shows
   // (inside a matched stop string, or its end-of-sequence token) has none.
   std::vector<TokenLogprobs> logprobs;
+  // kText (Request::prompt_logprobs): one entry per prompt token, in order, all in one event
+  // before the first generated token's; the first token's has no value (logprob NaN, no
+  // alternatives: nothing comes before it).
+  std::vector<TokenLogprobs> prompt_logprobs;
   FinishReason finish = FinishReason::kNone;
   std::string stop_sequence;        // kFinish with kStopSequence: the string that matched
   Usage usage;                      // cumulative at every event

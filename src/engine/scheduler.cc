@@ -104,6 +104,8 @@ Result<SeqId> Scheduler::submit(SequenceSpec spec) {
   seq->n_prompt = static_cast<int32_t>(n_prompt);
   seq->tokens = std::move(spec.prompt);
   seq->max_total_tokens = spec.max_total_tokens;
+  seq->reuse_prefix = spec.reuse_prefix;
+  seq->max_chunk = spec.max_chunk;
   seq->blocks = SequenceBlocks(pool_, spec.tenant);
   waiting_.insert(seq.get());
   const SeqId id = seq->id;
@@ -176,13 +178,18 @@ int32_t Scheduler::chunk_limit(int32_t budget) const {
   return config_.max_prefill_chunk > 0 ? std::min(budget, config_.max_prefill_chunk) : budget;
 }
 
+int32_t Scheduler::chunk_limit(int32_t budget, const Sequence& s) const {
+  const int32_t limit = chunk_limit(budget);
+  return s.max_chunk > 0 ? std::min(limit, s.max_chunk) : limit;
+}
+
 void Scheduler::schedule_running(StepPlan& plan, int32_t& budget) {
   // Decodes first, then unfinished prefills; each group in admission order.
   schedule_decodes(plan, budget);
   for (Sequence* s : std::vector<Sequence*>(running_)) {
     if (budget == 0) break;
     if (s->n_uncomputed() == 1 || s->state != SeqState::kRunning || s->paused) continue;
-    grant_running(*s, std::min(s->n_uncomputed(), chunk_limit(budget)), plan, budget);
+    grant_running(*s, std::min(s->n_uncomputed(), chunk_limit(budget, *s)), plan, budget);
   }
 }
 
@@ -251,7 +258,9 @@ void Scheduler::schedule_latency_prefills(StepPlan& plan, int32_t& budget) {
   // The first may take the whole budget; the others share it (fair_share).
   const int32_t cap = std::min(fair_share(cands, budget), chunk_limit(budget));
   std::vector<int32_t> costs;
-  for (const Sequence* s : cands) costs.push_back(std::min(s->n_uncomputed(), costs.empty() ? chunk_limit(budget) : cap));
+  for (const Sequence* s : cands) {
+    costs.push_back(std::min({s->n_uncomputed(), costs.empty() ? chunk_limit(budget) : cap, chunk_limit(budget, *s)}));
+  }
   const int32_t n_batch = plan_first_batch(costs, n_decodes, config_.step_overhead_tokens, budget);
   // The fairness bound's hard part: what candidates of earlier rounds have left of their
   // allowance caps what later arrivals get, this step's decodes included.
@@ -356,14 +365,14 @@ void Scheduler::admit_waiting(StepPlan& plan, int32_t& budget) {
     Sequence* s = *it;
     ++it;  // admit_one() erases s from waiting_
     if (s->paused) continue;
-    const int32_t grant = admit_one(*s, chunk_limit(budget), plan);
+    const int32_t grant = admit_one(*s, chunk_limit(budget, *s), plan);
     if (grant == 0) break;  // head of line: wait for blocks rather than let others pass
     budget -= grant;
   }
 }
 
 int32_t Scheduler::admit_one(Sequence& s, int32_t cap, StepPlan& plan) {
-  std::optional<int32_t> n_cached = s.blocks.allocate_prompt(s.tokens, cap);
+  std::optional<int32_t> n_cached = s.blocks.allocate_prompt(s.tokens, cap, s.reuse_prefix);
   if (!n_cached) return 0;
   s.n_computed = *n_cached;
   if (s.admission < 0) {

@@ -175,6 +175,10 @@ struct SequenceSpec {
   std::vector<int32_t> prompt;     // at least one token
   int32_t max_total_tokens = 0;    // prompt + generated at most (max_tokens clamped to n_ctx)
   int32_t priority = 0;            // higher first
+  // false: the prompt is computed whole, never taken from the prefix cache (a request that
+  // needs every prompt position's logits: Request::prompt_logprobs).
+  bool reuse_prefix = true;
+  int32_t max_chunk = 0;           // > 0: its grants in one step at most (bounds its logits rows)
 };
 
 enum class SeqState { kWaiting, kRunning };
@@ -188,6 +192,8 @@ struct Sequence {
   std::vector<int32_t> tokens;     // prompt, then generated tokens
   int32_t n_prompt = 0;
   int32_t max_total_tokens = 0;
+  bool reuse_prefix = true;        // SequenceSpec::reuse_prefix
+  int32_t max_chunk = 0;           // SequenceSpec::max_chunk
   int32_t n_computed = 0;          // tokens[0, n_computed) have KV in the blocks
   int32_t n_cached_prompt = 0;     // prompt tokens reused from the prefix cache at first admission
   int32_t n_preemptions = 0;
@@ -336,6 +342,7 @@ class Scheduler {
   // Running -> waiting: blocks released (committed ones stay cached), n_computed reset.
   void back_to_waiting(Sequence& seq);
   int32_t chunk_limit(int32_t budget) const;
+  int32_t chunk_limit(int32_t budget, const Sequence& s) const;  // and s.max_chunk
   void schedule_running(StepPlan& plan, int32_t& budget);
   // Grows `seq` to hold `n_tokens`, preempting others as needed. False if `seq` itself was
   // preempted.

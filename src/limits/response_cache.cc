@@ -59,7 +59,8 @@ bool normal_finish(FinishReason r) {
 
 bool is_cacheable(const Request& r) {
   // Logprobs are not recorded: such a request neither hits nor fills the cache.
-  return (r.sampling.temperature == 0.0f || r.sampling.seed.has_value()) && !r.stop.prefill_only && r.logprobs < 0;
+  return (r.sampling.temperature == 0.0f || r.sampling.seed.has_value()) && !r.stop.prefill_only && r.logprobs < 0 &&
+         r.prompt_logprobs < 0;
 }
 
 std::string cache_key(const Request& r, bool single_call) {
@@ -100,6 +101,7 @@ std::string cache_key(const Request& r, bool single_call) {
   }
   w.u8(r.return_token_ids);
   w.i32(r.logprobs);  // is_cacheable() keeps them out; keyed all the same
+  w.i32(r.prompt_logprobs);
   w.u8(single_call);
   w.u8(r.constraint.has_value());  // structured output: the grammar's source decides the answer
   if (r.constraint) w.str(r.constraint->identity);

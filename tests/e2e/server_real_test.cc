@@ -471,6 +471,87 @@ TEST(ServerRealTest, CompletionsTakeTokenIdPrompts) {
   }
 }
 
+// /v1/completions echo: the text begins with the prompt, and with logprobs the entries begin
+// with the prompt tokens' (the first null), streamed in the first chunk; max_tokens 0 then
+// gives the prompt alone (lm-eval's loglikelihood requests). A prompt token's entry is the one
+// the same token got when it was generated; without echo, max_tokens 0 stays a 400.
+TEST(ServerRealTest, CompletionsEchoThePromptWithItsLogprobs) {
+  REQUIRE_MODEL();
+  const int port = main_port();
+  const std::string prompt = "Once upon a time";
+  auto completion = [&](const std::string& fields) {
+    HttpReply r = fetch(port, "POST", "/v1/completions",
+                        R"({"model":"m","temperature":0,"prompt":)" + jquote(prompt) + "," + fields + "}", {}, 60000);
+    EXPECT_EQ(r.status, 200) << fields << " " << r.body;
+    return parse_obj(r.body);
+  };
+  json::object plain = completion(R"("max_tokens":6,"logprobs":2)");
+  json::object echoed = completion(R"("max_tokens":6,"logprobs":2,"echo":true)");
+  const json::object& pc = plain["choices"].as_array()[0].as_object();
+  const json::object& ec = echoed["choices"].as_array()[0].as_object();
+  EXPECT_EQ(str(&ec.at("text")), prompt + str(&pc.at("text")));
+  const int64_t n_prompt = num(at(echoed, {"usage", "prompt_tokens"}));
+  const json::array& tokens = ec.at("logprobs").at("tokens").as_array();
+  const json::array& values = ec.at("logprobs").at("token_logprobs").as_array();
+  const json::array& tops = ec.at("logprobs").at("top_logprobs").as_array();
+  ASSERT_EQ(static_cast<int64_t>(tokens.size()), n_prompt + 6);
+  ASSERT_EQ(values.size(), tokens.size());
+  EXPECT_TRUE(values[0].is_null());
+  EXPECT_TRUE(tops[0].is_null());
+  for (size_t i = 1; i < values.size(); ++i) EXPECT_TRUE(values[i].is_double()) << i;
+  // The generated part is the plain answer's, entry for entry.
+  const json::value& plain_values = pc.at("logprobs").at("token_logprobs");
+  EXPECT_EQ(json::serialize(json::array(values.begin() + n_prompt, values.end())), json::serialize(plain_values));
+
+  // Streamed: the prompt and its entries in the first chunk; the same whole.
+  HttpReply sr = fetch(port, "POST", "/v1/completions",
+                       R"({"model":"m","temperature":0,"max_tokens":6,"logprobs":2,"echo":true,"stream":true,"prompt":)" +
+                           jquote(prompt) + "}", {}, 60000);
+  ASSERT_EQ(sr.status, 200);
+  std::string text;
+  json::array streamed;
+  bool first = true;
+  for (const SseEvent& e : parse_sse(sr.body)) {
+    if (e.data == "[DONE]") continue;
+    json::object chunk = parse_obj(e.data);
+    const json::object& c = chunk["choices"].as_array()[0].as_object();
+    if (first) EXPECT_EQ(str(&c.at("text")), prompt);
+    first = false;
+    text += str(&c.at("text"));
+    if (c.at("logprobs").is_object()) {
+      for (const json::value& v : c.at("logprobs").at("token_logprobs").as_array()) streamed.push_back(v);
+    }
+  }
+  EXPECT_EQ(text, str(&ec.at("text")));
+  EXPECT_EQ(json::serialize(streamed), json::serialize(values));
+
+  // max_tokens 0: the prompt alone. The answer's tokens as the prompt (ids): their entries as
+  // when they were generated.
+  json::object only = completion(R"("max_tokens":0,"logprobs":1,"echo":true)");
+  const json::object& oc = only["choices"].as_array()[0].as_object();
+  EXPECT_EQ(str(&oc.at("text")), prompt);
+  EXPECT_EQ(num(at(only, {"usage", "completion_tokens"})), 0);
+  EXPECT_EQ(static_cast<int64_t>(oc.at("logprobs").at("tokens").as_array().size()), n_prompt);
+  CommandResult g = run_command(zerolayer_bin() + " generate --model " + model_path() + " --prompt '" + prompt +
+                                "' -n 6 --temperature 0 --threads 1 --json 2>/dev/null");
+  ASSERT_EQ(g.exit_code, 0) << g.out;
+  json::object local = parse_obj(g.out);
+  json::array ids = local["prompt_ids"].as_array();
+  for (const json::value& v : local["generated_ids"].as_array()) ids.push_back(v);
+  HttpReply ir = fetch(port, "POST", "/v1/completions",
+                       R"({"model":"m","max_tokens":0,"logprobs":2,"echo":true,"prompt":)" + json::serialize(ids) + "}",
+                       {}, 60000);
+  ASSERT_EQ(ir.status, 200) << ir.body;
+  json::object by_ids = parse_obj(ir.body);
+  const json::array& iv = by_ids["choices"].as_array()[0].as_object()["logprobs"].as_object()["token_logprobs"].as_array();
+  ASSERT_EQ(iv.size(), ids.size());
+  EXPECT_EQ(json::serialize(json::array(iv.begin() + n_prompt, iv.end())), json::serialize(plain_values));
+
+  HttpReply bad = fetch(port, "POST", "/v1/completions", R"({"model":"m","max_tokens":0,"prompt":"x"})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("\"param\":\"max_tokens\""), std::string::npos) << bad.body;
+}
+
 // Backpressure (DESIGN.md §1): a client that does not read gets its
 // sequence paused once the connection's write buffer and the channel fill;
 // the paused sequence costs no compute; reading resumes it to the end.

@@ -664,6 +664,35 @@ test('openai: completions logprobs (the legacy format), streamed and not', REAL_
   for (const top of zero.choices[0].logprobs.top_logprobs) assert.equal(Object.keys(top).length, 1);
 });
 
+test('openai: completions echo: the prompt first, its entries too (the first null); max_tokens 0: the prompt alone', REAL_ONLY, async () => {
+  const prompt = 'Once upon a time';
+  const req = { model: 'm', prompt, max_tokens: 4, temperature: 0, logprobs: 1, echo: true };
+  const c = await openai.completions.create(req);
+  const plain = await openai.completions.create({ ...req, echo: false });
+  assert.equal(c.choices[0].text, prompt + plain.choices[0].text);
+  const lp = c.choices[0].logprobs;
+  const n = c.usage.prompt_tokens;
+  assert.equal(lp.tokens.length, n + 4);
+  assert.equal(lp.token_logprobs[0], null);
+  assert.equal(lp.top_logprobs[0], null);
+  for (let i = 1; i < n; i++) assert.ok(lp.token_logprobs[i] <= 0);
+  assert.deepEqual(lp.tokens.slice(n), plain.choices[0].logprobs.tokens);
+  assert.deepEqual(lp.token_logprobs.slice(n), plain.choices[0].logprobs.token_logprobs);
+  const stream = await openai.completions.create({ ...req, stream: true });
+  let text = '';
+  const values = [];
+  for await (const chunk of stream) {
+    text += chunk.choices[0]?.text ?? '';
+    values.push(...(chunk.choices[0]?.logprobs?.token_logprobs ?? []));
+  }
+  assert.equal(text, c.choices[0].text);
+  assert.deepEqual(values, lp.token_logprobs);
+  const only = await openai.completions.create({ ...req, max_tokens: 0 });
+  assert.equal(only.choices[0].text, prompt);
+  assert.equal(only.usage.completion_tokens, 0);
+  assert.deepEqual(only.choices[0].logprobs.token_logprobs, lp.token_logprobs.slice(0, n));
+});
+
 test('openai: logprobs requests the API refuses', async () => {
   const bad = async (p, param) => assert.rejects(p, (e) => {
     assert.ok(e instanceof OpenAI.BadRequestError, String(e));
@@ -673,7 +702,7 @@ test('openai: logprobs requests the API refuses', async () => {
   await bad(openai.chat.completions.create({ model: 'm', top_logprobs: 2, messages: user('Hi') }), 'top_logprobs');
   await bad(openai.chat.completions.create({ model: 'm', logprobs: true, top_logprobs: 21, messages: user('Hi') }), 'top_logprobs');
   await bad(openai.completions.create({ model: 'm', prompt: 'Once', logprobs: 6 }), 'logprobs');
-  await bad(openai.completions.create({ model: 'm', prompt: 'Once', logprobs: 2, echo: true }), 'echo');
+  await bad(openai.completions.create({ model: 'm', prompt: 'Once', max_tokens: 0 }), 'max_tokens');  // (echo takes 0)
 });
 
 test('openai: logprobs through tool-call parsing and stream pacing: the stream carries every entry', FAKE_ONLY, async () => {

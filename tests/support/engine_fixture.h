@@ -45,6 +45,10 @@ struct Outcome {
   std::vector<int32_t> ids;
   std::string text;
   std::vector<TokenLogprobs> logprobs;  // Request::logprobs
+  std::vector<TokenLogprobs> prompt_logprobs;  // Request::prompt_logprobs
+  int n_prompt_logprob_events = 0;             // events that carried them
+  int first_ids_event = -1;                    // the index of the first event with ids
+  int prompt_logprobs_event = -1;              // the index of the event with the prompt's entries
   Event last;
 };
 
@@ -60,9 +64,17 @@ inline void wait_idle(const Engine& e) {
 
 inline Outcome collect(RequestChannel& ch, std::chrono::milliseconds timeout = kDefaultWait) {
   Outcome o;
+  int n_events = 0;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     for (Event& e : ch.wait_and_drain(std::chrono::milliseconds(100))) {
+      if (!e.token_ids.empty() && o.first_ids_event < 0) o.first_ids_event = n_events;
+      if (!e.prompt_logprobs.empty()) {
+        ++o.n_prompt_logprob_events;
+        o.prompt_logprobs_event = n_events;
+        for (TokenLogprobs& lp : e.prompt_logprobs) o.prompt_logprobs.push_back(std::move(lp));
+      }
+      ++n_events;
       o.ids.insert(o.ids.end(), e.token_ids.begin(), e.token_ids.end());
       o.text += e.text;
       for (TokenLogprobs& lp : e.logprobs) o.logprobs.push_back(std::move(lp));

@@ -1,6 +1,7 @@
 // Logprobs (Request::logprobs) on the real engine (stories260K): one entry per emitted token,
 // aligned with the ids; greedy picks the top-1; a stop string's withheld tokens have none;
-// speculation gives the same entries; the whole vocabulary's probabilities sum to 1.
+// speculation gives the same entries; the whole vocabulary's probabilities sum to 1; prompt
+// entries (Request::prompt_logprobs) equal those the same tokens got when generated.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -195,6 +196,82 @@ TEST(EngineLogprobs, TheWholeVocabularySumsToOne) {
     for (const TokenLogprob& t : e.top) found |= t.id == e.chosen.id && t.logprob == e.chosen.logprob;
     EXPECT_TRUE(found);
   }
+}
+
+// Request::prompt_logprobs: a prompt token's entry is what the model gave it at the position
+// before, so a prompt made of a greedy answer's tokens has that answer's entries, bit for bit,
+// whether the prompt is prefilled in one step or in chunks of 8 (and the first token has none).
+// Entries arrive in one event before the first generated token's; the prefix cache is never
+// used for such a prompt (its positions' logits are needed), so a repeat gets them all too.
+TEST(EngineLogprobs, PromptEntriesEqualTheEntriesTheSameTokensGotWhenGenerated) {
+  LoadedModel l = load_shared_model("stories260K");
+  if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/stories260K.gguf not found";
+  const auto head = l.tokenizer->encode("Once upon a time");
+  for (const int32_t step_tokens : {128, 8}) {
+    SCOPED_TRACE(step_tokens);
+    EngineConfig c = config();
+    c.max_step_tokens = step_tokens;
+    auto engine = Engine::create(*l.model, *l.tokenizer, c);
+    ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+    const Outcome gen = collect(*(*engine)->submit(with_logprobs(head, 20, 3)));
+    ASSERT_EQ(gen.logprobs.size(), 20u);
+    std::vector<int32_t> prompt = head;
+    prompt.insert(prompt.end(), gen.ids.begin(), gen.ids.end());
+    for (int round = 0; round < 2; ++round) {
+      Request r = test::greedy_request(prompt, 2);
+      r.prompt_logprobs = 3;
+      const Outcome o = collect(*(*engine)->submit(r));
+      EXPECT_EQ(o.last.finish, FinishReason::kMaxTokens);
+      EXPECT_EQ(o.last.usage.n_cached_tokens, 0) << round;
+      ASSERT_EQ(o.prompt_logprobs.size(), prompt.size()) << round;
+      EXPECT_EQ(o.n_prompt_logprob_events, 1);
+      EXPECT_LT(o.prompt_logprobs_event, o.first_ids_event);
+      EXPECT_TRUE(o.logprobs.empty());  // Request::logprobs not asked
+      EXPECT_EQ(o.prompt_logprobs[0].chosen.id, prompt[0]);
+      EXPECT_TRUE(std::isnan(o.prompt_logprobs[0].chosen.logprob));
+      EXPECT_TRUE(o.prompt_logprobs[0].top.empty());
+      for (size_t i = 1; i < prompt.size(); ++i) {
+        const TokenLogprobs& e = o.prompt_logprobs[i];
+        EXPECT_EQ(e.chosen.id, prompt[i]) << i;
+        EXPECT_EQ(e.chosen.piece, l.tokenizer->token_to_piece(prompt[i], true));
+        EXPECT_LE(e.chosen.logprob, 0.0f);
+        ASSERT_EQ(e.top.size(), 3u);
+        if (i < head.size()) continue;
+        const TokenLogprobs& want = gen.logprobs[i - head.size()];
+        EXPECT_EQ(e.chosen.logprob, want.chosen.logprob) << i;
+        for (size_t j = 0; j < 3; ++j) {
+          EXPECT_EQ(e.top[j].id, want.top[j].id) << i;
+          EXPECT_EQ(e.top[j].logprob, want.top[j].logprob) << i;
+        }
+      }
+    }
+    // Without prompt logprobs the same prompt is served from the prefix cache.
+    const Outcome cached = collect(*(*engine)->submit(test::greedy_request(prompt, 2)));
+    EXPECT_GT(cached.last.usage.n_cached_tokens, 0);
+    EXPECT_TRUE(cached.prompt_logprobs.empty());
+  }
+}
+
+// A one-token prompt: its entry (no value) comes all the same; prefill_only (the API's echo
+// with max_tokens 0) gets the entries and no token.
+TEST(EngineLogprobs, PromptEntriesOfAOneTokenPromptAndOfAPrefillOnlyRequest) {
+  LoadedModel l = load_shared_model("stories260K");
+  if (!l.model) GTEST_SKIP() << "SKIPPED: ../shared/models/stories260K.gguf not found";
+  auto engine = Engine::create(*l.model, *l.tokenizer, config());
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  Request one = test::greedy_request({1}, 3);
+  one.prompt_logprobs = 0;
+  const Outcome o = collect(*(*engine)->submit(one));
+  ASSERT_EQ(o.prompt_logprobs.size(), 1u);
+  EXPECT_TRUE(std::isnan(o.prompt_logprobs[0].chosen.logprob));
+  EXPECT_EQ(o.ids.size(), 3u);
+  Request pre = test::greedy_request(l.tokenizer->encode("Once upon a time"), 1);
+  pre.prompt_logprobs = 1;
+  pre.stop.prefill_only = true;
+  const Outcome p = collect(*(*engine)->submit(pre));
+  EXPECT_EQ(p.prompt_logprobs.size(), pre.prompt_ids.size());
+  EXPECT_TRUE(p.ids.empty());
+  EXPECT_EQ(p.last.finish, FinishReason::kMaxTokens);
 }
 
 }  // namespace

@@ -94,6 +94,29 @@ TEST(Scheduler, ChunkedPrefillIsASmallerGrant) {
   EXPECT_EQ(items(g.step()), (std::vector<Item>{{b, 6, 1, true}}));
 }
 
+// SequenceSpec::max_chunk caps that sequence's grants under both policies (others keep the
+// budget); reuse_prefix false computes a cached prompt whole.
+TEST(Scheduler, ASequencesMaxChunkAndNoPrefixReuse) {
+  for (const SchedulePolicy policy : {SchedulePolicy::kThroughput, SchedulePolicy::kLatency}) {
+    SCOPED_TRACE(static_cast<int>(policy));
+    Fixture f({.block_size = 4, .n_blocks = 32}, {.policy = policy, .max_step_tokens = 100});
+    auto id = f.sched.submit({.tenant = "t", .prompt = tokens(10, 1), .max_total_tokens = 40, .max_chunk = 4});
+    ASSERT_TRUE(id.ok());
+    EXPECT_EQ(items(f.step()), (std::vector<Item>{{*id, 0, 4, false}}));
+    EXPECT_EQ(items(f.step()), (std::vector<Item>{{*id, 4, 4, false}}));
+    EXPECT_EQ(items(f.step()), (std::vector<Item>{{*id, 8, 2, true}}));
+    f.sched.finish(*id);
+    // The same prompt again: from the prefix cache (8 of 10 positions), or whole.
+    for (const bool reuse : {true, false}) {
+      auto again = f.sched.submit({.tenant = "t", .prompt = tokens(10, 1), .max_total_tokens = 40, .reuse_prefix = reuse});
+      ASSERT_TRUE(again.ok());
+      EXPECT_EQ(items(f.step()), (std::vector<Item>{{*again, reuse ? 8 : 0, reuse ? 2 : 10, true}})) << reuse;
+      EXPECT_EQ(f.sched.sequence(*again).n_cached_prompt, reuse ? 8 : 0);
+      f.sched.finish(*again);
+    }
+  }
+}
+
 TEST(Scheduler, DecodesGoFirstAndAreNeverStarvedByALongPrefill) {
   Fixture f({.block_size = 4, .n_blocks = 64}, {.max_step_tokens = 5, .max_prefill_chunk = 4});
   const SeqId old_long = f.submit(40);

@@ -93,13 +93,14 @@ void parse_thinking_switch(const json::object& o, ChatRequest* r) {
   parse_template_vars(o, effort, r);
 }
 
-// Sampling, stop and stream fields shared by both endpoints.
-void parse_common(const json::object& o, ChatRequest* r) {
+// Sampling, stop and stream fields shared by both endpoints. min_max_tokens: 0 for a
+// completion that echoes its prompt (the prompt alone), else 1.
+void parse_common(const json::object& o, ChatRequest* r, int64_t min_max_tokens = 1) {
   r->model = json_string(require_field(o, "model", "model"), "model");
   if (const auto* f = find_field(o, "max_completion_tokens")) {
-    r->max_tokens = json_int(*f, "max_completion_tokens", 1, INT32_MAX);
+    r->max_tokens = json_int(*f, "max_completion_tokens", min_max_tokens, INT32_MAX);
   } else if (const auto* f = find_field(o, "max_tokens")) {
-    r->max_tokens = json_int(*f, "max_tokens", 1, INT32_MAX);
+    r->max_tokens = json_int(*f, "max_tokens", min_max_tokens, INT32_MAX);
   }
   if (const auto* f = find_field(o, "n"); f && json_int(*f, "n", 1, 128) != 1) {
     throw_field_error("n", "only n = 1 is supported", ErrorReason::kUnsupportedValue);
@@ -166,12 +167,18 @@ void append_usage(std::string& out, const Usage& u) {
 
 class Formatter final : public EventFormatter {
  public:
-  Formatter(Kind kind, std::string model, bool include_usage, bool logprobs)
+  Formatter(Kind kind, std::string model, bool include_usage, bool logprobs, std::optional<std::string> echo)
       : kind_(kind), model_(std::move(model)), include_usage_(include_usage), logprobs_(logprobs),
-        id_(random_id(kind == Kind::kChat ? "chatcmpl-" : "cmpl-")), created_(std::time(nullptr)) {}
+        echo_(std::move(echo)), id_(random_id(kind == Kind::kChat ? "chatcmpl-" : "cmpl-")),
+        created_(std::time(nullptr)) {}
 
   void stream_start(const Usage&, std::string& out) override {
     if (kind_ == Kind::kChat) chunk(out, R"({"role":"assistant","content":""})", nullptr);
+    if (kind_ == Kind::kCompletion && echo_) {  // the prompt first, with its tokens' logprobs
+      std::string delta;
+      append_json_string(delta, *echo_);
+      chunk(out, delta, nullptr);
+    }
   }
 
   void stream_text(std::string_view text, std::string& out) override {
@@ -264,7 +271,7 @@ class Formatter final : public EventFormatter {
       d += ",\"refusal\":null},";
     } else {
       d += "\"text\":";
-      append_json_string(d, text);
+      append_json_string(d, echo_ ? *echo_ + text : text);
       d += ',';
     }
     d += "\"logprobs\":";
@@ -350,6 +357,7 @@ class Formatter final : public EventFormatter {
   std::string model_;
   bool include_usage_;
   bool logprobs_;  // asked for (Request::logprobs): a whole answer has them even when empty
+  std::optional<std::string> echo_;  // completions echo: the prompt's text, before the answer's
   std::vector<TokenLogprobs> pending_logprobs_;  // taken, not yet written
   int64_t text_offset_ = 0;  // completions: the next token's text_offset
   std::string id_;
@@ -448,8 +456,10 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
 
 ApiResult<ChatRequest> parse_completion_request(std::string_view body) {
   return parse_object_with<ChatRequest>(body, [](const json::object& o, ChatRequest* r) {
-    parse_common(o, r);
+    if (const auto* e = find_field(o, "echo")) r->echo = json_bool(*e, "echo");
+    parse_common(o, r, r->echo ? 0 : 1);
     parse_logprobs(o, /*chat=*/false, r);
+    if (r->echo) r->prompt_logprobs = r->logprobs;
     if (!r->max_tokens) r->max_tokens = 16;  // the OpenAI default for completions
     r->raw_prompt = true;
     // A string, an array of one string, token ids, or an array of one array of token ids.
@@ -472,12 +482,6 @@ ApiResult<ChatRequest> parse_completion_request(std::string_view body) {
         }
       }
     }
-    if (const auto* e = find_field(o, "echo"); e && json_bool(*e, "echo")) {
-      // With logprobs, echo would also need the prompt's logprobs: not computed either.
-      throw_field_error("echo", r->logprobs >= 0 ? "echo is not supported (nor prompt logprobs, which echo with logprobs needs)"
-                                                 : "echo is not supported",
-                        ErrorReason::kUnsupportedValue);
-    }
     parse_openai_response_format(o, r);  // structured output (api/structured_output.h)
   });
 }
@@ -492,8 +496,9 @@ std::string_view finish_reason(const Completion& c) {
   }
 }
 
-std::unique_ptr<EventFormatter> make_formatter(Kind kind, std::string model, bool include_usage, bool logprobs) {
-  return std::make_unique<Formatter>(kind, std::move(model), include_usage, logprobs);
+std::unique_ptr<EventFormatter> make_formatter(Kind kind, std::string model, bool include_usage, bool logprobs,
+                                               std::optional<std::string> echo) {
+  return std::make_unique<Formatter>(kind, std::move(model), include_usage, logprobs, std::move(echo));
 }
 
 }  // namespace zl::api::openai

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -22,6 +23,8 @@ std::string_view finish_reason(const Completion& c);
 
 enum class Kind { kChat, kCompletion };
 // `logprobs`: the request asked for them (Request::logprobs >= 0).
-std::unique_ptr<EventFormatter> make_formatter(Kind kind, std::string model, bool include_usage, bool logprobs = false);
+// echo (completions): the prompt's text, written before the answer's (a stream's first chunk).
+std::unique_ptr<EventFormatter> make_formatter(Kind kind, std::string model, bool include_usage, bool logprobs = false,
+                                               std::optional<std::string> echo = std::nullopt);
 
 }  // namespace zl::api::openai

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <vector>
 
 #include "api/json_util.h"
@@ -77,12 +78,20 @@ void append_completion_logprobs(std::string& out, std::span<const TokenLogprobs>
   out += "],\"token_logprobs\":[";
   for (size_t i = 0; i < entries.size(); ++i) {
     if (i > 0) out += ',';
-    append_logprob(out, entries[i].chosen.logprob);
+    if (std::isnan(entries[i].chosen.logprob)) {
+      out += "null";
+    } else {
+      append_logprob(out, entries[i].chosen.logprob);
+    }
   }
   out += "],\"top_logprobs\":[";
   std::vector<std::string> keys;
   for (size_t i = 0; i < entries.size(); ++i) {
     if (i > 0) out += ',';
+    if (std::isnan(entries[i].chosen.logprob)) {
+      out += "null";
+      continue;
+    }
     out += '{';
     keys.assign(1, texts[i]);
     append_json_string(out, texts[i]);

@@ -25,7 +25,9 @@ void append_chat_logprobs(std::string& out, std::span<const TokenLogprobs> entri
 // {"tokens":[…],"token_logprobs":[…],"top_logprobs":[{token: logprob}…],"text_offset":[…]}.
 // A top_logprobs object holds the chosen token, then the alternatives (a text seen already in
 // the object is left out: JSON keys are unique). text_offset: where each token's text begins,
-// in characters of the answer's tokens so far; *text_offset carries it from call to call.
+// in characters of the answer's tokens so far; *text_offset carries it from call to call. An
+// entry without a value (the first prompt token's, with echo: logprob NaN) is null in
+// token_logprobs and in top_logprobs, as on OpenAI and vLLM.
 void append_completion_logprobs(std::string& out, std::span<const TokenLogprobs> entries, int64_t* text_offset);
 
 }  // namespace zl::api::openai
