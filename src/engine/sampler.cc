@@ -6,11 +6,26 @@
 
 #include "core/check.h"
 #include "core/random_id.h"
+#include "kernels/fused.h"
 
 namespace zl {
 namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// The largest of x[0, n) that is not NaN (-inf when none): eight independent maxima, so that
+// the loop is vector maxima rather than one serial chain (the vocabulary at each logprobs call).
+float max_not_nan(const float* x, size_t n) {
+  float m[8];
+  std::fill(m, m + 8, kNegInf);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (size_t k = 0; k < 8; ++k) m[k] = m[k] < x[i + k] ? x[i + k] : m[k];  // NaN: kept out
+  }
+  for (; i < n; ++i) m[0] = m[0] < x[i] ? x[i] : m[0];
+  return *std::max_element(m, m + 8);
+}
+
 // sampling::logprobs: up to this many alternatives are kept by insertion, more by selection.
 constexpr size_t kInsertionTop = 32;
 
@@ -167,27 +182,25 @@ void logprobs(std::span<const float> logits, int32_t chosen, int32_t n_top, Toke
   constexpr float kPosInf = std::numeric_limits<float>::infinity();
   const size_t n = logits.size();
   // log Z with the largest logit as the shift; +inf logits, if any, hold all the mass.
-  float max_logit = kNegInf;
+  float max_logit = max_not_nan(logits.data(), n);
   size_t n_pos_inf = 0;
-  for (float l : logits) {
-    if (l == kPosInf) {
-      ++n_pos_inf;
-    } else if (l > max_logit) {
-      max_logit = l;
+  if (max_logit == kPosInf) {  // (a masked or biased vocabulary: rare)
+    max_logit = kNegInf;
+    for (float l : logits) {
+      if (l == kPosInf) {
+        ++n_pos_inf;
+      } else if (l > max_logit) {
+        max_logit = l;
+      }
     }
   }
   double log_z = -std::numeric_limits<double>::infinity();
   if (n_pos_inf > 0) {
     log_z = std::log(static_cast<double>(n_pos_inf));
   } else if (max_logit > kNegInf) {
-    // Each term in float (every l - max <= 0: no overflow; -inf and NaN give 0), the sum in
-    // double: ~1e-7 relative per term, against the cost of a double exp per vocabulary id.
-    double sum = 0;
-    for (float l : logits) {
-      const float t = std::exp(l - max_logit);
-      if (t > 0) sum += t;
-    }
-    log_z = static_cast<double>(max_logit) + std::log(sum);
+    // Each term in float (every l - max <= 0: no overflow; -inf and NaN give 0), vectorised,
+    // the sum in double: ~1e-7 relative per term (kernels/fused.h).
+    log_z = static_cast<double>(max_logit) + std::log(sum_exp(logits.data(), static_cast<int64_t>(n), max_logit));
   }
   auto logprob = [&](float l) -> float {
     if (!(l > kNegInf)) return kNegInf;  // -inf and NaN
@@ -206,12 +219,20 @@ void logprobs(std::span<const float> logits, int32_t chosen, int32_t n_top, Toke
     // A sorted run kept by insertion: ids come in ascending order, so an equal logit never
     // displaces (a lower id wins ties); past the first few ids almost none enter it.
     best.reserve(k + 1);
-    for (size_t i = 0; i < n; ++i) {
-      const float l = logits[i];
-      if (!(l > above) || (best.size() == k && !(l > best.back().logit))) continue;
-      const TokenProb t{.id = static_cast<int32_t>(i), .logit = l};
-      best.insert(std::upper_bound(best.begin(), best.end(), t, more_likely), t);
-      if (best.size() > k) best.pop_back();
+    // Blocks whose largest logit cannot enter are skipped on their maximum (vector maxima):
+    // past the first blocks almost all of them.
+    constexpr size_t kBlock = 64;
+    for (size_t b = 0; b < n; b += kBlock) {
+      const size_t e = std::min(n, b + kBlock);
+      const float enter = best.size() == k ? best.back().logit : above;  // a logit must exceed it
+      if (!(max_not_nan(logits.data() + b, e - b) > enter)) continue;
+      for (size_t i = b; i < e; ++i) {
+        const float l = logits[i];
+        if (!(l > above) || (best.size() == k && !(l > best.back().logit))) continue;
+        const TokenProb t{.id = static_cast<int32_t>(i), .logit = l};
+        best.insert(std::upper_bound(best.begin(), best.end(), t, more_likely), t);
+        if (best.size() > k) best.pop_back();
+      }
     }
   } else {
     for (size_t i = 0; i < n; ++i) {

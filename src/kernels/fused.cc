@@ -11,7 +11,22 @@ namespace kern {
 void avx2_swiglu(const float* gate, const float* up, float* out, int64_t n);  // fused_avx2.cc
 void avx2_fp32_to_fp16_row(const float* x, uint16_t* out, int64_t n);        // fused_avx2.cc
 void avx2_rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);  // fused_avx2.cc
+double avx2_sum_exp(const float* x, int64_t n, float shift);                         // fused_avx2.cc
 }  // namespace kern
+
+double sum_exp_scalar(const float* x, int64_t n, float shift) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float a = x[i] - shift;
+    if (a > -87.0f) sum += std::exp(a);  // false for NaN
+  }
+  return sum;
+}
+
+double sum_exp(const float* x, int64_t n, float shift) {
+  if (active_isa() == KernelIsa::kScalar) return sum_exp_scalar(x, n, shift);
+  return kern::avx2_sum_exp(x, n, shift);
+}
 
 void rms_norm_scalar(const float* x, const float* w, float* y, int64_t n, float eps) {
   double acc[8] = {};

@@ -29,6 +29,13 @@ void geglu(const float* gate, const float* up, float* out, int64_t n);
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 void rms_norm_scalar(const float* x, const float* w, float* y, int64_t n, float eps);
 
+// The sum of e^(x[i] - shift), in double (each term in float), for shift >= every x[i] (each
+// term at most 1): the sum of a log-sum-exp, e.g. of a vocabulary's logits (a token's
+// logprobs). A term below e^-87 (and a NaN or -inf argument) adds 0. The SIMD path's e^x is a
+// polynomial (~2 ulp) and sums in another order: ~1e-7 relative from the scalar one.
+double sum_exp(const float* x, int64_t n, float shift);
+double sum_exp_scalar(const float* x, int64_t n, float shift);
+
 // out[i] = fp32_to_fp16(x[i]) (round to nearest even; F16C where the ISA
 // has it), e.g. K/V rows into an F16 cache.
 void fp32_to_fp16_row(const float* x, uint16_t* out, int64_t n);

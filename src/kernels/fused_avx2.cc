@@ -19,6 +19,27 @@ void avx2_swiglu(const float* gate, const float* up, float* out, int64_t n) {
   for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+double avx2_sum_exp(const float* x, int64_t n, float shift) {
+  const __m256 s = _mm256_set1_ps(shift), floor = _mm256_set1_ps(-87.0f);
+  __m256d acc[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 a = _mm256_sub_ps(_mm256_loadu_ps(x + i), s);
+    // Terms at or below e^-87 (exp256 clamps there) and NaN arguments: 0.
+    const __m256 e = _mm256_and_ps(exp256(a), _mm256_cmp_ps(a, floor, _CMP_GT_OQ));
+    acc[0] = _mm256_add_pd(acc[0], _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+    acc[1] = _mm256_add_pd(acc[1], _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+  }
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, _mm256_add_pd(acc[0], acc[1]));
+  double sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  for (; i < n; ++i) {
+    const float a = x[i] - shift;
+    if (a > -87.0f) sum += std::exp(a);
+  }
+  return sum;
+}
+
 void avx2_fp32_to_fp16_row(const float* x, uint16_t* out, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {

@@ -268,12 +268,47 @@ TEST(OpenAiParse, LogprobsFields) {
     ASSERT_FALSE(e.ok()) << f;
     EXPECT_EQ(e.error().param, "logprobs") << f;
   }
-  // echo is not built (it would need the prompt's logprobs): named, with or without logprobs.
-  for (const std::string f : {R"("echo":true,"logprobs":2)", R"("echo":true)"}) {
+  // echo: with logprobs, the prompt's too; max_tokens 0 only with echo; echo must be a bool.
+  for (const auto& [f, prompt_logprobs] : std::vector<std::pair<std::string, int>>{
+           {R"("echo":true,"logprobs":2)", 2}, {R"("echo":true)", -1}, {R"("echo":false,"logprobs":2)", -1},
+           {R"("echo":true,"logprobs":0,"max_tokens":0)", 0}}) {
+    auto r = completion(f);
+    ASSERT_TRUE(r.ok()) << f;
+    EXPECT_EQ(r.value().echo, f.find("true") != std::string::npos) << f;
+    EXPECT_EQ(r.value().prompt_logprobs, prompt_logprobs) << f;
+  }
+  for (const auto& [f, param] : std::vector<std::pair<std::string, std::string>>{
+           {R"("max_tokens":0)", "max_tokens"}, {R"("echo":false,"max_tokens":0)", "max_tokens"},
+           {R"("echo":"yes")", "echo"}}) {
     auto e = completion(f);
     ASSERT_FALSE(e.ok()) << f;
-    EXPECT_EQ(e.error().reason, ErrorReason::kUnsupportedValue) << f;
-    EXPECT_EQ(e.error().param, "echo") << f;
+    EXPECT_EQ(e.error().param, param) << f;
+  }
+}
+
+// A /v1/completions prompt of token ids, alone or in an array; several prompts and anything
+// but non-negative integers are 400s naming the element.
+TEST(OpenAiParse, CompletionPromptsOfTokenIds) {
+  auto completion = [](const std::string& prompt) {
+    return openai::parse_completion_request(R"({"model":"m","prompt":)" + prompt + "}");
+  };
+  for (const std::string p : {"[1,2,3]", "[[1,2,3]]"}) {
+    auto r = completion(p);
+    ASSERT_TRUE(r.ok()) << p;
+    ASSERT_TRUE(r.value().prompt_ids.has_value()) << p;
+    EXPECT_EQ(*r.value().prompt_ids, (std::vector<int32_t>{1, 2, 3})) << p;
+  }
+  auto text = completion(R"(["Once"])");
+  ASSERT_TRUE(text.ok());
+  EXPECT_FALSE(text.value().prompt_ids.has_value());
+  EXPECT_EQ(text.value().prompt, "Once");
+  for (const auto& [p, param] : std::vector<std::pair<std::string, std::string>>{
+           {"[]", "prompt"}, {"[[]]", "prompt[0]"}, {"[[1],[2]]", "prompt"}, {"[1,-1]", "prompt[1]"},
+           {"[1,2.5]", "prompt[1]"}, {R"([1,"a"])", "prompt[1]"}, {"[[1,null]]", "prompt[0][1]"},
+           {"[1,4294967296]", "prompt[1]"}, {R"(["a","b"])", "prompt"}}) {
+    auto e = completion(p);
+    ASSERT_FALSE(e.ok()) << p;
+    EXPECT_EQ(e.error().param, param) << p;
   }
 }
 
