@@ -593,9 +593,13 @@ bool Engine::step() {
       live.verify_tokens.insert(live.verify_tokens.end(), live.draft.begin(), live.draft.begin() + it.n_draft);
       tokens = live.verify_tokens;
     }
-    // Request::prompt_logprobs: every position's logits until the prompt's entries are complete.
-    const Live& live = *live_.at(it.id);
-    const bool prompt_rows = live.request.prompt_logprobs >= 0 && live.prompt_logprobs_next < s.n_prompt;
+    // Request::prompt_logprobs: every position's logits until the prompt's entries are complete
+    // (an item past the prompt, e.g. a decode, needs none: no lookup).
+    bool prompt_rows = false;
+    if (it.pos + 1 < s.n_prompt) {
+      const Live& live = *live_.at(it.id);
+      prompt_rows = live.request.prompt_logprobs >= 0 && live.prompt_logprobs_next < s.n_prompt;
+    }
     batch_.push_back(BatchSequence{.tokens = tokens,
                                    .n_past = it.pos,
                                    .block_table = s.blocks.table(),

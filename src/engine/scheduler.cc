@@ -259,7 +259,7 @@ void Scheduler::schedule_latency_prefills(StepPlan& plan, int32_t& budget) {
   const int32_t cap = std::min(fair_share(cands, budget), chunk_limit(budget));
   std::vector<int32_t> costs;
   for (const Sequence* s : cands) {
-    costs.push_back(std::min({s->n_uncomputed(), costs.empty() ? chunk_limit(budget) : cap, chunk_limit(budget, *s)}));
+    costs.push_back(std::min({s->n_uncomputed(), chunk_limit(budget, *s), costs.empty() ? budget : cap}));
   }
   const int32_t n_batch = plan_first_batch(costs, n_decodes, config_.step_overhead_tokens, budget);
   // The fairness bound's hard part: what candidates of earlier rounds have left of their
