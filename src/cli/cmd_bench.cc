@@ -124,6 +124,17 @@ struct RooflineWindows {
   double bandwidth_gbs = 0;  // median bandwidth sample
 };
 
+// "a,b,c" -> {"a", "b", "c"} (empty items kept: they fail the caller's parse).
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t comma; (comma = s.find(',', start)) != std::string::npos; start = comma + 1) {
+    out.push_back(s.substr(start, comma - start));
+  }
+  out.push_back(s.substr(start));
+  return out;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
@@ -188,34 +199,30 @@ struct DepthFigures {
   double attention_roofline = 0;  // attention alone at the depth (attention_roofline)
 };
 
-struct DecodeWindows {
+// One decode window: kTokens steps on `fwd` from where it stands, after a
+// bandwidth pass and an untimed step (which warms what the pass evicted).
+struct DecodeWindow {
   double tps = 0, roofline = 0, bandwidth_gbs = 0;
 };
 
-// kWindows windows of kTokens decode steps on `fwd` from where it stands,
-// each after a bandwidth pass and an untimed step; medians.
-Result<DecodeWindows> decode_windows(BenchContext& ctx, ReferenceForward& fwd, KvType type, double weight_bytes,
-                                     int n_windows) {
+Result<DecodeWindow> decode_window(BenchContext& ctx, ReferenceForward& fwd, KvType type, double weight_bytes) {
   constexpr int kTokens = 8, kWarmup = 1;
-  std::vector<double> tps, ratios, bandwidths;
-  for (int w = 0; w < n_windows; ++w) {
-    ASSIGN_OR_RETURN(const double bw, measure_read_bandwidth_gbs(ctx.pool, size_t{1} << 30, /*n_passes=*/1));
-    auto t0 = std::chrono::steady_clock::now();
-    double bytes = 0;
-    for (int i = 0; i < kTokens + kWarmup; ++i) {
-      if (i == kWarmup) t0 = std::chrono::steady_clock::now();
-      if (i >= kWarmup) bytes += weight_bytes + kv_bytes_per_step(ctx.model.config, type, fwd.n_past() + 1);
-      const int32_t id = ctx.ids[(fwd.n_past() * 7 + i) % ctx.ids.size()];
-      auto r = fwd.forward(std::span<const int32_t>(&id, 1), false);
-      if (!r.ok()) return r.status();
-    }
-    const double dt = seconds(t0);
-    tps.push_back(kTokens / dt);
-    bandwidths.push_back(bw);
-    ratios.push_back(bytes / dt / (bw * 1e9));
+  ASSIGN_OR_RETURN(const double bw, measure_read_bandwidth_gbs(ctx.pool, size_t{1} << 30, /*n_passes=*/1));
+  auto t0 = std::chrono::steady_clock::now();
+  double bytes = 0;
+  for (int i = 0; i < kTokens + kWarmup; ++i) {
+    if (i == kWarmup) t0 = std::chrono::steady_clock::now();
+    if (i >= kWarmup) bytes += weight_bytes + kv_bytes_per_step(ctx.model.config, type, fwd.n_past() + 1);
+    const int32_t id = ctx.ids[(fwd.n_past() * 7 + i) % ctx.ids.size()];
+    auto r = fwd.forward(std::span<const int32_t>(&id, 1), false);
+    if (!r.ok()) return r.status();
   }
-  return DecodeWindows{median(tps), median(ratios), median(bandwidths)};
+  const double dt = seconds(t0);
+  return DecodeWindow{kTokens / dt, bytes / dt / (bw * 1e9), bw};
 }
+
+// Steps a decode window takes (with its untimed one).
+constexpr int64_t kWindowSteps = 9;
 
 // Decode attention alone at depth n_kv: one query token over a KV cache of
 // n_kv random positions in every layer (blocks of 16 in shuffled order, as
@@ -273,77 +280,156 @@ Result<double> attention_roofline(BenchContext& ctx, KvType type, int64_t n_kv, 
   return median(ratios);
 }
 
-Result<DepthFigures> depth_figures(BenchContext& ctx, int64_t depth, KvType type) {
+// The figures of `bench --depth` for each KV type in `types`: per type in
+// turn pp512, decode at depth 0 and the prefill of `depth` tokens; then the
+// decode windows at depth of all types interleaved (window w of every type,
+// then window w + 1, the order reversed every other round), so that the types share the machine's load window by
+// window and pair_ratios[i] (type i's window rate over the first type's, per
+// window) compares them in the same minutes.
+struct DepthRun {
+  KvType type;
+  DepthFigures f;
+  std::vector<double> pair_ratios;  // against types[0], one a window
+};
+
+Result<std::vector<DepthRun>> depth_figures(BenchContext& ctx, int64_t depth, const std::vector<KvType>& types) {
   constexpr int kWindows = 8;
   constexpr int64_t kChunk = 512;
   const double weight_bytes = static_cast<double>(ctx.weights->n_bytes_per_token());
-  const int64_t n_decode = kWindows * 9;
-  DepthFigures f;
-  if (depth > 0) {
+  const int64_t n_decode = kWindows * kWindowSteps;
+  std::vector<DepthRun> runs;
+  std::vector<std::unique_ptr<ReferenceForward>> at_depth;
+  for (KvType type : types) {
+    DepthFigures& f = runs.emplace_back(DepthRun{type, {}, {}}).f;
     ASSIGN_OR_RETURN(f.attention_roofline, attention_roofline(ctx, type, depth, 16));
-  }
-  for (int rep = 0; rep < ctx.reps; ++rep) {
-    ReferenceForward fwd(ctx.model, kChunk, ctx.pool, ctx.weights, type);
+    for (int rep = 0; rep < ctx.reps; ++rep) {
+      ReferenceForward fwd(ctx.model, kChunk, ctx.pool, ctx.weights, type);
+      const auto t0 = std::chrono::steady_clock::now();
+      auto r = fwd.forward(std::span<const int32_t>(ctx.ids.data(), kChunk), false);
+      if (!r.ok()) return r.status();
+      f.pp512 = std::max(f.pp512, kChunk / seconds(t0));
+    }
+    {
+      ReferenceForward fwd(ctx.model, n_decode + 1, ctx.pool, ctx.weights, type);
+      std::vector<double> tps, ratios;
+      for (int w = 0; w < kWindows; ++w) {
+        ASSIGN_OR_RETURN(const DecodeWindow d, decode_window(ctx, fwd, type, weight_bytes));
+        tps.push_back(d.tps), ratios.push_back(d.roofline);
+      }
+      f.decode0_tps = median(tps), f.decode0_roofline = median(ratios);
+    }
+    auto& fwd = at_depth.emplace_back(
+        std::make_unique<ReferenceForward>(ctx.model, depth + n_decode + 1, ctx.pool, ctx.weights, type));
     const auto t0 = std::chrono::steady_clock::now();
-    auto r = fwd.forward(std::span<const int32_t>(ctx.ids.data(), kChunk), false);
-    if (!r.ok()) return r.status();
-    f.pp512 = std::max(f.pp512, kChunk / seconds(t0));
+    for (int64_t p = 0; p < depth; p += kChunk) {
+      const int64_t n = std::min(kChunk, depth - p);
+      auto r = fwd->forward(std::span<const int32_t>(ctx.ids.data() + p, static_cast<size_t>(n)), false);
+      if (!r.ok()) return r.status();
+    }
+    f.prefill_s = seconds(t0);
+    f.prefill_tps = static_cast<double>(depth) / f.prefill_s;
+    f.kv_bytes = kv_bytes_per_step(ctx.model.config, type, depth + 1);
   }
-  {
-    ReferenceForward fwd(ctx.model, n_decode + 1, ctx.pool, ctx.weights, type);
-    ASSIGN_OR_RETURN(DecodeWindows d0, decode_windows(ctx, fwd, type, weight_bytes, kWindows));
-    f.decode0_tps = d0.tps, f.decode0_roofline = d0.roofline;
+  // Window w of every type, the order reversed every other round (A B, B A,
+  // ...) so that no type always follows another.
+  std::vector<std::vector<DecodeWindow>> windows(runs.size());
+  for (int w = 0; w < kWindows; ++w) {
+    for (size_t k = 0; k < runs.size(); ++k) {
+      const size_t i = w % 2 ? runs.size() - 1 - k : k;
+      ASSIGN_OR_RETURN(const DecodeWindow d, decode_window(ctx, *at_depth[i], runs[i].type, weight_bytes));
+      windows[i].push_back(d);
+    }
+    for (size_t i = 0; i < runs.size(); ++i) runs[i].pair_ratios.push_back(windows[i][w].tps / windows[0][w].tps);
   }
-  ReferenceForward fwd(ctx.model, depth + n_decode + 1, ctx.pool, ctx.weights, type);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t p = 0; p < depth; p += kChunk) {
-    const int64_t n = std::min(kChunk, depth - p);
-    auto r = fwd.forward(std::span<const int32_t>(ctx.ids.data() + p, static_cast<size_t>(n)), false);
-    if (!r.ok()) return r.status();
+  for (size_t i = 0; i < runs.size(); ++i) {
+    std::vector<double> tps, ratios, bws;
+    for (const DecodeWindow& d : windows[i]) tps.push_back(d.tps), ratios.push_back(d.roofline), bws.push_back(d.bandwidth_gbs);
+    DepthFigures& f = runs[i].f;
+    f.decode_tps = median(tps), f.decode_roofline = median(ratios), f.bandwidth_gbs = median(bws);
   }
-  f.prefill_s = seconds(t0);
-  f.prefill_tps = depth > 0 ? static_cast<double>(depth) / f.prefill_s : 0;
-  ASSIGN_OR_RETURN(DecodeWindows d, decode_windows(ctx, fwd, type, weight_bytes, kWindows));
-  f.decode_tps = d.tps, f.decode_roofline = d.roofline, f.bandwidth_gbs = d.bandwidth_gbs;
-  f.kv_bytes = kv_bytes_per_step(ctx.model.config, type, depth + 1);
-  return f;
+  return runs;
 }
 
-int report_depth(BenchContext& ctx, const std::string& path, int n_threads, int64_t depth, KvType type, bool json) {
-  auto f = depth_figures(ctx, depth, type);
-  if (!f.ok()) return report_error("bench", f.status());
+// The members of one KV type's figures, without braces.
+std::string depth_json_members(const DepthRun& run, double weight_bytes) {
+  const DepthFigures& f = run.f;
+  const double attention_share = f.decode_tps > 0 ? std::max(0.0, 1.0 - f.decode_tps / f.decode0_tps) : 0;
+  char buf[768];
+  std::snprintf(buf, sizeof buf,
+                "\"kv_type\": \"%s\", \"pp512\": %.2f, \"prefill_tokens_per_s\": %.2f, \"prefill_vs_pp512\": %.4f, "
+                "\"decode_tokens_per_s\": %.2f, \"decode_roofline\": %.4f, \"decode0_tokens_per_s\": %.2f, "
+                "\"decode0_roofline\": %.4f, \"attention_share\": %.4f, \"weight_bytes_per_token\": %.0f, "
+                "\"kv_bytes_per_step\": %.0f, \"attention_roofline\": %.4f, \"bandwidth_gbs\": %.2f",
+                kv_type_name(run.type), f.pp512, f.prefill_tps, f.pp512 > 0 ? f.prefill_tps / f.pp512 : 0.0,
+                f.decode_tps, f.decode_roofline, f.decode0_tps, f.decode0_roofline, attention_share, weight_bytes,
+                f.kv_bytes, f.attention_roofline, f.bandwidth_gbs);
+  return buf;
+}
+
+int report_depth(BenchContext& ctx, const std::string& path, int n_threads, int64_t depth,
+                 const std::vector<KvType>& types, bool json) {
+  auto runs = depth_figures(ctx, depth, types);
+  if (!runs.ok()) return report_error("bench", runs.status());
   const double weight_bytes = static_cast<double>(ctx.weights->n_bytes_per_token());
-  const double attention_share = f->decode_tps > 0 ? std::max(0.0, 1.0 - f->decode_tps / f->decode0_tps) : 0;
+  const std::string first = kv_type_name(types[0]);
   if (json) {
-    char buf[1024];
-    std::snprintf(buf, sizeof buf,
-                  ", \"threads\": %d, \"kernels\": \"%s\", \"depth\": %lld, \"kv_type\": \"%s\", "
-                  "\"pp512\": %.2f, \"prefill_tokens_per_s\": %.2f, \"prefill_vs_pp512\": %.4f, "
-                  "\"decode_tokens_per_s\": %.2f, \"decode_roofline\": %.4f, \"decode0_tokens_per_s\": %.2f, "
-                  "\"decode0_roofline\": %.4f, \"attention_share\": %.4f, \"weight_bytes_per_token\": %.0f, "
-                  "\"kv_bytes_per_step\": %.0f, \"attention_roofline\": %.4f, \"bandwidth_gbs\": %.2f}\n",
-                  n_threads, isa_name(active_isa()), static_cast<long long>(depth), kv_type_name(type), f->pp512,
-                  f->prefill_tps, f->pp512 > 0 ? f->prefill_tps / f->pp512 : 0.0, f->decode_tps, f->decode_roofline,
-                  f->decode0_tps, f->decode0_roofline, attention_share, weight_bytes, f->kv_bytes, f->attention_roofline, f->bandwidth_gbs);
-    print_json(path, buf);
+    char head[256];
+    std::snprintf(head, sizeof head, ", \"threads\": %d, \"kernels\": \"%s\", \"depth\": %lld, ", n_threads,
+                  isa_name(active_isa()), static_cast<long long>(depth));
+    std::string rest = head;
+    if (runs->size() == 1) {
+      rest += depth_json_members(runs->front(), weight_bytes);
+    } else {
+      // Several types: one object each, and each type's decode rate at the
+      // depth over the first type's, window by window (median, min, max).
+      rest += "\"kv_types\": [";
+      for (size_t i = 0; i < runs->size(); ++i) {
+        if (i > 0) rest += ", ";
+        rest += "{";
+        rest += depth_json_members((*runs)[i], weight_bytes);
+        const auto& pr = (*runs)[i].pair_ratios;
+        char ratio[192];
+        std::snprintf(ratio, sizeof ratio,
+                      ", \"decode_vs_first\": %.4f, \"decode_vs_first_min\": %.4f, \"decode_vs_first_max\": %.4f}",
+                      median(pr), *std::min_element(pr.begin(), pr.end()), *std::max_element(pr.begin(), pr.end()));
+        rest += ratio;
+      }
+      rest += "]";
+    }
+    rest += "}\n";
+    print_json(path, rest.c_str());
     return kExitOk;
   }
-  std::printf("model %s, %d threads, %s kernels, KV cache %s, depth %lld\n", path.c_str(), n_threads,
-              isa_name(active_isa()), kv_type_name(type), static_cast<long long>(depth));
-  std::printf("bytes / decode step    %8.1f MB weights + %.1f MB KV; bandwidth %.2f GB/s (median)\n\n",
-              weight_bytes / 1e6, f->kv_bytes / 1e6, f->bandwidth_gbs);
-  std::printf("%-22s %10s\n", "test", "t/s");
-  std::printf("%-22s %10.2f\n", "pp512", f->pp512);
-  std::printf("%-22s %10.2f   (%.1f%% of pp512, %.1f s)\n", ("prefill " + std::to_string(depth)).c_str(),
-              f->prefill_tps, f->pp512 > 0 ? 100 * f->prefill_tps / f->pp512 : 0.0, f->prefill_s);
-  std::printf("%-22s %10.2f   (%.1f%% of the weights roofline)\n", "decode at depth 0", f->decode0_tps,
-              100 * f->decode0_roofline);
-  std::printf("%-22s %10.2f   (%.1f%% of the weights + KV roofline)\n", ("decode at " + std::to_string(depth)).c_str(),
-              f->decode_tps, 100 * f->decode_roofline);
-  std::printf("%-22s %10s   (%.1f%% of the KV roofline: split attention alone, K and V read once)\n",
-              "attention alone", "", 100 * f->attention_roofline);
-  std::printf("\nattention over the context: %.0f%% of a decode step at depth %lld (1 - depth rate / depth-0 rate)\n",
-              100 * attention_share, static_cast<long long>(depth));
+  for (const DepthRun& run : *runs) {
+    const DepthFigures& f = run.f;
+    const double attention_share = f.decode_tps > 0 ? std::max(0.0, 1.0 - f.decode_tps / f.decode0_tps) : 0;
+    if (&run != &runs->front()) std::printf("\n");
+    std::printf("model %s, %d threads, %s kernels, KV cache %s, depth %lld\n", path.c_str(), n_threads,
+                isa_name(active_isa()), kv_type_name(run.type), static_cast<long long>(depth));
+    std::printf("bytes / decode step    %8.1f MB weights + %.1f MB KV; bandwidth %.2f GB/s (median)\n\n",
+                weight_bytes / 1e6, f.kv_bytes / 1e6, f.bandwidth_gbs);
+    std::printf("%-22s %10s\n", "test", "t/s");
+    std::printf("%-22s %10.2f\n", "pp512", f.pp512);
+    std::printf("%-22s %10.2f   (%.1f%% of pp512, %.1f s)\n", ("prefill " + std::to_string(depth)).c_str(),
+                f.prefill_tps, f.pp512 > 0 ? 100 * f.prefill_tps / f.pp512 : 0.0, f.prefill_s);
+    std::printf("%-22s %10.2f   (%.1f%% of the weights roofline)\n", "decode at depth 0", f.decode0_tps,
+                100 * f.decode0_roofline);
+    std::printf("%-22s %10.2f   (%.1f%% of the weights + KV roofline)\n",
+                ("decode at " + std::to_string(depth)).c_str(), f.decode_tps, 100 * f.decode_roofline);
+    std::printf("%-22s %10s   (%.1f%% of the KV roofline: split attention alone, K and V read once)\n",
+                "attention alone", "", 100 * f.attention_roofline);
+    std::printf("\nattention over the context: %.0f%% of a decode step at depth %lld (1 - depth rate / depth-0 rate)\n",
+                100 * attention_share, static_cast<long long>(depth));
+  }
+  if (runs->size() > 1) {
+    std::printf("\ndecode at depth %lld against %s, window by window (each pair measured in the same minute):\n",
+                static_cast<long long>(depth), first.c_str());
+    for (size_t i = 1; i < runs->size(); ++i) {
+      const auto& pr = (*runs)[i].pair_ratios;
+      std::printf("  %-6s %.3fx (median of %zu windows; %.3f to %.3f)\n", kv_type_name((*runs)[i].type), median(pr),
+                  pr.size(), *std::min_element(pr.begin(), pr.end()), *std::max_element(pr.begin(), pr.end()));
+    }
+  }
   return kExitOk;
 }
 
@@ -367,12 +453,12 @@ double layer_macs_per_token(const Model& model) {
 int cmd_bench(int argc, char** argv, int first) {
   int code = 0;
   auto args = parse_command(argc, argv, first, "bench",
-                            "--model PATH [--threads N] [--reps N] [--depth N [--kv-type T]] [--json]",
+                            "--model PATH [--threads N] [--reps N] [--depth N [--kv-type T[,T2...]]] [--json]",
                             {{"model", true, "GGUF model file"},
                              {"threads", true, "compute threads (default: all cores)"},
                              {"reps", true, "runs per figure, the best is reported (default 2)"},
                              {"depth", true, "long context: prefill N tokens, then decode after them"},
-                             {"kv-type", true, "KV cache type of --depth: f16 (default), q8_0 or f32"},
+                             {"kv-type", true, "KV cache type of --depth: f16 (default), q8_0 or f32; a comma list (f16,q8_0) interleaves their decode windows and compares each with the first"},
                              {"json", false, "print one JSON object"}},
                             &code);
   if (!args) return code;
@@ -385,10 +471,20 @@ int cmd_bench(int argc, char** argv, int first) {
   if (!depth.ok()) return report_error("bench", depth.status());
   // --depth 0 measures nothing --depth N does not (decode at depth 0 is in every --depth run).
   if (args->has("depth") && *depth < 1) return report_error("bench", invalid_argument("--depth must be at least 1"));
-  KvType kv_type = KvType::kF16;
-  if (!parse_kv_type(args->get_or("kv-type", "f16").c_str(), &kv_type)) {
-    return report_error("bench", invalid_argument("--kv-type must be f16, q8_0 or f32"));
+  // --kv-type T or a comma list (T1,T2,...): the types' decode windows at the
+  // depth interleaved, and each compared with the first.
+  std::vector<KvType> kv_types;
+  for (const std::string& name : split_list(args->get_or("kv-type", "f16"))) {
+    KvType t;
+    if (!parse_kv_type(name.c_str(), &t)) {
+      return report_error("bench", invalid_argument("--kv-type must be f16, q8_0 or f32, or a comma list of them"));
+    }
+    if (std::find(kv_types.begin(), kv_types.end(), t) != kv_types.end()) {
+      return report_error("bench", invalid_argument("--kv-type names " + name + " twice"));
+    }
+    kv_types.push_back(t);
   }
+  if (kv_types.empty()) return report_error("bench", invalid_argument("--kv-type must name a type"));
   if (args->has("kv-type") && !args->has("depth")) {
     return report_error("bench", invalid_argument("--kv-type applies to --depth runs"));
   }
@@ -401,16 +497,18 @@ int cmd_bench(int argc, char** argv, int first) {
   std::uniform_int_distribution<int32_t> id_dist(0, static_cast<int32_t>(model.config.n_vocab - 1));
   for (int64_t i = 0; i < std::max<int64_t>(1024, *depth + 512); ++i) ctx.ids.push_back(id_dist(rng));
   if (*depth >= 0) {
-    if (!kv_type_fits(kv_type, model.config.kv_dim())) {
-      return report_error("bench", invalid_argument(std::string("--kv-type ") + kv_type_name(kv_type) +
-                                                    " needs K/V rows of a multiple of 32 values"));
+    for (KvType t : kv_types) {
+      if (!kv_type_fits(t, model.config.kv_dim())) {
+        return report_error("bench", invalid_argument(std::string("--kv-type ") + kv_type_name(t) +
+                                                      " needs K/V rows of a multiple of 32 values"));
+      }
     }
     if (model.config.n_ctx_train > 0 && *depth > model.config.n_ctx_train) {
       log::warn("--depth is larger than the context the model was trained on: past the training length the "
                 "model's output may degrade (the speed figures stand)",
                 {{"depth", *depth}, {"n_ctx_train", model.config.n_ctx_train}});
     }
-    return report_depth(ctx, *args->get("model"), pool.n_threads(), *depth, kv_type, args->has("json"));
+    return report_depth(ctx, *args->get("model"), pool.n_threads(), *depth, kv_types, args->has("json"));
   }
 
   const double int8_peak_start = measure_int8_peak_gops(&pool);

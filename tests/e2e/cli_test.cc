@@ -120,6 +120,23 @@ TEST(CliE2e, BenchDepthBoundsAndWarning) {
   EXPECT_TRUE(contains(r.out, "(1 - depth rate / depth-0 rate)")) << r.out;
 }
 
+// bench --depth with a comma list of KV types: one object per type and each type's decode rate
+// over the first's (the first against itself: exactly 1); a type named twice is a usage error.
+TEST(CliE2e, BenchDepthComparesKvTypes) {
+  const std::string model = shared_dir() + "/models/tiny-llama-F32.gguf";  // K/V rows of 32 values: q8_0 fits
+  if (!file_exists(model)) GTEST_SKIP() << "SKIPPED: " << model << " is absent (needs ../shared)";
+  CommandResult r = run(bin() + " bench --model " + model + " --depth 32 --kv-type f16,f16");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_TRUE(contains(r.out, "--kv-type names f16 twice")) << r.out;
+  r = run(bin() + " bench --model " + model + " --depth 32 --kv-type f16,");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  r = run(bin() + " bench --model " + model + " --depth 32 --kv-type f16,q8_0 --reps 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(contains(r.out, "\"kv_types\": [{\"kv_type\": \"f16\"")) << r.out;
+  EXPECT_TRUE(contains(r.out, "\"decode_vs_first\": 1.0000, \"decode_vs_first_min\": 1.0000")) << r.out;
+  EXPECT_TRUE(contains(r.out, "}, {\"kv_type\": \"q8_0\"")) << r.out;
+}
+
 // generate --json: no decode step (-n 1) is no decode rate (null), not 0; the engine sizing line
 // names the KV type, its bytes per token and the speculative mode; q8_0 on head_dim 8 warns, in
 // generate, logits and serve.
