@@ -129,6 +129,11 @@ struct ChatRequest {
   std::optional<int64_t> max_tokens;  // nullopt: up to the end of the context window
   SamplingParams sampling;
   std::vector<std::string> stop;
+  // vLLM's extensions on both OpenAI routes (StopParams): extra token ids that end the
+  // output, EOS/EOT not ending it, and a minimum output length before any of them may.
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  int32_t min_tokens = 0;
   // OpenAI logprobs (Request::logprobs): -1 none, else the alternatives per token
   // (chat top_logprobs, completions logprobs).
   int32_t logprobs = -1;

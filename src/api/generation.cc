@@ -73,6 +73,9 @@ ApiResult<Prepared> prepare_request(const ChatRequest& chat, const PromptCodec& 
   r.prompt_ids = std::move(ids).value();
   r.sampling = chat.sampling;
   r.stop.stop_strings = chat.stop;
+  r.stop.stop_token_ids = chat.stop_token_ids;
+  r.stop.ignore_eos = chat.ignore_eos;
+  r.stop.min_tokens = chat.min_tokens;
   r.speculative = chat.speculative;
   r.logprobs = chat.logprobs;
   r.prompt_logprobs = chat.prompt_logprobs;
@@ -88,6 +91,12 @@ ApiResult<Prepared> prepare_request(const ChatRequest& chat, const PromptCodec& 
   ApiResult<std::optional<GrammarConstraint>> constraint = plan_constraint(chat, p.tools, p.thinking);
   if (!constraint.ok()) return constraint.error();
   r.constraint = std::move(constraint).value();
+  // A grammar that completes allows only the end, which min_tokens would then ban.
+  if (r.constraint && r.stop.min_tokens > 0) {
+    return ApiError{.reason = ErrorReason::kUnsupportedValue,
+                    .message = "min_tokens cannot be combined with structured output or a forced tool call",
+                    .param = "min_tokens"};
+  }
   return p;
 }
 

@@ -411,6 +411,30 @@ void parse_openai_response_format(const json::object& o, ChatRequest* r) {
   r->response_format = std::move(out);
 }
 
+void parse_vllm_guided_json(const json::object& o, ChatRequest* r) {
+  const auto* f = find_field(o, "guided_json");
+  if (!f || f->is_null()) return;
+  if (r->response_format) {
+    throw_field_error("guided_json", "cannot be combined with a JSON response_format", ErrorReason::kInvalidValue);
+  }
+  // vLLM takes the schema as an object or as its JSON text.
+  json::value parsed;
+  const json::value* schema = f;
+  if (f->is_string()) {
+    boost::system::error_code ec;
+    parsed = json::parse(f->get_string(), ec);
+    if (ec) throw_field_error("guided_json", "must be a JSON Schema (an object, or its JSON text)", ErrorReason::kInvalidValue);
+    schema = &parsed;
+  }
+  if (!schema->is_object() && !schema->is_bool()) {
+    throw_field_error("guided_json", "must be a JSON Schema (an object, or its JSON text)", ErrorReason::kInvalidType);
+  }
+  ResponseFormat out{.kind = ResponseFormat::Kind::kJsonSchema};
+  out.schema_json = json_text(*schema);
+  out.grammar = compile_field(*schema, "guided_json");
+  r->response_format = std::move(out);
+}
+
 void parse_anthropic_output_format(const json::object& o, ChatRequest* r) {
   const auto* f = find_field(o, "output_format");
   if (!f) return;

@@ -245,6 +245,9 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, EngineConfig conf
   if (draft) draft_ = std::make_unique<DraftModel>(*config_.draft_model, std::move(*draft), &pool_, draft_model_config(config_));
   stats_.n_ctx = config_.n_ctx;
   stats_.kv_block_size = config_.block_size;
+  for (int32_t id = 0; id < model.config.n_vocab; ++id) {
+    if (tokenizer_.vocab().is_valid(id) && tokenizer_.vocab().is_eog(id)) eog_ids_.push_back(id);
+  }
   stats_.n_kv_blocks_total = blocks_.n_blocks();
   if (config_.guard) {
     std::vector<std::string> pieces(static_cast<size_t>(model.config.n_vocab));
@@ -256,6 +259,12 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, EngineConfig conf
 
 Engine::~Engine() { stop(); }
 
+std::vector<int32_t> Engine::end_ids(const StopParams& stop) const {
+  std::vector<int32_t> ids = stop.stop_token_ids;
+  if (!stop.ignore_eos) ids.insert(ids.end(), eog_ids_.begin(), eog_ids_.end());
+  return ids;
+}
+
 const grammar::TokenTrie& Engine::grammar_trie() {
   if (!grammar_trie_) {
     // Built on first use (engine thread): a server that never constrains pays nothing.
@@ -265,7 +274,6 @@ const grammar::TokenTrie& Engine::grammar_trie() {
     for (int32_t id = 0; id < n_vocab; ++id) {
       if (!tokenizer_.vocab().is_valid(id)) continue;
       pieces[id] = tokenizer_.token_to_piece(id);
-      if (tokenizer_.vocab().is_eog(id)) eog_ids_.push_back(id);
     }
     grammar_trie_ = std::make_unique<grammar::TokenTrie>(pieces);
     grammar_mask_ = TokenMask(n_vocab);
@@ -426,6 +434,13 @@ void Engine::admit(Request request, std::shared_ptr<RequestChannel> channel, Tim
                                      " is outside the vocabulary (" + std::to_string(model_.config.n_vocab) + " tokens)",
                                  {.reason = ErrorReason::kInvalidValue}));
   }
+  for (int32_t id : request.stop.stop_token_ids) {
+    if (id < 0 || id >= model_.config.n_vocab) {
+      return fail(invalid_argument("stop token id " + std::to_string(id) + " is outside the vocabulary (" +
+                                       std::to_string(model_.config.n_vocab) + " tokens)",
+                                   {.reason = ErrorReason::kInvalidValue}));
+    }
+  }
   if (n_prompt >= config_.n_ctx) {
     return fail(out_of_range("the prompt has " + std::to_string(n_prompt) + " tokens; the context window is " +
                                  std::to_string(config_.n_ctx),
@@ -454,12 +469,8 @@ void Engine::admit(Request request, std::shared_ptr<RequestChannel> channel, Tim
   auto seq = scheduler_.submit(std::move(spec));
   if (!seq.ok()) return fail(seq.status());
   auto live = std::make_unique<Live>(std::move(request), std::move(channel), tokenizer_, config_.guard, mask_.get());
-  if (live->request.constraint) {
-    const grammar::TokenTrie& trie = grammar_trie();
-    std::vector<int32_t> end_ids = live->request.stop.stop_token_ids;
-    if (!live->request.stop.ignore_eos) end_ids.insert(end_ids.end(), eog_ids_.begin(), eog_ids_.end());
-    live->constraint.emplace(*live->request.constraint, trie, std::move(end_ids));
-  }
+  if (live->request.stop.min_tokens > 0) live->sampler.hold_end(end_ids(live->request.stop), live->request.stop.min_tokens);
+  if (live->request.constraint) live->constraint.emplace(*live->request.constraint, grammar_trie(), end_ids(live->request.stop));
   if (const SpeculativeParams sp = live->request.speculative.value_or(SpeculativeParams{.enabled = config_.speculative});
       sp.enabled && !live->span && !live->request.stop.prefill_only) {
     live->speculates = true;

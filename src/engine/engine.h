@@ -279,11 +279,14 @@ class Engine final : public EngineApi {
   BlockPool blocks_;
   Scheduler scheduler_;
   std::shared_ptr<const guard::TokenMaskTable> mask_;  // config_.guard's mask rules over the vocabulary
+  // The ids that end a request's output: its stop ids, and the vocabulary's
+  // end-of-generation ids (eog_ids_) unless it ignores EOS.
+  std::vector<int32_t> end_ids(const StopParams& stop) const;
+  std::vector<int32_t> eog_ids_;
   // Constrained decoding (engine/constraint.h): the vocabulary's trie, made
-  // on first use by grammar_trie(); the end-of-generation ids; the step's mask.
+  // on first use by grammar_trie(); the step's mask.
   const grammar::TokenTrie& grammar_trie();
   std::unique_ptr<grammar::TokenTrie> grammar_trie_;
-  std::vector<int32_t> eog_ids_;
   TokenMask grammar_mask_{0};
   std::unordered_map<SeqId, std::unique_ptr<Live>> live_;
   std::vector<float> logits_;

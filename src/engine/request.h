@@ -71,6 +71,10 @@ struct StopParams {
   std::vector<int32_t> stop_token_ids;     // in addition to EOS/EOT unless ignore_eos
   std::vector<std::string> stop_strings;   // matched on detokenized text, never emitted
   bool ignore_eos = false;
+  // The first min_tokens generated tokens cannot end the output: EOS/EOT (unless ignore_eos)
+  // and stop_token_ids are banned from sampling until then (vLLM's min_tokens; stop strings
+  // and max_tokens still end it).
+  int32_t min_tokens = 0;
   // Validate mode (api/validate.h): the prompt is prefilled, then the request
   // finishes (kMaxTokens, no token sampled or emitted, n_generated_tokens 0)
   // with its usage and timings (t_prefilled set, t_first_token not).

@@ -267,7 +267,15 @@ Sampler::Sampler(SamplingParams params, std::span<const int32_t> context)
   for (size_t i = first; i < context.size(); ++i) push(context[i], /*generated=*/false);
 }
 
-void Sampler::accept(int32_t token) { push(token, /*generated=*/true); }
+void Sampler::accept(int32_t token) {
+  ++n_accepted_;
+  push(token, /*generated=*/true);
+}
+
+void Sampler::hold_end(std::vector<int32_t> ids, int32_t n_tokens) {
+  hold_ids_ = std::move(ids);
+  hold_n_ = n_tokens;
+}
 
 void Sampler::push(int32_t token, bool generated) {
   const int32_t last_n = params_.penalty_last_n;
@@ -307,6 +315,9 @@ void Sampler::apply_penalties(std::span<float> logits) const {
 void Sampler::transform(std::span<float> logits, const TokenMask* mask) const {
   sampling::apply_logit_bias(logits, params_.logit_bias);
   if (penalties_active()) apply_penalties(logits);
+  if (n_accepted_ < hold_n_) {
+    for (int32_t id : hold_ids_) logits[id] = -INFINITY;
+  }
   if (mask) sampling::apply_mask(logits, *mask);
 }
 

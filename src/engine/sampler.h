@@ -147,6 +147,12 @@ class Sampler {
   // tokens chosen elsewhere, e.g. forced by a grammar).
   void accept(int32_t token);
 
+  // Until n_tokens tokens have been accepted, `ids` are banned at every step (logit -inf,
+  // after the bias and penalties): a minimum output length (StopParams::min_tokens) whose
+  // end tokens cannot be drawn early, verify() included. Logprobs, taken from the raw
+  // logits, do not see the ban.
+  void hold_end(std::vector<int32_t> ids, int32_t n_tokens);
+
   uint64_t seed() const { return seed_; }                 // the seed in use (drawn if absent)
   const SamplingParams& params() const { return params_; }
 
@@ -171,6 +177,9 @@ class Sampler {
   std::mt19937_64 rng_;
   std::deque<std::pair<int32_t, bool>> window_;   // (token, generated), oldest first
   std::unordered_map<int32_t, Counts> counts_;     // over window_
+  int64_t n_accepted_ = 0;                         // generated tokens accepted
+  std::vector<int32_t> hold_ids_;                  // hold_end
+  int64_t hold_n_ = 0;
 };
 
 }  // namespace zl

@@ -10,10 +10,10 @@ namespace {
 // cache_key() writes every field of these structs. A field added to them may
 // change the engine's events: add it to the key, then update the size here.
 static_assert(sizeof(SamplingParams) == 96, "SamplingParams changed: add the new field to cache_key()");
-static_assert(sizeof(StopParams) == 176, "StopParams changed: add the new field to cache_key()");
+static_assert(sizeof(StopParams) == 184, "StopParams changed: add the new field to cache_key()");
 static_assert(sizeof(SpanBudget) == 104, "SpanBudget changed: add the new field to cache_key()");
 // (Request::speculative is left out: speculation never changes the tokens, seeded ones included.)
-static_assert(sizeof(Request) == 536, "Request changed: add the new field to cache_key() if it can change the answer");
+static_assert(sizeof(Request) == 544, "Request changed: add the new field to cache_key() if it can change the answer");
 
 // Bumped when the key's layout changes (keys never outlive the process; the
 // byte only keeps layouts apart if two ever coexist).
@@ -90,6 +90,7 @@ std::string cache_key(const Request& r, bool single_call) {
   w.u64(st.stop_strings.size());
   for (const std::string& stop : st.stop_strings) w.str(stop);
   w.u8(st.ignore_eos);
+  w.i32(st.min_tokens);
   w.u8(st.prefill_only);
   w.u8(st.span.has_value());  // a reasoning budget shapes the answer too
   if (st.span) {

@@ -281,6 +281,30 @@ TEST(Engine, FinishReasonsAndErrors) {
   o = collect(*(*engine)->submit(s));
   EXPECT_EQ(o.last.finish, FinishReason::kEndOfSequence);
   EXPECT_EQ(o.ids, (std::vector<int32_t>{432, 383, 286}));
+  // min_tokens: with EOS (id 2) forced by its bias it still comes only after 5 tokens; with a
+  // stop id and ignore_eos the stop id is held back too, and EOS never ends it.
+  Request m = greedy(prompt, 64);
+  m.stop.ignore_eos = false;
+  m.sampling.logit_bias[2] = 100;
+  EXPECT_EQ(collect(*(*engine)->submit(m)).ids, (std::vector<int32_t>{2}));
+  m.stop.min_tokens = 5;
+  o = collect(*(*engine)->submit(m));
+  EXPECT_EQ(o.last.finish, FinishReason::kEndOfSequence);
+  ASSERT_EQ(o.ids.size(), 6u);
+  EXPECT_EQ(o.ids.back(), 2);
+  EXPECT_EQ(std::count(o.ids.begin(), o.ids.end(), 2), 1);
+  m.stop.ignore_eos = true;
+  m.stop.stop_token_ids = {383};
+  m.sampling.logit_bias = {{383, 100}};
+  o = collect(*(*engine)->submit(m));
+  EXPECT_EQ(o.last.finish, FinishReason::kEndOfSequence);
+  ASSERT_EQ(o.ids.size(), 6u);
+  EXPECT_EQ(o.ids.back(), 383);
+  // A stop id outside the vocabulary: a typed error.
+  m.stop.stop_token_ids = {512};
+  o = collect(*(*engine)->submit(m));
+  EXPECT_EQ(o.last.kind, EventKind::kError);
+  EXPECT_EQ(o.last.error.reason(), ErrorReason::kInvalidValue);
 }
 
 // Validate mode (StopParams::prefill_only): the prompt is computed, then the

@@ -90,6 +90,7 @@ TEST(ResponseCacheKey, EveryInputThatShapesTheAnswerChangesTheKey) {
       {"stop_token_ids", [](Request& r) { r.stop.stop_token_ids = {13}; }},
       {"stop_strings", [](Request& r) { r.stop.stop_strings = {"\n"}; }},
       {"ignore_eos", [](Request& r) { r.stop.ignore_eos = true; }},
+      {"min_tokens", [](Request& r) { r.stop.min_tokens = 5; }},
       {"prefill_only", [](Request& r) { r.stop.prefill_only = true; }},
       {"return_token_ids", [](Request& r) { r.return_token_ids = true; }},
       {"logprobs", [](Request& r) { r.logprobs = 2; }},

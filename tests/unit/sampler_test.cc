@@ -56,6 +56,28 @@ TEST(Sampler, GreedyTakesTheArgmaxAndTheLowestIdOnTies) {
   expect_near(dist(greedy(), {1, 3, 3, 2}), {{1, 1.0f}});
 }
 
+// hold_end: the ids are banned until that many tokens were accepted (sampled, verified or
+// accepted as forced), then allowed again.
+TEST(Sampler, HoldEndBansTheEndIdsUntilEnoughTokens) {
+  Sampler s(greedy());
+  s.hold_end({1, 3}, 3);
+  std::vector<float> l = {1, 9, 2, 8};
+  EXPECT_EQ(*s.sample(l), 2);  // 1 and 3 banned: the best left
+  s.accept(0);                 // a forced token counts
+  l = {1, 9, 2, 8};
+  auto v = s.verify(l, 1);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->token, 2);
+  EXPECT_FALSE(v->accepted);  // a draft of a banned id is rejected
+  l = {1, 9, 2, 8};
+  EXPECT_EQ(*s.sample(l), 1);  // 3 accepted: free again
+  // Everything else masked: no token at all while the hold lasts.
+  Sampler t(greedy());
+  t.hold_end({0, 1}, 1);
+  std::vector<float> only = {5, 4, -INFINITY};
+  EXPECT_FALSE(t.sample(only).ok());
+}
+
 TEST(Sampler, TemperatureSharpensOrFlattens) {
   expect_near(dist({.temperature = 1.0f}, logits_of({0.1f, 0.2f, 0.3f, 0.4f})),
               {{0, 0.1f}, {1, 0.2f}, {2, 0.3f}, {3, 0.4f}});

@@ -9,11 +9,13 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "api/anthropic/messages.h"
 #include "api/errors.h"
@@ -283,6 +285,55 @@ TEST(OpenAiParse, LogprobsFields) {
     auto e = completion(f);
     ASSERT_FALSE(e.ok()) << f;
     EXPECT_EQ(e.error().param, param) << f;
+  }
+}
+
+// vLLM's stop extensions on both routes; its other output-changing fields are a 400
+// unsupported_value naming them unless neutral; guided_json is a json_schema response_format.
+TEST(OpenAiParse, VllmExtensionFields) {
+  const std::string msgs = R"("messages":[{"role":"user","content":"x"}])";
+  auto chat = [&](const std::string& f) { return openai::parse_chat_request(R"({"model":"m",)" + f + "," + msgs + "}"); };
+  auto completion = [](const std::string& f) {
+    return openai::parse_completion_request(R"({"model":"m","prompt":"Once",)" + f + "}");
+  };
+  for (const auto& parse : {std::function<ApiResult<ChatRequest>(const std::string&)>(chat),
+                            std::function<ApiResult<ChatRequest>(const std::string&)>(completion)}) {
+    auto r = parse(R"("stop_token_ids":[13,2],"ignore_eos":true,"min_tokens":4,"max_tokens":8)");
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r.value().stop_token_ids, (std::vector<int32_t>{13, 2}));
+    EXPECT_TRUE(r.value().ignore_eos);
+    EXPECT_EQ(r.value().min_tokens, 4);
+    // Neutral values of the refused fields pass.
+    EXPECT_TRUE(parse(R"("best_of":1,"use_beam_search":false,"typical_p":1,"prompt_logprobs":null,"guided_regex":null,)"
+                      R"("include_stop_str_in_output":false,"suffix":"","stop_token_ids":null)")
+                    .ok());
+    for (const auto& [f, param, reason] : std::vector<std::tuple<std::string, std::string, ErrorReason>>{
+             {R"("min_tokens":9,"max_tokens":8)", "min_tokens", ErrorReason::kInvalidValue},
+             {R"("min_tokens":-1)", "min_tokens", ErrorReason::kOutOfRange},
+             {R"("stop_token_ids":[1,-2])", "stop_token_ids[1]", ErrorReason::kOutOfRange},
+             {R"("stop_token_ids":7)", "stop_token_ids", ErrorReason::kInvalidType},
+             {R"("ignore_eos":1)", "ignore_eos", ErrorReason::kInvalidType},
+             {R"("best_of":2)", "best_of", ErrorReason::kUnsupportedValue},
+             {R"("use_beam_search":true)", "use_beam_search", ErrorReason::kUnsupportedValue},
+             {R"("guided_choice":["a","b"])", "guided_choice", ErrorReason::kUnsupportedValue},
+             {R"("guided_regex":"a+")", "guided_regex", ErrorReason::kUnsupportedValue},
+             {R"("prompt_logprobs":1)", "prompt_logprobs", ErrorReason::kUnsupportedValue},
+             {R"("include_stop_str_in_output":true)", "include_stop_str_in_output", ErrorReason::kUnsupportedValue},
+             {R"("typical_p":0.5)", "typical_p", ErrorReason::kUnsupportedValue},
+             {R"("suffix":"}")", "suffix", ErrorReason::kUnsupportedValue},
+             {R"("guided_json":"{bad")", "guided_json", ErrorReason::kInvalidValue},
+             {R"("guided_json":{},"response_format":{"type":"json_object"})", "guided_json", ErrorReason::kInvalidValue}}) {
+      auto e = parse(f);
+      ASSERT_FALSE(e.ok()) << f;
+      EXPECT_EQ(e.error().param, param) << f;
+      EXPECT_EQ(e.error().reason, reason) << f << ": " << e.error().message;
+    }
+    for (const std::string f : {R"("guided_json":{"type":"object"})", R"("guided_json":"{\"type\":\"object\"}")"}) {
+      auto g = parse(f);
+      ASSERT_TRUE(g.ok()) << f;
+      ASSERT_TRUE(g.value().response_format.has_value()) << f;
+      EXPECT_EQ(g.value().response_format->schema_json, R"({"type":"object"})") << f;
+    }
   }
 }
 
@@ -607,6 +658,26 @@ TEST(Prepare, ContextCheckAndClamp) {
   EXPECT_EQ(e.error().numbers.n_prompt_tokens, n_prompt);
   EXPECT_EQ(e.error().numbers.n_ctx, n_prompt);
   EXPECT_EQ(e.error().numbers.max_tokens_fit, 0);
+}
+
+// vLLM's stop fields reach the engine request; min_tokens beside a grammar is refused.
+TEST(Prepare, StopExtensionsReachTheRequest) {
+  fake::FakeCodec codec;
+  auto chat = openai::parse_chat_request(
+      R"({"model":"m","messages":[{"role":"user","content":"hi"}],"stop_token_ids":[7],"ignore_eos":true,"min_tokens":3})");
+  ASSERT_TRUE(chat.ok());
+  auto p = prepare_request(chat.value(), codec, 0, "r");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p.value().request.stop.stop_token_ids, (std::vector<int32_t>{7}));
+  EXPECT_TRUE(p.value().request.stop.ignore_eos);
+  EXPECT_EQ(p.value().request.stop.min_tokens, 3);
+  chat = openai::parse_chat_request(R"({"model":"m","messages":[{"role":"user","content":"hi"}],"min_tokens":3,)"
+                                    R"("response_format":{"type":"json_object"}})");
+  ASSERT_TRUE(chat.ok());
+  auto e = prepare_request(chat.value(), codec, 0, "r");
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error().reason, ErrorReason::kUnsupportedValue);
+  EXPECT_EQ(e.error().param, "min_tokens");
 }
 
 TEST(Prepare, TenantIsTheKeyThenTheUser) {

@@ -93,6 +93,67 @@ void parse_thinking_switch(const json::object& o, ChatRequest* r) {
   parse_template_vars(o, effort, r);
 }
 
+// vLLM's stop extensions (ChatRequest::stop_token_ids, ignore_eos, min_tokens); after max_tokens.
+void parse_vllm_stop_fields(const json::object& o, ChatRequest* r) {
+  constexpr size_t kMaxStopTokenIds = 256;
+  if (const auto* f = find_field(o, "stop_token_ids"); f && !f->is_null()) {
+    const auto& arr = json_array(*f, "stop_token_ids");
+    if (arr.size() > kMaxStopTokenIds) {
+      throw_field_error("stop_token_ids", "must have at most " + std::to_string(kMaxStopTokenIds) + " ids",
+                        ErrorReason::kInvalidValue);
+    }
+    for (size_t i = 0; i < arr.size(); ++i) {
+      r->stop_token_ids.push_back(static_cast<int32_t>(json_int(arr[i], index_param("stop_token_ids", i), 0, INT32_MAX)));
+    }
+  }
+  if (const auto* f = find_field(o, "ignore_eos")) r->ignore_eos = json_bool(*f, "ignore_eos");
+  if (const auto* f = find_field(o, "min_tokens")) {
+    r->min_tokens = static_cast<int32_t>(json_int(*f, "min_tokens", 0, INT32_MAX));
+    if (r->max_tokens && r->min_tokens > *r->max_tokens) {
+      throw_field_error("min_tokens", "must not exceed max_tokens (" + std::to_string(*r->max_tokens) + ")",
+                        ErrorReason::kInvalidValue);
+    }
+  }
+}
+
+// Fields of vLLM's and llama-server's OpenAI routes whose meaning this server does not
+// implement: a 400 naming the field when the value asks for something (a neutral value —
+// null, false, best_of 1, ... — is accepted), never a different answer given silently.
+void refuse_unsupported_extensions(const json::object& o) {
+  const auto refuse = [](std::string_view field, std::string why) {
+    throw_field_error(std::string(field), std::move(why), ErrorReason::kUnsupportedValue);
+  };
+  for (const char* field : {"guided_regex", "guided_choice", "guided_grammar", "grammar", "json_schema"}) {
+    if (const auto* f = find_field(o, field); f && !f->is_null()) {
+      refuse(field, "is not supported; constrain the output with response_format (or guided_json)");
+    }
+  }
+  if (const auto* f = find_field(o, "prompt_logprobs"); f && !f->is_null()) {
+    refuse("prompt_logprobs", "is not supported; /v1/completions gives the prompt's logprobs with echo: true and logprobs");
+  }
+  if (const auto* f = find_field(o, "best_of"); f && !f->is_null() && json_int(*f, "best_of", 1, 128) != 1) {
+    refuse("best_of", "only best_of = 1 is supported");
+  }
+  if (const auto* f = find_field(o, "use_beam_search"); f && json_bool(*f, "use_beam_search")) {
+    refuse("use_beam_search", "beam search is not supported");
+  }
+  if (const auto* f = find_field(o, "include_stop_str_in_output"); f && json_bool(*f, "include_stop_str_in_output")) {
+    refuse("include_stop_str_in_output", "a matched stop string is never part of the output");
+  }
+  if (const auto* f = find_field(o, "truncate_prompt_tokens"); f && !f->is_null()) {
+    refuse("truncate_prompt_tokens", "is not supported; see context_policy");
+  }
+  if (const auto* f = find_field(o, "suffix"); f && !f->is_null() && !(f->is_string() && f->get_string().empty())) {
+    refuse("suffix", "is not supported (no fill-in-the-middle)");
+  }
+  for (const auto& [field, neutral] : {std::pair<const char*, double>{"typical_p", 1}, {"mirostat", 0}, {"dry_multiplier", 0},
+                                       {"xtc_probability", 0}, {"top_n_sigma", -1}}) {
+    if (const auto* f = find_field(o, field); f && !f->is_null() && json_number(*f, field, -1e9, 1e9) != neutral) {
+      refuse(field, "this sampler is not supported");
+    }
+  }
+}
+
 // Sampling, stop and stream fields shared by both endpoints. min_max_tokens: 0 for a
 // completion that echoes its prompt (the prompt alone), else 1.
 void parse_common(const json::object& o, ChatRequest* r, int64_t min_max_tokens = 1) {
@@ -144,6 +205,8 @@ void parse_common(const json::object& o, ChatRequest* r, int64_t min_max_tokens 
       if (r->stop[i].empty()) throw_field_error(index_param("stop", i), "must not be empty", ErrorReason::kInvalidValue);
     }
   }
+  parse_vllm_stop_fields(o, r);
+  refuse_unsupported_extensions(o);
   parse_speculative_field(o, r);  // extension (api/speculative.h)
   if (const auto* f = find_field(o, "user")) r->user = json_string(*f, "user");
   if (const auto* f = find_field(o, "stream")) r->stream = json_bool(*f, "stream");
@@ -451,6 +514,7 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
     if (const auto* f = find_field(o, "parallel_tool_calls")) r->parallel_tool_calls = json_bool(*f, "parallel_tool_calls");
     check_tool_choice(*r, "tool_choice.function.name");
     parse_openai_response_format(o, r);  // structured output (api/structured_output.h)
+    parse_vllm_guided_json(o, r);
   });
 }
 
@@ -483,6 +547,7 @@ ApiResult<ChatRequest> parse_completion_request(std::string_view body) {
       }
     }
     parse_openai_response_format(o, r);  // structured output (api/structured_output.h)
+    parse_vllm_guided_json(o, r);
   });
 }
 
