@@ -320,6 +320,7 @@ TEST(OpenAiParse, VllmExtensionFields) {
              {R"("prompt_logprobs":1)", "prompt_logprobs", ErrorReason::kUnsupportedValue},
              {R"("include_stop_str_in_output":true)", "include_stop_str_in_output", ErrorReason::kUnsupportedValue},
              {R"("typical_p":0.5)", "typical_p", ErrorReason::kUnsupportedValue},
+             {R"("functions":[{"name":"f"}])", "functions", ErrorReason::kUnsupportedValue},
              {R"("suffix":"}")", "suffix", ErrorReason::kUnsupportedValue},
              {R"("guided_json":"{bad")", "guided_json", ErrorReason::kInvalidValue},
              {R"("guided_json":{},"response_format":{"type":"json_object"})", "guided_json", ErrorReason::kInvalidValue}}) {

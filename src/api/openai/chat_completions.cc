@@ -128,6 +128,9 @@ void refuse_unsupported_extensions(const json::object& o) {
       refuse(field, "is not supported; constrain the output with response_format (or guided_json)");
     }
   }
+  for (const char* field : {"functions", "function_call"}) {  // OpenAI's deprecated function calling
+    if (const auto* f = find_field(o, field); f && !f->is_null()) refuse(field, "is not supported; use tools and tool_choice");
+  }
   if (const auto* f = find_field(o, "prompt_logprobs"); f && !f->is_null()) {
     refuse("prompt_logprobs", "is not supported; /v1/completions gives the prompt's logprobs with echo: true and logprobs");
   }
