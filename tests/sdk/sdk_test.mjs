@@ -693,6 +693,32 @@ test('openai: completions echo: the prompt first, its entries too (the first nul
   assert.deepEqual(only.choices[0].logprobs.token_logprobs, lp.token_logprobs.slice(0, n));
 });
 
+test("openai: vLLM's min_tokens, ignore_eos and stop_token_ids through the SDK; its unsupported fields are 400s", REAL_ONLY, async () => {
+  // stories260K's EOS is id 2: biased to come first, it ends the answer at once unless held back.
+  const req = { model: 'm', prompt: 'Once upon a time', max_tokens: 40, temperature: 0, logit_bias: { 2: 100 } };
+  const early = await openai.completions.create(req);
+  assert.equal(early.choices[0].finish_reason, 'stop');
+  assert.equal(early.usage.completion_tokens, 1);
+  const held = await openai.completions.create({ ...req, min_tokens: 10 });
+  assert.equal(held.choices[0].finish_reason, 'stop');
+  assert.equal(held.usage.completion_tokens, 11);
+  const ignored = await openai.completions.create({ ...req, ignore_eos: true });
+  assert.equal(ignored.choices[0].finish_reason, 'length');
+  assert.equal(ignored.usage.completion_tokens, 40);
+  const chat = await openai.chat.completions.create({ model: 'm', messages: user('Hi'), max_tokens: 40, temperature: 0,
+                                                      logit_bias: { 13: 100 }, stop_token_ids: [13], min_tokens: 3 });
+  assert.equal(chat.choices[0].finish_reason, 'stop');
+  assert.equal(chat.usage.completion_tokens, 4);
+  const bad = async (p, param) => assert.rejects(p, (e) => {
+    assert.ok(e instanceof OpenAI.BadRequestError, String(e));
+    assert.equal(e.param, param);
+    return true;
+  });
+  await bad(openai.completions.create({ ...req, min_tokens: 41 }), 'min_tokens');
+  await bad(openai.completions.create({ ...req, best_of: 3 }), 'best_of');
+  await bad(openai.chat.completions.create({ model: 'm', messages: user('Hi'), guided_choice: ['yes', 'no'] }), 'guided_choice');
+});
+
 test('openai: logprobs requests the API refuses', async () => {
   const bad = async (p, param) => assert.rejects(p, (e) => {
     assert.ok(e instanceof OpenAI.BadRequestError, String(e));
