@@ -245,10 +245,10 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, EngineConfig conf
   if (draft) draft_ = std::make_unique<DraftModel>(*config_.draft_model, std::move(*draft), &pool_, draft_model_config(config_));
   stats_.n_ctx = config_.n_ctx;
   stats_.kv_block_size = config_.block_size;
+  stats_.n_kv_blocks_total = blocks_.n_blocks();
   for (int32_t id = 0; id < model.config.n_vocab; ++id) {
     if (tokenizer_.vocab().is_valid(id) && tokenizer_.vocab().is_eog(id)) eog_ids_.push_back(id);
   }
-  stats_.n_kv_blocks_total = blocks_.n_blocks();
   if (config_.guard) {
     std::vector<std::string> pieces(static_cast<size_t>(model.config.n_vocab));
     for (size_t id = 0; id < pieces.size(); ++id) pieces[id] = tokenizer.token_to_piece(static_cast<int32_t>(id));

@@ -17,7 +17,7 @@ static_assert(sizeof(Request) == 544, "Request changed: add the new field to cac
 
 // Bumped when the key's layout changes (keys never outlive the process; the
 // byte only keeps layouts apart if two ever coexist).
-constexpr char kKeyVersion = 1;
+constexpr char kKeyVersion = 2;
 
 class KeyWriter {
  public:
