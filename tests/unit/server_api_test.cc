@@ -305,7 +305,7 @@ TEST(OpenAiParse, VllmExtensionFields) {
     EXPECT_EQ(r.value().min_tokens, 4);
     // Neutral values of the refused fields pass.
     EXPECT_TRUE(parse(R"("best_of":1,"use_beam_search":false,"typical_p":1,"prompt_logprobs":null,"guided_regex":null,)"
-                      R"("include_stop_str_in_output":false,"suffix":"","stop_token_ids":null)")
+                      R"("include_stop_str_in_output":false,"suffix":"","stop_token_ids":null,"ignore_eos":null,"min_tokens":null)")
                     .ok());
     for (const auto& [f, param, reason] : std::vector<std::tuple<std::string, std::string, ErrorReason>>{
              {R"("min_tokens":9,"max_tokens":8)", "min_tokens", ErrorReason::kInvalidValue},

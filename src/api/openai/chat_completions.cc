@@ -106,8 +106,8 @@ void parse_vllm_stop_fields(const json::object& o, ChatRequest* r) {
       r->stop_token_ids.push_back(static_cast<int32_t>(json_int(arr[i], index_param("stop_token_ids", i), 0, INT32_MAX)));
     }
   }
-  if (const auto* f = find_field(o, "ignore_eos")) r->ignore_eos = json_bool(*f, "ignore_eos");
-  if (const auto* f = find_field(o, "min_tokens")) {
+  if (const auto* f = find_field(o, "ignore_eos"); f && !f->is_null()) r->ignore_eos = json_bool(*f, "ignore_eos");
+  if (const auto* f = find_field(o, "min_tokens"); f && !f->is_null()) {
     r->min_tokens = static_cast<int32_t>(json_int(*f, "min_tokens", 0, INT32_MAX));
     if (r->max_tokens && r->min_tokens > *r->max_tokens) {
       throw_field_error("min_tokens", "must not exceed max_tokens (" + std::to_string(*r->max_tokens) + ")",
@@ -137,10 +137,11 @@ void refuse_unsupported_extensions(const json::object& o) {
   if (const auto* f = find_field(o, "best_of"); f && !f->is_null() && json_int(*f, "best_of", 1, 128) != 1) {
     refuse("best_of", "only best_of = 1 is supported");
   }
-  if (const auto* f = find_field(o, "use_beam_search"); f && json_bool(*f, "use_beam_search")) {
+  if (const auto* f = find_field(o, "use_beam_search"); f && !f->is_null() && json_bool(*f, "use_beam_search")) {
     refuse("use_beam_search", "beam search is not supported");
   }
-  if (const auto* f = find_field(o, "include_stop_str_in_output"); f && json_bool(*f, "include_stop_str_in_output")) {
+  if (const auto* f = find_field(o, "include_stop_str_in_output");
+      f && !f->is_null() && json_bool(*f, "include_stop_str_in_output")) {
     refuse("include_stop_str_in_output", "a matched stop string is never part of the output");
   }
   if (const auto* f = find_field(o, "truncate_prompt_tokens"); f && !f->is_null()) {
