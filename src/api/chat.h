@@ -125,6 +125,16 @@ struct ChatRequest {
   // prompt as given, no BOS added; `prompt` then holds their text (PromptCodec::decode_prompt,
   // set by the service before the guard sees it).
   std::optional<std::vector<int32_t>> prompt_ids;
+  // /v1/completions with several prompts (an array of strings or of token-id arrays): the
+  // ones after the first (which is `prompt` / `prompt_ids`), in order. Each is answered as
+  // `n` choices of its own (api/fan_out.h).
+  struct RawPrompt {
+    std::string text;
+    std::optional<std::vector<int32_t>> ids;
+  };
+  std::vector<RawPrompt> more_prompts;
+  // OpenAI `n`: choices per prompt, each its own generation (1: one answer, as without it).
+  int32_t n = 1;
 
   std::optional<int64_t> max_tokens;  // nullopt: up to the end of the context window
   SamplingParams sampling;

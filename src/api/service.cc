@@ -11,6 +11,7 @@
 #include "api/errors.h"
 #include "api/generation.h"
 #include "api/guard_input.h"
+#include "api/json_fields.h"
 #include "api/json_util.h"
 #include "api/openai/chat_completions.h"
 #include "api/shadow_glue.h"
@@ -184,46 +185,67 @@ void ApiService::send_json(const http::HttpRequest& req, http::Responder& res, c
 }
 
 void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Responder> res,
-                          const std::string& route, const std::string& key_id, ChatRequest chat,
-                          ServerTiming timing, const FormatterFactory& make_formatter) {
+                          const std::string& route, const std::string& key_id, std::vector<ChatRequest> prompts,
+                          ServerTiming timing, const FormatterFactory& make_formatter,
+                          const std::optional<FanOutFormat>& fan_format) {
   const EngineStats stats = engine_->stats();
+  const bool validate = is_validate_mode(req);
+  if (validate) prompts.resize(1);  // a validated request prefills its first prompt, once
+  const ChatRequest& chat = prompts.front();
+  const int n_per_prompt = validate || !fan_format ? 1 : std::max<int>(1, chat.n);
   const auto t_prepare = RequestLog::Clock::now();
   // A sequence holds at most the KV cache's capacity when it is below n_ctx.
   const ContextOptions context{.policy = chat.context_policy.value_or(config_.context_policy),
                                .reserve = config_.context_reserve,
                                .n_window = limits::kv_max_tokens_fit(limits::kv_snapshot(stats), 0).value_or(0)};
-  ApiResult<Prepared> prepared = prepare_request(chat, *codec_, stats.n_ctx, req.request_id, key_id, context);
-  timing.tokenize_ms = ms_since(t_prepare);
-  if (!prepared.ok()) {
-    send_keyed_error(req, *res, route, key_id, prepared.error(), &timing);
-    return;
+  std::vector<Prepared> prepared;
+  for (size_t k = 0; k < prompts.size(); ++k) {
+    ApiResult<Prepared> p = prepare_request(prompts[k], *codec_, stats.n_ctx, req.request_id, key_id, context);
+    if (!p.ok()) {
+      ApiError e = p.error();
+      if (prompts.size() > 1 && e.param == "prompt") e.param = index_param("prompt", k);
+      timing.tokenize_ms = ms_since(t_prepare);
+      return send_keyed_error(req, *res, route, key_id, e, &timing);
+    }
+    prepared.push_back(std::move(p).value());
   }
-  const bool validate = is_validate_mode(req);
+  timing.tokenize_ms = ms_since(t_prepare);
+  const int n_choices = static_cast<int>(prepared.size()) * n_per_prompt;
   SessionOptions opts;
   opts.timing = timing;
   opts.stream = chat.stream;
   opts.shape = chat.shape;
-  opts.max_tokens_clamped = prepared.value().max_tokens_clamped;
-  opts.n_prompt_tokens = prepared.value().n_prompt_tokens;
+  opts.max_tokens_clamped = prepared[0].max_tokens_clamped;
+  opts.n_prompt_tokens = prepared[0].n_prompt_tokens;
   opts.ping_interval = config_.sse_ping_interval;
-  opts.tools = prepared.value().tools;
-  opts.thinking = prepared.value().thinking;
-  const ContextTruncation truncation = prepared.value().truncation;
+  opts.tools = prepared[0].tools;
+  opts.thinking = prepared[0].thinking;
+  const ContextTruncation truncation = prepared[0].truncation;
+  for (const Prepared& p : prepared) {  // the metric for each prompt; the header and log for the first
+    if (p.truncation.applied() && !validate) metrics_.on_truncation(p.truncation.policy, p.truncation.n_tokens);
+  }
   if (truncation.applied()) {  // x-engine-context-truncated, the metric; the request log below
-    if (!is_validate_mode(req)) metrics_.on_truncation(truncation.policy, truncation.n_tokens);
     opts.head_headers.push_back([v = truncation.header_value()](const Usage&, std::vector<http::Header>& h) {
       h.emplace_back("x-engine-context-truncated", v);
     });
   }
-  // KV-aware admission: a 400 kv_cache_overflow, or a lower max_tokens.
-  if (std::optional<ApiError> e = admit_kv(req, key_id, chat, stats, prepared.value(), opts)) {
-    return send_keyed_error(req, *res, route, key_id, *e, &timing);
+  // KV-aware admission: a 400 kv_cache_overflow, or a lower max_tokens (each
+  // prompt's; x-engine-degraded for the first).
+  std::vector<bool> clamped(prepared.size());
+  for (size_t k = 0; k < prepared.size(); ++k) {
+    SessionOptions other{.max_tokens_clamped = prepared[k].max_tokens_clamped};
+    SessionOptions& o = k == 0 ? opts : other;
+    if (std::optional<ApiError> e = admit_kv(req, key_id, prompts[k], stats, prepared[k], o)) {
+      return send_keyed_error(req, *res, route, key_id, *e, &timing);
+    }
+    clamped[k] = o.max_tokens_clamped;
   }
-  std::unique_ptr<EventFormatter> formatter = make_formatter(prepared.value());
+  std::unique_ptr<EventFormatter> formatter =
+      n_choices == 1 ? make_formatter(prepared[0], prompts[0], std::nullopt) : nullptr;
   if (validate) {
     // Everything above ran as for a real request; the engine prefills and
     // stops (validate.h). The answer is JSON, whatever `stream` asked.
-    prepared.value().request.stop.prefill_only = true;
+    prepared[0].request.stop.prefill_only = true;
     opts.stream = false;
     opts.shape.reset();
     opts.tools = ToolPlan{};
@@ -243,8 +265,8 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
   // recorded events through the same session (no engine time), a miss
   // records its answer. x-engine-cache: hit / miss on cacheable requests only.
   limits::CacheLookup cached;
-  if (config_.response_cache && !validate) {
-    cached = config_.response_cache->lookup(prepared.value().request, opts.tools.active() && opts.tools.single_call);
+  if (config_.response_cache && !validate && n_choices == 1) {
+    cached = config_.response_cache->lookup(prepared[0].request, opts.tools.active() && opts.tools.single_call);
   }
   const bool cache_hit = cached.hit();
   // Per-key quotas (api/quota_glue.h): admitted with the exact prompt count
@@ -252,8 +274,9 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
   // request; refused: 429 and nothing runs.
   QuotaDecision quota;
   if (quota_) {
-    quota = quota_->admit(key_id, api_of(req), prepared.value().n_prompt_tokens,
-                          {.charge_tokens = !cache_hit, .dry_run = validate});
+    int64_t n_prompt_tokens = 0;  // each prompt once, whatever n is
+    for (const Prepared& p : prepared) n_prompt_tokens += p.n_prompt_tokens;
+    quota = quota_->admit(key_id, api_of(req), n_prompt_tokens, {.charge_tokens = !cache_hit, .dry_run = validate});
     if (quota.error) return send_error(req, *res, route, *quota.error, &timing, std::move(quota.headers), quota.tenant);
   }
   if (cached.cacheable()) {
@@ -298,10 +321,36 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
   if (quota.ticket) QuotaGate::attach(std::move(quota.ticket), opts);
   if (!validate) {
     if (config_.request_recorder && api_of(req) == Api::kAnthropic) config_.request_recorder->record(req.body);
-    if (config_.shadow) mirror_to_shadow(*config_.shadow, req, route, chat.user, api_of(req), opts);
+    // (a fan-out is not mirrored: the shadow's comparison taps one generation's events)
+    if (config_.shadow && n_choices == 1) mirror_to_shadow(*config_.shadow, req, route, chat.user, api_of(req), opts);
   }
-  GenerationSession::start(cache_hit ? static_cast<EngineApi&>(replay) : *engine_, std::move(prepared.value().request),
-                           std::move(opts), std::move(formatter), std::move(res));
+  if (n_choices == 1) {
+    GenerationSession::start(cache_hit ? static_cast<EngineApi&>(replay) : *engine_, std::move(prepared[0].request),
+                             std::move(opts), std::move(formatter), std::move(res));
+    return;
+  }
+  // Several choices: one session each, joined on `res`; the whole answer's
+  // duties (on_done, head headers) run once, on the joined answer.
+  auto fan = FanOut::create(std::move(res), n_choices, n_per_prompt, opts.stream, *fan_format, std::move(opts.on_done),
+                            std::move(opts.head_headers));
+  opts.on_done = nullptr;
+  opts.head_headers.clear();
+  opts.on_event = nullptr;
+  for (int i = 0; i < n_choices; ++i) {
+    const size_t k = static_cast<size_t>(i / n_per_prompt);
+    SessionOptions o = opts;
+    o.max_tokens_clamped = clamped[k];
+    o.n_prompt_tokens = prepared[k].n_prompt_tokens;
+    o.tools = prepared[k].tools;
+    o.thinking = prepared[k].thinking;
+    o.on_done = fan->choice_done(i);
+    Request r = prepared[k].request;
+    if (i > 0) r.id += "." + std::to_string(i);
+    // A seeded request stays reproducible, its choices different: choice j of a prompt takes seed + j.
+    if (r.sampling.seed) *r.sampling.seed += static_cast<uint64_t>(i % n_per_prompt);
+    GenerationSession::start(*engine_, std::move(r), std::move(o), make_formatter(prepared[k], prompts[k], i),
+                             fan->choice(i));
+  }
 }
 
 std::optional<ApiError> ApiService::admit_kv(const http::HttpRequest& req, const std::string& key_id,
@@ -347,7 +396,10 @@ void ApiService::handle_messages(http::HttpRequest& req, std::shared_ptr<http::R
   ApiResult<ContextEditReport> edits = apply_context_edits(&chat.value(), *codec_);
   if (!edits.ok()) return send_keyed_error(req, *res, route, *key_id, edits.error(), &timing);
   const std::string model = chat.value().model;
-  generate(req, std::move(res), route, *key_id, std::move(chat.value()), timing, [&](const Prepared& p) {
+  std::vector<ChatRequest> prompts;
+  prompts.push_back(std::move(chat.value()));
+  generate(req, std::move(res), route, *key_id, std::move(prompts), timing,
+           [&](const Prepared& p, const ChatRequest&, std::optional<int>) {
     // (a thought, when there is one, must be block 0: blocks open lazily)
     return anthropic::make_formatter(model, req.request_id, /*lazy_blocks=*/p.tools.active() || p.thinking.active,
                                      edits.value());
@@ -382,27 +434,52 @@ void ApiService::handle_openai(http::HttpRequest& req, std::shared_ptr<http::Res
   ApiResult<ChatRequest> chat = chat_api ? openai::parse_chat_request(req.body) : openai::parse_completion_request(req.body);
   ServerTiming timing{.parse_ms = ms_since(received_at(req))};
   if (!chat.ok()) return send_keyed_error(req, *res, route, *key_id, chat.error(), &timing);
-  if (const auto& ids = chat.value().prompt_ids) {  // token ids: their text for the guard (and logs)
-    Result<std::string> text = codec_->decode_prompt(*ids);
-    if (!text.ok()) {
-      ApiError e = from_status(text.status());
-      e.param = "prompt";
-      return send_keyed_error(req, *res, route, *key_id, e, &timing);
-    }
-    chat.value().prompt = std::move(text).value();
+  // The prompts: the request's first, then a completion's others (each a copy of the request).
+  std::vector<ChatRequest> prompts;
+  std::vector<ChatRequest::RawPrompt> more = std::move(chat.value().more_prompts);
+  chat.value().more_prompts.clear();
+  prompts.push_back(std::move(chat.value()));
+  for (ChatRequest::RawPrompt& m : more) {
+    ChatRequest c = prompts.front();
+    c.prompt = std::move(m.text);
+    c.prompt_ids = std::move(m.ids);
+    prompts.push_back(std::move(c));
   }
-  if (auto refused = guard_chat_input(config_.guard.get(), chat.value(), req.request_id, &metrics_root_->engine)) {
-    return send_keyed_error(req, *res, route, *key_id, *refused, &timing);
+  for (size_t k = 0; k < prompts.size(); ++k) {
+    ChatRequest& c = prompts[k];
+    if (const auto& ids = c.prompt_ids) {  // token ids: their text for the guard (and logs)
+      Result<std::string> text = codec_->decode_prompt(*ids);
+      if (!text.ok()) {
+        ApiError e = from_status(text.status());
+        e.param = "prompt";
+        if (prompts.size() > 1) {  // "prompt[i] = …" names the id within prompt k
+          e.param = index_param("prompt", k);
+          if (e.message.starts_with("prompt[")) e.message = e.param + e.message.substr(6);
+        }
+        return send_keyed_error(req, *res, route, *key_id, e, &timing);
+      }
+      c.prompt = std::move(text).value();
+    }
+    if (auto refused = guard_chat_input(config_.guard.get(), c, req.request_id, &metrics_root_->engine)) {
+      return send_keyed_error(req, *res, route, *key_id, *refused, &timing);
+    }
   }
   const openai::Kind kind = chat_api ? openai::Kind::kChat : openai::Kind::kCompletion;
-  const std::string model = chat.value().model;
-  const bool include_usage = chat.value().include_usage;
-  std::optional<std::string> echo;
-  if (chat.value().echo) echo = chat.value().prompt;
-  generate(req, std::move(res), route, *key_id, std::move(chat.value()), timing,
-           [&](const Prepared& p) {
-             return openai::make_formatter(kind, model, include_usage, p.request.logprobs >= 0, std::move(echo));
-           });
+  const std::string model = prompts.front().model;
+  const bool include_usage = prompts.front().include_usage;
+  // Every choice of the answer shares its id and creation time.
+  const std::string answer_id = openai::new_answer_id(kind);
+  const int64_t created = std::time(nullptr);
+  generate(req, std::move(res), route, *key_id, std::move(prompts), timing,
+           [&](const Prepared& p, const ChatRequest& c, std::optional<int> choice) {
+             std::optional<std::string> echo;
+             if (c.echo) echo = c.prompt;
+             std::optional<openai::ChoiceSlot> slot;
+             if (choice) slot = openai::ChoiceSlot{.index = *choice, .id = answer_id, .created = created};
+             return openai::make_formatter(kind, model, include_usage, p.request.logprobs >= 0, std::move(echo),
+                                           std::move(slot));
+           },
+           openai::fan_out_format(kind, model, include_usage, answer_id, created));
 }
 
 // Cold-path bodies are built with Boost.JSON (the hot SSE frames by hand).

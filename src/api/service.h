@@ -28,6 +28,7 @@
 
 #include "api/context_policy.h"
 #include "api/errors.h"
+#include "api/fan_out.h"
 #include "api/generation.h"
 #include "api/metrics.h"
 #include "api/prompt_codec.h"
@@ -136,14 +137,19 @@ class ApiService {
   void handle_ui_asset(http::HttpRequest& req, std::shared_ptr<http::Responder> res);
 
   // Submits a parsed chat and answers through `res`, in the wire format
-  // that make_formatter gives for the prepared request.
-  using FormatterFactory = std::function<std::unique_ptr<EventFormatter>(const Prepared&)>;
-  // `key_id`: what authorize() returned; `timing`: the parse phase
-  // (Server-Timing). A validate-mode request (api/validate.h) is prefilled
-  // only and answered by the validate formatter.
+  // that make_formatter gives for the prepared request (of `prompt`, and as
+  // choice `choice` of a fan-out; nullopt: the only answer).
+  using FormatterFactory = std::function<std::unique_ptr<EventFormatter>(
+      const Prepared&, const ChatRequest& prompt, std::optional<int> choice)>;
+  // `prompts`: the chat, or a completion's prompts (the first holds the
+  // shared settings). `key_id`: what authorize() returned; `timing`: the
+  // parse phase (Server-Timing). With fan_format, each prompt is answered
+  // as prompts[0].n choices, joined by a FanOut (api/fan_out.h) when there
+  // is more than one. A validate-mode request (api/validate.h) is prefilled
+  // only, its first prompt once, and answered by the validate formatter.
   void generate(const http::HttpRequest& req, std::shared_ptr<http::Responder> res, const std::string& route,
-                const std::string& key_id, ChatRequest chat, ServerTiming timing,
-                const FormatterFactory& make_formatter);
+                const std::string& key_id, std::vector<ChatRequest> prompts, ServerTiming timing,
+                const FormatterFactory& make_formatter, const std::optional<FanOutFormat>& fan_format = std::nullopt);
   // KV-aware admission (limits/kv_admission.h) of a prepared request, per API
   // key (else per tenant): the 400 kv_cache_overflow to send, or none after
   // setting the granted max_tokens (and x-engine-degraded when lowered).

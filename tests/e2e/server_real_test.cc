@@ -463,8 +463,9 @@ TEST(ServerRealTest, CompletionsTakeTokenIdPrompts) {
     EXPECT_EQ(num(at(served, {"usage", "prompt_tokens"})), static_cast<int64_t>(local["prompt_ids"].as_array().size()));
   }
   const std::string n_vocab_id = std::to_string(1 << 30);
-  for (const std::string& bad : {"[1, " + n_vocab_id + "]", std::string("[]"), std::string("[[]]"), std::string("[[1,2],[3]]"),
-                                 std::string("[1, -2]"), std::string("[1, 2.5]"), std::string("[1, \"a\"]")}) {
+  for (const std::string& bad : {"[1, " + n_vocab_id + "]", std::string("[]"), std::string("[[]]"),
+                                 "[[1,2],[3, " + n_vocab_id + "]]", std::string("[1, -2]"), std::string("[1, 2.5]"),
+                                 std::string("[1, \"a\"]")}) {
     HttpReply r = fetch(main_port(), "POST", "/v1/completions", head + bad + "}", {}, 60000);
     EXPECT_EQ(r.status, 400) << bad << " " << r.body;
     EXPECT_NE(r.body.find("\"param\":\"prompt"), std::string::npos) << bad << " " << r.body;

@@ -719,6 +719,74 @@ test("openai: vLLM's min_tokens, ignore_eos and stop_token_ids through the SDK; 
   await bad(openai.chat.completions.create({ model: 'm', messages: user('Hi'), guided_choice: ['yes', 'no'] }), 'guided_choice');
 });
 
+test('openai: n choices, whole and streamed: one answer id, each choice a full answer, the prompt counted once', async () => {
+  const req = { model: 'm', messages: user('Once upon a time'), max_tokens: 6, temperature: 0 };
+  const one = await openai.chat.completions.create(req);
+  const three = await openai.chat.completions.create({ ...req, n: 3 });
+  assert.equal(three.choices.length, 3);
+  three.choices.forEach((c, i) => {
+    assert.equal(c.index, i);
+    assert.equal(c.message.content, one.choices[0].message.content);
+    assert.equal(c.finish_reason, one.choices[0].finish_reason);
+  });
+  assert.equal(three.usage.prompt_tokens, one.usage.prompt_tokens);
+  assert.equal(three.usage.completion_tokens, 3 * one.usage.completion_tokens);
+  const stream = await openai.chat.completions.create({ ...req, n: 2, stream: true, stream_options: { include_usage: true } });
+  const texts = ['', ''];
+  const finish = [];
+  const ids = new Set();
+  let usage = null;
+  for await (const chunk of stream) {
+    ids.add(chunk.id);
+    for (const c of chunk.choices) {
+      texts[c.index] += c.delta.content ?? '';
+      if (c.finish_reason) finish[c.index] = c.finish_reason;
+    }
+    if (chunk.usage) usage = chunk.usage;
+  }
+  assert.equal(ids.size, 1);
+  assert.deepEqual(texts, [one.choices[0].message.content, one.choices[0].message.content]);
+  assert.deepEqual(finish, [one.choices[0].finish_reason, one.choices[0].finish_reason]);
+  assert.equal(usage.prompt_tokens, one.usage.prompt_tokens);
+  assert.equal(usage.completion_tokens, 2 * one.usage.completion_tokens);
+});
+
+test('openai: completions with several prompts: n choices each, in prompt order; too many choices is a 400', async () => {
+  const prompts = ['Once upon a time', 'The little dog'];
+  const base = { model: 'm', max_tokens: 5, temperature: 0 };
+  const singles = [];
+  for (const prompt of prompts) singles.push(await openai.completions.create({ ...base, prompt }));
+  const all = await openai.completions.create({ ...base, prompt: prompts, n: 2 });
+  assert.equal(all.choices.length, 4);
+  all.choices.forEach((c, i) => {
+    assert.equal(c.index, i);
+    assert.equal(c.text, singles[Math.floor(i / 2)].choices[0].text);
+  });
+  assert.equal(all.usage.prompt_tokens, singles[0].usage.prompt_tokens + singles[1].usage.prompt_tokens);
+  assert.equal(all.usage.completion_tokens, 2 * (singles[0].usage.completion_tokens + singles[1].usage.completion_tokens));
+  const stream = await openai.completions.create({ ...base, prompt: prompts, stream: true });
+  const texts = ['', ''];
+  for await (const chunk of stream) for (const c of chunk.choices) texts[c.index] += c.text;
+  assert.deepEqual(texts, singles.map((s) => s.choices[0].text));
+  await assert.rejects(openai.completions.create({ ...base, prompt: prompts, n: 65 }), (e) => {
+    assert.ok(e instanceof OpenAI.BadRequestError, String(e));
+    assert.equal(e.param, 'prompt');
+    return true;
+  });
+});
+
+test('openai: sampled n choices differ; with a seed the answer repeats', REAL_ONLY, async () => {
+  const req = { model: 'm', messages: user('Once upon a time'), max_tokens: 16, temperature: 1, seed: 7, n: 3 };
+  const a = await openai.chat.completions.create(req);
+  const b = await openai.chat.completions.create(req);
+  const texts = a.choices.map((c) => c.message.content);
+  assert.deepEqual(b.choices.map((c) => c.message.content), texts);
+  assert.ok(new Set(texts).size > 1, texts.join(' | '));
+  const ids = await openai.completions.create({ model: 'm', prompt: [[1, 450], [1, 365]], max_tokens: 3, temperature: 0 });
+  assert.equal(ids.choices.length, 2);
+  assert.equal(ids.usage.prompt_tokens, 4);
+});
+
 test('openai: logprobs requests the API refuses', async () => {
   const bad = async (p, param) => assert.rejects(p, (e) => {
     assert.ok(e instanceof OpenAI.BadRequestError, String(e));

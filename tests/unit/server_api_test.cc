@@ -211,7 +211,9 @@ TEST(OpenAIParse, FieldsAndErrors) {
   };
   bad(R"({"model":"m","messages":[]})", "messages");
   bad(R"({"messages":[{"role":"user","content":"x"}]})", "model");
-  bad(R"({"model":"m","n":2,"messages":[{"role":"user","content":"x"}]})", "n");
+  bad(R"({"model":"m","n":0,"messages":[{"role":"user","content":"x"}]})", "n");
+  bad(R"({"model":"m","n":129,"messages":[{"role":"user","content":"x"}]})", "n");
+  bad(R"({"model":"m","n":1.5,"messages":[{"role":"user","content":"x"}]})", "n");
   bad(R"({"model":"m","temperature":-0.1,"messages":[{"role":"user","content":"x"}]})", "temperature");
   bad(R"({"model":"m","max_tokens":0,"messages":[{"role":"user","content":"x"}]})", "max_tokens");
   bad(R"({"model":"m","logit_bias":{"x":1},"messages":[{"role":"user","content":"x"}]})", "logit_bias.x");
@@ -225,7 +227,7 @@ TEST(OpenAIParse, FieldsAndErrors) {
   EXPECT_TRUE(comp.value().raw_prompt);
   EXPECT_EQ(comp.value().prompt, "Once");
   EXPECT_EQ(comp.value().max_tokens, 16);
-  EXPECT_FALSE(openai::parse_completion_request(R"({"model":"m","prompt":["a","b"]})").ok());
+  EXPECT_FALSE(openai::parse_completion_request(R"({"model":"m","prompt":["a",["b"]]})").ok());
 }
 
 // Logprobs: chat logprobs (bool) + top_logprobs (0..20, needs logprobs: true), completions
@@ -338,8 +340,44 @@ TEST(OpenAiParse, VllmExtensionFields) {
   }
 }
 
-// A /v1/completions prompt of token ids, alone or in an array; several prompts and anything
-// but non-negative integers are 400s naming the element.
+// `n` choices (1 by default, null too; 1..128) on both routes.
+TEST(OpenAiParse, ChoicesPerPrompt) {
+  auto chat = openai::parse_chat_request(R"({"model":"m","n":3,"messages":[{"role":"user","content":"x"}]})");
+  ASSERT_TRUE(chat.ok());
+  EXPECT_EQ(chat.value().n, 3);
+  auto plain = openai::parse_chat_request(R"({"model":"m","n":null,"messages":[{"role":"user","content":"x"}]})");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain.value().n, 1);
+  auto completion = openai::parse_completion_request(R"({"model":"m","n":128,"prompt":"x"})");
+  ASSERT_TRUE(completion.ok());
+  EXPECT_EQ(completion.value().n, 128);
+}
+
+// Several /v1/completions prompts, strings and token-id arrays mixed: the first in
+// prompt / prompt_ids, the others in order in more_prompts; at most 128 choices (prompts x n).
+TEST(OpenAiParse, CompletionWithSeveralPrompts) {
+  auto r = openai::parse_completion_request(R"({"model":"m","n":2,"prompt":["Once",[1,2],"The cat"]})");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r.value().prompt, "Once");
+  EXPECT_FALSE(r.value().prompt_ids.has_value());
+  ASSERT_EQ(r.value().more_prompts.size(), 2u);
+  EXPECT_EQ(r.value().more_prompts[0].ids, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(r.value().more_prompts[1].text, "The cat");
+  EXPECT_FALSE(r.value().more_prompts[1].ids.has_value());
+  auto ids = openai::parse_completion_request(R"({"model":"m","prompt":[[1],[2,3]]})");
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(ids.value().prompt_ids, (std::vector<int32_t>{1}));
+  ASSERT_EQ(ids.value().more_prompts.size(), 1u);
+  EXPECT_EQ(ids.value().more_prompts[0].ids, (std::vector<int32_t>{2, 3}));
+  auto over = openai::parse_completion_request(R"({"model":"m","n":65,"prompt":["a","b"]})");
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.error().param, "prompt");
+  auto fits = openai::parse_completion_request(R"({"model":"m","n":64,"prompt":["a","b"]})");
+  EXPECT_TRUE(fits.ok());
+}
+
+// A /v1/completions prompt of token ids, alone or in an array; anything but non-negative
+// integers is a 400 naming the element.
 TEST(OpenAiParse, CompletionPromptsOfTokenIds) {
   auto completion = [](const std::string& prompt) {
     return openai::parse_completion_request(R"({"model":"m","prompt":)" + prompt + "}");
@@ -355,9 +393,9 @@ TEST(OpenAiParse, CompletionPromptsOfTokenIds) {
   EXPECT_FALSE(text.value().prompt_ids.has_value());
   EXPECT_EQ(text.value().prompt, "Once");
   for (const auto& [p, param] : std::vector<std::pair<std::string, std::string>>{
-           {"[]", "prompt"}, {"[[]]", "prompt[0]"}, {"[[1],[2]]", "prompt"}, {"[1,-1]", "prompt[1]"},
+           {"[]", "prompt"}, {"[[]]", "prompt[0]"}, {"[[1],[]]", "prompt[1]"}, {"[1,-1]", "prompt[1]"},
            {"[1,2.5]", "prompt[1]"}, {R"([1,"a"])", "prompt[1]"}, {"[[1,null]]", "prompt[0][1]"},
-           {"[1,4294967296]", "prompt[1]"}, {R"(["a","b"])", "prompt"}}) {
+           {"[1,4294967296]", "prompt[1]"}, {R"(["a",2])", "prompt[1]"}}) {
     auto e = completion(p);
     ASSERT_FALSE(e.ok()) << p;
     EXPECT_EQ(e.error().param, param) << p;

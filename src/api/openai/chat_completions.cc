@@ -167,9 +167,7 @@ void parse_common(const json::object& o, ChatRequest* r, int64_t min_max_tokens 
   } else if (const auto* f = find_field(o, "max_tokens")) {
     r->max_tokens = json_int(*f, "max_tokens", min_max_tokens, INT32_MAX);
   }
-  if (const auto* f = find_field(o, "n"); f && json_int(*f, "n", 1, 128) != 1) {
-    throw_field_error("n", "only n = 1 is supported", ErrorReason::kUnsupportedValue);
-  }
+  if (const auto* f = find_field(o, "n"); f && !f->is_null()) r->n = static_cast<int32_t>(json_int(*f, "n", 1, kMaxChoices));
   SamplingParams& s = r->sampling;
   if (const auto* f = find_field(o, "temperature")) s.temperature = static_cast<float>(json_number(*f, "temperature", 0, 2));
   if (const auto* f = find_field(o, "top_p")) {
@@ -232,12 +230,36 @@ void append_usage(std::string& out, const Usage& u) {
   out += "}}";
 }
 
+// {"id":…,"object":…,"created":…,"model":…,   (open: the caller continues)
+std::string answer_head(Kind kind, bool chunk, const std::string& id, int64_t created, const std::string& model) {
+  std::string d = "{\"id\":\"" + id + "\",\"object\":\"";
+  d += kind == Kind::kChat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
+  d += "\",\"created\":" + std::to_string(created) + ",\"model\":";
+  append_json_string(d, model);
+  d += ",\"system_fingerprint\":null,";
+  return d;
+}
+
+// A stream's end: the usage chunk (stream_options.include_usage), then [DONE].
+void append_stream_tail(std::string& out, Kind kind, bool include_usage, const std::string& id, int64_t created,
+                        const std::string& model, const Usage& usage) {
+  if (include_usage) {
+    std::string d = answer_head(kind, /*chunk=*/true, id, created, model);
+    d += "\"choices\":[],\"usage\":";
+    append_usage(d, usage);
+    d += '}';
+    http::append_sse_data(out, d);
+  }
+  http::append_sse_data(out, "[DONE]");
+}
+
 class Formatter final : public EventFormatter {
  public:
-  Formatter(Kind kind, std::string model, bool include_usage, bool logprobs, std::optional<std::string> echo)
+  Formatter(Kind kind, std::string model, bool include_usage, bool logprobs, std::optional<std::string> echo,
+            std::optional<ChoiceSlot> slot)
       : kind_(kind), model_(std::move(model)), include_usage_(include_usage), logprobs_(logprobs),
-        echo_(std::move(echo)), id_(random_id(kind == Kind::kChat ? "chatcmpl-" : "cmpl-")),
-        created_(std::time(nullptr)) {}
+        echo_(std::move(echo)), index_(slot ? slot->index : 0), fan_out_(slot.has_value()),
+        id_(slot ? slot->id : new_answer_id(kind)), created_(slot ? slot->created : std::time(nullptr)) {}
 
   void stream_start(const Usage&, std::string& out) override {
     if (kind_ == Kind::kChat) chunk(out, R"({"role":"assistant","content":""})", nullptr);
@@ -289,16 +311,10 @@ class Formatter final : public EventFormatter {
     chunk(out, d, nullptr);
   }
 
+  // One choice of several ends with its last chunk: the fan-out writes the tail.
   void stream_finish(const Completion& c, std::string& out) override {
     chunk(out, kind_ == Kind::kChat ? "{}" : "\"\"", &c);
-    if (include_usage_) {
-      std::string d = head();
-      d += "\"choices\":[],\"usage\":";
-      append_usage(d, c.usage);
-      d += '}';
-      http::append_sse_data(out, d);
-    }
-    http::append_sse_data(out, "[DONE]");
+    if (!fan_out_) append_stream_tail(out, kind_, include_usage_, id_, created_, model_, c.usage);
   }
 
   void stream_error(const ApiError& e, std::string& out) override { http::append_sse_data(out, openai_error_json(e)); }
@@ -322,7 +338,7 @@ class Formatter final : public EventFormatter {
     std::string reasoning;
     for (const AnswerPart& p : answer) (p.kind == AnswerPart::Kind::kThinking ? reasoning : text) += p.text;
     d = head();
-    d += "\"choices\":[{\"index\":0,";
+    d += "\"choices\":[{\"index\":" + std::to_string(index_) + ',';
     if (kind_ == Kind::kChat) {
       d += "\"message\":{\"role\":\"assistant\",\"content\":";
       if (text.empty() && c.n_tool_calls > 0) {
@@ -354,15 +370,7 @@ class Formatter final : public EventFormatter {
   http::HttpResponse error(const ApiError& e) override { return openai_error_response(e); }
 
  private:
-  // {"id":…,"object":…,"created":…,"model":…,   (open: the caller continues)
-  std::string head() const {
-    std::string d = "{\"id\":\"" + id_ + "\",\"object\":\"";
-    d += kind_ == Kind::kChat ? (streamed_object_ ? "chat.completion.chunk" : "chat.completion") : "text_completion";
-    d += "\",\"created\":" + std::to_string(created_) + ",\"model\":";
-    append_json_string(d, model_);
-    d += ",\"system_fingerprint\":null,";
-    return d;
-  }
+  std::string head() const { return answer_head(kind_, streamed_object_, id_, created_, model_); }
 
   // ,"tool_calls":[{"id","type":"function","function":{"name","arguments":"<json>"}}…]
   static void append_tool_calls(std::string& d, const std::vector<AnswerPart>& answer) {
@@ -402,7 +410,7 @@ class Formatter final : public EventFormatter {
   void chunk(std::string& out, std::string_view delta, const Completion* fin) {
     streamed_object_ = true;
     std::string d = head();
-    d += "\"choices\":[{\"index\":0,";
+    d += "\"choices\":[{\"index\":" + std::to_string(index_) + ',';
     d += kind_ == Kind::kChat ? "\"delta\":" : "\"text\":";
     d += delta;
     // The tokens that arrived since the last chunk (take_logprobs), whatever this one says.
@@ -425,6 +433,8 @@ class Formatter final : public EventFormatter {
   bool include_usage_;
   bool logprobs_;  // asked for (Request::logprobs): a whole answer has them even when empty
   std::optional<std::string> echo_;  // completions echo: the prompt's text, before the answer's
+  int index_;     // the choice's index
+  bool fan_out_;  // one choice of several (ChoiceSlot): no stream tail
   std::vector<TokenLogprobs> pending_logprobs_;  // taken, not yet written
   int64_t text_offset_ = 0;  // completions: the next token's text_offset
   std::string id_;
@@ -530,7 +540,8 @@ ApiResult<ChatRequest> parse_completion_request(std::string_view body) {
     if (r->echo) r->prompt_logprobs = r->logprobs;
     if (!r->max_tokens) r->max_tokens = 16;  // the OpenAI default for completions
     r->raw_prompt = true;
-    // A string, an array of one string, token ids, or an array of one array of token ids.
+    // A string, token ids, or an array of prompts (strings or arrays of token ids), each
+    // answered as n choices of its own.
     const json::value& p = require_field(o, "prompt", "prompt");
     if (p.is_string()) {
       r->prompt = std::string(p.get_string());
@@ -539,14 +550,24 @@ ApiResult<ChatRequest> parse_completion_request(std::string_view body) {
       if (!arr.empty() && !arr[0].is_string() && !arr[0].is_array()) {
         r->prompt_ids = parse_token_ids(arr, "prompt");
       } else {
-        if (arr.size() != 1) {
-          throw_field_error("prompt", arr.empty() ? "must not be empty" : "only one prompt per request is supported",
-                            arr.empty() ? ErrorReason::kInvalidValue : ErrorReason::kUnsupportedValue);
+        if (arr.empty()) throw_field_error("prompt", "must not be empty", ErrorReason::kInvalidValue);
+        if (static_cast<int64_t>(arr.size()) * r->n > kMaxChoices) {
+          throw_field_error("prompt", "at most " + std::to_string(kMaxChoices) + " choices per request (prompts x n)",
+                            ErrorReason::kInvalidValue);
         }
-        if (arr[0].is_array()) {
-          r->prompt_ids = parse_token_ids(arr[0].get_array(), "prompt[0]");
-        } else {
-          r->prompt = json_string(arr[0], "prompt[0]");
+        for (size_t k = 0; k < arr.size(); ++k) {
+          const std::string param = index_param("prompt", k);
+          ChatRequest::RawPrompt one;
+          if (arr[k].is_array()) {
+            one.ids = parse_token_ids(arr[k].get_array(), param);
+          } else {
+            one.text = json_string(arr[k], param);
+          }
+          if (k == 0) {
+            r->prompt = std::move(one.text), r->prompt_ids = std::move(one.ids);
+          } else {
+            r->more_prompts.push_back(std::move(one));
+          }
         }
       }
     }
@@ -566,8 +587,44 @@ std::string_view finish_reason(const Completion& c) {
 }
 
 std::unique_ptr<EventFormatter> make_formatter(Kind kind, std::string model, bool include_usage, bool logprobs,
-                                               std::optional<std::string> echo) {
-  return std::make_unique<Formatter>(kind, std::move(model), include_usage, logprobs, std::move(echo));
+                                               std::optional<std::string> echo, std::optional<ChoiceSlot> slot) {
+  return std::make_unique<Formatter>(kind, std::move(model), include_usage, logprobs, std::move(echo), std::move(slot));
+}
+
+std::string new_answer_id(Kind kind) { return random_id(kind == Kind::kChat ? "chatcmpl-" : "cmpl-"); }
+
+// The choices' whole answers are this file's own bodies, `{head,"choices":[{"index":i,…}],
+// "usage":{…}}`: spliced, not re-serialized (the choice's text is kept byte for byte). Inside
+// a JSON string a quote is always escaped, so `],"usage":` only ever closes the choices.
+FanOutFormat fan_out_format(Kind kind, std::string model, bool include_usage, std::string id, int64_t created) {
+  FanOutFormat f;
+  f.merge = [](const std::vector<std::string>& bodies, const Usage& usage) {
+    constexpr std::string_view kOpen = "\"choices\":[", kClose = "],\"usage\":";
+    std::string out;
+    for (size_t i = 0; i < bodies.size(); ++i) {
+      const std::string& b = bodies[i];
+      const size_t open = b.find(kOpen), close = b.rfind(kClose);
+      if (open == std::string::npos || close == std::string::npos || close < open) {
+        throw std::logic_error("a choice's answer is not a chat.completion or text_completion body");
+      }
+      if (i == 0) {
+        out.append(b, 0, open + kOpen.size());
+      } else {
+        out += ',';
+      }
+      out.append(b, open + kOpen.size(), close - open - kOpen.size());
+    }
+    out += kClose;
+    append_usage(out, usage);
+    out += '}';
+    return out;
+  };
+  f.stream_tail = [kind, model = std::move(model), include_usage, id = std::move(id), created](const Usage& usage) {
+    std::string out;
+    append_stream_tail(out, kind, include_usage, id, created, model, usage);
+    return out;
+  };
+  return f;
 }
 
 }  // namespace zl::api::openai
