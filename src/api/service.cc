@@ -276,7 +276,8 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
   if (quota_) {
     int64_t n_prompt_tokens = 0;  // each prompt once, whatever n is
     for (const Prepared& p : prepared) n_prompt_tokens += p.n_prompt_tokens;
-    quota = quota_->admit(key_id, api_of(req), n_prompt_tokens, {.charge_tokens = !cache_hit, .dry_run = validate});
+    quota = quota_->admit(key_id, api_of(req), n_prompt_tokens,
+                          {.charge_tokens = !cache_hit, .dry_run = validate, .slots = n_choices});
     if (quota.error) return send_error(req, *res, route, *quota.error, &timing, std::move(quota.headers), quota.tenant);
   }
   if (cached.cacheable()) {

@@ -44,7 +44,7 @@ struct KeyLimits {
   int64_t requests_per_minute = 0;
   int64_t input_tokens_per_minute = 0;
   int64_t output_tokens_per_minute = 0;
-  int64_t max_concurrent = 0;  // requests in progress at once, counted in this process
+  int64_t max_concurrent = 0;  // generations in progress at once (n per OpenAI request of n choices), in this process
 
   bool operator==(const KeyLimits&) const = default;
 };

@@ -109,6 +109,7 @@ Lease& Lease::operator=(Lease&& other) noexcept {
   name_ = std::move(other.name_);
   limits_ = other.limits_;
   in_flight_ = std::move(other.in_flight_);
+  n_slots_ = other.n_slots_;
   n_input_tokens_ = other.n_input_tokens_;
   n_output_charged_ = other.n_output_charged_;
   charge_tokens_ = other.charge_tokens_;
@@ -122,7 +123,7 @@ Lease& Lease::operator=(Lease&& other) noexcept {
 }
 
 void Lease::release() {
-  if (in_flight_) in_flight_->fetch_sub(1, std::memory_order_relaxed);
+  if (in_flight_) in_flight_->fetch_sub(n_slots_, std::memory_order_relaxed);
   in_flight_ = nullptr;
 }
 
@@ -178,14 +179,15 @@ Admission QuotaManager::admit(const KeyEntry& key, int64_t n_input_tokens, Admit
   const bool charge = !options.dry_run;
   // The concurrency slot first: a key at its limit costs no store call.
   std::shared_ptr<std::atomic<int64_t>> slot;
+  const int64_t n_slots = std::clamp<int64_t>(options.slots, 1, std::max<int64_t>(1, l.max_concurrent));
   bool over_concurrency = false;
   if (l.max_concurrent > 0 && tokens) {
     slot = counter(key.name);
     if (charge) {
-      over_concurrency = slot->fetch_add(1, std::memory_order_relaxed) >= l.max_concurrent;
-      if (over_concurrency) slot->fetch_sub(1, std::memory_order_relaxed);
+      over_concurrency = slot->fetch_add(n_slots, std::memory_order_relaxed) + n_slots > l.max_concurrent;
+      if (over_concurrency) slot->fetch_sub(n_slots, std::memory_order_relaxed);
     } else {
-      over_concurrency = slot->load(std::memory_order_relaxed) >= l.max_concurrent;
+      over_concurrency = slot->load(std::memory_order_relaxed) + n_slots > l.max_concurrent;
     }
     if (over_concurrency || !charge) slot = nullptr;
   }
@@ -204,13 +206,13 @@ Admission QuotaManager::admit(const KeyEntry& key, int64_t n_input_tokens, Admit
   if (plan.n > 0) {
     Result<TakeResult> r = store_.take(plan.span());
     if (!r.ok()) {
-      if (slot) slot->fetch_sub(1, std::memory_order_relaxed);
+      if (slot) slot->fetch_sub(n_slots, std::memory_order_relaxed);
       a.status = r.status();
       return a;
     }
     a.snapshot = snapshot_of(plan, *r);
     if (!over_concurrency && !r->admitted) {
-      if (slot) slot->fetch_sub(1, std::memory_order_relaxed);
+      if (slot) slot->fetch_sub(n_slots, std::memory_order_relaxed);
       a.status = bucket_refusal(plan, *r, key.name);
       return a;
     }
@@ -223,6 +225,7 @@ Admission QuotaManager::admit(const KeyEntry& key, int64_t n_input_tokens, Admit
   a.lease.name_ = key.name;
   a.lease.limits_ = l;
   a.lease.in_flight_ = std::move(slot);
+  a.lease.n_slots_ = n_slots;
   a.lease.n_input_tokens_ = static_cast<int64_t>(n_in);
   a.lease.charge_tokens_ = tokens && charge;
   a.lease.charged_ = !a.lease.charge_tokens_;

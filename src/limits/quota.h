@@ -81,9 +81,14 @@ struct AdmitOptions {
   // true: validate mode (X-Engine-Mode: validate): every limit is checked as
   // for a real request, nothing is charged and no slot is taken.
   bool dry_run = false;
+  // Concurrency slots the request holds: the generations it runs at once
+  // (OpenAI n, several prompts). Capped at the key's max_concurrent, so a
+  // request asking for more runs when the key is otherwise idle, never
+  // refused for good. Still ONE request for the requests limit.
+  int64_t slots = 1;
 };
 
-// A running request's hold on its key: the concurrency slot (released when
+// A running request's hold on its key: the concurrency slots (released when
 // the lease is released, destroyed or moved from) and the output charge
 // (charge_output, exactly once). Movable, not copyable. The QuotaManager's
 // store must outlive its leases.
@@ -114,7 +119,7 @@ class Lease {
   // of 0 may come first: the head of the error answer). A bucket may then
   // briefly hold more than its limit (the next take caps it).
   Status refund_admission();
-  // Gives the concurrency slot back now (idempotent).
+  // Gives the concurrency slots back now (idempotent).
   void release();
 
  private:
@@ -123,6 +128,7 @@ class Lease {
   std::string name_;
   KeyLimits limits_;
   std::shared_ptr<std::atomic<int64_t>> in_flight_;  // null: no slot held
+  int64_t n_slots_ = 0;         // what it holds of in_flight_
   int64_t n_input_tokens_ = 0;  // charged at admission
   int64_t n_output_charged_ = 0;
   bool charge_tokens_ = false;

@@ -202,6 +202,35 @@ TEST(Quota, ConcurrencyIsReleasedByTheLease) {
   EXPECT_EQ(q.in_flight("a"), 0);
 }
 
+// A request running several generations (OpenAI n) holds that many slots, up to the key's
+// max_concurrent: more than that waits for an idle key instead of being refused for good.
+TEST(Quota, ARequestHoldsOneSlotPerGeneration) {
+  Clock clock;
+  LocalBucketStore store(clock.fn());
+  QuotaManager q(store);
+  const KeyEntry k = key("a", {.max_concurrent = 4});
+  Admission three = q.admit(k, 1, {.slots = 3});
+  ASSERT_TRUE(three.status.ok());
+  EXPECT_EQ(q.in_flight("a"), 3);
+  EXPECT_EQ(refused_limit(q.admit(k, 1, {.slots = 2})), "concurrent");
+  EXPECT_EQ(refused_limit(q.admit(k, 1, {.dry_run = true, .slots = 2})), "concurrent");
+  EXPECT_EQ(q.in_flight("a"), 3);  // refusals took nothing
+  {
+    Admission one = q.admit(k, 1);
+    ASSERT_TRUE(one.status.ok());
+    EXPECT_EQ(q.in_flight("a"), 4);
+  }
+  three.lease.release();
+  EXPECT_EQ(q.in_flight("a"), 0);
+  Admission many = q.admit(k, 1, {.slots = 100});  // capped at max_concurrent
+  ASSERT_TRUE(many.status.ok());
+  EXPECT_EQ(q.in_flight("a"), 4);
+  EXPECT_EQ(refused_limit(q.admit(k, 1)), "concurrent");
+  Lease moved = std::move(many.lease);
+  moved.release();
+  EXPECT_EQ(q.in_flight("a"), 0);
+}
+
 TEST(Quota, ConcurrentAdmissionsNeverExceedMaxConcurrent) {
   LocalBucketStore store;  // the real clock
   QuotaManager q(store);
