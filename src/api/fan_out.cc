@@ -55,7 +55,8 @@ FanOut::FanOut(std::shared_ptr<http::Responder> real, int n_choices, int n_per_p
       results_(n_choices),
       answered_(n_choices, false),
       gone_(n_choices),
-      drained_(n_choices) {}
+      drained_(n_choices),
+      deferred_(n_choices) {}
 
 std::shared_ptr<FanOut> FanOut::create(std::shared_ptr<http::Responder> real, int n_choices, int n_per_prompt,
                                        bool stream, FanOutFormat format,
@@ -83,6 +84,17 @@ std::shared_ptr<http::Responder> FanOut::choice(int i) { return std::make_shared
 
 std::function<void(const SessionResult&)> FanOut::choice_done(int i) {
   return [self = shared_from_this(), i](const SessionResult& r) { self->on_done(i, r); };
+}
+
+void FanOut::defer(int i, std::function<void()> start) { deferred_[i] = std::move(start); }
+
+void FanOut::start_deferred(int first, int last) {
+  for (int i = first; i < std::min(last, n_choices_); ++i) {
+    if (!deferred_[i]) continue;
+    std::function<void()> start = std::move(deferred_[i]);
+    deferred_[i] = nullptr;
+    start();
+  }
 }
 
 Usage FanOut::join_usage(const std::vector<Usage>& usages, int n_per_prompt) {
@@ -144,6 +156,12 @@ void FanOut::on_write(std::string_view bytes) {
 }
 
 void FanOut::cancel_others(int except) {
+  for (int j = 0; j < n_choices_; ++j) {  // the choices not started end as gone, never started
+    if (j == except || !deferred_[j]) continue;
+    deferred_[j] = nullptr;
+    answered_[j] = true;
+    on_done(j, SessionResult{.status = 499, .error_reason = ErrorReason::kClientGone});
+  }
   for (int j = 0; j < n_choices_; ++j) {
     if (j == except || answered_[j] || !gone_[j]) continue;
     std::function<void()> fn = std::move(gone_[j]);

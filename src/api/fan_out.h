@@ -17,7 +17,10 @@
 // each), generated tokens are summed. The SessionOptions duties of the whole
 // answer (on_done, head_headers: metrics, logs, quotas) run once, on the
 // joined answer, with that usage. A client that goes away cancels every
-// choice. Everything runs on the connection's I/O thread.
+// choice. A choice may start later than the others (defer): the service
+// starts a prompt's other choices once its first has prefilled, so that
+// they take the prompt from the prefix cache instead of computing it again.
+// Everything runs on the connection's I/O thread.
 #pragma once
 
 #include <functional>
@@ -51,6 +54,12 @@ class FanOut : public std::enable_shared_from_this<FanOut> {
   std::shared_ptr<http::Responder> choice(int i);
   // Choice i's SessionOptions::on_done.
   std::function<void(const SessionResult&)> choice_done(int i);
+  // Choice i starts later, when start_deferred reaches it: `start` starts its
+  // session. A choice cancelled before (a failed answer, the client gone)
+  // never starts and ends as gone.
+  void defer(int i, std::function<void()> start);
+  // Starts the deferred choices in [first, last) that have not started (I/O thread).
+  void start_deferred(int first, int last);
 
   // The joined usage of the choices' results (exposed for tests).
   static Usage join_usage(const std::vector<Usage>& usages, int n_per_prompt);
@@ -81,6 +90,7 @@ class FanOut : public std::enable_shared_from_this<FanOut> {
   std::vector<std::optional<SessionResult>> results_;
   std::vector<bool> answered_;  // the choice sent its answer or ended its stream
   std::vector<std::function<void()>> gone_, drained_;
+  std::vector<std::function<void()>> deferred_;  // starts not run yet
   int n_done_ = 0;
   bool real_started_ = false;  // the real stream is committed
   bool finished_ = false;

@@ -337,20 +337,38 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
   opts.on_done = nullptr;
   opts.head_headers.clear();
   opts.on_event = nullptr;
+  // A prompt's first choice starts now; its others once it has prefilled (its
+  // first event, or its end), to take the prompt from the prefix cache.
   for (int i = 0; i < n_choices; ++i) {
     const size_t k = static_cast<size_t>(i / n_per_prompt);
+    const int j = i % n_per_prompt, others = i + 1, end = i - j + n_per_prompt;
     SessionOptions o = opts;
     o.max_tokens_clamped = clamped[k];
     o.n_prompt_tokens = prepared[k].n_prompt_tokens;
     o.tools = prepared[k].tools;
     o.thinking = prepared[k].thinking;
     o.on_done = fan->choice_done(i);
+    if (j == 0 && n_per_prompt > 1) {
+      o.on_event = [fan, others, end](const Event&) { fan->start_deferred(others, end); };
+      o.on_done = [fan, others, end, done = std::move(o.on_done)](const SessionResult& r) {
+        fan->start_deferred(others, end);
+        done(r);
+      };
+    }
     Request r = prepared[k].request;
     if (i > 0) r.id += "." + std::to_string(i);
     // A seeded request stays reproducible, its choices different: choice j of a prompt takes seed + j.
-    if (r.sampling.seed) *r.sampling.seed += static_cast<uint64_t>(i % n_per_prompt);
-    GenerationSession::start(*engine_, std::move(r), std::move(o), make_formatter(prepared[k], prompts[k], i),
-                             fan->choice(i));
+    if (r.sampling.seed) *r.sampling.seed += static_cast<uint64_t>(j);
+    // (the formatter is made now: the factory's captures end with this call)
+    auto f = std::make_shared<std::unique_ptr<EventFormatter>>(make_formatter(prepared[k], prompts[k], i));
+    auto start = [this, fan, i, r = std::move(r), o = std::move(o), f]() mutable {
+      GenerationSession::start(*engine_, std::move(r), std::move(o), std::move(*f), fan->choice(i));
+    };
+    if (j == 0) {
+      start();
+    } else {
+      fan->defer(i, std::move(start));
+    }
   }
 }
 

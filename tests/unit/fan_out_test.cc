@@ -224,6 +224,34 @@ TEST(FanOut, AClientGoneCancelsEveryChoice) {
   EXPECT_TRUE(rec->sent.empty());
 }
 
+// A deferred choice starts once, when its prompt's first choice lets it; cancelled before
+// that, it never starts and ends as gone.
+TEST(FanOut, DeferredChoicesStartOnceOrEndAsGone) {
+  auto rec = std::make_shared<Recorder>();
+  Joined joined;
+  auto fan = make_fan(rec, 3, 3, /*stream=*/true, &joined);
+  int n_started = 0;
+  fan->defer(1, [&] { ++n_started; });
+  fan->defer(2, [&] { ++n_started; });
+  fan->start_deferred(1, 2);
+  fan->start_deferred(1, 2);
+  EXPECT_EQ(n_started, 1);
+  int n_cancelled = 0;
+  for (int i : {0, 1}) {
+    fan->choice(i)->on_client_gone([&, i] {
+      ++n_cancelled;
+      fan->choice_done(i)(SessionResult{.status = 499});
+    });
+  }
+  rec->gone = true;
+  rec->gone_fn();
+  EXPECT_EQ(n_cancelled, 2);
+  fan->start_deferred(0, 3);
+  EXPECT_EQ(n_started, 1);  // choice 2 never started
+  EXPECT_EQ(joined.n_calls, 1);
+  EXPECT_EQ(joined.last.status, 499);
+}
+
 TEST(FanOut, JoinUsageCountsEachPromptOnce) {
   const std::vector<Usage> u = {{.n_prompt_tokens = 4, .n_cached_tokens = 1, .n_generated_tokens = 2},
                                 {.n_prompt_tokens = 0, .n_cached_tokens = 0, .n_generated_tokens = 0},  // cancelled early
