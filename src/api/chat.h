@@ -86,13 +86,17 @@ struct ContextManagement {
   std::optional<ClearToolUsesEdit> clear_tool_uses;
 };
 
-// Structured output (api/structured_output.h): the answer is one JSON value.
-// OpenAI response_format json_object / json_schema, Anthropic output_format.
+// Structured output (api/structured_output.h): the answer is one JSON value
+// (OpenAI response_format json_object / json_schema, Anthropic output_format,
+// vLLM guided_json), text matching a regex (vLLM guided_regex) or one of
+// several strings (vLLM guided_choice).
 struct ResponseFormat {
-  enum class Kind { kJsonObject, kJsonSchema };
+  enum class Kind { kJsonObject, kJsonSchema, kRegex, kChoice };
   Kind kind = Kind::kJsonObject;
   std::string name;         // json_schema.name (informative)
-  std::string schema_json;  // kJsonSchema: the schema as sent (compact JSON)
+  // kJsonSchema: the schema as sent (compact JSON); kRegex: the pattern;
+  // kChoice: the choices as a JSON array.
+  std::string schema_json;
   // Compiled once while parsing (a bad schema is a 400 there).
   std::shared_ptr<const grammar::Grammar> grammar;
 };

@@ -6,6 +6,7 @@
 #include "api/json_fields.h"
 #include "core/json_text.h"
 #include "grammar/matcher.h"
+#include "grammar/regex.h"
 
 namespace zl::api {
 namespace json = boost::json;
@@ -411,7 +412,53 @@ void parse_openai_response_format(const json::object& o, ChatRequest* r) {
   r->response_format = std::move(out);
 }
 
+namespace {
+
+// A compiled text grammar (guided_regex, guided_choice), or the 400 on `param`.
+std::shared_ptr<const grammar::Grammar> text_grammar(Result<std::shared_ptr<const grammar::Grammar>> g,
+                                                     const std::string& param) {
+  if (!g.ok()) {
+    const ErrorReason reason =
+        g.status().reason() == ErrorReason::kUnsupportedValue ? ErrorReason::kUnsupportedValue : ErrorReason::kInvalidValue;
+    throw_field_error(param, g.status().message(), reason);
+  }
+  return std::move(g).value();
+}
+
+// guided_regex / guided_choice; false when neither is set.
+bool parse_vllm_guided_text(const json::object& o, ChatRequest* r) {
+  const auto* regex = find_field(o, "guided_regex");
+  const auto* choice = find_field(o, "guided_choice");
+  if (regex && regex->is_null()) regex = nullptr;
+  if (choice && choice->is_null()) choice = nullptr;
+  if (!regex && !choice) return false;
+  const char* field = regex ? "guided_regex" : "guided_choice";
+  if (regex && choice) throw_field_error("guided_choice", "cannot be combined with guided_regex", ErrorReason::kInvalidValue);
+  if (r->response_format) throw_field_error(field, "cannot be combined with a response_format", ErrorReason::kInvalidValue);
+  if (const auto* g = find_field(o, "guided_json"); g && !g->is_null()) {
+    throw_field_error(field, "cannot be combined with guided_json", ErrorReason::kInvalidValue);
+  }
+  ResponseFormat out;
+  if (regex) {
+    out.kind = ResponseFormat::Kind::kRegex;
+    out.schema_json = json_string(*regex, "guided_regex");
+    out.grammar = text_grammar(grammar::compile_text_regex(out.schema_json), "guided_regex");
+  } else {
+    const auto& arr = json_array(*choice, "guided_choice");
+    std::vector<std::string> choices;
+    for (size_t i = 0; i < arr.size(); ++i) choices.push_back(json_string(arr[i], index_param("guided_choice", i)));
+    out.kind = ResponseFormat::Kind::kChoice;
+    out.schema_json = json_text(*choice);
+    out.grammar = text_grammar(grammar::compile_text_choice(choices), "guided_choice");
+  }
+  r->response_format = std::move(out);
+  return true;
+}
+
+}  // namespace
+
 void parse_vllm_guided_json(const json::object& o, ChatRequest* r) {
+  if (parse_vllm_guided_text(o, r)) return;
   const auto* f = find_field(o, "guided_json");
   if (!f || f->is_null()) return;
   if (r->response_format) {
@@ -473,7 +520,8 @@ ApiResult<std::optional<GrammarConstraint>> plan_constraint(const ChatRequest& c
   if (!chat.response_format || !chat.response_format->grammar) return std::optional<GrammarConstraint>();
   const ResponseFormat& rf = *chat.response_format;
   GrammarConstraint c{.end_when_complete = true};
-  c.identity = (rf.kind == ResponseFormat::Kind::kJsonObject ? "json_object\n" : "json_schema\n") + rf.schema_json;
+  static constexpr const char* kKinds[] = {"json_object\n", "json_schema\n", "regex\n", "choice\n"};
+  c.identity = kKinds[static_cast<int>(rf.kind)] + rf.schema_json;
   if (thinking.active) {
     c.trigger = std::string(ThinkingFormat::kClose);  // the answer follows the thought
     c.after_trigger = rf.grammar;

@@ -51,8 +51,11 @@ namespace zl::api {
 
 // Request fields (inside the parsers: a bad field throws FieldError).
 void parse_openai_response_format(const boost::json::object& o, ChatRequest* r);
-// vLLM's guided_json (a JSON Schema, or its JSON text): the same constraint as a
-// json_schema response_format; a 400 beside a JSON response_format. Call after
+// vLLM's guided decoding fields, at most one of them and none beside a JSON
+// response_format (else a 400): guided_json (a JSON Schema, or its JSON text;
+// the same constraint as a json_schema response_format), guided_regex (the
+// answer is text that matches the pattern as a whole; grammar/regex.h) and
+// guided_choice (the answer is exactly one of the strings). Call after
 // parse_openai_response_format.
 void parse_vllm_guided_json(const boost::json::object& o, ChatRequest* r);
 void parse_anthropic_output_format(const boost::json::object& o, ChatRequest* r);

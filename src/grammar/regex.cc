@@ -47,7 +47,8 @@ size_t utf8_length(uint8_t lead) {
 
 class RegexCompiler {
  public:
-  RegexCompiler(JsonRules& j, std::string_view p) : j_(j), b_(j.builder()), p_(p) {}
+  // raw: the characters themselves (guided_regex), not their JSON text.
+  RegexCompiler(JsonRules& j, std::string_view p, bool raw = false) : j_(j), b_(j.builder()), p_(p), raw_(raw) {}
 
   uint32_t run() {
     if (!p_.empty() && p_[0] == '^') ++i_;
@@ -296,6 +297,10 @@ class RegexCompiler {
     std::vector<Seq> alts;
     for (int c = 0; c < 0x80; ++c) {
       if (!s.ascii.test(c)) continue;
+      if (raw_) {  // as they are; control characters other than \t \n \r never
+        if (c >= 0x20 || c == '\t' || c == '\n' || c == '\r') plain.add(static_cast<uint8_t>(c));
+        continue;
+      }
       if (c == '"') {
         alts.push_back(b_.literal("\\\""));
       } else if (c == '\\') {
@@ -317,6 +322,7 @@ class RegexCompiler {
     if (!plain.empty()) alts.push_back({b_.bytes(plain)});
     for (const std::string& m : s.multi) alts.push_back(b_.literal(m));
     if (s.non_ascii) alts.push_back({b_.ref(j_.multibyte_char())});
+    if (alts.empty()) unsupported_regex("a class of control characters only", where);
     if (alts.size() == 1) return alts[0];
     return {b_.ref(b_.rule(std::move(alts)))};
   }
@@ -324,21 +330,57 @@ class RegexCompiler {
   JsonRules& j_;
   GrammarBuilder& b_;
   std::string_view p_;
+  bool raw_;
   size_t i_ = 0;
 };
 
 }  // namespace
 
-Result<uint32_t> add_regex(JsonRules& rules, std::string_view pattern) {
+namespace {
+
+Result<uint32_t> compile_pattern(JsonRules& rules, std::string_view pattern, bool raw) {
   if (pattern.size() > kMaxPatternBytes) {
     return invalid_argument("pattern longer than " + std::to_string(kMaxPatternBytes) + " bytes",
                             {.reason = ErrorReason::kUnsupportedValue});
   }
   try {
-    return RegexCompiler(rules, pattern).run();
+    return RegexCompiler(rules, pattern, raw).run();
   } catch (const RegexError& e) {
     return e.status;
   }
+}
+
+}  // namespace
+
+Result<uint32_t> add_regex(JsonRules& rules, std::string_view pattern) { return compile_pattern(rules, pattern, false); }
+
+Result<std::shared_ptr<const Grammar>> compile_text_regex(std::string_view pattern) {
+  GrammarBuilder b;
+  JsonRules j(b);
+  ASSIGN_OR_RETURN(uint32_t root, compile_pattern(j, pattern, true));
+  ASSIGN_OR_RETURN(Grammar g, b.build(root));
+  return std::make_shared<const Grammar>(std::move(g));
+}
+
+Result<std::shared_ptr<const Grammar>> compile_text_choice(std::span<const std::string> choices) {
+  if (choices.empty()) return invalid_argument("no choices", {.reason = ErrorReason::kInvalidValue});
+  size_t bytes = 0;
+  GrammarBuilder b;
+  std::vector<GrammarBuilder::Seq> alts;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    if (choices[i].empty()) {
+      return invalid_argument("choice " + std::to_string(i) + " is empty", {.reason = ErrorReason::kInvalidValue});
+    }
+    bytes += choices[i].size();
+    if (bytes > kMaxChoiceBytes) {
+      return invalid_argument("choices longer than " + std::to_string(kMaxChoiceBytes) + " bytes in all",
+                              {.reason = ErrorReason::kUnsupportedValue});
+    }
+    alts.push_back(b.literal(choices[i]));
+  }
+  const uint32_t root = b.rule(std::move(alts));
+  ASSIGN_OR_RETURN(Grammar g, b.build(root));
+  return std::make_shared<const Grammar>(std::move(g));
 }
 
 }  // namespace zl::grammar

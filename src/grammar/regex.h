@@ -16,6 +16,9 @@
 // kMaxRepeat. Thread-safe (pure function).
 #pragma once
 
+#include <memory>
+#include <span>
+#include <string>
 #include <string_view>
 
 #include "core/status.h"
@@ -27,5 +30,15 @@ inline constexpr size_t kMaxPatternBytes = 4096;
 inline constexpr int64_t kMaxRepeat = 1000;
 
 Result<uint32_t> add_regex(JsonRules& rules, std::string_view pattern);
+
+// Text that matches `pattern` as a whole, as it is (vLLM's guided_regex): the
+// same regex support, without JSON escaping (`"` and `\` are plain
+// characters; control characters other than \t \n \r are never generated).
+Result<std::shared_ptr<const Grammar>> compile_text_regex(std::string_view pattern);
+
+// Exactly one of `choices` (vLLM's guided_choice): non-empty strings, up to
+// kMaxChoiceBytes in all; kInvalidValue for an empty list or choice.
+inline constexpr size_t kMaxChoiceBytes = 1 << 16;
+Result<std::shared_ptr<const Grammar>> compile_text_choice(std::span<const std::string> choices);
 
 }  // namespace zl::grammar

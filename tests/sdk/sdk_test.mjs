@@ -716,7 +716,27 @@ test("openai: vLLM's min_tokens, ignore_eos and stop_token_ids through the SDK; 
   });
   await bad(openai.completions.create({ ...req, min_tokens: 41 }), 'min_tokens');
   await bad(openai.completions.create({ ...req, best_of: 3 }), 'best_of');
-  await bad(openai.chat.completions.create({ model: 'm', messages: user('Hi'), guided_choice: ['yes', 'no'] }), 'guided_choice');
+  await bad(openai.chat.completions.create({ model: 'm', messages: user('Hi'), guided_grammar: 'root ::= "a"' }), 'guided_grammar');
+});
+
+test("openai: vLLM's guided_choice and guided_regex constrain the text itself", REAL_ONLY, async () => {
+  const choices = ['yes', 'no', 'it "depends"'];
+  const picked = await openai.chat.completions.create({ model: 'm', messages: user('Well?'), max_tokens: 20, temperature: 1,
+                                                        seed: 3, n: 4, guided_choice: choices });
+  for (const c of picked.choices) {
+    assert.ok(choices.includes(c.message.content), c.message.content);
+    assert.equal(c.finish_reason, 'stop');
+  }
+  const pattern = '[A-Z][a-z]{2,6} (is|was) \\d{1,3}\\.';
+  const re = new RegExp(`^(?:${pattern})$`);
+  const matched = await openai.completions.create({ model: 'm', prompt: 'Once upon a time', max_tokens: 30, temperature: 1,
+                                                    seed: 5, n: 3, guided_regex: pattern });
+  for (const c of matched.choices) assert.ok(re.test(c.text), c.text);
+  const streamed = await openai.completions.create({ model: 'm', prompt: 'Once upon a time', max_tokens: 30, temperature: 1,
+                                                     seed: 5, guided_regex: pattern, stream: true });
+  let text = '';
+  for await (const chunk of streamed) text += chunk.choices[0]?.text ?? '';
+  assert.equal(text, matched.choices[0].text);
 });
 
 test('openai: n choices, whole and streamed: one answer id, each choice a full answer, the prompt counted once', async () => {

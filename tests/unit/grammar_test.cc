@@ -134,6 +134,45 @@ TEST(GrammarSchemaTest, PatternsMatchStdRegex) {
   }
 }
 
+// guided_regex: the text itself matches (no JSON escaping: quotes and backslashes plain),
+// as std::regex says; control characters other than \t \n \r are never generated.
+TEST(GrammarTextTest, TextRegexMatchesStdRegexUnescaped) {
+  const std::vector<std::string> patterns = {"^[a-z]{2,4}-\\d+$", "(ab|cd)*e?", "a.c", "say \"(hi|bye)\"",
+                                             "[\\\\/]+", "(yes|no)\n?"};
+  const std::vector<std::string> samples = {"ab-1", "abcd-123", "", "e", "abcde", "cdab", "a\"c", "abc", "a\nc",
+                                            "say \"hi\"", "say \\\"hi\\\"", "\\/\\", "yes", "no\n", "yes\\n"};
+  for (const std::string& p : patterns) {
+    auto g = compile_text_regex(p);
+    ASSERT_TRUE(g.ok()) << p << ": " << g.status().to_string();
+    std::string core = p;
+    if (core.front() == '^') core.erase(0, 1);
+    if (core.back() == '$') core.pop_back();
+    const std::regex re(core);
+    for (const std::string& s : samples) EXPECT_EQ(matches(*g, s), std::regex_match(s, re)) << p << " on " << s;
+  }
+  auto ctl = compile_text_regex("a.b");
+  ASSERT_TRUE(ctl.ok());
+  EXPECT_TRUE(matches(*ctl, "a\tb"));
+  EXPECT_FALSE(matches(*ctl, std::string("a\x01b")));
+  EXPECT_EQ(compile_text_regex("\\x01").status().reason(), ErrorReason::kUnsupportedValue);
+  EXPECT_EQ(compile_text_regex("(a").status().reason(), ErrorReason::kInvalidValue);
+}
+
+// guided_choice: exactly one of the strings, whole.
+TEST(GrammarTextTest, TextChoiceIsExactlyOneOfTheStrings) {
+  const std::vector<std::string> choices = {"yes", "no", "yes, \"maybe\"", "n\u00e9"};
+  auto g = compile_text_choice(choices);
+  ASSERT_TRUE(g.ok());
+  for (const std::string& c : choices) EXPECT_TRUE(matches(*g, c)) << c;
+  for (const std::string s : {"", "ye", "yess", "no ", "yes, ", "n\u00e9!"}) EXPECT_FALSE(matches(*g, s)) << s;
+  EXPECT_TRUE(viable(*g, "ye"));
+  EXPECT_EQ(compile_text_choice({}).status().reason(), ErrorReason::kInvalidValue);
+  const std::vector<std::string> with_empty = {"a", ""};
+  EXPECT_EQ(compile_text_choice(with_empty).status().reason(), ErrorReason::kInvalidValue);
+  const std::vector<std::string> huge(17, std::string(4096, 'x'));
+  EXPECT_EQ(compile_text_choice(huge).status().reason(), ErrorReason::kUnsupportedValue);
+}
+
 // Every character a pattern names has a JSON spelling: DEL raw, control
 // characters escaped (a set with only those once compiled to a dead end:
 // fuzz_json_schema). A class that matches nothing is refused, not compiled.

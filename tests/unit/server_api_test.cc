@@ -291,7 +291,8 @@ TEST(OpenAiParse, LogprobsFields) {
 }
 
 // vLLM's stop extensions on both routes; its other output-changing fields are a 400
-// unsupported_value naming them unless neutral; guided_json is a json_schema response_format.
+// unsupported_value naming them unless neutral; guided_json is a json_schema response_format,
+// guided_regex and guided_choice text grammars.
 TEST(OpenAiParse, VllmExtensionFields) {
   const std::string msgs = R"("messages":[{"role":"user","content":"x"}])";
   auto chat = [&](const std::string& f) { return openai::parse_chat_request(R"({"model":"m",)" + f + "," + msgs + "}"); };
@@ -317,8 +318,16 @@ TEST(OpenAiParse, VllmExtensionFields) {
              {R"("ignore_eos":1)", "ignore_eos", ErrorReason::kInvalidType},
              {R"("best_of":2)", "best_of", ErrorReason::kUnsupportedValue},
              {R"("use_beam_search":true)", "use_beam_search", ErrorReason::kUnsupportedValue},
-             {R"("guided_choice":["a","b"])", "guided_choice", ErrorReason::kUnsupportedValue},
-             {R"("guided_regex":"a+")", "guided_regex", ErrorReason::kUnsupportedValue},
+             {R"("guided_grammar":"root ::= \"a\"")", "guided_grammar", ErrorReason::kUnsupportedValue},
+             {R"("guided_choice":[])", "guided_choice", ErrorReason::kInvalidValue},
+             {R"("guided_choice":["a",""])", "guided_choice", ErrorReason::kInvalidValue},
+             {R"("guided_choice":"a")", "guided_choice", ErrorReason::kInvalidType},
+             {R"("guided_choice":["a",1])", "guided_choice[1]", ErrorReason::kInvalidType},
+             {R"("guided_regex":"(a")", "guided_regex", ErrorReason::kInvalidValue},
+             {R"("guided_regex":"(?<=a)b")", "guided_regex", ErrorReason::kUnsupportedValue},
+             {R"("guided_regex":"a","guided_choice":["a"])", "guided_choice", ErrorReason::kInvalidValue},
+             {R"("guided_regex":"a","guided_json":{})", "guided_regex", ErrorReason::kInvalidValue},
+             {R"("guided_choice":["a"],"response_format":{"type":"json_object"})", "guided_choice", ErrorReason::kInvalidValue},
              {R"("prompt_logprobs":1)", "prompt_logprobs", ErrorReason::kUnsupportedValue},
              {R"("include_stop_str_in_output":true)", "include_stop_str_in_output", ErrorReason::kUnsupportedValue},
              {R"("typical_p":0.5)", "typical_p", ErrorReason::kUnsupportedValue},
@@ -337,6 +346,17 @@ TEST(OpenAiParse, VllmExtensionFields) {
       ASSERT_TRUE(g.value().response_format.has_value()) << f;
       EXPECT_EQ(g.value().response_format->schema_json, R"({"type":"object"})") << f;
     }
+    // guided_regex and guided_choice: text grammars (grammar/regex.h), null when absent.
+    auto re = parse(R"("guided_regex":"[0-9]+","guided_choice":null,"guided_json":null)");
+    ASSERT_TRUE(re.ok()) << re.error().message;
+    ASSERT_TRUE(re.value().response_format.has_value());
+    EXPECT_EQ(re.value().response_format->kind, ResponseFormat::Kind::kRegex);
+    EXPECT_EQ(re.value().response_format->schema_json, "[0-9]+");
+    EXPECT_NE(re.value().response_format->grammar, nullptr);
+    auto choice = parse(R"("guided_choice":["yes","no"])");
+    ASSERT_TRUE(choice.ok()) << choice.error().message;
+    EXPECT_EQ(choice.value().response_format->kind, ResponseFormat::Kind::kChoice);
+    EXPECT_EQ(choice.value().response_format->schema_json, R"(["yes","no"])");
   }
 }
 

@@ -123,9 +123,9 @@ void refuse_unsupported_extensions(const json::object& o) {
   const auto refuse = [](std::string_view field, std::string why) {
     throw_field_error(std::string(field), std::move(why), ErrorReason::kUnsupportedValue);
   };
-  for (const char* field : {"guided_regex", "guided_choice", "guided_grammar", "grammar", "json_schema"}) {
+  for (const char* field : {"guided_grammar", "grammar", "json_schema"}) {
     if (const auto* f = find_field(o, field); f && !f->is_null()) {
-      refuse(field, "is not supported; constrain the output with response_format (or guided_json)");
+      refuse(field, "is not supported; constrain the output with response_format, guided_json, guided_regex or guided_choice");
     }
   }
   for (const char* field : {"functions", "function_call"}) {  // OpenAI's deprecated function calling
