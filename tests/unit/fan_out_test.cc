@@ -80,6 +80,16 @@ std::shared_ptr<FanOut> make_fan(std::shared_ptr<Recorder> rec, int n_choices, i
                         std::move(head));
 }
 
+// Choices `ids` answer a cancellation as their session does: done with `result`; *n counts them.
+void on_cancel(const std::shared_ptr<FanOut>& fan, std::initializer_list<int> ids, int* n, SessionResult result) {
+  for (int i : ids) {
+    fan->choice(i)->on_client_gone([f = fan.get(), i, n, result] {
+      ++*n;
+      f->choice_done(i)(result);
+    });
+  }
+}
+
 // Two prompts x n = 2, answered out of order: one body, the choices in index order, the
 // prompt tokens of each prompt once, the generated ones summed; the whole answer's duties once.
 TEST(FanOut, WholeAnswersJoinInIndexOrder) {
@@ -185,12 +195,7 @@ TEST(FanOut, AFailedChoiceIsTheAnswer) {
   Joined joined;
   auto fan = make_fan(rec, 3, 3, /*stream=*/false, &joined);
   int n_cancelled = 0;
-  for (int i : {0, 2}) {
-    fan->choice(i)->on_client_gone([&, i] {
-      ++n_cancelled;
-      fan->choice_done(i)(SessionResult{.status = 499, .error_reason = ErrorReason::kClientGone});
-    });
-  }
+  on_cancel(fan, {0, 2}, &n_cancelled, SessionResult{.status = 499, .error_reason = ErrorReason::kClientGone});
   ApiError e{.reason = ErrorReason::kOverloaded, .message = "busy"};
   fan->choice(1)->send(choice_formatter(1)->error(e));
   EXPECT_EQ(n_cancelled, 2);
@@ -208,12 +213,7 @@ TEST(FanOut, AClientGoneCancelsEveryChoice) {
   Joined joined;
   auto fan = make_fan(rec, 2, 2, /*stream=*/true, &joined);
   int n_cancelled = 0;
-  for (int i : {0, 1}) {
-    fan->choice(i)->on_client_gone([&, i] {
-      ++n_cancelled;
-      fan->choice_done(i)(SessionResult{.status = 499});
-    });
-  }
+  on_cancel(fan, {0, 1}, &n_cancelled, SessionResult{.status = 499});
   rec->gone = true;
   ASSERT_TRUE(rec->gone_fn);
   rec->gone_fn();
@@ -237,12 +237,7 @@ TEST(FanOut, DeferredChoicesStartOnceOrEndAsGone) {
   fan->start_deferred(1, 2);
   EXPECT_EQ(n_started, 1);
   int n_cancelled = 0;
-  for (int i : {0, 1}) {
-    fan->choice(i)->on_client_gone([&, i] {
-      ++n_cancelled;
-      fan->choice_done(i)(SessionResult{.status = 499});
-    });
-  }
+  on_cancel(fan, {0, 1}, &n_cancelled, SessionResult{.status = 499});
   rec->gone = true;
   rec->gone_fn();
   EXPECT_EQ(n_cancelled, 2);
