@@ -19,7 +19,7 @@ class FanOut::Choice final : public http::Responder {
     fan_->on_send(i_, std::move(response));
   }
   void begin_stream(http::HttpResponse head) override {
-    if (!fan_->answered_[i_]) fan_->on_begin(i_, std::move(head));
+    if (!fan_->answered_[i_]) fan_->on_begin(std::move(head));
   }
   void write(std::string_view bytes) override {
     if (!fan_->answered_[i_]) fan_->on_write(bytes);
@@ -129,13 +129,9 @@ void FanOut::on_send(int i, http::HttpResponse response) {
   if (!stream_ && failed) cancel_others(i);  // the answer is this error: the others' work is lost anyway
 }
 
-void FanOut::on_begin(int i, http::HttpResponse head) {
-  if (real_started_) {
-    if (!head.body.empty()) real_->write(head.body);
-    return;
-  }
-  (void)i;
-  start_real_stream(std::move(head));
+void FanOut::on_begin(http::HttpResponse head) {
+  if (!real_started_) return start_real_stream(std::move(head));
+  if (!head.body.empty()) real_->write(head.body);
 }
 
 void FanOut::start_real_stream(http::HttpResponse head) {

@@ -72,7 +72,7 @@ class FanOut : public std::enable_shared_from_this<FanOut> {
   friend class Choice;
 
   void on_send(int i, http::HttpResponse response);
-  void on_begin(int i, http::HttpResponse head);
+  void on_begin(http::HttpResponse head);
   void on_write(std::string_view bytes);
   void on_done(int i, const SessionResult& r);
   void start_real_stream(http::HttpResponse head);

@@ -486,6 +486,8 @@ void ApiService::handle_openai(http::HttpRequest& req, std::shared_ptr<http::Res
   const openai::Kind kind = chat_api ? openai::Kind::kChat : openai::Kind::kCompletion;
   const std::string model = prompts.front().model;
   const bool include_usage = prompts.front().include_usage;
+  // Several choices (n, several prompts) are joined by a FanOut; one answer needs none.
+  const bool fan_out = prompts.size() > 1 || prompts.front().n > 1;
   // Every choice of the answer shares its id and creation time.
   const std::string answer_id = openai::new_answer_id(kind);
   const int64_t created = std::time(nullptr);
@@ -498,7 +500,7 @@ void ApiService::handle_openai(http::HttpRequest& req, std::shared_ptr<http::Res
              return openai::make_formatter(kind, model, include_usage, p.request.logprobs >= 0, std::move(echo),
                                            std::move(slot));
            },
-           openai::fan_out_format(kind, model, include_usage, answer_id, created));
+           fan_out ? std::optional(openai::fan_out_format(kind, model, include_usage, answer_id, created)) : std::nullopt);
 }
 
 // Cold-path bodies are built with Boost.JSON (the hot SSE frames by hand).
