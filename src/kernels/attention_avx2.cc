@@ -23,6 +23,7 @@ struct Vec {
   // Over a Q8_0 cache the float kernels score with the dequantized query
   // (no int8 dot product here).
   static constexpr bool kVnniQ8 = false;
+  static constexpr int64_t kKtQ8Bytes = 0;  // nor a transposed Q8_0 chunk (transpose_q8)
   static void quantize_q8(const float* x, int64_t hd, QueryQ8* out) { quantize_query_q8(x, hd, out, nullptr); }
   static T zero() { return _mm256_setzero_ps(); }
   static T load(const float* p) { return _mm256_loadu_ps(p); }

@@ -79,51 +79,85 @@ struct Vec {
   // are exact; the two scales are applied per position in float.
   static void score_q8(const QueryQ8* const* q8, int nr, const void* k_cache, const int64_t* offs, int n, int64_t hd,
                        float (*pr)[16], float scale) {
-    const auto* kb = static_cast<const uint8_t*>(k_cache);
+    for (int64_t b = 0; b < hd / 32; ++b) {
+      __m512i t[8];
+      __m512 dk;
+      transpose_q8_block(static_cast<const uint8_t*>(k_cache), offs, n, b, t, &dk);
+      score_q8_block(t, dk, q8, nr, b, pr, scale);
+    }
+  }
+  // score_q8 in two parts, for a prefill tile whose row groups share each
+  // chunk: transpose_q8 once a chunk (n positions) into kt, then score_q8_t
+  // per group from it — the same integer sums and float epilogue, so the
+  // same scores (lanes past a group's own positions hold the chunk's other
+  // positions instead of zeros: masked by the softmax, as score_gemm's).
+  struct KtQ8Block {
+    __m512i t[8];
+    __m512 dk;
+  };
+  static constexpr int64_t kKtQ8Bytes = kMaxHeadDim / 32 * sizeof(KtQ8Block);
+  static void transpose_q8(const void* k_cache, const int64_t* offs, int n, int64_t hd, void* kt) {
+    auto* blocks = static_cast<KtQ8Block*>(kt);
+    for (int64_t b = 0; b < hd / 32; ++b) {
+      transpose_q8_block(static_cast<const uint8_t*>(k_cache), offs, n, b, blocks[b].t, &blocks[b].dk);
+    }
+  }
+  static void score_q8_t(const QueryQ8* const* q8, int nr, const void* kt, int64_t hd, float (*pr)[16], float scale) {
+    const auto* blocks = static_cast<const KtQ8Block*>(kt);
+    for (int64_t b = 0; b < hd / 32; ++b) score_q8_block(blocks[b].t, blocks[b].dk, q8, nr, b, pr, scale);
+  }
+  // Block b of the 16 K rows at offs (zeros past n), transposed: t[d]'s lane
+  // c holds bytes 4d .. 4d + 3 of row c, offset by 128; dk the rows' scales.
+  static void transpose_q8_block(const uint8_t* kb, const int64_t* offs, int n, int64_t b, __m512i* t, __m512* dk) {
     const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
     const __m512i lo_idx = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
     const __m512i hi_idx = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
-    for (int64_t b = 0; b < hd / 32; ++b) {
-      alignas(32) uint16_t ds[16];
-      __m256i rows[16];
-      for (int c = 0; c < 16; ++c) {
-        if (c < n) {
-          const uint8_t* blk = kb + (static_cast<uint64_t>(offs[c]) / 32 + b) * 34;
-          __builtin_memcpy(&ds[c], blk, 2);
-          rows[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
-        } else {
-          ds[c] = 0;
-          rows[c] = _mm256_setzero_si256();
-        }
+    alignas(32) uint16_t ds[16];
+    __m256i rows[16];
+    for (int c = 0; c < 16; ++c) {
+      if (c < n) {
+        const uint8_t* blk = kb + (static_cast<uint64_t>(offs[c]) / 32 + b) * 34;
+        __builtin_memcpy(&ds[c], blk, 2);
+        rows[c] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+      } else {
+        ds[c] = 0;
+        rows[c] = _mm256_setzero_si256();
       }
-      // z[j] = rows j and j + 8; an 8x8 transpose of dwords in each half.
-      __m512i z[8], a[8], t[8];
-      for (int j = 0; j < 8; ++j) {
-        z[j] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(rows[j]), rows[j + 8], 1), flip);
-      }
-      for (int j = 0; j < 4; ++j) {
-        a[2 * j] = _mm512_unpacklo_epi32(z[2 * j], z[2 * j + 1]);
-        a[2 * j + 1] = _mm512_unpackhi_epi32(z[2 * j], z[2 * j + 1]);
-      }
-      // bm[m]: per 128-bit lane k of each half, dword 4k + m of rows 0-3
-      // (m < 4) or 4-7 (m >= 4) of the half.
-      const __m512i bm[8] = {_mm512_unpacklo_epi64(a[0], a[2]), _mm512_unpackhi_epi64(a[0], a[2]),
-                             _mm512_unpacklo_epi64(a[1], a[3]), _mm512_unpackhi_epi64(a[1], a[3]),
-                             _mm512_unpacklo_epi64(a[4], a[6]), _mm512_unpackhi_epi64(a[4], a[6]),
-                             _mm512_unpacklo_epi64(a[5], a[7]), _mm512_unpackhi_epi64(a[5], a[7])};
-      for (int m = 0; m < 4; ++m) {
-        t[m] = _mm512_permutex2var_epi64(bm[m], lo_idx, bm[4 + m]);
-        t[4 + m] = _mm512_permutex2var_epi64(bm[m], hi_idx, bm[4 + m]);
-      }
-      const __m512 dk = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(ds)));
-      for (int g = 0; g < nr; ++g) {
-        const QueryQ8& qg = *q8[g];
-        __m512i acc = _mm512_set1_epi32(-qg.corr[b]);
+    }
+    // z[j] = rows j and j + 8; an 8x8 transpose of dwords in each half.
+    __m512i z[8], a[8];
+    for (int j = 0; j < 8; ++j) {
+      z[j] = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(rows[j]), rows[j + 8], 1), flip);
+    }
+    for (int j = 0; j < 4; ++j) {
+      a[2 * j] = _mm512_unpacklo_epi32(z[2 * j], z[2 * j + 1]);
+      a[2 * j + 1] = _mm512_unpackhi_epi32(z[2 * j], z[2 * j + 1]);
+    }
+    // bm[m]: per 128-bit lane k of each half, dword 4k + m of rows 0-3
+    // (m < 4) or 4-7 (m >= 4) of the half.
+    const __m512i bm[8] = {_mm512_unpacklo_epi64(a[0], a[2]), _mm512_unpackhi_epi64(a[0], a[2]),
+                           _mm512_unpacklo_epi64(a[1], a[3]), _mm512_unpackhi_epi64(a[1], a[3]),
+                           _mm512_unpacklo_epi64(a[4], a[6]), _mm512_unpackhi_epi64(a[4], a[6]),
+                           _mm512_unpacklo_epi64(a[5], a[7]), _mm512_unpackhi_epi64(a[5], a[7])};
+    for (int m = 0; m < 4; ++m) {
+      t[m] = _mm512_permutex2var_epi64(bm[m], lo_idx, bm[4 + m]);
+      t[4 + m] = _mm512_permutex2var_epi64(bm[m], hi_idx, bm[4 + m]);
+    }
+    *dk = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(ds)));
+  }
+  // Block b's scores of nr rows from its transposed K (transpose_q8_block).
+  static void score_q8_block(const __m512i* t_in, __m512 dk, const QueryQ8* const* q8, int nr, int64_t b,
+                             float (*pr)[16], float scale) {
+    __m512i t[8];  // in registers for all rows (from memory, GCC reloads them per row: pr may alias)
 #pragma GCC unroll 8
-        for (int d = 0; d < 8; ++d) acc = dpbusd_bcast(acc, t[d], qg.qs + 32 * b + 4 * d);
-        const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(dk, _mm512_set1_ps(qg.d[b] * scale)));
-        _mm512_store_ps(pr[g], b == 0 ? f : _mm512_add_ps(f, _mm512_load_ps(pr[g])));
-      }
+    for (int d = 0; d < 8; ++d) t[d] = t_in[d];
+    for (int g = 0; g < nr; ++g) {
+      const QueryQ8& qg = *q8[g];
+      __m512i acc = _mm512_set1_epi32(-qg.corr[b]);
+#pragma GCC unroll 8
+      for (int d = 0; d < 8; ++d) acc = dpbusd_bcast(acc, t[d], qg.qs + 32 * b + 4 * d);
+      const __m512 f = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(dk, _mm512_set1_ps(qg.d[b] * scale)));
+      _mm512_store_ps(pr[g], b == 0 ? f : _mm512_add_ps(f, _mm512_load_ps(pr[g])));
     }
   }
   static T zero() { return _mm512_setzero_ps(); }

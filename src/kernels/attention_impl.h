@@ -231,11 +231,15 @@ inline void transpose_chunk(const void* k_cache, const int64_t* offs, int n, int
   }
 }
 
-// The chunk's F16 V rows (n positions) as floats: row c at vf + c * hd.
+// The chunk's V rows (n positions, F16 or Q8_0) as floats: row c at vf + c
+// * hd. The values accumulate_block would load (Q8_0: the block's scale
+// times the int8, one rounding), so accumulating from vf is the same FMAs on
+// the same numbers.
+template <KvType kType>
 inline void convert_chunk(const void* v_cache, const int64_t* offs, int n, int64_t nv, float* vf) {
   constexpr int W = Vec::kWidth;
   for (int c = 0; c < n; ++c) {
-    for (int64_t v = 0; v < nv; ++v) Vec::store(vf + (c * nv + v) * W, load_kv<KvType::kF16>(v_cache, offs[c] + W * v));
+    for (int64_t v = 0; v < nv; ++v) Vec::store(vf + (c * nv + v) * W, load_kv<kType>(v_cache, offs[c] + W * v));
   }
 }
 
@@ -395,26 +399,34 @@ inline void init_rows(const RowsState& st, int nr, int64_t hd) {
 // NV: head_dim / kWidth when known at compile time (the common head sizes:
 // loops over a head's vectors unrolled), else 0. kt: the chunk's K rows
 // transposed (transpose_chunk, at least n positions; a prefill tile's), the
-// scores then in GEMM form; else nullptr. Either way the same scores. vf:
-// an F16 cache's V rows of the chunk as floats (convert_chunk), or nullptr.
+// scores then in GEMM form — over a Q8_0 cache with int8 scores, the chunk's
+// K as Vec::transpose_q8 leaves it; else nullptr. Either way the same
+// scores. vf: an F16 or Q8_0 cache's V rows of the chunk as floats
+// (convert_chunk), or nullptr.
 template <KvType kType, int NV>
 __attribute__((noinline)) void chunk_rows_nv(const AttentionShape& s, const float* const* q,
                                              const QueryQ8* const* q8, const int64_t* start, const int64_t* limit,
                                              int nr, const void* k_cache, const void* v_cache, const int64_t* offs,
                                              int64_t p0, int n, const RowsState& st, const PrefetchPart* pf,
-                                             const float* kt, const float* vf) {
+                                             const void* kt, const float* vf) {
   constexpr int W = Vec::kWidth, R = Vec::kMaxRows;
   const int64_t nv = NV > 0 ? NV : s.head_dim / W;
   alignas(64) float pr[R][kChunk];
   using VV = typename Dependent<Vec, kType>::type;
   if (kType == KvType::kQ8_0 && q8_int_scores(s.head_dim)) {  // int8 q·k (q8 set by the caller)
-    if constexpr (kType == KvType::kQ8_0 && VV::kVnniQ8) VV::score_q8(q8, nr, k_cache, offs, n, s.head_dim, pr, s.scale);
+    if constexpr (kType == KvType::kQ8_0 && VV::kVnniQ8) {
+      if (kt != nullptr) {
+        VV::score_q8_t(q8, nr, kt, s.head_dim, pr, s.scale);
+      } else {
+        VV::score_q8(q8, nr, k_cache, offs, n, s.head_dim, pr, s.scale);
+      }
+    }
   } else if (VV::kGemmScores && kt != nullptr) {  // the chunk transposed (prefill tiles)
     if constexpr (VV::kGemmScores) {
       for (int r0 = 0; r0 < nr; r0 += kHeadBlock) {
         // Opaque to GCC: else it hoists kt's loads out of this loop, all
         // hd of them, into stack spills.
-        const float* ktr = kt;
+        const float* ktr = static_cast<const float*>(kt);
         __asm__("" : "+r"(ktr));
         switch (std::min(kHeadBlock, nr - r0)) {
           case 4: score_gemm<kType, 4, NV>(q + r0, nv, ktr, pr + r0, s.scale); break;
@@ -490,17 +502,15 @@ __attribute__((noinline)) void chunk_rows_nv(const AttentionShape& s, const floa
   }
   // Weighted V rows, accumulators in registers: Vec::kAccRows rows at a
   // time, then blocks of kHeadBlock and singles.
-  // From vf (the chunk's F16 V rows as floats, row c at c * head_dim) when
+  // From vf (the chunk's V rows as floats, row c at c * head_dim) when
   // given: the same values, without a conversion per pass.
   int64_t vf_offs[kChunk];
-  if (kType == KvType::kF16 && vf != nullptr) {
+  if (vf != nullptr) {
     for (int c = 0; c < n; ++c) vf_offs[c] = c * nv * W;
   }
   const auto accumulate = [&]<int NR>(int r) {
-    if (kType == KvType::kF16 && vf != nullptr) {
-      if constexpr (kType == KvType::kF16) {
-        accumulate_rows<KvType::kF32, NR>(st.acc + r * st.stride, st.stride, pr + r, n, vf_offs, vf, nv);
-      }
+    if (kType != KvType::kF32 && vf != nullptr) {
+      accumulate_rows<KvType::kF32, NR>(st.acc + r * st.stride, st.stride, pr + r, n, vf_offs, vf, nv);
     } else {
       accumulate_rows<kType, NR>(st.acc + r * st.stride, st.stride, pr + r, n, offs, v_cache, nv);
     }
@@ -518,7 +528,7 @@ template <KvType kType>
 inline void chunk_rows(const AttentionShape& s, const float* const* q, const QueryQ8* const* q8, const int64_t* start,
                        const int64_t* limit, int nr, const void* k_cache, const void* v_cache, const int64_t* offs,
                        int64_t p0, int n, const RowsState& st, const PrefetchPart* pf = nullptr,
-                       const float* kt = nullptr, const float* vf = nullptr) {
+                       const void* kt = nullptr, const float* vf = nullptr) {
   switch (s.head_dim / Vec::kWidth) {
     case 4: return chunk_rows_nv<kType, 4>(s, q, q8, start, limit, nr, k_cache, v_cache, offs, p0, n, st, pf, kt, vf);
     case 8: return chunk_rows_nv<kType, 8>(s, q, q8, start, limit, nr, k_cache, v_cache, offs, p0, n, st, pf, kt, vf);
@@ -595,7 +605,8 @@ inline void prefetch_rows(const void* k_cache, const void* v_cache, const int64_
 // (head_rows). 2 x kTileRows x kMaxHeadDim floats of state on the stack.
 inline constexpr int kTileRows = 64;
 // Tiles of at least this many rows transpose each chunk's K once for GEMM
-// form scores (score_gemm); fewer rows would not repay the transposition.
+// form scores (score_gemm, or Vec::score_q8_t) and convert its V once to
+// floats; fewer rows would not repay the transposition.
 inline constexpr int kGemmMinRows = 8;
 
 // Up to kTileRows query rows against one kv head whose rows start at
@@ -652,10 +663,18 @@ void head_rows(const AttentionShape& s, const float* const* q_in, float* const* 
   // walk of the group alone.
   const int64_t head_bytes = kv_row_bytes(kType, hd) + 64, c_lo = lo / kChunk * kChunk;
   int64_t offs[kRangeChunks][kChunk], next_offs[kChunk];
+  // A tile's chunk, once for all its groups: K transposed for float scores
+  // (kGemm) or int8 scores (kQ8Kt), V as floats (kVf).
+  using VV = typename Dependent<Vec, kType>::type;
   constexpr bool kGemm = Vec::kGemmScores && kType != KvType::kQ8_0;
-  const bool gemm = kGemm && nr >= kGemmMinRows;
+  constexpr bool kQ8Kt = kType == KvType::kQ8_0 && Vec::kVnniQ8;
+  constexpr bool kVf = kType != KvType::kF32;
+  const bool tile = nr >= kGemmMinRows;
+  const bool q8_kt = kQ8Kt && tile && q8_int_scores(hd);
   alignas(64) float kt[kGemm ? kMaxHeadDim * kChunk : 1];
-  alignas(64) float vf[kGemm && kType == KvType::kF16 ? kMaxHeadDim * kChunk : 1];
+  alignas(64) unsigned char kt_q8[kQ8Kt ? VV::kKtQ8Bytes : 1];
+  alignas(64) float vf[kVf ? kMaxHeadDim * kChunk : 1];
+  const void* kt_arg = kGemm && tile ? static_cast<const void*>(kt) : q8_kt ? static_cast<const void*>(kt_q8) : nullptr;
   bool in_range[kMaxGroups];
   for (int64_t rb = lo / kAttentionRange * kAttentionRange; rb < n_kv; rb += kAttentionRange) {
     const int64_t re = std::min(rb + kAttentionRange, n_kv), p_first = std::max(rb, c_lo);
@@ -682,19 +701,19 @@ void head_rows(const AttentionShape& s, const float* const* q_in, float* const* 
       for (int g = 0; g < n_groups; ++g) {
         const int64_t g_re = std::min(re, g_n_kv[g]);
         if (!in_range[g] || p0 >= g_re || p0 < g_c0[g]) continue;
-        if constexpr (kGemm) {
-          if (gemm && !transposed) {
-            const int n = static_cast<int>(std::min<int64_t>(kChunk, re - p0));
-            transpose_chunk<kType>(k_cache, offs[i], n, hd / Vec::kWidth, kt);
-            if (kType == KvType::kF16) convert_chunk(v_cache, offs[i], n, hd / Vec::kWidth, vf);
-            transposed = true;
+        if (tile && !transposed) {
+          const int n = static_cast<int>(std::min<int64_t>(kChunk, re - p0));
+          if constexpr (kGemm) transpose_chunk<kType>(k_cache, offs[i], n, hd / Vec::kWidth, kt);
+          if constexpr (kQ8Kt) {
+            if (q8_kt) VV::transpose_q8(k_cache, offs[i], n, hd, kt_q8);
           }
+          if constexpr (kVf) convert_chunk<kType>(v_cache, offs[i], n, hd / Vec::kWidth, vf);
+          transposed = true;
         }
         const int g0 = g * R;
         chunk_rows<kType>(s, q + g0, q8 != nullptr ? q8 + g0 : nullptr, start + g0, limit + g0, std::min(R, nr - g0),
                           k_cache, v_cache, offs[i], p0, static_cast<int>(std::min<int64_t>(kChunk, g_re - p0)),
-                          state(g, rb > g_rb0[g]), nullptr, gemm ? kt : nullptr,
-                          gemm && kType == KvType::kF16 ? vf : nullptr);
+                          state(g, rb > g_rb0[g]), nullptr, kt_arg, kVf && tile ? vf : nullptr);
       }
     }
     for (int g = 0; g < n_groups; ++g) {
