@@ -73,6 +73,7 @@ void Matcher::expand(State& out) {
 std::pair<uint32_t, uint32_t> Matcher::successors(uint32_t node, uint8_t byte) {
   const uint64_t key = (uint64_t{node} << 8) | byte;
   if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+  if (grammar_->bounded() && nodes_.size() >= kMaxNodes) return {0, 0};  // refused, not remembered
   const Node n = nodes_[node];
   scratch_.clear();
   if (grammar_->byte_set(grammar_->sym(n.pos).value).has(byte)) {
@@ -111,6 +112,7 @@ void Matcher::step(const State& from, uint8_t byte, State& to) {
     n_sources += b != e;
   }
   if (n_sources > 1) sort_unique(to);
+  if (grammar_->bounded() && to.size() > kMaxStacks) to.resize(kMaxStacks);  // the oldest stacks
 }
 
 const ByteSet& Matcher::self_loops(const State& s) {

@@ -15,6 +15,13 @@
 // a long chain of rules costs no native stack). Memory grows with the
 // distinct stacks seen (bounded by the input: one output's worth), and is
 // freed with the matcher.
+// A client's grammar (Grammar::bounded, GBNF) can be ambiguous enough for
+// the stacks alive to grow exponentially with the input (`x ::= "a" x "b" |
+// "a" x "c" | ""` after n a's: 2^n). For such a grammar a state keeps at
+// most kMaxStacks stacks, the oldest (lowest ids): every text accepted still
+// follows the grammar, though some of its texts may no longer be reachable;
+// and once the matcher holds kMaxNodes nodes, a byte that needs a new
+// expansion is refused (memory stays bounded, the output stops there).
 // Thread-safety: one matcher per sequence, used by one thread at a time; the
 // Grammar is shared and immutable.
 #pragma once
@@ -38,6 +45,9 @@ class Matcher {
   // consuming a byte is cut short (only a left-recursive grammar, whose
   // stacks grow without end, gets there).
   static constexpr size_t kMaxExpandSteps = 1 << 20;
+  // Bounded grammars only (see above).
+  static constexpr size_t kMaxStacks = 1024;
+  static constexpr size_t kMaxNodes = 1 << 18;
 
   explicit Matcher(std::shared_ptr<const Grammar> grammar);
 
