@@ -30,9 +30,10 @@ declare -A max_len=(
   [fuzz_thinking]=4096
   [fuzz_jinja]=8192
   [fuzz_json_schema]=4096
+  [fuzz_gbnf]=4096
 )
 targets=(fuzz_gguf fuzz_tokenizer fuzz_anthropic_request fuzz_openai_request fuzz_http fuzz_stream_shaper
-         fuzz_chat_template fuzz_tool_calls fuzz_guard fuzz_thinking fuzz_jinja fuzz_json_schema)
+         fuzz_chat_template fuzz_tool_calls fuzz_guard fuzz_thinking fuzz_jinja fuzz_json_schema fuzz_gbnf)
 if [ $# -gt 0 ]; then targets=("$@"); fi
 for t in "${targets[@]}"; do
   [ -n "${max_len[$t]:-}" ] || { echo "fuzz: unknown target $t (known: ${!max_len[*]})" >&2; exit 2; }

@@ -88,14 +88,15 @@ struct ContextManagement {
 
 // Structured output (api/structured_output.h): the answer is one JSON value
 // (OpenAI response_format json_object / json_schema, Anthropic output_format,
-// vLLM guided_json), text matching a regex (vLLM guided_regex) or one of
-// several strings (vLLM guided_choice).
+// vLLM guided_json, llama-server json_schema), text matching a regex (vLLM
+// guided_regex), one of several strings (vLLM guided_choice) or text a GBNF
+// grammar matches (llama-server grammar, vLLM guided_grammar).
 struct ResponseFormat {
-  enum class Kind { kJsonObject, kJsonSchema, kRegex, kChoice };
+  enum class Kind { kJsonObject, kJsonSchema, kRegex, kChoice, kGrammar };
   Kind kind = Kind::kJsonObject;
   std::string name;         // json_schema.name (informative)
   // kJsonSchema: the schema as sent (compact JSON); kRegex: the pattern;
-  // kChoice: the choices as a JSON array.
+  // kChoice: the choices as a JSON array; kGrammar: the GBNF text.
   std::string schema_json;
   // Compiled once while parsing (a bad schema is a 400 there).
   std::shared_ptr<const grammar::Grammar> grammar;

@@ -5,6 +5,7 @@
 
 #include "api/json_fields.h"
 #include "core/json_text.h"
+#include "grammar/gbnf.h"
 #include "grammar/matcher.h"
 #include "grammar/regex.h"
 
@@ -16,15 +17,21 @@ using Seq = GrammarBuilder::Seq;
 
 namespace {
 
-// A schema from a request field, compiled: a 400 on `param` when it cannot be.
-std::shared_ptr<const grammar::Grammar> compile_field(const json::value& schema, const std::string& param) {
-  auto g = grammar::compile_json_schema_value(schema);
+// A grammar compiled from a request field, or the 400 on `param`
+// (unsupported_value for what the compiler does not support, else invalid_value).
+std::shared_ptr<const grammar::Grammar> field_grammar(Result<std::shared_ptr<const grammar::Grammar>> g,
+                                                      const std::string& param) {
   if (!g.ok()) {
     const ErrorReason reason =
         g.status().reason() == ErrorReason::kUnsupportedValue ? ErrorReason::kUnsupportedValue : ErrorReason::kInvalidValue;
     throw_field_error(param, g.status().message(), reason);
   }
   return std::move(g).value();
+}
+
+// A schema from a request field, compiled: a 400 on `param` when it cannot be.
+std::shared_ptr<const grammar::Grammar> compile_field(const json::value& schema, const std::string& param) {
+  return field_grammar(grammar::compile_json_schema_value(schema), param);
 }
 
 ResponseFormat json_object_format() {
@@ -414,72 +421,72 @@ void parse_openai_response_format(const json::object& o, ChatRequest* r) {
 
 namespace {
 
-// A compiled text grammar (guided_regex, guided_choice), or the 400 on `param`.
-std::shared_ptr<const grammar::Grammar> text_grammar(Result<std::shared_ptr<const grammar::Grammar>> g,
-                                                     const std::string& param) {
-  if (!g.ok()) {
-    const ErrorReason reason =
-        g.status().reason() == ErrorReason::kUnsupportedValue ? ErrorReason::kUnsupportedValue : ErrorReason::kInvalidValue;
-    throw_field_error(param, g.status().message(), reason);
-  }
-  return std::move(g).value();
+// The guided-decoding fields, in the order the exclusivity error goes by:
+// the second one present is the one named.
+constexpr const char* kGuidedFields[] = {"guided_json", "guided_regex", "guided_choice",
+                                         "guided_grammar", "grammar", "json_schema"};
+
+ResponseFormat json_schema_format(const json::value& schema, const std::string& param) {
+  return ResponseFormat{.kind = ResponseFormat::Kind::kJsonSchema,
+                        .schema_json = json_text(schema),
+                        .grammar = compile_field(schema, param)};
 }
 
-// guided_regex / guided_choice; false when neither is set.
-bool parse_vllm_guided_text(const json::object& o, ChatRequest* r) {
-  const auto* regex = find_field(o, "guided_regex");
-  const auto* choice = find_field(o, "guided_choice");
-  if (regex && regex->is_null()) regex = nullptr;
-  if (choice && choice->is_null()) choice = nullptr;
-  if (!regex && !choice) return false;
-  const char* field = regex ? "guided_regex" : "guided_choice";
-  if (regex && choice) throw_field_error("guided_choice", "cannot be combined with guided_regex", ErrorReason::kInvalidValue);
-  if (r->response_format) throw_field_error(field, "cannot be combined with a response_format", ErrorReason::kInvalidValue);
-  if (const auto* g = find_field(o, "guided_json"); g && !g->is_null()) {
-    throw_field_error(field, "cannot be combined with guided_json", ErrorReason::kInvalidValue);
-  }
-  ResponseFormat out;
-  if (regex) {
-    out.kind = ResponseFormat::Kind::kRegex;
-    out.schema_json = json_string(*regex, "guided_regex");
-    out.grammar = text_grammar(grammar::compile_text_regex(out.schema_json), "guided_regex");
-  } else {
-    const auto& arr = json_array(*choice, "guided_choice");
-    std::vector<std::string> choices;
-    for (size_t i = 0; i < arr.size(); ++i) choices.push_back(json_string(arr[i], index_param("guided_choice", i)));
-    out.kind = ResponseFormat::Kind::kChoice;
-    out.schema_json = json_text(*choice);
-    out.grammar = text_grammar(grammar::compile_text_choice(choices), "guided_choice");
-  }
-  r->response_format = std::move(out);
-  return true;
-}
-
-}  // namespace
-
-void parse_vllm_guided_json(const json::object& o, ChatRequest* r) {
-  if (parse_vllm_guided_text(o, r)) return;
-  const auto* f = find_field(o, "guided_json");
-  if (!f || f->is_null()) return;
-  if (r->response_format) {
-    throw_field_error("guided_json", "cannot be combined with a JSON response_format", ErrorReason::kInvalidValue);
-  }
-  // vLLM takes the schema as an object or as its JSON text.
+// vLLM's guided_json: a JSON Schema, or its JSON text.
+ResponseFormat guided_json_format(const json::value& f) {
   json::value parsed;
-  const json::value* schema = f;
-  if (f->is_string()) {
+  const json::value* schema = &f;
+  if (f.is_string()) {
     boost::system::error_code ec;
-    parsed = json::parse(f->get_string(), ec);
+    parsed = json::parse(f.get_string(), ec);
     if (ec) throw_field_error("guided_json", "must be a JSON Schema (an object, or its JSON text)", ErrorReason::kInvalidValue);
     schema = &parsed;
   }
   if (!schema->is_object() && !schema->is_bool()) {
     throw_field_error("guided_json", "must be a JSON Schema (an object, or its JSON text)", ErrorReason::kInvalidType);
   }
-  ResponseFormat out{.kind = ResponseFormat::Kind::kJsonSchema};
-  out.schema_json = json_text(*schema);
-  out.grammar = compile_field(*schema, "guided_json");
-  r->response_format = std::move(out);
+  return json_schema_format(*schema, "guided_json");
+}
+
+ResponseFormat guided_choice_format(const json::value& f) {
+  const auto& arr = json_array(f, "guided_choice");
+  std::vector<std::string> choices;
+  for (size_t i = 0; i < arr.size(); ++i) choices.push_back(json_string(arr[i], index_param("guided_choice", i)));
+  return ResponseFormat{.kind = ResponseFormat::Kind::kChoice,
+                        .schema_json = json_text(f),
+                        .grammar = field_grammar(grammar::compile_text_choice(choices), "guided_choice")};
+}
+
+}  // namespace
+
+void parse_guided_decoding(const json::object& o, ChatRequest* r) {
+  const char* field = nullptr;
+  const json::value* f = nullptr;
+  for (const char* name : kGuidedFields) {
+    const auto* v = find_field(o, name);
+    if (!v || v->is_null()) continue;
+    if (field) throw_field_error(name, std::string("cannot be combined with ") + field, ErrorReason::kInvalidValue);
+    field = name, f = v;
+  }
+  if (!field) return;
+  if (r->response_format) throw_field_error(field, "cannot be combined with a response_format", ErrorReason::kInvalidValue);
+  const std::string_view name = field;
+  if (name == "guided_json") {
+    r->response_format = guided_json_format(*f);
+  } else if (name == "json_schema") {  // llama-server: the schema itself
+    if (!f->is_object()) throw_field_error("json_schema", "must be a JSON Schema (an object)", ErrorReason::kInvalidType);
+    r->response_format = json_schema_format(*f, "json_schema");
+  } else if (name == "guided_choice") {
+    r->response_format = guided_choice_format(*f);
+  } else {
+    const bool regex = name == "guided_regex";
+    ResponseFormat out{.kind = regex ? ResponseFormat::Kind::kRegex : ResponseFormat::Kind::kGrammar};
+    out.schema_json = json_string(*f, field);
+    if (!regex && out.schema_json.empty()) throw_field_error(field, "must not be empty", ErrorReason::kInvalidValue);
+    out.grammar = field_grammar(regex ? grammar::compile_text_regex(out.schema_json) : grammar::compile_gbnf(out.schema_json),
+                                field);
+    r->response_format = std::move(out);
+  }
 }
 
 void parse_anthropic_output_format(const json::object& o, ChatRequest* r) {
@@ -520,7 +527,7 @@ ApiResult<std::optional<GrammarConstraint>> plan_constraint(const ChatRequest& c
   if (!chat.response_format || !chat.response_format->grammar) return std::optional<GrammarConstraint>();
   const ResponseFormat& rf = *chat.response_format;
   GrammarConstraint c{.end_when_complete = true};
-  static constexpr const char* kKinds[] = {"json_object\n", "json_schema\n", "regex\n", "choice\n"};
+  static constexpr const char* kKinds[] = {"json_object\n", "json_schema\n", "regex\n", "choice\n", "grammar\n"};
   c.identity = kKinds[static_cast<int>(rf.kind)] + rf.schema_json;
   if (thinking.active) {
     c.trigger = std::string(ThinkingFormat::kClose);  // the answer follows the thought

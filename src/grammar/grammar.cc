@@ -145,6 +145,7 @@ Result<Grammar> GrammarBuilder::build(uint32_t root) {
   CHECK(root < rules_.size());
   Grammar g;
   g.root_ = root;
+  g.bounded_ = bounded_;
   g.byte_sets_ = byte_sets_;
   g.rule_first_.reserve(rules_.size() + 1);
   g.syms_.reserve(n_syms_);

@@ -61,12 +61,18 @@ class Grammar {
   }
   size_t n_rules() const { return rule_first_.size() - 1; }
   size_t n_syms() const { return syms_.size(); }
+  // Whether the matcher bounds the parses it follows (grammar/matcher.h):
+  // set on grammars a client writes (GBNF), which may be ambiguous enough to
+  // make them grow exponentially. The compilers of JSON Schemas, regexes and
+  // choices make grammars whose parses their size bounds.
+  bool bounded() const { return bounded_; }
   // Rules in GBNF-like text (for tests and debugging): one rule per line.
   std::string to_string() const;
 
  private:
   friend class GrammarBuilder;
   uint32_t root_ = 0;
+  bool bounded_ = false;
   std::vector<Sym> syms_;
   std::vector<ByteSet> byte_sets_;
   std::vector<uint32_t> alt_starts_;
@@ -111,6 +117,8 @@ class GrammarBuilder {
 
   // Whether the grammar grew past kMaxSyms (build() will fail).
   bool too_large() const { return too_large_; }
+  // The grammar built will be bounded() (a client's grammar).
+  void set_bounded() { bounded_ = true; }
   // The grammar rooted at `root`; every rule made must be defined.
   Result<Grammar> build(uint32_t root);
 
@@ -120,6 +128,7 @@ class GrammarBuilder {
   std::vector<ByteSet> byte_sets_;
   size_t n_syms_ = 0;
   bool too_large_ = false;
+  bool bounded_ = false;
 };
 
 }  // namespace zl::grammar

@@ -16,7 +16,9 @@ Matcher::Matcher(std::shared_ptr<const Grammar> grammar) : grammar_(std::move(gr
   nodes_.push_back({.pos = 0, .parent = kNoParent});  // kAccept: never looked up by position
   const Grammar& g = *grammar_;
   expanded_.clear();
-  for (uint32_t alt : g.alternatives(g.root())) expand(alt, kNoParent, start_, 0);
+  const auto alts = g.alternatives(g.root());
+  for (auto it = alts.rbegin(); it != alts.rend(); ++it) todo_.push_back({*it, kNoParent});
+  expand(start_);
   sort_unique(start_);
   state_ = start_;
 }
@@ -30,40 +32,48 @@ uint32_t Matcher::intern(uint32_t pos, uint32_t parent) {
 
 void Matcher::expand_from(uint32_t pos, uint32_t parent, State& out) {
   expanded_.clear();
-  expand(pos, parent, out, 0);
+  todo_.assign(1, {pos, parent});
+  expand(out);
 }
 
-void Matcher::expand(uint32_t pos, uint32_t parent, State& out, int depth) {
-  if (depth > kMaxExpandDepth) return;
-  // What an expansion adds depends on (pos, parent) alone: a second visit adds nothing.
-  if (!expanded_.insert((uint64_t{pos} << 32) | parent).second) return;
+void Matcher::expand(State& out) {
   const Grammar& g = *grammar_;
-  const Sym& s = g.sym(pos);
-  switch (s.kind) {
-    case Sym::kBytes:
-      out.push_back(intern(pos, parent));
-      return;
-    case Sym::kEnd:
-      if (parent == kNoParent) {
-        out.push_back(kAccept);
-      } else {
-        const Node n = nodes_[parent];  // a copy: intern() may grow nodes_
-        expand(n.pos, n.parent, out, depth + 1);
+  for (size_t n_steps = 0; !todo_.empty() && n_steps < kMaxExpandSteps; ++n_steps) {
+    const auto [pos, parent] = todo_.back();
+    todo_.pop_back();
+    // What an expansion adds depends on (pos, parent) alone: a second visit adds nothing.
+    if (!expanded_.insert((uint64_t{pos} << 32) | parent).second) continue;
+    const Sym& s = g.sym(pos);
+    switch (s.kind) {
+      case Sym::kBytes:
+        out.push_back(intern(pos, parent));
+        break;
+      case Sym::kEnd:
+        if (parent == kNoParent) {
+          out.push_back(kAccept);
+        } else {
+          todo_.push_back({nodes_[parent].pos, nodes_[parent].parent});
+        }
+        break;
+      case Sym::kRule: {
+        // The continuation is pushed only when something follows (tail calls
+        // leave the stack as it is: a right-recursive loop stays flat).
+        const uint32_t next = g.sym(pos + 1).kind == Sym::kEnd ? parent : intern(pos + 1, parent);
+        // Pushed last first: visited in the grammar's order, as a recursive
+        // descent would (the order nodes are made in, their ids).
+        const auto alts = g.alternatives(s.value);
+        for (auto it = alts.rbegin(); it != alts.rend(); ++it) todo_.push_back({*it, next});
+        break;
       }
-      return;
-    case Sym::kRule: {
-      // The continuation is pushed only when something follows (tail calls
-      // leave the stack as it is: a right-recursive loop stays flat).
-      const uint32_t next = g.sym(pos + 1).kind == Sym::kEnd ? parent : intern(pos + 1, parent);
-      for (uint32_t alt : g.alternatives(s.value)) expand(alt, next, out, depth + 1);
-      return;
     }
   }
+  todo_.clear();
 }
 
 std::pair<uint32_t, uint32_t> Matcher::successors(uint32_t node, uint8_t byte) {
   const uint64_t key = (uint64_t{node} << 8) | byte;
   if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+  if (grammar_->bounded() && nodes_.size() >= kMaxNodes) return {0, 0};  // refused, not remembered
   const Node n = nodes_[node];
   scratch_.clear();
   if (grammar_->byte_set(grammar_->sym(n.pos).value).has(byte)) {
@@ -102,6 +112,7 @@ void Matcher::step(const State& from, uint8_t byte, State& to) {
     n_sources += b != e;
   }
   if (n_sources > 1) sort_unique(to);
+  if (grammar_->bounded() && to.size() > kMaxStacks) to.resize(kMaxStacks);  // the oldest stacks
 }
 
 const ByteSet& Matcher::self_loops(const State& s) {

@@ -10,9 +10,18 @@
 // far is a complete sentence).
 //
 // Costs: advance() is O(stacks in the state) memo lookups after the first
-// time a (node, byte) pair is seen; the first time, an expansion bounded by
-// kMaxExpandDepth nested rules. Memory grows with the distinct stacks seen
-// (bounded by the input: one output's worth), and is freed with the matcher.
+// time a (node, byte) pair is seen; the first time, an expansion: each
+// (position, stack) pair once, at most kMaxExpandSteps of them (iterative:
+// a long chain of rules costs no native stack). Memory grows with the
+// distinct stacks seen (bounded by the input: one output's worth), and is
+// freed with the matcher.
+// A client's grammar (Grammar::bounded, GBNF) can be ambiguous enough for
+// the stacks alive to grow exponentially with the input (`x ::= "a" x "b" |
+// "a" x "c" | ""` after n a's: 2^n). For such a grammar a state keeps at
+// most kMaxStacks stacks, the oldest (lowest ids): every text accepted still
+// follows the grammar, though some of its texts may no longer be reachable;
+// and once the matcher holds kMaxNodes nodes, a byte that needs a new
+// expansion is refused (memory stays bounded, the output stops there).
 // Thread-safety: one matcher per sequence, used by one thread at a time; the
 // Grammar is shared and immutable.
 #pragma once
@@ -32,9 +41,13 @@ class Matcher {
  public:
   using State = std::vector<uint32_t>;  // sorted, unique node ids
   static constexpr uint32_t kAccept = 0;
-  // Expansion through more nested rules than this without consuming a byte
-  // is dropped (only a left-recursive grammar gets there).
-  static constexpr int kMaxExpandDepth = 1000;
+  // An expansion that visits more (position, stack) pairs than this without
+  // consuming a byte is cut short (only a left-recursive grammar, whose
+  // stacks grow without end, gets there).
+  static constexpr size_t kMaxExpandSteps = 1 << 20;
+  // Bounded grammars only (see above).
+  static constexpr size_t kMaxStacks = 1024;
+  static constexpr size_t kMaxNodes = 1 << 18;
 
   explicit Matcher(std::shared_ptr<const Grammar> grammar);
 
@@ -80,9 +93,10 @@ class Matcher {
   // One expansion visits each (pos, parent) once (expanded_): a repetition
   // of something that matches the empty string in several ways (the
   // pattern `(|)*`) would otherwise branch exponentially without consuming
-  // a byte. expand_from() starts an expansion.
+  // a byte. expand_from() starts an expansion; expand() runs the pairs in
+  // todo_ and those they lead to.
   void expand_from(uint32_t pos, uint32_t parent, State& out);
-  void expand(uint32_t pos, uint32_t parent, State& out, int depth);
+  void expand(State& out);
   // The memoized successors of canonical node `node` by `byte` (sorted).
   std::pair<uint32_t, uint32_t> successors(uint32_t node, uint8_t byte);
 
@@ -96,6 +110,7 @@ class Matcher {
   State state_;
   State scratch_;
   std::unordered_set<uint64_t> expanded_;  // (pos, parent) pairs of the current expansion
+  std::vector<std::pair<uint32_t, uint32_t>> todo_;  // (pos, parent) pairs still to expand
 };
 
 }  // namespace zl::grammar

@@ -10,9 +10,9 @@
 // against the schema (tests/support/schema_validator.h).
 #include <boost/json.hpp>
 #include <string>
-#include <vector>
 
 #include "fuzz/fuzz_target.h"
+#include "fuzz/grammar_walk.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
 #include "support/schema_validator.h"
@@ -29,24 +29,7 @@ ZL_FUZZ_TARGET(fuzz_json_schema) {
     return 0;
   }
   zl::grammar::Matcher m(*g);
-  std::string text;
-  for (unsigned char pick : walk) {
-    if (m.accepting() && (pick & 1)) break;
-    // may_take() only looks at the stacks' top sets (a byte there may still
-    // lead nowhere once the stack unwinds): the bytes that step() takes.
-    std::vector<uint8_t> next;
-    zl::grammar::Matcher::State to;
-    for (int b = 0; b < 256; ++b) {
-      if (!m.may_take(m.state(), static_cast<uint8_t>(b))) continue;
-      m.step(m.state(), static_cast<uint8_t>(b), to);
-      if (!to.empty()) next.push_back(static_cast<uint8_t>(b));
-    }
-    FUZZ_CHECK(!next.empty() || m.accepting());
-    if (next.empty()) break;
-    const uint8_t b = next[pick % next.size()];
-    FUZZ_CHECK(m.advance(b));
-    text.push_back(static_cast<char>(b));
-  }
+  const std::string text = zl::fuzz::walk_grammar(m, walk, [](const zl::grammar::Matcher&) { return false; });
   if (!m.accepting()) return 0;
   boost::system::error_code ec;
   const boost::json::value v = boost::json::parse(text, ec);

@@ -716,7 +716,7 @@ test("openai: vLLM's min_tokens, ignore_eos and stop_token_ids through the SDK; 
   });
   await bad(openai.completions.create({ ...req, min_tokens: 41 }), 'min_tokens');
   await bad(openai.completions.create({ ...req, best_of: 3 }), 'best_of');
-  await bad(openai.chat.completions.create({ model: 'm', messages: user('Hi'), guided_grammar: 'root ::= "a"' }), 'guided_grammar');
+  await bad(openai.chat.completions.create({ model: 'm', messages: user('Hi'), prompt_logprobs: 2 }), 'prompt_logprobs');
 });
 
 test("openai: vLLM's guided_choice and guided_regex constrain the text itself", REAL_ONLY, async () => {
@@ -737,6 +737,59 @@ test("openai: vLLM's guided_choice and guided_regex constrain the text itself", 
   let text = '';
   for await (const chunk of streamed) text += chunk.choices[0]?.text ?? '';
   assert.equal(text, matched.choices[0].text);
+});
+
+test("openai: llama-server's grammar and vLLM's guided_grammar (GBNF) constrain whole and streamed answers", REAL_ONLY, async () => {
+  const grammar = 'root ::= ("yes" | "no") " " [0-9]{2,3}';
+  const re = /^(yes|no) [0-9]{2,3}$/;
+  const chat = { model: 'm', messages: user('Well?'), max_tokens: 20, temperature: 1, seed: 7 };
+  const whole = await openai.chat.completions.create({ ...chat, n: 3, grammar });
+  assert.equal(whole.choices.length, 3);
+  for (const c of whole.choices) {
+    assert.match(c.message.content, re);
+    assert.equal(c.finish_reason, 'stop');
+  }
+  const streamed = await openai.chat.completions.create({ ...chat, grammar, stream: true });
+  let text = '';
+  for await (const chunk of streamed) text += chunk.choices[0]?.delta?.content ?? '';
+  assert.equal(text, whole.choices[0].message.content);
+  const texts = ['', '', ''];
+  for await (const chunk of await openai.chat.completions.create({ ...chat, n: 3, grammar, stream: true })) {
+    for (const c of chunk.choices) texts[c.index] += c.delta?.content ?? '';
+  }
+  for (const t of texts) assert.match(t, re);
+  const prompt = { model: 'm', prompt: 'Once upon a time', max_tokens: 20, temperature: 1, seed: 11 };
+  const completed = await openai.completions.create({ ...prompt, n: 3, guided_grammar: grammar });
+  for (const c of completed.choices) assert.match(c.text, re);
+  let streamedText = '';
+  for await (const chunk of await openai.completions.create({ ...prompt, guided_grammar: grammar, stream: true })) {
+    streamedText += chunk.choices[0]?.text ?? '';
+  }
+  assert.equal(streamedText, completed.choices[0].text);
+  // A grammar that does not compile: a 400 naming the field, with the compiler's position.
+  await assert.rejects(openai.completions.create({ ...prompt, grammar: 'root ::= "a" item' }), (e) => {
+    assert.ok(e instanceof OpenAI.BadRequestError, String(e));
+    assert.equal(e.param, 'grammar');
+    assert.match(e.message, /line 1, column 14: undefined rule 'item'/);
+    return true;
+  });
+});
+
+test("openai: llama-server's json_schema gives JSON with the required keys", REAL_ONLY, async () => {
+  const json_schema = { type: 'object', properties: { name: { type: 'string', maxLength: 12 },
+                                                        age: { type: 'integer', minimum: 0, maximum: 120 } },
+                        required: ['name', 'age'] };
+  const r = await openai.chat.completions.create({ model: 'm', messages: user('Who?'), max_tokens: 300, temperature: 1,
+                                                   seed: 2, n: 2, json_schema });
+  for (const c of r.choices) {
+    assert.equal(c.finish_reason, 'stop', c.message.content);
+    const v = JSON.parse(c.message.content);
+    assert.deepEqual(Object.keys(v), ['name', 'age']);
+    assert.equal(typeof v.name, 'string');
+    assert.ok(Number.isInteger(v.age) && v.age >= 0 && v.age <= 120, c.message.content);
+  }
+  const c = await openai.completions.create({ model: 'm', prompt: 'Once upon a time', max_tokens: 300, temperature: 0, json_schema });
+  assert.deepEqual(Object.keys(JSON.parse(c.choices[0].text)), ['name', 'age']);
 });
 
 test('openai: n choices, whole and streamed: one answer id, each choice a full answer, the prompt counted once', async () => {

@@ -26,7 +26,7 @@ TEST(FuzzCorpus, EveryTargetIsLinked) {
   for (const char* name : {"fuzz_gguf", "fuzz_tokenizer", "fuzz_anthropic_request", "fuzz_openai_request", "fuzz_http",
                            "fuzz_stream_shaper", "fuzz_chat_template", "fuzz_tool_calls", "fuzz_guard",
                            "fuzz_thinking", "fuzz_jinja",
-                           "fuzz_json_schema"}) {
+                           "fuzz_json_schema", "fuzz_gbnf"}) {
     EXPECT_TRUE(targets().contains(name)) << name;
   }
 }

@@ -173,6 +173,29 @@ TEST(GrammarTextTest, TextChoiceIsExactlyOneOfTheStrings) {
   EXPECT_EQ(compile_text_choice(huge).status().reason(), ErrorReason::kUnsupportedValue);
 }
 
+// An expansion follows any number of rules before the first byte: a thousand
+// rules in a row that may match nothing, a chain of 3000 rules entered at
+// once (it stopped at 1000 nested rules once, leaving no way to the end).
+TEST(GrammarMatcherTest, LongChainsBeforeTheFirstByte) {
+  auto runs = compile_text_regex("(a?){1000}x");
+  ASSERT_TRUE(runs.ok()) << runs.status().to_string();
+  EXPECT_TRUE(matches(*runs, "x"));
+  EXPECT_TRUE(matches(*runs, "aax"));
+  EXPECT_FALSE(matches(*runs, ""));
+  GrammarBuilder b;
+  uint32_t inner = b.rule({b.literal("a")});
+  for (int i = 0; i < 3000; ++i) {
+    GrammarBuilder::Seq s{b.ref(inner)};
+    b.append_literal(s, "b");
+    inner = b.rule({std::move(s)});
+  }
+  auto built = b.build(inner);
+  ASSERT_TRUE(built.ok());
+  const auto chain = std::make_shared<const Grammar>(std::move(built).value());
+  EXPECT_TRUE(matches(chain, "a" + std::string(3000, 'b')));
+  EXPECT_FALSE(matches(chain, "ab"));
+}
+
 // Every character a pattern names has a JSON spelling: DEL raw, control
 // characters escaped (a set with only those once compiled to a dead end:
 // fuzz_json_schema). A class that matches nothing is refused, not compiled.

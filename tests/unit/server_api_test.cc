@@ -24,8 +24,10 @@
 #include "api/openai/chat_completions.h"
 #include "api/request_log.h"
 #include "api/service.h"
+#include "api/structured_output.h"
 #include "api/tokenizer_codec.h"
 #include "cli/serve_config.h"
+#include "grammar/matcher.h"
 #include "support/null_responder.h"
 #include "support/fake_engine.h"
 #include "http/router.h"
@@ -290,17 +292,21 @@ TEST(OpenAiParse, LogprobsFields) {
   }
 }
 
+using FieldParser = std::function<ApiResult<ChatRequest>(const std::string&)>;
+
+// Both OpenAI routes, each parsing a body of these fields beside the model and a message / a prompt.
+std::vector<FieldParser> openai_routes() {
+  return {[](const std::string& f) {
+            return openai::parse_chat_request(R"({"model":"m",)" + f + R"(,"messages":[{"role":"user","content":"x"}]})");
+          },
+          [](const std::string& f) { return openai::parse_completion_request(R"({"model":"m","prompt":"Once",)" + f + "}"); }};
+}
+
 // vLLM's stop extensions on both routes; its other output-changing fields are a 400
 // unsupported_value naming them unless neutral; guided_json is a json_schema response_format,
-// guided_regex and guided_choice text grammars.
+// guided_regex and guided_choice text grammars (guided_grammar: OpenAiParse.GbnfGrammarFields).
 TEST(OpenAiParse, VllmExtensionFields) {
-  const std::string msgs = R"("messages":[{"role":"user","content":"x"}])";
-  auto chat = [&](const std::string& f) { return openai::parse_chat_request(R"({"model":"m",)" + f + "," + msgs + "}"); };
-  auto completion = [](const std::string& f) {
-    return openai::parse_completion_request(R"({"model":"m","prompt":"Once",)" + f + "}");
-  };
-  for (const auto& parse : {std::function<ApiResult<ChatRequest>(const std::string&)>(chat),
-                            std::function<ApiResult<ChatRequest>(const std::string&)>(completion)}) {
+  for (const auto& parse : openai_routes()) {
     auto r = parse(R"("stop_token_ids":[13,2],"ignore_eos":true,"min_tokens":4,"max_tokens":8)");
     ASSERT_TRUE(r.ok()) << r.error().message;
     EXPECT_EQ(r.value().stop_token_ids, (std::vector<int32_t>{13, 2}));
@@ -318,7 +324,6 @@ TEST(OpenAiParse, VllmExtensionFields) {
              {R"("ignore_eos":1)", "ignore_eos", ErrorReason::kInvalidType},
              {R"("best_of":2)", "best_of", ErrorReason::kUnsupportedValue},
              {R"("use_beam_search":true)", "use_beam_search", ErrorReason::kUnsupportedValue},
-             {R"("guided_grammar":"root ::= \"a\"")", "guided_grammar", ErrorReason::kUnsupportedValue},
              {R"("guided_choice":[])", "guided_choice", ErrorReason::kInvalidValue},
              {R"("guided_choice":["a",""])", "guided_choice", ErrorReason::kInvalidValue},
              {R"("guided_choice":"a")", "guided_choice", ErrorReason::kInvalidType},
@@ -357,6 +362,71 @@ TEST(OpenAiParse, VllmExtensionFields) {
     ASSERT_TRUE(choice.ok()) << choice.error().message;
     EXPECT_EQ(choice.value().response_format->kind, ResponseFormat::Kind::kChoice);
     EXPECT_EQ(choice.value().response_format->schema_json, R"(["yes","no"])");
+  }
+}
+
+// llama-server's grammar and vLLM's guided_grammar (GBNF text, grammar/gbnf.h) and
+// llama-server's json_schema (the schema itself) on both routes; at most one guided-decoding
+// field per request, none beside a response_format other than text.
+TEST(OpenAiParse, GbnfGrammarFields) {
+  const std::string yes_no = R"(root ::= (\"yes\" | \"no\") \" \" [0-9]{2,3})";
+  for (const auto& parse : openai_routes()) {
+    for (const std::string field : {"grammar", "guided_grammar"}) {
+      auto r = parse("\"" + field + "\":\"" + yes_no + "\",\"response_format\":{\"type\":\"text\"}");
+      ASSERT_TRUE(r.ok()) << field << ": " << r.error().message;
+      ASSERT_TRUE(r.value().response_format.has_value());
+      const ResponseFormat& rf = *r.value().response_format;
+      EXPECT_EQ(rf.kind, ResponseFormat::Kind::kGrammar);
+      EXPECT_EQ(rf.schema_json, R"(root ::= ("yes" | "no") " " [0-9]{2,3})");
+      ASSERT_NE(rf.grammar, nullptr);
+      grammar::Matcher m(rf.grammar);
+      EXPECT_TRUE(m.advance("no 123") && m.accepting());
+      EXPECT_FALSE(m.advance("!"));
+      // The constraint's identity (the response cache key) names the kind: not the same
+      // text as a regex.
+      auto c = plan_constraint(r.value(), ToolPlan{}, ThinkingPlan{});
+      ASSERT_TRUE(c.ok() && c.value());
+      EXPECT_EQ(c.value()->identity, "grammar\n" + rf.schema_json);
+    }
+    auto js = parse(R"("json_schema":{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]})");
+    ASSERT_TRUE(js.ok()) << js.error().message;
+    EXPECT_EQ(js.value().response_format->kind, ResponseFormat::Kind::kJsonSchema);
+    EXPECT_EQ(js.value().response_format->schema_json,
+              R"({"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]})");
+    grammar::Matcher m(js.value().response_format->grammar);
+    EXPECT_TRUE(m.advance(R"({"a": 12})") && m.accepting());
+    EXPECT_TRUE(parse(R"("grammar":null,"guided_grammar":null,"json_schema":null)").ok());
+    for (const auto& [f, param, reason] : std::vector<std::tuple<std::string, std::string, ErrorReason>>{
+             {R"("grammar":"")", "grammar", ErrorReason::kInvalidValue},
+             {R"("grammar":5)", "grammar", ErrorReason::kInvalidType},
+             {R"("guided_grammar":["root ::= \"a\""])", "guided_grammar", ErrorReason::kInvalidType},
+             {R"("grammar":"root ::= foo")", "grammar", ErrorReason::kInvalidValue},
+             {R"("guided_grammar":"root ::= x\nx ::= x \"a\" | \"b\"")", "guided_grammar", ErrorReason::kInvalidValue},
+             {R"("grammar":"root ::= (\"a\"")", "grammar", ErrorReason::kInvalidValue},
+             {R"("grammar":"root ::= <[12]>")", "grammar", ErrorReason::kUnsupportedValue},
+             {R"("grammar":"root ::= \"a\"{5000}")", "grammar", ErrorReason::kUnsupportedValue},
+             {R"("json_schema":"{}")", "json_schema", ErrorReason::kInvalidType},
+             {R"("json_schema":true)", "json_schema", ErrorReason::kInvalidType},
+             {R"("json_schema":{"type":"object","not":{}})", "json_schema", ErrorReason::kUnsupportedValue},
+             {R"("json_schema":{"type":"array","minItems":3,"maxItems":2})", "json_schema", ErrorReason::kInvalidValue},
+             // Exclusivity: the second field present is named.
+             {R"("grammar":"root ::= \"a\"","json_schema":{})", "json_schema", ErrorReason::kInvalidValue},
+             {R"("guided_grammar":"root ::= \"a\"","grammar":"root ::= \"a\"")", "grammar", ErrorReason::kInvalidValue},
+             {R"("guided_json":{},"grammar":"root ::= \"a\"")", "grammar", ErrorReason::kInvalidValue},
+             {R"("guided_choice":["a"],"guided_grammar":"root ::= \"a\"")", "guided_grammar", ErrorReason::kInvalidValue},
+             {R"("json_schema":{},"guided_regex":"a")", "json_schema", ErrorReason::kInvalidValue},
+             {R"("grammar":"root ::= \"a\"","response_format":{"type":"json_object"})", "grammar", ErrorReason::kInvalidValue},
+             {R"("json_schema":{},"response_format":{"type":"json_schema","json_schema":{"schema":{}}})", "json_schema",
+              ErrorReason::kInvalidValue}}) {
+      auto e = parse(f);
+      ASSERT_FALSE(e.ok()) << f;
+      EXPECT_EQ(e.error().param, param) << f;
+      EXPECT_EQ(e.error().reason, reason) << f << ": " << e.error().message;
+    }
+    // A compile error is the compiler's message, with its position.
+    auto bad = parse(R"("grammar":"root ::= \"a\" foo")");
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.error().message.find("line 1, column 14: undefined rule 'foo'"), std::string::npos) << bad.error().message;
   }
 }
 

@@ -123,11 +123,6 @@ void refuse_unsupported_extensions(const json::object& o) {
   const auto refuse = [](std::string_view field, std::string why) {
     throw_field_error(std::string(field), std::move(why), ErrorReason::kUnsupportedValue);
   };
-  for (const char* field : {"guided_grammar", "grammar", "json_schema"}) {
-    if (const auto* f = find_field(o, field); f && !f->is_null()) {
-      refuse(field, "is not supported; constrain the output with response_format, guided_json, guided_regex or guided_choice");
-    }
-  }
   for (const char* field : {"functions", "function_call"}) {  // OpenAI's deprecated function calling
     if (const auto* f = find_field(o, field); f && !f->is_null()) refuse(field, "is not supported; use tools and tool_choice");
   }
@@ -528,7 +523,7 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
     if (const auto* f = find_field(o, "parallel_tool_calls")) r->parallel_tool_calls = json_bool(*f, "parallel_tool_calls");
     check_tool_choice(*r, "tool_choice.function.name");
     parse_openai_response_format(o, r);  // structured output (api/structured_output.h)
-    parse_vllm_guided_json(o, r);
+    parse_guided_decoding(o, r);  // vLLM's and llama-server's
   });
 }
 
@@ -572,7 +567,7 @@ ApiResult<ChatRequest> parse_completion_request(std::string_view body) {
       }
     }
     parse_openai_response_format(o, r);  // structured output (api/structured_output.h)
-    parse_vllm_guided_json(o, r);
+    parse_guided_decoding(o, r);  // vLLM's and llama-server's
   });
 }
 
