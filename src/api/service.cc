@@ -319,6 +319,7 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
                                    .t_submit = r.t_submit, .engine = r.timings, .tenant = tenant,
                                    .truncation = truncation});
   };
+  const int64_t quota_slots = quota.ticket ? quota.ticket->slots() : 0;  // 0: the key has no max_concurrent
   if (quota.ticket) QuotaGate::attach(std::move(quota.ticket), opts);
   if (!validate) {
     if (config_.request_recorder && api_of(req) == Api::kAnthropic) config_.request_recorder->record(req.body);
@@ -331,14 +332,19 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
     return;
   }
   // Several choices: one session each, joined on `res`; the whole answer's
-  // duties (on_done, head headers) run once, on the joined answer.
+  // duties (on_done, head headers) run once, on the joined answer. At most
+  // the engine's batch slots run at once (more would wait in its queue, or
+  // be refused there however idle the server), and for a key with
+  // max_concurrent the slots its request holds; the others start as they end.
+  int64_t max_running = stats.max_seqs;
+  if (quota_slots > 0) max_running = max_running > 0 ? std::min(max_running, quota_slots) : quota_slots;
   auto fan = FanOut::create(std::move(res), n_choices, n_per_prompt, opts.stream, *fan_format, std::move(opts.on_done),
-                            std::move(opts.head_headers));
+                            std::move(opts.head_headers), static_cast<int>(std::min<int64_t>(max_running, n_choices)));
   opts.on_done = nullptr;
   opts.head_headers.clear();
   opts.on_event = nullptr;
-  // A prompt's first choice starts now; its others once it has prefilled (its
-  // first event, or its end), to take the prompt from the prefix cache.
+  // A prompt's first choice may start now; its others once it has prefilled
+  // (its first event, or its end), to take the prompt from the prefix cache.
   for (int i = 0; i < n_choices; ++i) {
     const size_t k = static_cast<size_t>(i / n_per_prompt);
     const int j = i % n_per_prompt, others = i + 1, end = i - j + n_per_prompt;
@@ -361,15 +367,11 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
     if (r.sampling.seed) *r.sampling.seed += static_cast<uint64_t>(j);
     // (the formatter is made now: the factory's captures end with this call)
     auto f = std::make_shared<std::unique_ptr<EventFormatter>>(make_formatter(prepared[k], prompts[k], i));
-    auto start = [this, fan, i, r = std::move(r), o = std::move(o), f]() mutable {
+    fan->defer(i, [this, fan, i, r = std::move(r), o = std::move(o), f]() mutable {
       GenerationSession::start(*engine_, std::move(r), std::move(o), std::move(*f), fan->choice(i));
-    };
-    if (j == 0) {
-      start();
-    } else {
-      fan->defer(i, std::move(start));
-    }
+    });
   }
+  for (int i = 0; i < n_choices; i += n_per_prompt) fan->start_deferred(i, i + 1);
 }
 
 std::optional<ApiError> ApiService::admit_kv(const http::HttpRequest& req, const std::string& key_id,
