@@ -189,10 +189,11 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
                           ServerTiming timing, const FormatterFactory& make_formatter,
                           const std::optional<FanOutFormat>& fan_format) {
   const EngineStats stats = engine_->stats();
+  // A validated request is checked as the request itself (every prompt, every
+  // choice's quota slot) and prefills its first prompt, once.
   const bool validate = is_validate_mode(req);
-  if (validate) prompts.resize(1);  // a validated request prefills its first prompt, once
   const ChatRequest& chat = prompts.front();
-  const int n_per_prompt = validate || !fan_format ? 1 : std::max<int>(1, chat.n);
+  const int n_per_prompt = !fan_format ? 1 : std::max<int>(1, chat.n);
   const auto t_prepare = RequestLog::Clock::now();
   // A sequence holds at most the KV cache's capacity when it is below n_ctx.
   const ContextOptions context{.policy = chat.context_policy.value_or(config_.context_policy),
@@ -240,8 +241,10 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
     }
     clamped[k] = o.max_tokens_clamped;
   }
+  // One generation answers alone; several are joined by a FanOut below.
+  const bool single = validate || n_choices == 1;
   std::unique_ptr<EventFormatter> formatter =
-      n_choices == 1 ? make_formatter(prepared[0], prompts[0], std::nullopt) : nullptr;
+      single ? make_formatter(prepared[0], prompts[0], std::nullopt) : nullptr;
   if (validate) {
     // Everything above ran as for a real request; the engine prefills and
     // stops (validate.h). The answer is JSON, whatever `stream` asked.
@@ -326,7 +329,7 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
     // (a fan-out is not mirrored: the shadow's comparison taps one generation's events)
     if (config_.shadow && n_choices == 1) mirror_to_shadow(*config_.shadow, req, route, chat.user, api_of(req), opts);
   }
-  if (n_choices == 1) {
+  if (single) {
     GenerationSession::start(cache_hit ? static_cast<EngineApi&>(replay) : *engine_, std::move(prepared[0].request),
                              std::move(opts), std::move(formatter), std::move(res));
     return;

@@ -1621,8 +1621,10 @@ class FanOutServiceTest : public ::testing::Test {
   }
   void TearDown() override { api_.reset(); }
 
-  HttpReply post(const std::string& key, const std::string& body) {
-    return test::fetch(api_->port(), "POST", "/v1/completions", body, {"Authorization: Bearer " + key}, kWaitMs);
+  HttpReply post(const std::string& key, const std::string& body, bool validate = false) {
+    std::vector<std::string> headers{"Authorization: Bearer " + key};
+    if (validate) headers.push_back("X-Engine-Mode: validate");
+    return test::fetch(api_->port(), "POST", "/v1/completions", body, headers, kWaitMs);
   }
 
   limits::LocalBucketStore store_;
@@ -1679,6 +1681,32 @@ TEST_F(FanOutServiceTest, AKeysMaxConcurrentBoundsItsChoicesAtOnce) {
   }
   // Its slots are back: the next request is admitted.
   EXPECT_EQ(post("sk-two", R"({"model":"m","max_tokens":2,"prompt":"Once","n":2})").status, 200);
+}
+
+// Validate mode answers several prompts and n choices as the request itself would be answered:
+// a later prompt that does not fit is the same 400, and the key's max_concurrent is checked for
+// the slots the request would hold.
+TEST_F(FanOutServiceTest, ValidateModeChecksEveryPromptAndEveryChoice) {
+  start(/*max_seqs=*/0);
+  const std::string too_long = R"({"model":"m","max_tokens":4,"prompt":["Once",")" + std::string(5000, 'x') + R"("]})";
+  for (bool validate : {false, true}) {
+    HttpReply r = post("sk-free", too_long, validate);
+    EXPECT_EQ(r.status, 400) << (validate ? "validated: " : "") << r.body;
+    EXPECT_NE(r.body.find(R"("param":"prompt[1]")"), std::string::npos) << r.body;
+  }
+  // A stream holds one of the key's two slots; two choices need both.
+  RawClient c(api_->port());
+  ASSERT_TRUE(c.send_raw(test::http_request(
+      "POST", "/v1/completions", R"({"model":"m","max_tokens":100000,"stream":true,"prompt":"[[fake:long]]"})",
+      {"Authorization: Bearer sk-two"})));
+  ASSERT_TRUE(c.read_until([](const std::string& b) { return b.find("data: ") != std::string::npos; }, kWaitMs));
+  const std::string two = R"({"model":"m","max_tokens":4,"n":2,"prompt":"Once"})";
+  for (bool validate : {false, true}) {
+    HttpReply r = post("sk-two", two, validate);
+    EXPECT_EQ(r.status, 429) << (validate ? "validated: " : "") << r.body;
+  }
+  c.abort_now();
+  EXPECT_TRUE(wait_for([&] { return post("sk-two", two, /*validate=*/true).status == 200; }));
 }
 
 }  // namespace
