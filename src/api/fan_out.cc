@@ -43,7 +43,7 @@ class FanOut::Choice final : public http::Responder {
 
 FanOut::FanOut(std::shared_ptr<http::Responder> real, int n_choices, int n_per_prompt, bool stream,
                FanOutFormat format, std::function<void(const SessionResult&)> on_done,
-               std::vector<SessionOptions::HeadHeaders> head_headers)
+               std::vector<SessionOptions::HeadHeaders> head_headers, int max_running)
     : real_(std::move(real)),
       n_choices_(n_choices),
       n_per_prompt_(std::max(1, n_per_prompt)),
@@ -56,14 +56,17 @@ FanOut::FanOut(std::shared_ptr<http::Responder> real, int n_choices, int n_per_p
       answered_(n_choices, false),
       gone_(n_choices),
       drained_(n_choices),
-      deferred_(n_choices) {}
+      deferred_(n_choices),
+      released_(n_choices, false),
+      started_(n_choices, false),
+      max_running_(std::max(0, max_running)) {}
 
 std::shared_ptr<FanOut> FanOut::create(std::shared_ptr<http::Responder> real, int n_choices, int n_per_prompt,
                                        bool stream, FanOutFormat format,
                                        std::function<void(const SessionResult&)> on_done,
-                                       std::vector<SessionOptions::HeadHeaders> head_headers) {
+                                       std::vector<SessionOptions::HeadHeaders> head_headers, int max_running) {
   auto fan = std::make_shared<FanOut>(real, n_choices, n_per_prompt, stream, std::move(format), std::move(on_done),
-                                      std::move(head_headers));
+                                      std::move(head_headers), max_running);
   real->hold(fan);
   std::weak_ptr<FanOut> weak = fan;
   real->on_client_gone([weak] {
@@ -89,10 +92,17 @@ std::function<void(const SessionResult&)> FanOut::choice_done(int i) {
 void FanOut::defer(int i, std::function<void()> start) { deferred_[i] = std::move(start); }
 
 void FanOut::start_deferred(int first, int last) {
-  for (int i = first; i < std::min(last, n_choices_); ++i) {
-    if (!deferred_[i]) continue;
+  for (int i = std::max(first, 0); i < std::min(last, n_choices_); ++i) released_[i] = true;
+  start_released();
+}
+
+void FanOut::start_released() {
+  for (int i = 0; i < n_choices_ && !stopped_ && (max_running_ == 0 || n_running_ < max_running_); ++i) {
+    if (!deferred_[i] || !released_[i]) continue;
     std::function<void()> start = std::move(deferred_[i]);
     deferred_[i] = nullptr;
+    started_[i] = true;
+    ++n_running_;
     start();
   }
 }
@@ -152,6 +162,7 @@ void FanOut::on_write(std::string_view bytes) {
 }
 
 void FanOut::cancel_others(int except) {
+  stopped_ = true;  // (a choice that ends below starts no other)
   for (int j = 0; j < n_choices_; ++j) {  // the choices not started end as gone, never started
     if (j == except || !deferred_[j]) continue;
     deferred_[j] = nullptr;
@@ -169,7 +180,9 @@ void FanOut::cancel_others(int except) {
 void FanOut::on_done(int i, const SessionResult& r) {
   if (results_[i]) return;
   results_[i] = r;
-  if (++n_done_ == n_choices_) finish();
+  if (started_[i]) --n_running_;
+  if (++n_done_ == n_choices_) return finish();
+  start_released();  // its running slot is free
 }
 
 void FanOut::finish() {

@@ -17,9 +17,13 @@
 // each), generated tokens are summed. The SessionOptions duties of the whole
 // answer (on_done, head_headers: metrics, logs, quotas) run once, on the
 // joined answer, with that usage. A client that goes away cancels every
-// choice. A choice may start later than the others (defer): the service
-// starts a prompt's other choices once its first has prefilled, so that
-// they take the prompt from the prefix cache instead of computing it again.
+// choice. Choices start through defer(): each once it is released
+// (start_deferred: the service releases a prompt's first choice at once,
+// its others once that one has prefilled, so that they take the prompt
+// from the prefix cache instead of computing it again) and, with
+// max_running, only while fewer than that many choices are running (the
+// engine's batch slots, a key's max_concurrent): the next released one, in
+// index order, as a running one ends.
 // Everything runs on the connection's I/O thread.
 #pragma once
 
@@ -45,27 +49,29 @@ class FanOut : public std::enable_shared_from_this<FanOut> {
  public:
   // n_choices = prompts x n_per_prompt; choice i answers prompt i / n_per_prompt.
   // on_done and head_headers: the whole answer's (SessionOptions).
+  // max_running: choices running at once at most (0: no bound).
   static std::shared_ptr<FanOut> create(std::shared_ptr<http::Responder> real, int n_choices, int n_per_prompt,
                                         bool stream, FanOutFormat format,
                                         std::function<void(const SessionResult&)> on_done,
-                                        std::vector<SessionOptions::HeadHeaders> head_headers);
+                                        std::vector<SessionOptions::HeadHeaders> head_headers, int max_running = 0);
 
   // The responder of choice i, for its GenerationSession.
   std::shared_ptr<http::Responder> choice(int i);
   // Choice i's SessionOptions::on_done.
   std::function<void(const SessionResult&)> choice_done(int i);
-  // Choice i starts later, when start_deferred reaches it: `start` starts its
-  // session. A choice cancelled before (a failed answer, the client gone)
-  // never starts and ends as gone.
+  // How choice i starts: `start` starts its session, once start_deferred has
+  // released it and a running slot is free. A choice cancelled before (a
+  // failed answer, the client gone) never starts and ends as gone.
   void defer(int i, std::function<void()> start);
-  // Starts the deferred choices in [first, last) that have not started (I/O thread).
+  // Releases the choices in [first, last), and starts what may start (I/O thread).
   void start_deferred(int first, int last);
 
   // The joined usage of the choices' results (exposed for tests).
   static Usage join_usage(const std::vector<Usage>& usages, int n_per_prompt);
 
   FanOut(std::shared_ptr<http::Responder> real, int n_choices, int n_per_prompt, bool stream, FanOutFormat format,
-         std::function<void(const SessionResult&)> on_done, std::vector<SessionOptions::HeadHeaders> head_headers);
+         std::function<void(const SessionResult&)> on_done, std::vector<SessionOptions::HeadHeaders> head_headers,
+         int max_running);
 
  private:
   class Choice;
@@ -77,6 +83,8 @@ class FanOut : public std::enable_shared_from_this<FanOut> {
   void on_done(int i, const SessionResult& r);
   void start_real_stream(http::HttpResponse head);
   void cancel_others(int except);
+  // Starts released choices, in index order, while a running slot is free.
+  void start_released();
   void finish();
   void add_head_headers(http::HttpResponse& response, const Usage& usage) const;
 
@@ -91,6 +99,11 @@ class FanOut : public std::enable_shared_from_this<FanOut> {
   std::vector<bool> answered_;  // the choice sent its answer or ended its stream
   std::vector<std::function<void()>> gone_, drained_;
   std::vector<std::function<void()>> deferred_;  // starts not run yet
+  std::vector<bool> released_;  // start_deferred reached it
+  std::vector<bool> started_;
+  int max_running_;   // 0: no bound
+  int n_running_ = 0;  // started, not done
+  bool stopped_ = false;  // cancel_others ran: nothing more starts
   int n_done_ = 0;
   bool real_started_ = false;  // the real stream is committed
   bool finished_ = false;

@@ -100,6 +100,9 @@ class QuotaTicket {
   // concurrency slot goes back.
   void finish(const SessionResult& r);
   const std::string& tenant() const { return tenant_; }
+  // The generations the request may run at once under its key's
+  // max_concurrent (limits::Lease::slots); 0: no such limit.
+  int64_t slots() const { return lease_.slots(); }
 
  private:
   TenantCounters* counters_;  // owned by the gate, which outlives its sessions

@@ -189,10 +189,11 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
                           ServerTiming timing, const FormatterFactory& make_formatter,
                           const std::optional<FanOutFormat>& fan_format) {
   const EngineStats stats = engine_->stats();
+  // A validated request is checked as the request itself (every prompt, every
+  // choice's quota slot) and prefills its first prompt, once.
   const bool validate = is_validate_mode(req);
-  if (validate) prompts.resize(1);  // a validated request prefills its first prompt, once
   const ChatRequest& chat = prompts.front();
-  const int n_per_prompt = validate || !fan_format ? 1 : std::max<int>(1, chat.n);
+  const int n_per_prompt = !fan_format ? 1 : std::max<int>(1, chat.n);
   const auto t_prepare = RequestLog::Clock::now();
   // A sequence holds at most the KV cache's capacity when it is below n_ctx.
   const ContextOptions context{.policy = chat.context_policy.value_or(config_.context_policy),
@@ -240,8 +241,10 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
     }
     clamped[k] = o.max_tokens_clamped;
   }
+  // One generation answers alone; several are joined by a FanOut below.
+  const bool single = validate || n_choices == 1;
   std::unique_ptr<EventFormatter> formatter =
-      n_choices == 1 ? make_formatter(prepared[0], prompts[0], std::nullopt) : nullptr;
+      single ? make_formatter(prepared[0], prompts[0], std::nullopt) : nullptr;
   if (validate) {
     // Everything above ran as for a real request; the engine prefills and
     // stops (validate.h). The answer is JSON, whatever `stream` asked.
@@ -319,26 +322,32 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
                                    .t_submit = r.t_submit, .engine = r.timings, .tenant = tenant,
                                    .truncation = truncation});
   };
+  const int64_t quota_slots = quota.ticket ? quota.ticket->slots() : 0;  // 0: the key has no max_concurrent
   if (quota.ticket) QuotaGate::attach(std::move(quota.ticket), opts);
   if (!validate) {
     if (config_.request_recorder && api_of(req) == Api::kAnthropic) config_.request_recorder->record(req.body);
     // (a fan-out is not mirrored: the shadow's comparison taps one generation's events)
     if (config_.shadow && n_choices == 1) mirror_to_shadow(*config_.shadow, req, route, chat.user, api_of(req), opts);
   }
-  if (n_choices == 1) {
+  if (single) {
     GenerationSession::start(cache_hit ? static_cast<EngineApi&>(replay) : *engine_, std::move(prepared[0].request),
                              std::move(opts), std::move(formatter), std::move(res));
     return;
   }
   // Several choices: one session each, joined on `res`; the whole answer's
-  // duties (on_done, head headers) run once, on the joined answer.
+  // duties (on_done, head headers) run once, on the joined answer. At most
+  // the engine's batch slots run at once (more would wait in its queue, or
+  // be refused there however idle the server), and for a key with
+  // max_concurrent the slots its request holds; the others start as they end.
+  int64_t max_running = stats.max_seqs;
+  if (quota_slots > 0) max_running = max_running > 0 ? std::min(max_running, quota_slots) : quota_slots;
   auto fan = FanOut::create(std::move(res), n_choices, n_per_prompt, opts.stream, *fan_format, std::move(opts.on_done),
-                            std::move(opts.head_headers));
+                            std::move(opts.head_headers), static_cast<int>(std::min<int64_t>(max_running, n_choices)));
   opts.on_done = nullptr;
   opts.head_headers.clear();
   opts.on_event = nullptr;
-  // A prompt's first choice starts now; its others once it has prefilled (its
-  // first event, or its end), to take the prompt from the prefix cache.
+  // A prompt's first choice may start now; its others once it has prefilled
+  // (its first event, or its end), to take the prompt from the prefix cache.
   for (int i = 0; i < n_choices; ++i) {
     const size_t k = static_cast<size_t>(i / n_per_prompt);
     const int j = i % n_per_prompt, others = i + 1, end = i - j + n_per_prompt;
@@ -361,15 +370,11 @@ void ApiService::generate(const http::HttpRequest& req, std::shared_ptr<http::Re
     if (r.sampling.seed) *r.sampling.seed += static_cast<uint64_t>(j);
     // (the formatter is made now: the factory's captures end with this call)
     auto f = std::make_shared<std::unique_ptr<EventFormatter>>(make_formatter(prepared[k], prompts[k], i));
-    auto start = [this, fan, i, r = std::move(r), o = std::move(o), f]() mutable {
+    fan->defer(i, [this, fan, i, r = std::move(r), o = std::move(o), f]() mutable {
       GenerationSession::start(*engine_, std::move(r), std::move(o), std::move(*f), fan->choice(i));
-    };
-    if (j == 0) {
-      start();
-    } else {
-      fan->defer(i, std::move(start));
-    }
+    });
   }
+  for (int i = 0; i < n_choices; i += n_per_prompt) fan->start_deferred(i, i + 1);
 }
 
 std::optional<ApiError> ApiService::admit_kv(const http::HttpRequest& req, const std::string& key_id,

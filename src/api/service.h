@@ -145,8 +145,10 @@ class ApiService {
   // shared settings). `key_id`: what authorize() returned; `timing`: the
   // parse phase (Server-Timing). With fan_format, each prompt is answered
   // as prompts[0].n choices, joined by a FanOut (api/fan_out.h) when there
-  // is more than one. A validate-mode request (api/validate.h) is prefilled
-  // only, its first prompt once, and answered by the validate formatter.
+  // is more than one. A validate-mode request (api/validate.h) is checked as
+  // the request itself (every prompt, the quota with every choice's slot),
+  // then prefilled only, its first prompt once, and answered by the
+  // validate formatter.
   void generate(const http::HttpRequest& req, std::shared_ptr<http::Responder> res, const std::string& route,
                 const std::string& key_id, std::vector<ChatRequest> prompts, ServerTiming timing,
                 const FormatterFactory& make_formatter, const std::optional<FanOutFormat>& fan_format = std::nullopt);

@@ -244,6 +244,7 @@ Engine::Engine(const Model& model, const Tokenizer& tokenizer, EngineConfig conf
                  blocks_) {
   if (draft) draft_ = std::make_unique<DraftModel>(*config_.draft_model, std::move(*draft), &pool_, draft_model_config(config_));
   stats_.n_ctx = config_.n_ctx;
+  stats_.max_seqs = config_.max_seqs;
   stats_.kv_block_size = config_.block_size;
   stats_.n_kv_blocks_total = blocks_.n_blocks();
   for (int32_t id = 0; id < model.config.n_vocab; ++id) {

@@ -262,6 +262,7 @@ struct EngineStats {
   int64_t n_kv_blocks_cached = 0;   // unreferenced blocks kept for prefix reuse
   int64_t kv_block_size = 0;
   int64_t n_ctx = 0;                // per-sequence context window
+  int64_t max_seqs = 0;             // batch slots: sequences decoded at once (0: unknown)
   int64_t n_steps = 0;
   int64_t n_preemptions = 0;
   int64_t n_prompt_tokens_total = 0;

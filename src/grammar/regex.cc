@@ -1,5 +1,6 @@
 #include "grammar/regex.h"
 
+#include <algorithm>
 #include <bitset>
 #include <cctype>
 
@@ -52,7 +53,8 @@ class RegexCompiler {
 
   uint32_t run() {
     if (!p_.empty() && p_[0] == '^') ++i_;
-    const uint32_t r = alternation(0);
+    int64_t weight = 1;
+    const uint32_t r = alternation(0, &weight);
     if (i_ != p_.size()) bad_regex("unbalanced ')'", i_);
     return r;
   }
@@ -62,26 +64,35 @@ class RegexCompiler {
 
   bool at(char c) const { return i_ < p_.size() && p_[i_] == c; }
 
-  uint32_t alternation(int depth) {
+  // *weight: the most that the counted repetitions nested in what was
+  // parsed multiply to (1 without any). Each nested repetition multiplies the
+  // ways to split a text between the copies of what it repeats, hence the
+  // parse stacks the matcher carries: a product above kMaxRepeat is refused.
+  uint32_t alternation(int depth, int64_t* weight) {
     if (depth > kMaxDepth) unsupported_regex("groups nested deeper than " + std::to_string(kMaxDepth), i_);
-    std::vector<Seq> alts{sequence(depth)};
+    std::vector<Seq> alts{sequence(depth, weight)};
     while (at('|')) {
       ++i_;
-      alts.push_back(sequence(depth));
+      int64_t w = 1;
+      alts.push_back(sequence(depth, &w));
+      *weight = std::max(*weight, w);
     }
     return b_.rule(std::move(alts));
   }
 
-  Seq sequence(int depth) {
+  Seq sequence(int depth, int64_t* weight) {
     Seq s;
+    *weight = 1;
     while (i_ < p_.size() && !at('|') && !at(')')) {
       if (at('$') && i_ + 1 == p_.size()) {
         ++i_;
         break;
       }
-      Seq a = atom(depth);
-      Seq q = quantified(std::move(a));
+      int64_t w = 1;
+      Seq a = atom(depth, &w);
+      Seq q = quantified(std::move(a), &w);
       s.insert(s.end(), q.begin(), q.end());
+      *weight = std::max(*weight, w);
     }
     return s;
   }
@@ -107,7 +118,8 @@ class RegexCompiler {
     return true;
   }
 
-  Seq quantified(Seq a) {
+  // *weight: the atom's on entry, times this repetition's count on return.
+  Seq quantified(Seq a, int64_t* weight) {
     int64_t min = 1, max = 1;
     if (at('*')) {
       min = 0, max = -1, ++i_;
@@ -121,11 +133,17 @@ class RegexCompiler {
     if (at('?') || at('+')) ++i_;  // lazy / possessive: the same strings
     if (max >= 0 && min > max) bad_regex("{n,m} with n > m", i_);
     if (min > kMaxRepeat || max > kMaxRepeat) unsupported_regex("a repetition count above " + std::to_string(kMaxRepeat), i_);
+    // The copies that are unrolled (a loop, * + {n,}, is one whatever it takes).
+    *weight *= std::max<int64_t>(1, max >= 0 ? max : min);
+    if (*weight > kMaxRepeat) {
+      unsupported_regex("nested repetitions whose counts multiply to more than " + std::to_string(kMaxRepeat), i_);
+    }
     if (min == 1 && max == 1) return a;
     return {b_.ref(b_.repeat(a, min, max))};
   }
 
-  Seq atom(int depth) {
+  // *weight: a group's (alternation); 1 for anything else.
+  Seq atom(int depth, int64_t* weight) {
     const size_t start = i_;
     const char c = p_[i_];
     if (c == '(') {
@@ -137,7 +155,7 @@ class RegexCompiler {
           unsupported_regex("look-arounds and named groups", start);
         }
       }
-      const uint32_t r = alternation(depth + 1);
+      const uint32_t r = alternation(depth + 1, weight);
       if (!at(')')) bad_regex("missing ')'", start);
       ++i_;
       return {b_.ref(r)};

@@ -13,7 +13,10 @@
 // characters other than \t \n \r are never generated.
 //
 // Limits: patterns up to kMaxPatternBytes, counted repetitions up to
-// kMaxRepeat. Thread-safe (pure function).
+// kMaxRepeat, and nested ones up to kMaxRepeat in all, their counts
+// multiplied ((x{0,10}){0,100} is 1000; a loop, * or +, counts once): each
+// nesting multiplies the parse stacks that the matcher carries through every
+// byte. Thread-safe (pure function).
 #pragma once
 
 #include <memory>

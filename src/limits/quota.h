@@ -84,7 +84,8 @@ struct AdmitOptions {
   // Concurrency slots the request holds: the generations it runs at once
   // (OpenAI n, several prompts). Capped at the key's max_concurrent, so a
   // request asking for more runs when the key is otherwise idle, never
-  // refused for good. Still ONE request for the requests limit.
+  // refused for good, and then runs that many at once (Lease::slots). Still
+  // ONE request for the requests limit.
   int64_t slots = 1;
 };
 
@@ -121,6 +122,10 @@ class Lease {
   Status refund_admission();
   // Gives the concurrency slots back now (idempotent).
   void release();
+  // The concurrency slots held: the generations the request may run at
+  // once (AdmitOptions::slots, capped at max_concurrent); 0 when the key has
+  // no max_concurrent (or nothing is held: dry_run, released).
+  int64_t slots() const { return in_flight_ ? n_slots_ : 0; }
 
  private:
   friend class QuotaManager;

@@ -41,6 +41,8 @@ ServerProcess& server(const std::string& name, const std::vector<std::string>& e
 int main_port() { return server("main", {"--parallel", "16"}).port(); }
 // A 64-token window.
 int small_port() { return server("small", {"--ctx", "64"}).port(); }
+// Two batch slots and two places in the queue: a fifth request at once is refused.
+int narrow_port() { return server("narrow", {"--parallel", "2", "--max-queue", "2"}).port(); }
 
 // An Anthropic request: greedy unless `extra` says otherwise.
 std::string msg_body(const std::string& content, const std::string& extra) {
@@ -470,6 +472,47 @@ TEST(ServerRealTest, CompletionsTakeTokenIdPrompts) {
     EXPECT_EQ(r.status, 400) << bad << " " << r.body;
     EXPECT_NE(r.body.find("\"param\":\"prompt"), std::string::npos) << bad << " " << r.body;
   }
+}
+
+// OpenAI n and several prompts on an engine with fewer batch slots and queue places than
+// choices: the choices run a batch's worth at a time, so the request is answered (greedy: every
+// choice the solo answer), never refused as if the idle server were overloaded. (The next
+// choice may be submitted as one ends, before the engine has freed its slot: it then waits in
+// the queue a moment, hence a queue of at least the batch.)
+TEST(ServerRealTest, MoreChoicesThanBatchSlotsAreAnsweredOnAnIdleServer) {
+  REQUIRE_MODEL();
+  const int port = narrow_port();
+  const std::string head = R"({"model":"m","max_tokens":8,"temperature":0,)";
+  HttpReply solo = fetch(port, "POST", "/v1/completions", head + R"("prompt":"Once upon a time"})", {}, 60000);
+  ASSERT_EQ(solo.status, 200) << solo.body;
+  const std::string text = str(&parse_obj(solo.body)["choices"].as_array()[0].as_object()["text"]);
+  for (bool stream : {false, true}) {
+    HttpReply r = fetch(port, "POST", "/v1/completions",
+                        head + R"("n":8,"prompt":["Once upon a time","Once upon a time"])" +
+                            (stream ? R"(,"stream":true})" : "}"),
+                        {}, 60000);
+    ASSERT_EQ(r.status, 200) << (stream ? "stream: " : "whole: ") << r.body;
+    std::vector<std::string> texts(16);
+    if (stream) {
+      std::vector<SseEvent> ev = parse_sse(r.body);
+      ASSERT_FALSE(ev.empty());
+      EXPECT_EQ(ev.back().data, "[DONE]");
+      for (size_t k = 0; k + 1 < ev.size(); ++k) {
+        json::object chunk = parse_obj(ev[k].data);
+        EXPECT_EQ(chunk.find("error"), chunk.end()) << ev[k].data;
+        if (!chunk.contains("choices")) continue;
+        for (const json::value& c : chunk["choices"].as_array()) {
+          texts.at(static_cast<size_t>(c.at("index").as_int64())) += c.at("text").as_string().c_str();
+        }
+      }
+    } else {
+      json::object answer = parse_obj(r.body);
+      ASSERT_EQ(answer["choices"].as_array().size(), 16u) << r.body;
+      for (size_t i = 0; i < 16; ++i) texts[i] = answer["choices"].as_array()[i].at("text").as_string().c_str();
+    }
+    for (size_t i = 0; i < 16; ++i) EXPECT_EQ(texts[i], text) << (stream ? "stream, " : "whole, ") << "choice " << i;
+  }
+  EXPECT_EQ(wait_metric(port, "engine_requests_running", 0, 5000), 0);
 }
 
 // /v1/completions echo: the text begins with the prompt, and with logprobs the entries begin

@@ -185,6 +185,9 @@ std::shared_ptr<RequestChannel> FakeEngine::submit(Request request) {
   seq->timings.t_submit = std::chrono::steady_clock::now();
   seq->request = std::move(request);
   auto channel = seq->channel;
+  const int64_t live = n_live_.fetch_add(1) + 1;
+  for (int64_t peak = max_live_.load(); live > peak && !max_live_.compare_exchange_weak(peak, live);) {
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     incoming_.push_back(std::move(seq));
@@ -201,6 +204,7 @@ EngineStats FakeEngine::stats() const {
     s.n_waiting = static_cast<int64_t>(incoming_.size());
   }
   s.n_ctx = config_.n_ctx;
+  s.max_seqs = config_.max_seqs;
   s.n_steps = n_steps_.load();
   s.kv_block_size = 16;
   const int64_t kv_tokens = config_.kv_tokens > 0 ? config_.kv_tokens : std::max<int64_t>(16384, config_.n_ctx);
@@ -248,6 +252,12 @@ bool FakeEngine::step(Seq& s) {
       s.logprobs.pop_front();
     }
   };
+  // The last event: the request has ended before its consumer can see it (max_live).
+  auto last = [&](Event e) {
+    n_live_.fetch_sub(1);
+    s.channel->push(std::move(e));
+    return false;
+  };
   auto finish = [&](FinishReason r, std::string stop = {}) {
     Event e;
     e.kind = EventKind::kFinish;
@@ -255,8 +265,7 @@ bool FakeEngine::step(Seq& s) {
     e.stop_sequence = std::move(stop);
     e.usage = s.usage;
     e.timings = s.timings;
-    s.channel->push(std::move(e));
-    return false;
+    return last(std::move(e));
   };
   if (s.channel->cancelled()) {
     n_cancelled_.fetch_add(1);
@@ -265,9 +274,8 @@ bool FakeEngine::step(Seq& s) {
   const auto now = std::chrono::steady_clock::now();
   if (now < s.next_token) return true;
   if (s.overload) {
-    Event e{.kind = EventKind::kError, .usage = s.usage, .error = resource_exhausted("the engine is overloaded (fake)", {.reason = ErrorReason::kOverloaded})};
-    s.channel->push(std::move(e));
-    return false;
+    return last(Event{.kind = EventKind::kError, .usage = s.usage,
+                     .error = resource_exhausted("the engine is overloaded (fake)", {.reason = ErrorReason::kOverloaded})});
   }
   if (s.timings.t_prefilled == std::chrono::steady_clock::time_point{}) s.timings.t_prefilled = now;
   // Validate mode: the "prefill" (the [[fake:prefill=MS]] wait) is done.
@@ -304,9 +312,7 @@ bool FakeEngine::step(Seq& s) {
   if (n_gen == 0) s.timings.t_first_token = now;
   s.timings.t_last_token = now;
   if (s.fail && s.usage.n_generated_tokens > 2) {
-    Event e{.kind = EventKind::kError, .usage = s.usage, .error = internal_error("fake engine failure")};
-    s.channel->push(std::move(e));
-    return false;
+    return last(Event{.kind = EventKind::kError, .usage = s.usage, .error = internal_error("fake engine failure")});
   }
 
   // Stop strings: the earliest match ends the text before it; a suffix that

@@ -90,6 +90,9 @@ struct FakeEngineConfig {
   // or one context if larger. Used blocks: each running request's prompt +
   // generated tokens, in whole blocks (nothing is refused for want of them).
   int64_t kv_tokens = 0;
+  // The batch slots that stats() reports (EngineStats::max_seqs); nothing is
+  // refused or held back for want of them. 0: unknown.
+  int64_t max_seqs = 0;
 };
 
 class FakeEngine final : public EngineApi {
@@ -101,6 +104,8 @@ class FakeEngine final : public EngineApi {
   EngineStats stats() const override;
 
   int64_t n_cancelled() const { return n_cancelled_.load(); }
+  // The most requests submitted and not yet ended at any one time.
+  int64_t max_live() const { return max_live_.load(); }
 
  private:
   struct Seq;
@@ -118,6 +123,7 @@ class FakeEngine final : public EngineApi {
   std::atomic<int64_t> n_prompt_total_{0};
   std::atomic<int64_t> n_generated_total_{0};
   std::atomic<int64_t> n_cancelled_{0};
+  std::atomic<int64_t> n_live_{0}, max_live_{0};
   std::atomic<int64_t> n_kv_blocks_used_{0};
   std::thread thread_;
 };

@@ -66,7 +66,7 @@ struct Joined {
 };
 
 std::shared_ptr<FanOut> make_fan(std::shared_ptr<Recorder> rec, int n_choices, int n_per_prompt, bool stream,
-                                 Joined* joined, bool include_usage = false) {
+                                 Joined* joined, bool include_usage = false, int max_running = 0) {
   std::vector<SessionOptions::HeadHeaders> head;
   head.push_back([](const Usage& u, std::vector<http::Header>& h) {
     h.emplace_back("x-generated", std::to_string(u.n_generated_tokens));
@@ -77,7 +77,7 @@ std::shared_ptr<FanOut> make_fan(std::shared_ptr<Recorder> rec, int n_choices, i
                           ++joined->n_calls;
                           joined->last = r;
                         },
-                        std::move(head));
+                        std::move(head), max_running);
 }
 
 // Choices `ids` answer a cancellation as their session does: done with `result`; *n counts them.
@@ -245,6 +245,54 @@ TEST(FanOut, DeferredChoicesStartOnceOrEndAsGone) {
   EXPECT_EQ(n_started, 1);  // choice 2 never started
   EXPECT_EQ(joined.n_calls, 1);
   EXPECT_EQ(joined.last.status, 499);
+}
+
+// With max_running, a released choice starts only while fewer than that many run: the next
+// released one (in index order) as a running one ends. Once the answer is cancelled, nothing
+// more starts and the choices left end as gone.
+TEST(FanOut, AtMostMaxRunningChoicesRunAtOnce) {
+  auto rec = std::make_shared<Recorder>();
+  Joined joined;
+  auto fan = make_fan(rec, 4, 2, /*stream=*/false, &joined, false, /*max_running=*/2);
+  std::vector<int> started;
+  for (int i = 0; i < 4; ++i) fan->defer(i, [&started, i] { started.push_back(i); });
+  fan->start_deferred(0, 1);
+  fan->start_deferred(2, 3);
+  EXPECT_EQ(started, (std::vector<int>{0, 2}));
+  fan->start_deferred(1, 2);  // released, but both slots are taken
+  EXPECT_EQ(started, (std::vector<int>{0, 2}));
+  auto end = [&](int i) {
+    const Usage u{.n_prompt_tokens = 3, .n_generated_tokens = 1};
+    fan->choice(i)->send(whole_answer(i, "t" + std::to_string(i), u));
+    fan->choice_done(i)(SessionResult{.status = 200, .usage = u});
+  };
+  end(0);
+  EXPECT_EQ(started, (std::vector<int>{0, 2, 1}));
+  end(2);  // 3 is not released yet
+  EXPECT_EQ(started, (std::vector<int>{0, 2, 1}));
+  fan->start_deferred(3, 4);
+  EXPECT_EQ(started, (std::vector<int>{0, 2, 1, 3}));
+  end(1);
+  end(3);
+  ASSERT_EQ(rec->sent.size(), 1u);
+  EXPECT_EQ(json::parse(rec->sent[0].body).at("choices").as_array().size(), 4u);
+  EXPECT_EQ(joined.n_calls, 1);
+
+  auto rec2 = std::make_shared<Recorder>();
+  Joined gone;
+  auto fan2 = make_fan(rec2, 3, 3, /*stream=*/true, &gone, false, /*max_running=*/1);
+  started.clear();
+  for (int i = 0; i < 3; ++i) fan2->defer(i, [&started, i] { started.push_back(i); });
+  fan2->start_deferred(0, 3);
+  EXPECT_EQ(started, (std::vector<int>{0}));
+  int n_cancelled = 0;
+  on_cancel(fan2, {0}, &n_cancelled, SessionResult{.status = 499});
+  rec2->gone = true;
+  rec2->gone_fn();
+  EXPECT_EQ(n_cancelled, 1);
+  EXPECT_EQ(started, (std::vector<int>{0}));  // the slot choice 0 freed started nothing
+  EXPECT_EQ(gone.n_calls, 1);
+  EXPECT_EQ(gone.last.status, 499);
 }
 
 TEST(FanOut, JoinUsageCountsEachPromptOnce) {

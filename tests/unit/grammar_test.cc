@@ -158,6 +158,27 @@ TEST(GrammarTextTest, TextRegexMatchesStdRegexUnescaped) {
   EXPECT_EQ(compile_text_regex("(a").status().reason(), ErrorReason::kInvalidValue);
 }
 
+// Nested counted repetitions multiply: in (x{0,1000}){0,1000} each x may sit in a million
+// places, every one a parse stack that the matcher carries through each step on the engine
+// thread (seconds a token for every sequence). Their counts multiplied are bounded by
+// kMaxRepeat, as one repetition's count is; a loop (* +) counts once.
+TEST(GrammarTextTest, NestedRepetitionsAreBoundedInAll) {
+  for (const std::string p : {"(x{0,1000}){0,1000}", "(x{0,10}){0,101}", "((a{10}){10}){11}",
+                              "((a{1000}){1000}){1000}", "(?:\\d{1000}|b){2}", "(x{2,}){501}", "((x?){100}y){11}"}) {
+    auto g = compile_text_regex(p);
+    ASSERT_FALSE(g.ok()) << p;
+    EXPECT_EQ(g.status().reason(), ErrorReason::kUnsupportedValue) << p;
+    EXPECT_NE(g.status().message().find("nested repetitions"), std::string::npos) << g.status().message();
+    auto schema = compile_json_schema(json::serialize(json::object{{"type", "string"}, {"pattern", p}}));
+    ASSERT_FALSE(schema.ok()) << p;
+    EXPECT_EQ(schema.status().reason(), ErrorReason::kUnsupportedValue) << p;
+  }
+  for (const std::string p : {"(\\d{1,3}\\.){3}\\d{1,3}", "(x{0,10}){0,100}", "((a?){10}){100}", "(ab{2,5})*c{1000}",
+                              "(a{1000})*", "(a{1000}|b{1000})+", "a{1000}b{1000}", "((x?){100}y){10}"}) {
+    EXPECT_TRUE(compile_text_regex(p).ok()) << p;
+  }
+}
+
 // guided_choice: exactly one of the strings, whole.
 TEST(GrammarTextTest, TextChoiceIsExactlyOneOfTheStrings) {
   const std::vector<std::string> choices = {"yes", "no", "yes, \"maybe\"", "n\u00e9"};

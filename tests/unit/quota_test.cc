@@ -203,7 +203,8 @@ TEST(Quota, ConcurrencyIsReleasedByTheLease) {
 }
 
 // A request running several generations (OpenAI n) holds that many slots, up to the key's
-// max_concurrent: more than that waits for an idle key instead of being refused for good.
+// max_concurrent: more than that waits for an idle key instead of being refused for good, and
+// then runs as many at once as it holds (Lease::slots).
 TEST(Quota, ARequestHoldsOneSlotPerGeneration) {
   Clock clock;
   LocalBucketStore store(clock.fn());
@@ -212,6 +213,7 @@ TEST(Quota, ARequestHoldsOneSlotPerGeneration) {
   Admission three = q.admit(k, 1, {.slots = 3});
   ASSERT_TRUE(three.status.ok());
   EXPECT_EQ(q.in_flight("a"), 3);
+  EXPECT_EQ(three.lease.slots(), 3);
   EXPECT_EQ(refused_limit(q.admit(k, 1, {.slots = 2})), "concurrent");
   EXPECT_EQ(refused_limit(q.admit(k, 1, {.dry_run = true, .slots = 2})), "concurrent");
   EXPECT_EQ(q.in_flight("a"), 3);  // refusals took nothing
@@ -225,10 +227,17 @@ TEST(Quota, ARequestHoldsOneSlotPerGeneration) {
   Admission many = q.admit(k, 1, {.slots = 100});  // capped at max_concurrent
   ASSERT_TRUE(many.status.ok());
   EXPECT_EQ(q.in_flight("a"), 4);
+  EXPECT_EQ(many.lease.slots(), 4);
   EXPECT_EQ(refused_limit(q.admit(k, 1)), "concurrent");
   Lease moved = std::move(many.lease);
+  EXPECT_EQ(moved.slots(), 4);
   moved.release();
+  EXPECT_EQ(moved.slots(), 0);
   EXPECT_EQ(q.in_flight("a"), 0);
+  // No max_concurrent: no slot is held, and nothing bounds the generations.
+  EXPECT_EQ(q.admit(key("free", {}), 1, {.slots = 100}).lease.slots(), 0);
+  // A dry run holds nothing.
+  EXPECT_EQ(q.admit(k, 1, {.dry_run = true, .slots = 2}).lease.slots(), 0);
 }
 
 TEST(Quota, ConcurrentAdmissionsNeverExceedMaxConcurrent) {

@@ -33,6 +33,9 @@
 #include "http/router.h"
 #include "http/server.h"
 #include "http/stream_shaper.h"
+#include "limits/bucket_store.h"
+#include "limits/keys.h"
+#include "limits/quota.h"
 #include "support/fake_api_server.h"
 #include "support/http_client.h"  // RawClient, parse_sse
 #include "support/json_object.h"  // parse_obj
@@ -1663,6 +1666,117 @@ TEST_F(PingTest, ClientGoneWhilePingingCancelsTheEngineRequest) {
   c.abort_now();
   EXPECT_TRUE(wait_for([&] { return api_->engine().n_cancelled() == 1; }));
   EXPECT_TRUE(wait_for([&] { return server_->requests_in_progress() == 0 && api_->engine().stats().n_running == 0; }));
+}
+
+// OpenAI n and several prompts on the real API routes over the fake engine: a
+// fan-out runs at most as many choices at once as the engine has batch slots
+// (more would wait in its queue, or be refused by it, on an idle server) and,
+// for a key with max_concurrent, as the key may run; the others start as
+// those end, and the answer is whole.
+class FanOutServiceTest : public ::testing::Test {
+ protected:
+  void start(int64_t max_seqs) {
+    auto table = limits::KeyTable::parse(
+        "[[key]]\nname = \"two\"\nkey = \"sk-two\"\nmax_concurrent = 2\n[[key]]\nname = \"free\"\nkey = \"sk-free\"\n",
+        "keys.toml");
+    ASSERT_TRUE(table.ok());
+    keys_ = std::make_unique<limits::KeyStore>("keys.toml", *table);
+    ApiConfig api;
+    api.keys = keys_.get();
+    api.quota = &quota_;
+    api_ = std::make_unique<test::FakeApiServer>(
+        fake::FakeEngineConfig{.n_ctx = 4096, .step_time = std::chrono::microseconds(2000), .max_seqs = max_seqs},
+        std::move(api), http::ServerConfig{});
+    ASSERT_TRUE(api_->listening());
+  }
+  void TearDown() override { api_.reset(); }
+
+  HttpReply post(const std::string& key, const std::string& body, bool validate = false) {
+    std::vector<std::string> headers{"Authorization: Bearer " + key};
+    if (validate) headers.push_back("X-Engine-Mode: validate");
+    return test::fetch(api_->port(), "POST", "/v1/completions", body, headers, kWaitMs);
+  }
+
+  limits::LocalBucketStore store_;
+  limits::QuotaManager quota_{store_};
+  std::unique_ptr<limits::KeyStore> keys_;
+  std::unique_ptr<test::FakeApiServer> api_;
+};
+
+// Every choice of a whole answer and of a stream, in order, the story's first tokens each.
+void expect_choices(const HttpReply& r, bool stream, size_t n, const std::string& text) {
+  ASSERT_EQ(r.status, 200) << r.body;
+  std::vector<std::string> texts(n);
+  if (!stream) {
+    const json::value answer = json::parse(r.body);
+    const json::array& choices = answer.at("choices").as_array();
+    ASSERT_EQ(choices.size(), n) << r.body;
+    for (size_t i = 0; i < n; ++i) {
+      EXPECT_EQ(choices[i].at("index").as_int64(), static_cast<int64_t>(i));
+      texts[i] = choices[i].at("text").as_string().c_str();
+    }
+  } else {
+    std::vector<test::SseEvent> ev = test::parse_sse(r.body);
+    ASSERT_FALSE(ev.empty());
+    EXPECT_EQ(ev.back().data, "[DONE]");
+    for (size_t k = 0; k + 1 < ev.size(); ++k) {
+      const json::value chunk = json::parse(ev[k].data);
+      for (const auto& c : chunk.at("choices").as_array()) {
+        texts.at(static_cast<size_t>(c.at("index").as_int64())) += c.at("text").as_string().c_str();
+      }
+    }
+  }
+  for (size_t i = 0; i < n; ++i) EXPECT_EQ(texts[i], text) << i;
+}
+
+TEST_F(FanOutServiceTest, ChoicesRunAtMostTheEnginesBatchSlotsAtOnce) {
+  start(/*max_seqs=*/3);
+  const std::string text = repeated_story(6);
+  for (bool stream : {false, true}) {
+    const std::string body = std::string(R"({"model":"m","max_tokens":6,"n":7,"prompt":"Once")") +
+                             (stream ? R"(,"stream":true})" : "}");
+    expect_choices(post("sk-free", body), stream, 7, text);
+    EXPECT_LE(api_->engine().max_live(), 3) << "more choices at once than the engine has batch slots";
+  }
+}
+
+TEST_F(FanOutServiceTest, AKeysMaxConcurrentBoundsItsChoicesAtOnce) {
+  start(/*max_seqs=*/0);
+  const std::string text = repeated_story(6);
+  for (bool stream : {false, true}) {
+    const std::string body = std::string(R"({"model":"m","max_tokens":6,"n":3,"prompt":["Once","Twice"])") +
+                             (stream ? R"(,"stream":true})" : "}");
+    expect_choices(post("sk-two", body), stream, 6, text);
+    EXPECT_LE(api_->engine().max_live(), 2) << "a key with max_concurrent = 2 ran more generations at once";
+  }
+  // Its slots are back: the next request is admitted.
+  EXPECT_EQ(post("sk-two", R"({"model":"m","max_tokens":2,"prompt":"Once","n":2})").status, 200);
+}
+
+// Validate mode answers several prompts and n choices as the request itself would be answered:
+// a later prompt that does not fit is the same 400, and the key's max_concurrent is checked for
+// the slots the request would hold.
+TEST_F(FanOutServiceTest, ValidateModeChecksEveryPromptAndEveryChoice) {
+  start(/*max_seqs=*/0);
+  const std::string too_long = R"({"model":"m","max_tokens":4,"prompt":["Once",")" + std::string(5000, 'x') + R"("]})";
+  for (bool validate : {false, true}) {
+    HttpReply r = post("sk-free", too_long, validate);
+    EXPECT_EQ(r.status, 400) << (validate ? "validated: " : "") << r.body;
+    EXPECT_NE(r.body.find(R"("param":"prompt[1]")"), std::string::npos) << r.body;
+  }
+  // A stream holds one of the key's two slots; two choices need both.
+  RawClient c(api_->port());
+  ASSERT_TRUE(c.send_raw(test::http_request(
+      "POST", "/v1/completions", R"({"model":"m","max_tokens":100000,"stream":true,"prompt":"[[fake:long]]"})",
+      {"Authorization: Bearer sk-two"})));
+  ASSERT_TRUE(c.read_until([](const std::string& b) { return b.find("data: ") != std::string::npos; }, kWaitMs));
+  const std::string two = R"({"model":"m","max_tokens":4,"n":2,"prompt":"Once"})";
+  for (bool validate : {false, true}) {
+    HttpReply r = post("sk-two", two, validate);
+    EXPECT_EQ(r.status, 429) << (validate ? "validated: " : "") << r.body;
+  }
+  c.abort_now();
+  EXPECT_TRUE(wait_for([&] { return post("sk-two", two, /*validate=*/true).status == 200; }));
 }
 
 }  // namespace
