@@ -558,9 +558,14 @@ void Engine::settle_plan(const StepPlan& plan) {
     Event e{.kind = EventKind::kFinish, .finish = FinishReason::kCancelled};
     e.usage = it->second->usage;
     e.timings = it->second->timings;
-    it->second->channel->push(std::move(e));
     leave_queue(*it->second);
     if (it->second->admitted_once) note_done(Timings::Clock::now());
+    // The scheduler has dropped it: the stats show its slot and blocks free
+    // before its last event (with admissions in this plan, their update
+    // below publishes the batch's size: the batch never counts a request
+    // that the queue still counts).
+    if (plan.admitted.empty()) publish_stats();
+    it->second->channel->push(std::move(e));
     live_.erase(it);
   }
   const auto now = Timings::Clock::now();
@@ -933,11 +938,16 @@ void Engine::finish(Live& live, FinishReason reason, Status error, std::optional
   e.usage = live.usage;
   e.timings = live.timings;
   e.error = std::move(error);
-  live.channel->push(std::move(e));
-  leave_queue(live);
-  if (live.admitted_once) note_done(Timings::Clock::now());
+  // The slot, its blocks and the place in the queue are free, and the stats
+  // say so, before the last event: a client that submits the moment it reads
+  // that event is not refused (--max-queue 0) for a batch that is full only
+  // until the end of this step.
   const SeqId id = live.seq;
   scheduler_.finish(id);
+  leave_queue(live);
+  if (live.admitted_once) note_done(Timings::Clock::now());
+  publish_stats();
+  live.channel->push(std::move(e));
   live_.erase(id);
 }
 

@@ -252,12 +252,16 @@ TEST(MetricsTest, EngineFamiliesMoveWithRealTraffic) {
     sum_gaps += n_out[i] - 1;  // an inter-token gap per token after the first
   }
   PromText after;
-  // The engine publishes its state after the step that finished the last
-  // answer (the client may have it before): wait until it is idle.
+  // The engine reports a decode step after the events of that step (an
+  // answer's last one among them): wait until it is idle and the last step
+  // is counted (its batches sum to at least the tokens, checked below).
   ASSERT_TRUE(wait_until([&] {
     after = scrape(s.port());
     return api_requests(after, "anthropic", 200) >= kRequests && after.value("engine_requests_running") == 0 &&
-           after.value("engine_requests_waiting") == 0;
+           after.value("engine_requests_waiting") == 0 &&
+           after.value("engine_batch_size", "engine_batch_size_sum") -
+                   before.value("engine_batch_size", "engine_batch_size_sum") >=
+               static_cast<double>(sum_out);
   }));
   auto delta = [&](const std::string& family, const std::string& suffix) {
     return after.value(family, family + suffix) - before.value(family, family + suffix);

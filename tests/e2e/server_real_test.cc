@@ -41,8 +41,8 @@ ServerProcess& server(const std::string& name, const std::vector<std::string>& e
 int main_port() { return server("main", {"--parallel", "16"}).port(); }
 // A 64-token window.
 int small_port() { return server("small", {"--ctx", "64"}).port(); }
-// Two batch slots and two places in the queue: a fifth request at once is refused.
-int narrow_port() { return server("narrow", {"--parallel", "2", "--max-queue", "2"}).port(); }
+// Two batch slots and no queue: a request beyond them is refused at once.
+int narrow_port() { return server("narrow", {"--parallel", "2", "--max-queue", "0"}).port(); }
 
 // An Anthropic request: greedy unless `extra` says otherwise.
 std::string msg_body(const std::string& content, const std::string& extra) {
@@ -474,11 +474,10 @@ TEST(ServerRealTest, CompletionsTakeTokenIdPrompts) {
   }
 }
 
-// OpenAI n and several prompts on an engine with fewer batch slots and queue places than
-// choices: the choices run a batch's worth at a time, so the request is answered (greedy: every
-// choice the solo answer), never refused as if the idle server were overloaded. (The next
-// choice may be submitted as one ends, before the engine has freed its slot: it then waits in
-// the queue a moment, hence a queue of at least the batch.)
+// OpenAI n and several prompts on an engine with fewer batch slots than choices and no queue:
+// the choices run a batch's worth at a time, so the request is answered (greedy: every choice
+// the solo answer), never refused as if the idle server were overloaded. The next choice is
+// submitted as one ends: the engine frees a slot before its last event (engine_queue_test).
 TEST(ServerRealTest, MoreChoicesThanBatchSlotsAreAnsweredOnAnIdleServer) {
   REQUIRE_MODEL();
   const int port = narrow_port();

@@ -8,11 +8,15 @@
 
 #include <chrono>
 #include <random>
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/engine.h"
 #include "model/model.h"
+#include "obs/engine_sink.h"
+#include "obs/metrics.h"
 #include "support/engine_fixture.h"
 #include "support/process.h"
 #include "support/wait.h"
@@ -133,6 +137,63 @@ TEST(EngineQueue, AFullQueueRefusesAtOnceAndWhatRunsIsUndisturbed) {
   EXPECT_TRUE(wait_queue_empty(e));
   // Room again: a new request is accepted.
   EXPECT_EQ(collect(*e.submit(greedy(prompt_b, 20))).ids, alone_b.ids);
+}
+
+// Holds the engine thread at the end of each decode step while `hold` is
+// set (at most 10 s): what a client sees between a step's events and the
+// engine's bookkeeping after them, deterministically. Test-only: a real sink
+// must not block.
+class StepGate : public obs::EngineSink {
+ public:
+  std::atomic<bool> hold{false};
+  void on_decode_step(double, int) override {
+    const auto deadline = Clock::now() + 10s;
+    while (hold.load() && Clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  }
+  void on_first_token(double, double) override {}
+  void on_inter_token(double) override {}
+  void on_preemptions(int) override {}
+};
+
+// No queue (--max-queue 0): a client that submits the moment it has read the
+// last event of a request (as a fan-out does with its next choice) finds that
+// request's slot free. The engine frees it before that event, not after the
+// rest of the step (held here by the gate until the next submit is answered).
+TEST(EngineQueue, TheSlotIsFreeWhenTheLastEventArrives) {
+  if constexpr (!obs::kEnabled) GTEST_SKIP() << "SKIPPED: ZL_OBS=OFF (the gate is an obs sink)";
+  LoadedModel l = load_stories();
+  REQUIRE_STORIES(l);
+  StepGate gate;
+  EngineConfig cfg = small_config();
+  cfg.max_queue = 0;
+  cfg.max_seqs = 2;
+  cfg.obs_sink = &gate;
+  auto engine = Engine::create(*l.model, *l.tokenizer, cfg);
+  ASSERT_TRUE(engine.ok());
+  Engine& e = **engine;
+  // A request that ends: its last event comes while the step is held.
+  auto x = e.submit(greedy(prompt_of(8, 1), 100, "x"));  // the other slot, drained below
+  ASSERT_TRUE(test::wait_until([&] { return e.stats().n_running == 1; }));
+  gate.hold = true;
+  auto a = e.submit(greedy(prompt_of(6, 2), 1, "a"));
+  const Outcome oa = collect(*a);
+  ASSERT_EQ(oa.last.kind, EventKind::kFinish);
+  auto b = e.submit(greedy(prompt_of(6, 3), 100, "b"));
+  const bool refused = b->finished();
+  gate.hold = false;
+  EXPECT_FALSE(refused) << "submitted after a's last event: refused, a's slot was still held";
+  // A cancelled request: its kCancelled event comes before the step's forward pass.
+  ASSERT_TRUE(test::wait_until([&] { return b->pending() > 0; }));
+  gate.hold = true;
+  b->cancel();
+  ASSERT_EQ(collect(*b).last.finish, FinishReason::kCancelled);
+  auto c = e.submit(greedy(prompt_of(6, 4), 2, "c"));
+  const bool c_refused = c->finished();
+  gate.hold = false;
+  EXPECT_FALSE(c_refused) << "submitted after b's kCancelled: refused, b's slot was still held";
+  EXPECT_EQ(collect(*c).last.kind, EventKind::kFinish);
+  EXPECT_EQ(collect(*x).last.kind, EventKind::kFinish);
+  e.stop();
 }
 
 TEST(EngineQueue, TheTokenBoundCountsQueuedPromptTokens) {
