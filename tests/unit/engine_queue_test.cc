@@ -7,8 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <random>
-#include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
@@ -139,26 +140,57 @@ TEST(EngineQueue, AFullQueueRefusesAtOnceAndWhatRunsIsUndisturbed) {
   EXPECT_EQ(collect(*e.submit(greedy(prompt_b, 20))).ids, alone_b.ids);
 }
 
-// Holds the engine thread at the end of each decode step while `hold` is
-// set (at most 10 s): what a client sees between a step's events and the
-// engine's bookkeeping after them, deterministically. Test-only: a real sink
-// must not block.
+// Runs the engine one decode step at a time while held: each step's report
+// (on_decode_step, after the step's events) waits for step() or open(), at
+// most 10 s. What a client sees between a step's events and the engine's
+// bookkeeping after them, deterministically. Test-only: a real sink must not
+// block.
 class StepGate : public obs::EngineSink {
  public:
-  std::atomic<bool> hold{false};
   void on_decode_step(double, int) override {
-    const auto deadline = Clock::now() + 10s;
-    while (hold.load() && Clock::now() < deadline) std::this_thread::sleep_for(1ms);
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!held_) return;
+    ++n_waits_;
+    cv_.notify_all();
+    cv_.wait_for(lock, 10s, [&] { return released_ > 0 || !held_; });
+    if (released_ > 0) --released_;
   }
   void on_first_token(double, double) override {}
   void on_inter_token(double) override {}
   void on_preemptions(int) override {}
+  // Holds the engine at the end of its next decode step; true once it is there.
+  bool hold() {
+    std::unique_lock<std::mutex> lock(mu_);
+    held_ = true;
+    const int64_t seen = n_waits_;
+    return cv_.wait_for(lock, 10s, [&] { return n_waits_ > seen; });
+  }
+  // Lets the held engine run one more decode step; true once it waits again.
+  bool step() {
+    std::unique_lock<std::mutex> lock(mu_);
+    const int64_t seen = n_waits_;
+    ++released_;
+    cv_.notify_all();
+    return cv_.wait_for(lock, 10s, [&] { return n_waits_ > seen; });
+  }
+  void open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    held_ = false;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool held_ = false;
+  int64_t n_waits_ = 0, released_ = 0;
 };
 
 // No queue (--max-queue 0): a client that submits the moment it has read the
 // last event of a request (as a fan-out does with its next choice) finds that
-// request's slot free. The engine frees it before that event, not after the
-// rest of the step (held here by the gate until the next submit is answered).
+// request's slot free. The engine frees it before that event, not at the end
+// of the step (held here by the gate while the next submit is answered); a
+// cancelled request's likewise.
 TEST(EngineQueue, TheSlotIsFreeWhenTheLastEventArrives) {
   if constexpr (!obs::kEnabled) GTEST_SKIP() << "SKIPPED: ZL_OBS=OFF (the gate is an obs sink)";
   LoadedModel l = load_stories();
@@ -171,28 +203,32 @@ TEST(EngineQueue, TheSlotIsFreeWhenTheLastEventArrives) {
   auto engine = Engine::create(*l.model, *l.tokenizer, cfg);
   ASSERT_TRUE(engine.ok());
   Engine& e = **engine;
-  // A request that ends: its last event comes while the step is held.
-  auto x = e.submit(greedy(prompt_of(8, 1), 100, "x"));  // the other slot, drained below
-  ASSERT_TRUE(test::wait_until([&] { return e.stats().n_running == 1; }));
-  gate.hold = true;
+  // x decodes throughout (drained by its own thread): every step is a decode step.
+  auto x = e.submit(greedy(prompt_of(8, 1), 200, "x"));
+  Outcome ox;
+  std::thread drain([&] { ox = collect(*x); });
+  ASSERT_TRUE(gate.hold());
+  // a ends (one token) in a step whose report the gate holds.
   auto a = e.submit(greedy(prompt_of(6, 2), 1, "a"));
-  const Outcome oa = collect(*a);
-  ASSERT_EQ(oa.last.kind, EventKind::kFinish);
+  for (int i = 0; i < 10 && !a->finished(); ++i) ASSERT_TRUE(gate.step());
+  ASSERT_TRUE(a->finished());
+  ASSERT_EQ(collect(*a).last.kind, EventKind::kFinish);
   auto b = e.submit(greedy(prompt_of(6, 3), 100, "b"));
-  const bool refused = b->finished();
-  gate.hold = false;
-  EXPECT_FALSE(refused) << "submitted after a's last event: refused, a's slot was still held";
-  // A cancelled request: its kCancelled event comes before the step's forward pass.
-  ASSERT_TRUE(test::wait_until([&] { return b->pending() > 0; }));
-  gate.hold = true;
+  EXPECT_FALSE(b->finished()) << "submitted after a's last event: refused, a's slot was still held";
+  // b runs (paused when its 4 events are not drained), then is cancelled: the
+  // step that drops it decodes x, and the gate holds that step's report.
+  ASSERT_TRUE(gate.step());
   b->cancel();
+  for (int i = 0; i < 10 && !b->finished(); ++i) ASSERT_TRUE(gate.step());
+  ASSERT_TRUE(b->finished());
   ASSERT_EQ(collect(*b).last.finish, FinishReason::kCancelled);
   auto c = e.submit(greedy(prompt_of(6, 4), 2, "c"));
-  const bool c_refused = c->finished();
-  gate.hold = false;
-  EXPECT_FALSE(c_refused) << "submitted after b's kCancelled: refused, b's slot was still held";
+  EXPECT_FALSE(c->finished()) << "submitted after b's kCancelled: refused, b's slot was still held";
+  gate.open();
   EXPECT_EQ(collect(*c).last.kind, EventKind::kFinish);
-  EXPECT_EQ(collect(*x).last.kind, EventKind::kFinish);
+  drain.join();
+  EXPECT_EQ(ox.last.kind, EventKind::kFinish);
+  EXPECT_EQ(ox.ids.size(), 200u);
   e.stop();
 }
 
