@@ -367,13 +367,18 @@ Result<std::string> JinjaCodec::render_text(const ChatRequest& chat) const {
   return r.text();
 }
 
-bool JinjaCodec::prompt_opens_thought(const ChatRequest& chat) const {
-  if (!thinking_.enabled || chat.continue_final_message || !plan_tools(chat, syntax_).prefill.empty()) return false;
+PromptThought JinjaCodec::prompt_thought(const ChatRequest& chat) const {
+  if (!thinking_.enabled || chat.continue_final_message || !plan_tools(chat, syntax_).prefill.empty()) {
+    return PromptThought::kNone;
+  }
   auto r = render(chat);
-  if (!r.ok()) return false;
+  if (!r.ok()) return PromptThought::kNone;
   const std::string text = r->text();
   const std::string_view t = trim_space(text);
-  return t.ends_with(ThinkingFormat::kOpen);
+  if (t.ends_with(ThinkingFormat::kOpen)) return PromptThought::kOpen;
+  // An empty thought closed by the template itself (`enable_thinking`
+  // false): the answer comes next.
+  return t.ends_with(ThinkingFormat::kClose) ? PromptThought::kClosed : PromptThought::kNone;
 }
 
 Result<std::vector<int32_t>> JinjaCodec::encode_chat(const ChatRequest& chat) const {

@@ -62,7 +62,7 @@ class JinjaCodec final : public PromptCodec {
   ToolSyntax tool_syntax() const override { return syntax_; }
   std::string template_name() const override { return name_; }
   ThinkingFormat thinking_format() const override { return thinking_; }
-  bool prompt_opens_thought(const ChatRequest& chat) const override;
+  PromptThought prompt_thought(const ChatRequest& chat) const override;
   Result<std::vector<int32_t>> encode_markup(std::string_view text) const override;
 
   // The prompt encode_chat tokenizes, in parts (request text / markup).

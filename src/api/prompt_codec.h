@@ -43,11 +43,11 @@ class PromptCodec {
   // The chat template's name (validate mode reports it); "" when unknown.
   virtual std::string template_name() const { return {}; }
   // Reasoning models (api/thinking.h): how the template writes a thought
-  // (ThinkingFormat{}: it does not), whether the prompt of `chat` opens
-  // one, and template markup as token ids (special-token text honoured, no
+  // (ThinkingFormat{}: it does not), where the prompt of `chat` leaves
+  // one (opened, or closed already), and template markup as token ids (special-token text honoured, no
   // BOS: what the engine forces at a thinking budget). Thread-safe.
   virtual ThinkingFormat thinking_format() const { return {}; }
-  virtual bool prompt_opens_thought(const ChatRequest& chat) const { return false; }
+  virtual PromptThought prompt_thought(const ChatRequest& chat) const { return PromptThought::kNone; }
   virtual Result<std::vector<int32_t>> encode_markup(std::string_view text) const {
     return unsupported("this codec cannot encode template markup");
   }

@@ -118,7 +118,11 @@ ApiResult<ThinkingPlan> plan_thinking(const ChatRequest& chat, const PromptCodec
   const ThinkingFormat f = codec.thinking_format();
   // A prefill (or a forced call) continues the answer itself: no thought.
   if (!f.enabled || chat.raw_prompt || chat.continue_final_message) return ThinkingPlan{};
-  ThinkingPlan plan{.active = true, .starts_inside = codec.prompt_opens_thought(chat)};
+  const PromptThought where = codec.prompt_thought(chat);
+  // The template closed an empty thought itself (thinking off): the output
+  // is the answer, constrained and parsed as one from its first token.
+  if (where == PromptThought::kClosed) return ThinkingPlan{};
+  ThinkingPlan plan{.active = true, .starts_inside = where == PromptThought::kOpen};
   if (!chat.thinking.budget_tokens || chat.thinking.enabled == false) return plan;
   Result<std::vector<int32_t>> end_ids = codec.encode_markup(kForcedClose);
   if (!end_ids.ok()) return from_status(end_ids.status());

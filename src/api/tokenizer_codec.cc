@@ -163,9 +163,9 @@ Result<std::string> TokenizerCodec::render_text(const ChatRequest& chat) const {
   return prompt.text();
 }
 
-bool TokenizerCodec::prompt_opens_thought(const ChatRequest& chat) const {
-  if (chat.continue_final_message || !plan_tools(chat, tool_syntax()).prefill.empty()) return false;
-  return template_.prompt_opens_thought(ChatRenderOptions{.enable_thinking = chat.thinking.enabled});
+PromptThought TokenizerCodec::prompt_thought(const ChatRequest& chat) const {
+  if (chat.continue_final_message || !plan_tools(chat, tool_syntax()).prefill.empty()) return PromptThought::kNone;
+  return template_.prompt_thought(ChatRenderOptions{.enable_thinking = chat.thinking.enabled});
 }
 
 Result<std::vector<int32_t>> TokenizerCodec::encode_markup(std::string_view text) const {

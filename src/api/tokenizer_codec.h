@@ -47,7 +47,7 @@ class TokenizerCodec final : public PromptCodec {
   ToolSyntax tool_syntax() const override;
   std::string template_name() const override { return template_.name(); }
   ThinkingFormat thinking_format() const override { return template_.thinking(); }
-  bool prompt_opens_thought(const ChatRequest& chat) const override;
+  PromptThought prompt_thought(const ChatRequest& chat) const override;
   Result<std::vector<int32_t>> encode_markup(std::string_view text) const override;
 
   // The template's view of `chat`, a forced call's prefill last (exposed for tests).

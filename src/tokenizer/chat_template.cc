@@ -158,10 +158,12 @@ ThinkingFormat thinking_format_for_name(std::string_view name) {
   return {};
 }
 
-bool ChatTemplate::prompt_opens_thought(const ChatRenderOptions& opts) const {
-  if (!thinking_.enabled) return false;
+PromptThought ChatTemplate::prompt_thought(const ChatRenderOptions& opts) const {
+  if (!thinking_.enabled) return PromptThought::kNone;
   const bool off = opts.enable_thinking == false && !thinking_.gen_off.empty();
-  return !off && thinking_.gen_on.find(ThinkingFormat::kOpen) != std::string::npos;
+  const std::string& gen = off ? thinking_.gen_off : thinking_.gen_on;
+  if (gen.find(ThinkingFormat::kClose) != std::string::npos) return PromptThought::kClosed;
+  return gen.find(ThinkingFormat::kOpen) != std::string::npos ? PromptThought::kOpen : PromptThought::kNone;
 }
 
 std::string ChatPrompt::text() const {

@@ -82,6 +82,12 @@ struct ThinkingFormat {
   static constexpr std::string_view kOpen = "<think>";
   static constexpr std::string_view kClose = "</think>";
 };
+// Where the generation prompt leaves the model's thought: not opened
+// (kNone), opened so that the output starts inside it (kOpen), or opened
+// and closed already, empty (kClosed: thinking switched off by a template
+// such as Qwen3's; the output is the answer from its first token).
+enum class PromptThought { kNone, kOpen, kClosed };
+
 // From a Jinja template's source (its markers and literals).
 ThinkingFormat detect_thinking_format(ChatTemplateKind kind, std::string_view jinja);
 // For a template name: qwen3, qwen3.5, qwq, deepseek-r1; none for the others.
@@ -130,9 +136,10 @@ class ChatTemplate {
   ChatTemplateKind kind() const { return kind_; }
   const char* name() const { return chat_template_name(kind_); }
   const ThinkingFormat& thinking() const { return thinking_; }
-  // The generation prompt opens the model's thought (thinking on, gen_on
-  // holds the open marker): its output starts inside it.
-  bool prompt_opens_thought(const ChatRenderOptions& opts) const;
+  // Where the generation prompt leaves the thought: kOpen when thinking is
+  // on and gen_on holds the open marker, kClosed when it is off and gen_off
+  // holds the close marker.
+  PromptThought prompt_thought(const ChatRenderOptions& opts) const;
 
   // InvalidArgument for an empty list, an unknown role, a misplaced system
   // message (families without a system turn), or continue_final_message

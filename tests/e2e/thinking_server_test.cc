@@ -169,6 +169,55 @@ TEST(ThinkingServerTest, DisabledClosesTheThoughtInThePrompt) {
   EXPECT_EQ(sv(whole.at("content").at(0).at("type")), "text");
 }
 
+// Thinking off closes an empty thought in the prompt ("<think>\n\n</think>\n\n"):
+// the answer starts at once, so a response format constrains it from its
+// first token (before, the grammar waited for a "</think>" that never came).
+TEST(ThinkingServerTest, DisabledThinkingConstrainsTheAnswerFromItsFirstToken) {
+  REQUIRE_MODEL();
+  const std::string ask = std::string(R"("model":"m","temperature":0,"max_tokens":300,"messages":[)") + kQuestion + "]";
+  for (const std::string& off : {std::string(R"("chat_template_kwargs":{"enable_thinking":false})"),
+                                 std::string(R"("reasoning_effort":"none")")}) {
+    for (bool stream : {false, true}) {
+      SCOPED_TRACE(off + (stream ? " stream" : ""));
+      const std::string body = "{" + ask + "," + off + R"(,"guided_choice":["yes","no"])" +
+                               (stream ? R"(,"stream":true)" : "") + "}";
+      HttpReply r = fetch(port(), "POST", "/v1/chat/completions", body, {}, 120000);
+      ASSERT_EQ(r.status, 200) << r.body;
+      std::string text;
+      if (!stream) {
+        const json::value v = json::parse(r.body);
+        text = sv(v.at("choices").at(0).at("message").at("content"));
+        EXPECT_EQ(sv(v.at("choices").at(0).at("finish_reason")), "stop");
+      } else {
+        for (const SseEvent& e : parse_sse(r.body)) {
+          if (e.data == "[DONE]" || e.data.empty()) continue;
+          const json::value v = json::parse(e.data);
+          const json::array& choices = v.at("choices").as_array();
+          if (choices.empty()) continue;
+          if (const auto* c = choices[0].at("delta").as_object().if_contains("content"); c && c->is_string()) {
+            text += sv(*c);
+          }
+        }
+      }
+      EXPECT_TRUE(text == "yes" || text == "no") << text;
+    }
+  }
+  int status = 0;
+  json::object whole = post("/v1/messages",
+                            anthropic_body(R"("max_tokens":300,"thinking":{"type":"disabled"},)"
+                                           R"("output_format":{"type":"json_schema","schema":{"type":"object",)"
+                                           R"("properties":{"a":{"type":"integer"}},"required":["a"],)"
+                                           R"("additionalProperties":false}})"),
+                            &status);
+  ASSERT_EQ(status, 200) << json::serialize(whole);
+  const std::string text = sv(whole.at("content").at(0).at("text"));
+  json::error_code ec;
+  const json::value parsed = json::parse(text, ec);
+  ASSERT_FALSE(ec) << text;
+  EXPECT_TRUE(parsed.at("a").is_int64()) << text;
+  EXPECT_EQ(sv(whole.at("stop_reason")), "end_turn") << text;
+}
+
 TEST(ThinkingServerTest, HistoryBlocksAreRenderedOrDroppedAsTheTemplateSays) {
   REQUIRE_MODEL();
   auto count = [](const std::string& messages) {

@@ -71,6 +71,15 @@ TEST(JinjaCodec, ThinkingDefaultFollowsWhereTheTemplateShowsIt) {
       R"({"model":"m","messages":[{"role":"user","content":"Hi"}],"chat_template_kwargs":{"enable_thinking":false}})";
   EXPECT_EQ(*codec(tail).render_text(openai(plain)), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_EQ(*codec(tail).render_text(openai(off)), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  // Where the prompt leaves the thought: closed already (the answer comes
+  // next, a response format applies from its first token), or not opened.
+  EXPECT_EQ(codec(tail).prompt_thought(openai(off)), PromptThought::kClosed);
+  EXPECT_EQ(codec(tail).prompt_thought(openai(plain)), PromptThought::kNone);
+  const char* opens =
+      "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+      "<|im_start|>assistant\n<think>\n{% if enable_thinking is defined and enable_thinking is false %}\n</think>\n\n{% endif %}";
+  EXPECT_EQ(codec(opens).prompt_thought(openai(plain)), PromptThought::kOpen);
+  EXPECT_EQ(codec(opens).prompt_thought(openai(off)), PromptThought::kClosed);
   EXPECT_EQ(*codec(system).render_text(openai(plain)), "<|developer|>Deliberation: disabled<|user|>Hi<|assistant|>");
   EXPECT_EQ(*codec(system).render_text(openai(on)), "<|developer|>Deliberation: enabled<|user|>Hi<|assistant|>");
 }

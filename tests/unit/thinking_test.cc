@@ -245,11 +245,12 @@ TEST(ThinkingTemplates, SwitchAndHistory) {
   EXPECT_EQ(qwen3.render(one, off)->text(),
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
   EXPECT_EQ(qwen35.render(one)->text(), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n");
-  EXPECT_TRUE(qwen35.prompt_opens_thought({}));
-  EXPECT_FALSE(qwen35.prompt_opens_thought(off));
-  EXPECT_FALSE(qwen3.prompt_opens_thought({}));
+  EXPECT_EQ(qwen35.prompt_thought({}), PromptThought::kOpen);
+  EXPECT_EQ(qwen35.prompt_thought(off), PromptThought::kClosed);
+  EXPECT_EQ(qwen3.prompt_thought({}), PromptThought::kNone);
+  EXPECT_EQ(qwen3.prompt_thought(off), PromptThought::kClosed);
   EXPECT_EQ(r1.render(one, off)->text(), "<｜User｜>Hi<｜Assistant｜><think>\n");  // no switch
-  EXPECT_TRUE(r1.prompt_opens_thought(off));
+  EXPECT_EQ(r1.prompt_thought(off), PromptThought::kOpen);
 
   // History: a tool round trip after the last query keeps its reasoning
   // (Qwen3); an earlier turn's is dropped; QwQ/R1 drop every one, and strip
