@@ -146,6 +146,7 @@ ApiError from_status(const Status& status) {
   if (const ErrorDetail* d = status.detail()) {
     e.numbers = d->numbers;
     e.labels = d->labels;
+    e.param = d->labels.field;  // the engine's field names are the wire's (OpenAI's logit_bias, stop_token_ids)
   }
   return e;
 }

@@ -85,8 +85,11 @@ struct ErrorNumbers {
 struct ErrorLabels {
   std::string limit;  // kRateLimitExceeded: which limit ("requests", "input_tokens", "output_tokens", "concurrent")
   std::string rule;   // kSafetyViolation: the guard rule's name
+  // The request field at fault, by the engine's name for it (Request's
+  // logit_bias, stop_token_ids): the API names it as the error's param.
+  std::string field;
 
-  bool empty() const { return limit.empty() && rule.empty(); }
+  bool empty() const { return limit.empty() && rule.empty() && field.empty(); }
 };
 
 // What a Status may carry besides its kind and message.

@@ -433,13 +433,13 @@ void Engine::admit(Request request, std::shared_ptr<RequestChannel> channel, Tim
   if (!request.sampling.logit_bias.empty() && request.sampling.logit_bias.rbegin()->first >= model_.config.n_vocab) {
     return fail(invalid_argument("logit_bias token id " + std::to_string(request.sampling.logit_bias.rbegin()->first) +
                                      " is outside the vocabulary (" + std::to_string(model_.config.n_vocab) + " tokens)",
-                                 {.reason = ErrorReason::kInvalidValue}));
+                                 {.reason = ErrorReason::kInvalidValue, .labels = {.field = "logit_bias"}}));
   }
   for (int32_t id : request.stop.stop_token_ids) {
     if (id < 0 || id >= model_.config.n_vocab) {
       return fail(invalid_argument("stop token id " + std::to_string(id) + " is outside the vocabulary (" +
                                        std::to_string(model_.config.n_vocab) + " tokens)",
-                                   {.reason = ErrorReason::kInvalidValue}));
+                                   {.reason = ErrorReason::kInvalidValue, .labels = {.field = "stop_token_ids"}}));
     }
   }
   if (n_prompt >= config_.n_ctx) {
@@ -688,9 +688,14 @@ bool Engine::step() {
     }
     if (!token.ok()) {
       // Every id banned: the step must still be reported with a token before
-      // the sequence can end; the placeholder is never emitted.
+      // the sequence can end; the placeholder is never emitted. A NaN left
+      // after the request's bias and masks (which only add finite values or
+      // write -inf) came from the model: a server fault, not the client's.
       scheduler_.on_step_done(it.id, 0);
-      finish(live, FinishReason::kError, token.status());
+      const bool model_fault = std::any_of(logits.begin(), logits.end(), [](float l) { return std::isnan(l); });
+      finish(live, FinishReason::kError,
+             model_fault ? internal_error("the model produced non-finite logits (NaN): no token can be sampled")
+                         : token.status());
       continue;
     }
     live.out_guard.accept(*token);

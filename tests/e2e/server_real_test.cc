@@ -342,14 +342,18 @@ TEST(ServerRealTest, PromptOverTheContextIs400WithTheCounts) {
   EXPECT_EQ(str(at(o.raw, {"error", "code"})), "context_length_exceeded");
 }
 
-// A logit_bias id past the vocabulary is a 400, not silently ignored.
+// A logit_bias or stop_token_ids id past the vocabulary is a 400 naming the
+// field, not silently ignored.
 TEST(ServerRealTest, LogitBiasOutsideTheVocabularyIs400) {
   REQUIRE_MODEL();
-  const std::string body = R"({"model":"m","max_tokens":4,"logit_bias":{"99999999":100},)"
-                           R"("messages":[{"role":"user","content":"hi"}]})";
-  HttpReply r = fetch(main_port(), "POST", "/v1/chat/completions", body);
-  EXPECT_EQ(r.status, 400) << r.body;
-  EXPECT_EQ(str(at(parse_obj(r.body), {"error", "code"})), "invalid_value") << r.body;
+  for (const auto& [field, param] : std::vector<std::pair<std::string, std::string>>{
+           {R"("logit_bias":{"99999999":100})", "logit_bias"}, {R"("stop_token_ids":[512])", "stop_token_ids"}}) {
+    const std::string body = R"({"model":"m","max_tokens":4,)" + field + R"(,"messages":[{"role":"user","content":"hi"}]})";
+    HttpReply r = fetch(main_port(), "POST", "/v1/chat/completions", body);
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_EQ(str(at(parse_obj(r.body), {"error", "code"})), "invalid_value") << r.body;
+    EXPECT_EQ(str(at(parse_obj(r.body), {"error", "param"})), param) << r.body;
+  }
 }
 
 TEST(ServerRealTest, MaxTokensAboveTheContextIsClampedAndFillsTheWindow) {

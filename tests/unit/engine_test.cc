@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <fstream>
+#include <limits>
 #include <mutex>
 #include <random>
 #include <string>
@@ -17,6 +20,7 @@
 #include "obs/metrics.h"  // kEnabled
 #include "support/engine_fixture.h"
 #include "support/process.h"
+#include "support/temp_files.h"
 #include "support/wait.h"
 #include "tokenizer/tokenizer.h"
 
@@ -56,6 +60,49 @@ void wait_steps(const Engine& e, int64_t n) {
 }
 
 class EngineOnModel : public ::testing::TestWithParam<std::string> {};
+
+const auto* const kCleanup = testing_support::register_temp_cleanup("zl_engine_test");
+
+// A model whose output norm is NaN yields NaN logits: no token can be
+// sampled, and that is the model's fault (an internal error, a 5xx on the
+// wire), not the request's (before: invalid_argument, a 400 that clients do
+// not retry and that blamed the request).
+TEST(EngineErrors, NanLogitsAreAnInternalErrorNotTheRequests) {
+  const std::string src = test::shared_dir() + "/models/tiny-llama-F32.gguf";
+  if (!test::file_exists(src)) GTEST_SKIP() << "SKIPPED: " << src << " not found";
+  std::string bytes;
+  uint64_t at = 0, n = 0;
+  {
+    auto f = GgufFile::open(src);
+    ASSERT_TRUE(f.ok()) << f.status().to_string();
+    const GgufTensor* t = (*f)->find_tensor("output_norm.weight");
+    ASSERT_NE(t, nullptr);
+    ASSERT_EQ(t->type, GgmlType::kF32);
+    at = (*f)->data_offset() + t->offset;
+    n = t->n_bytes / sizeof(float);
+    std::ifstream in(src, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (uint64_t i = 0; i < n; ++i) std::memcpy(bytes.data() + at + i * sizeof(float), &nan, sizeof(float));
+  const std::string path = testing_support::temp_file("zl_engine_test", "nan-norm.gguf");
+  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  auto m = load_model(path);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  auto tok = Tokenizer::from_gguf(*(*m)->file);
+  ASSERT_TRUE(tok.ok());
+  EngineConfig cfg{.n_ctx = 64, .max_seqs = 2, .n_kv_tokens = 256, .block_size = 16, .n_threads = 1};
+  auto engine = Engine::create(**m, **tok, cfg);
+  ASSERT_TRUE(engine.ok());
+  for (float temperature : {0.0f, 0.8f}) {
+    Request r = greedy({1, 5, 6}, 4);
+    r.sampling.temperature = temperature;
+    test::Outcome o = test::collect(*(*engine)->submit(r));
+    EXPECT_EQ(o.last.kind, EventKind::kError);
+    EXPECT_EQ(o.last.error.kind(), ErrorKind::kInternal) << o.last.error.to_string();
+    EXPECT_TRUE(o.ids.empty());
+  }
+}
 
 TEST_P(EngineOnModel, ConcurrentRequestsProduceWhatEachProducesAlone) {
   LoadedModel l = load_shared_model(GetParam());
