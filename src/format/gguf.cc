@@ -108,6 +108,24 @@ std::string_view gguf_value_type_name(GgufValueType t) {
   return "unknown";
 }
 
+std::string gguf_quoted(std::string_view s) {
+  constexpr size_t kMaxShown = 100;
+  std::string out = "'";
+  for (size_t i = 0; i < s.size() && i < kMaxShown; ++i) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+      out += buf;
+    }
+  }
+  if (s.size() > kMaxShown) out += "...";
+  out += "'";
+  return out;
+}
+
 GgufValue GgufValue::scalar(GgufValueType t, int64_t v) {
   GgufValue x;
   x.type_ = t;

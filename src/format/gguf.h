@@ -49,6 +49,14 @@ enum class GgufValueType : uint32_t {
 
 std::string_view gguf_value_type_name(GgufValueType t);
 
+// `s` in quotes for a message: 'text', every byte outside printable ASCII
+// (NUL, control bytes, ESC, UTF-8 sequences), the backslash and the quote as
+// \xNN, cut after 100 bytes ("..."). Every message that quotes a string read
+// from a GGUF file (a key, a tensor name, the architecture, the tokenizer
+// model, a token) goes through it: a file cannot put control bytes on a
+// terminal or cut a message short with a NUL.
+std::string gguf_quoted(std::string_view s);
+
 class GgufValue;
 struct GgufArray {
   GgufValueType elem_type = GgufValueType::kUint8;

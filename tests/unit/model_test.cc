@@ -406,6 +406,23 @@ TEST(LoadModel, UnknownArchitectureIsUnsupported) {
       << m.status().message();
 }
 
+// Strings read from the file reach the messages escaped as the bad-magic
+// error escapes them (review 22 #5): a NUL does not cut the message short,
+// and control bytes and invalid UTF-8 do not reach the terminal raw.
+TEST(LoadModel, StringsFromTheFileAreEscapedInErrors) {
+  const std::string model = make("llama", GgmlType::kF32, 1, "esc.gguf");
+  const std::string arch = std::string("ll") + '\0' + "a\x1b[31m\xff\xfe'\\";
+  auto m = load_model(mutate(model, "", "", "", GgmlType::kF32, {{"general.architecture", GgufValue::string(arch)}}));
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().kind(), ErrorKind::kUnsupported);
+  EXPECT_EQ(m.status().message(), "architecture 'll\\x00a\\x1b[31m\\xff\\xfe\\x27\\x5c' is not supported (supported: " +
+                                      supported_arch_names() + ")");
+  m = load_model(mutate(model, "", "", "", GgmlType::kF32,
+                        {{"llama.rope.scaling.type", GgufValue::string(std::string("\x1b[2J") + '\0' + "x")}}));
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().message(), "rope scaling type '\\x1b[2J\\x00x' is not supported");
+}
+
 // The per-layer data read from gemma3 metadata: sliding_window_pattern 3
 // makes 2 local : 1 global, the local layers with rope.freq_base_swa and no
 // rope scaling; the traits of the architecture.
