@@ -13,12 +13,15 @@
 #include "cli/model_loading.h"
 #include "core/memory.h"
 #include "core/thread_pool.h"
+#include "kernels/attention.h"  // attention_simd_head_dim
+#include "kernels/matmul.h"  // active_isa
 #include "kernels/quant.h"
 #include "model/forward.h"
 #include "format/gguf.h"
 #include "model/make_model.h"
 #include "model/model.h"
 #include "model/packed_weights.h"
+#include "model/runner.h"
 #include "support/process.h"
 #include "support/temp_files.h"
 
@@ -255,6 +258,47 @@ TEST(MakeModel, GptOssHasNoQkNormsAndTinyMoeAWindow) {
   ASSERT_TRUE(q.ok()) << q.status().to_string();
   EXPECT_NE((*q)->file->find_tensor("blk.0.attn_q_norm.weight"), nullptr);
   EXPECT_EQ((*q)->config.layers[0].sliding_window, 0);
+}
+
+// gpt-oss's attention sinks run on the SIMD attention kernels only: a head
+// dimension they refuse (not a multiple of 8, or above kMaxHeadDim) is a
+// shape error before anything is written, not a file no command can run
+// (review 22 #6). Other architectures keep such heads.
+TEST(MakeModel, GptOssHeadDimTheSinkKernelsRefuseIsAShapeError) {
+  ModelShape s = *model_shape_preset("tiny-moe");
+  s.arch = "gpt-oss";
+  s.n_embd = 64, s.n_head = 4, s.n_head_kv = 2, s.n_ff_exp = 32, s.n_layer = 1;
+  MakeModelOptions o{.shape = s, .type = GgmlType::kF32, .vocab_path = write_vocab(96),
+                     .out_path = temp_path("goss-hd.gguf"), .seed = 1, .name = ""};
+  const struct {
+    int64_t n_embd, n_head, head_dim, want;  // head_dim 0: n_embd / n_head
+  } cases[] = {{16, 4, 0, 4}, {48, 4, 0, 12}, {512, 1, 0, 512}, {64, 4, 264, 264}};
+  for (const auto& c : cases) {
+    std::remove(o.out_path.c_str());
+    o.shape = s;
+    o.shape.n_embd = c.n_embd, o.shape.n_head = c.n_head, o.shape.n_head_kv = 1, o.shape.head_dim = c.head_dim;
+    Status st = make_model(o, nullptr, nullptr);
+    EXPECT_EQ(st.kind(), ErrorKind::kInvalidArgument) << c.want << ": " << st.to_string();
+    EXPECT_EQ(st.message(), "gpt-oss's attention sinks need a head dimension that is a multiple of 8 up to 256, not " +
+                                std::to_string(c.want) + " (--n-embd / --n-head, or --head-dim)");
+    EXPECT_FALSE(test::file_exists(o.out_path)) << c.want;
+    EXPECT_FALSE(attention_simd_head_dim(c.want));  // the rule ModelRunner::check_kernels applies
+  }
+  // The sizes the kernels take: 8 and 256 (n_embd 64, 8 heads; --head-dim 256).
+  for (const auto& [n_head, head_dim] : {std::pair<int64_t, int64_t>{8, 0}, {4, 256}}) {
+    o.shape = s;
+    o.shape.n_head = n_head, o.shape.n_head_kv = 2, o.shape.head_dim = head_dim;
+    Status st = make_model(o, nullptr, nullptr);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    auto m = load_model(o.out_path);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    EXPECT_TRUE(ModelRunner::check_kernels(**m).ok() || active_isa() == KernelIsa::kScalar);
+  }
+  // A llama shape with 4-wide heads has no sinks: written.
+  ModelShape l = small_shape("llama");
+  l.n_embd = 16, l.n_head = 4, l.n_head_kv = 2;
+  o.shape = l;
+  EXPECT_TRUE(make_model(o, nullptr, nullptr).ok());
 }
 
 TEST(MakeModel, TensorsThatDoNotFitInMemoryAreAnErrorBeforeWriting) {
