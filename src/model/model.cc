@@ -30,11 +30,15 @@ Result<int64_t> optional_window(const GgufFile& f, const std::string& key) {
   return required_int(f, key);
 }
 
-Result<float> optional_float(const GgufFile& f, const std::string& key, float def) {
-  if (!f.find(key)) return def;
+Result<float> required_float(const GgufFile& f, const std::string& key) {
   ASSIGN_OR_RETURN(double v, f.get_float(key));
   if (!std::isfinite(v)) return corrupt_file(gguf_quoted(key) + " is not finite");
   return static_cast<float>(v);
+}
+
+Result<float> optional_float(const GgufFile& f, const std::string& key, float def) {
+  if (!f.find(key)) return def;
+  return required_float(f, key);
 }
 
 // Binds a tensor and checks its shape (ne[0], ne[1]; ne1 = 1 for vectors) and type.
@@ -231,7 +235,9 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
   ASSIGN_OR_RETURN(c.n_ff, required_int(f, a + "feed_forward_length"));
   ASSIGN_OR_RETURN(c.n_head, required_int(f, a + "attention.head_count"));
   ASSIGN_OR_RETURN(c.n_head_kv, optional_int(f, a + "attention.head_count_kv", c.n_head));
-  ASSIGN_OR_RETURN(c.n_ctx_train, optional_int(f, a + "context_length", 2048));
+  // Required, as llama.cpp requires them: a guessed training context or
+  // norm epsilon would run the model wrong without a word.
+  ASSIGN_OR_RETURN(c.n_ctx_train, required_int(f, a + "context_length"));
   if (c.n_embd % c.n_head != 0 && !f.find(a + "attention.key_length")) {
     return corrupt_file("embedding_length " + std::to_string(c.n_embd) + " is not a multiple of head_count " +
                         std::to_string(c.n_head));
@@ -249,8 +255,9 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
                         std::to_string(c.head_dim));
   }
   if (c.head_dim % 2 != 0) return corrupt_file("head_dim must be even");
-  ASSIGN_OR_RETURN(c.rms_eps, optional_float(f, a + "attention.layer_norm_rms_epsilon",
-                                             c.arch == Arch::kGemma3 ? 1e-6f : 1e-5f));
+  // Every supported architecture normalizes with RMSNorm (none reads
+  // attention.layer_norm_epsilon).
+  ASSIGN_OR_RETURN(c.rms_eps, required_float(f, a + "attention.layer_norm_rms_epsilon"));
   ASSIGN_OR_RETURN(c.rope_freq_base, optional_float(f, a + "rope.freq_base", 10000.0f));
   if (!(c.rms_eps > 0) || !(c.rope_freq_base > 0)) return corrupt_file("rms epsilon and rope.freq_base must be positive");
   if (auto type = f.get_string(a + "rope.scaling.type"); type.ok() && *type == "linear") {

@@ -467,6 +467,37 @@ TEST(LoadModel, StringsFromTheFileAreEscapedInErrors) {
   EXPECT_EQ(m.status().message(), "rope scaling type '\\x1b[2J\\x00x' is not supported");
 }
 
+// The training context and the norm epsilon are required, as llama.cpp
+// requires them (review 22 #9): a file without one is refused naming the
+// key, where a default was silently taken (2048 tokens; 1e-5, 1e-6 for
+// gemma3). Every supported architecture reads the RMS epsilon.
+TEST(LoadModel, MissingContextLengthOrRmsEpsilonIsAnErrorNamingTheKey) {
+  for (const std::string arch : {"llama", "gemma3", "phi3"}) {
+    const std::string model = make(arch, GgmlType::kF32, 1, arch + "-keys.gguf");
+    ASSERT_TRUE(load_model(model).ok()) << arch;
+    for (const std::string& key : {arch + ".context_length", arch + ".attention.layer_norm_rms_epsilon"}) {
+      auto f = GgufFile::open(model);
+      ASSERT_TRUE(f.ok());
+      GgufWriter w;
+      for (const auto& [k, v] : (*f)->metadata()) {
+        if (k != key && k != "general.alignment") w.set(k, v);
+      }
+      for (const auto& t : (*f)->tensors()) {
+        const uint8_t* data = t.data;
+        const uint64_t n = t.n_bytes;
+        w.add_tensor(t.name, t.type, std::vector<int64_t>(t.ne.begin(), t.ne.begin() + t.n_dims),
+                     [data, n](uint8_t* dst, uint64_t) { std::memcpy(dst, data, n); });
+      }
+      const std::string path = temp_path("without-key.gguf");
+      ASSERT_TRUE(w.write(path).ok());
+      auto m = load_model(path);
+      ASSERT_FALSE(m.ok()) << key;
+      EXPECT_EQ(m.status().kind(), ErrorKind::kNotFound) << key;
+      EXPECT_EQ(m.status().message(), "metadata key '" + key + "' not found");
+    }
+  }
+}
+
 // The per-layer data read from gemma3 metadata: sliding_window_pattern 3
 // makes 2 local : 1 global, the local layers with rope.freq_base_swa and no
 // rope scaling; the traits of the architecture.
