@@ -117,6 +117,12 @@ std::string usage(const std::string& cmd, const std::string& synopsis, const std
   return out;
 }
 
+std::optional<bool> parse_bool_word(std::string_view v) {
+  if (v == "true") return true;
+  if (v == "false") return false;
+  return std::nullopt;
+}
+
 Result<std::vector<int32_t>> parse_id_list(const std::string& s) {
   std::vector<int32_t> ids;
   size_t i = 0;

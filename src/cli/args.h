@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -51,6 +52,10 @@ class Args {
 
 // "Usage: zerolayer <cmd> <synopsis>\n\n" followed by one line per flag.
 std::string usage(const std::string& cmd, const std::string& synopsis, const std::vector<FlagSpec>& specs);
+
+// A boolean setting's value: exactly "true" or "false", the words the
+// messages name; nullopt for anything else (1, yes, on, TRUE...).
+std::optional<bool> parse_bool_word(std::string_view v);
 
 // Parses "1,2,3" (spaces allowed) into ids.
 Result<std::vector<int32_t>> parse_id_list(const std::string& s);
