@@ -109,16 +109,19 @@ TEST(CliE2e, KvTypeQ8SizesTheCacheAndUnknownTypesAreUsageErrors) {
   }
 }
 
-// bench --depth: 0 is a usage error; past the training context (stories260K: 2048) it warns;
-// the text output's attention label says what it computes.
+// bench --depth: 0 is a usage error, with the same range as every other value outside it
+// (review 23 #3); past the training context (stories260K: 2048) it warns; the text output's
+// attention label says what it computes.
 TEST(CliE2e, BenchDepthBoundsAndWarning) {
   if (!file_exists(stories())) GTEST_SKIP() << "SKIPPED: " << stories() << " is absent (needs ../shared)";
-  CommandResult r = run(bin() + " bench --model " + stories() + " --depth 0");
-  EXPECT_EQ(r.exit_code, 2) << r.out;
-  EXPECT_TRUE(contains(r.out, "--depth must be at least 1")) << r.out;
-  EXPECT_EQ(run(bin() + " bench --model " + stories() + " --depth -1").exit_code, 2);
+  for (const char* depth : {"0", "-1", "1048577", "x"}) {
+    CommandResult r = run(bin() + " bench --model " + stories() + " --depth " + depth);
+    EXPECT_EQ(r.exit_code, 2) << depth << ": " << r.out;
+    EXPECT_TRUE(contains(r.out, std::string("--depth must be an integer in [1, 1048576], got '") + depth + "'"))
+        << depth << ": " << r.out;
+  }
   // One real run (~5 s: the bandwidth probes), one token past the training context.
-  r = run(bin() + " bench --model " + stories() + " --depth 2049 --reps 1 --threads 1");
+  CommandResult r = run(bin() + " bench --model " + stories() + " --depth 2049 --reps 1 --threads 1");
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_TRUE(contains(r.out, "larger than the context the model was trained on")) << r.out;
   EXPECT_TRUE(contains(r.out, "\"depth\":2049,\"n_ctx_train\":2048")) << r.out;
