@@ -180,6 +180,19 @@ TEST(CliE2e, GenerateRatesSizingLineAndKvTypeWarning) {
   EXPECT_TRUE(contains(r.out, "\"kv_type\":\"q8_0\",\"kv_bytes_per_token\":340,\"speculative\":\"ngram\"")) << r.out;
 }
 
+// --prompt-ids and --ids: an empty item is the same usage error as any malformed list (review 23 #4).
+TEST(CliE2e, EmptyTokenIdItemsAreUsageErrors) {
+  if (!file_exists(stories())) GTEST_SKIP() << "SKIPPED: " << stories() << " is absent (needs ../shared)";
+  for (const char* ids : {"1,,2", "1,2,", ",1"}) {
+    for (const std::string cmd : {" generate -n 1 --prompt-ids '", " logits --ids '"}) {
+      CommandResult r = run(bin() + cmd + ids + "' --model " + stories());
+      EXPECT_EQ(r.exit_code, 2) << cmd << ids << ": " << r.out;
+      EXPECT_TRUE(contains(r.out, std::string("bad token id list '") + ids + "' (expected e.g. 1,2,3)")) << r.out;
+    }
+  }
+  EXPECT_EQ(run(bin() + " generate -n 1 --temperature 0 --prompt-ids '1, 2' --model " + stories()).exit_code, 0);
+}
+
 // inspect --json, which its help advertises (review 22 #7): the metadata, the tensors and the
 // model's shape as the text output shows them, one JSON object; a model that does not load is
 // model_error and exit 1, as in the text output.
