@@ -117,24 +117,37 @@ std::string usage(const std::string& cmd, const std::string& synopsis, const std
   return out;
 }
 
+std::optional<bool> parse_bool_word(std::string_view v) {
+  if (v == "true") return true;
+  if (v == "false") return false;
+  return std::nullopt;
+}
+
 Result<std::vector<int32_t>> parse_id_list(const std::string& s) {
-  std::vector<int32_t> ids;
-  size_t i = 0;
-  while (i < s.size()) {
-    while (i < s.size() && (s[i] == ' ' || s[i] == ',' || s[i] == '[' || s[i] == ']')) ++i;
-    if (i >= s.size()) break;
-    int64_t v = 0;
-    auto [p, ec] = std::from_chars(s.data() + i, s.data() + s.size(), v);
-    if (ec != std::errc() || v < 0 || v > INT32_MAX) {
-      return invalid_argument("bad token id list '" + s + "' (expected e.g. 1,2,3)");
-    }
-    ids.push_back(static_cast<int32_t>(v));
-    i = static_cast<size_t>(p - s.data());
-    if (i < s.size() && s[i] != ',' && s[i] != ' ' && s[i] != ']') {
-      return invalid_argument("bad token id list '" + s + "' (expected e.g. 1,2,3)");
-    }
+  const auto bad = [&] { return invalid_argument("bad token id list '" + s + "' (expected e.g. 1,2,3)"); };
+  const auto trim = [](std::string_view v) {
+    while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+    while (!v.empty() && v.back() == ' ') v.remove_suffix(1);
+    return v;
+  };
+  std::string_view body = trim(s);
+  if (!body.empty() && body.front() == '[') {  // the JSON form, [1,2,3]
+    if (body.size() < 2 || body.back() != ']') return bad();
+    body = trim(body.substr(1, body.size() - 2));
   }
-  return ids;
+  std::vector<int32_t> ids;
+  if (body.empty()) return ids;  // no ids: the callers say what that means
+  // Every item between commas is one id: an empty one ("1,,2", "1,2,", ",1") is as malformed as "x".
+  for (size_t start = 0;;) {
+    const size_t comma = body.find(',', start);
+    const std::string_view item = trim(body.substr(start, comma == std::string_view::npos ? comma : comma - start));
+    int64_t v = 0;
+    const auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (item.empty() || ec != std::errc() || p != item.data() + item.size() || v < 0 || v > INT32_MAX) return bad();
+    ids.push_back(static_cast<int32_t>(v));
+    if (comma == std::string_view::npos) return ids;
+    start = comma + 1;
+  }
 }
 
 }  // namespace zl::cli

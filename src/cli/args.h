@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -52,7 +53,15 @@ class Args {
 // "Usage: zerolayer <cmd> <synopsis>\n\n" followed by one line per flag.
 std::string usage(const std::string& cmd, const std::string& synopsis, const std::vector<FlagSpec>& specs);
 
-// Parses "1,2,3" (spaces allowed) into ids.
+// A boolean setting's value: exactly "true" or "false", the words the
+// messages name; nullopt for anything else (1, yes, on, TRUE...).
+std::optional<bool> parse_bool_word(std::string_view v);
+
+// Parses "1,2,3" into ids: ids between commas, spaces around them allowed,
+// the whole optionally in brackets ("[1, 2, 3]"); "" and "[]" are no ids.
+// InvalidArgument "bad token id list" for anything else, an empty item
+// ("1,,2", "1,2,", ",1") or ids only spaces apart ("1 2") included.
+
 Result<std::vector<int32_t>> parse_id_list(const std::string& s);
 
 // Compute threads a command accepts (--threads; 0: all cores), as serve.

@@ -470,10 +470,10 @@ int cmd_bench(int argc, char** argv, int first) {
   auto reps = args->get_int_in("reps", 2, 1, kMaxReps);
   if (!threads.ok()) return report_error("bench", threads.status());
   if (!reps.ok()) return report_error("bench", reps.status());
-  auto depth = args->get_int_in("depth", -1, 0, 1 << 20);
+  // From 1: --depth 0 would measure nothing --depth N does not (decode at depth 0 is in every
+  // --depth run) and divide its prefill of no tokens by no time. -1: not given.
+  auto depth = args->get_int_in("depth", -1, 1, 1 << 20);
   if (!depth.ok()) return report_error("bench", depth.status());
-  // --depth 0 measures nothing --depth N does not (decode at depth 0 is in every --depth run).
-  if (args->has("depth") && *depth < 1) return report_error("bench", invalid_argument("--depth must be at least 1"));
   // --kv-type T or a comma list (T1,T2,...): the types' decode windows at the
   // depth interleaved, and each compared with the first.
   std::vector<KvType> kv_types;

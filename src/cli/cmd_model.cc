@@ -42,10 +42,15 @@ void append_ids(std::string& out, const std::vector<int32_t>& ids) {
   out += ']';
 }
 
+// A string value as inspect shows it: whole with --all, else cut to 120 bytes.
+std::string shown_string(const std::string& s, bool all) {
+  return all || s.size() <= 120 ? s : s.substr(0, 117) + "...";
+}
+
 std::string describe_value(const GgufValue& v, bool all) {
   if (const std::string* s = v.as_string()) {
     std::string out;
-    api::append_json_string(out, all || s->size() <= 120 ? *s : s->substr(0, 117) + "...");
+    api::append_json_string(out, shown_string(*s, all));
     return out;
   }
   if (const GgufArray* a = v.as_array()) {
@@ -68,6 +73,118 @@ std::string describe_value(const GgufValue& v, bool all) {
     return buf;
   }
   return "?";
+}
+
+// A metadata value in `inspect --json`, as the text output shows it: a
+// string (cut the same way), a number (null when not finite), a boolean, or
+// an array as {"type", "count", "items"} with the items shown (the first 8,
+// all with --all).
+void append_value_json(std::string& out, const GgufValue& v, bool all) {
+  if (const std::string* s = v.as_string()) {
+    api::append_json_string(out, shown_string(*s, all));
+  } else if (const GgufArray* a = v.as_array()) {
+    out += "{\"type\": ";
+    api::append_json_string(out, gguf_value_type_name(a->elem_type));
+    out += ", \"count\": " + std::to_string(a->items.size()) + ", \"items\": [";
+    const size_t shown = all ? a->items.size() : std::min<size_t>(a->items.size(), 8);
+    for (size_t i = 0; i < shown; ++i) {
+      if (i) out += ", ";
+      append_value_json(out, a->items[i], all);
+    }
+    out += "]}";
+  } else if (auto b = v.as_bool()) {
+    out += *b ? "true" : "false";
+  } else if (v.is_integer()) {
+    auto i = v.as_int();
+    out += i ? std::to_string(*i) : std::to_string(*v.as_uint());
+  } else if (auto f = v.as_float(); f && std::isfinite(*f)) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.9g", *f);
+    out += buf;
+  } else {
+    out += "null";
+  }
+}
+
+// `inspect --json` up to the model: the file, its metadata in file order,
+// its tensors and their totals.
+std::string inspect_file_json(const GgufFile& f, bool all) {
+  std::string out = "{\"file\": ";
+  api::append_json_string(out, f.path());
+  out += ", \"version\": " + std::to_string(f.version()) + ", \"alignment\": " + std::to_string(f.alignment()) +
+         ", \"file_size\": " + std::to_string(f.file_size()) + ", \"metadata\": {";
+  for (size_t i = 0; i < f.metadata().size(); ++i) {
+    const auto& [key, value] = f.metadata()[i];
+    out += i ? ", " : "";
+    api::append_json_string(out, key);
+    out += ": ";
+    append_value_json(out, value, all);
+  }
+  out += "}, \"tensors\": [";
+  int64_t n_params = 0;
+  uint64_t n_bytes = 0;
+  for (size_t i = 0; i < f.tensors().size(); ++i) {
+    const GgufTensor& t = f.tensors()[i];
+    out += i ? ",\n  {\"name\": " : "\n  {\"name\": ";
+    api::append_json_string(out, t.name);
+    out += ", \"type\": ";
+    api::append_json_string(out, ggml_type_name(t.type));
+    out += ", \"shape\": [";
+    for (int d = 0; d < t.n_dims; ++d) out += (d ? ", " : "") + std::to_string(t.ne[d]);
+    out += "], \"offset\": " + std::to_string(t.offset) + ", \"n_bytes\": " + std::to_string(t.n_bytes) + "}";
+    n_params += t.n_elements();
+    n_bytes += t.n_bytes;
+  }
+  char totals[160];
+  std::snprintf(totals, sizeof totals, "], \"n_params\": %" PRId64 ", \"tensor_bytes\": %" PRIu64 ", \"bits_per_weight\": %.3f",
+                n_params, n_bytes, n_params ? 8.0 * static_cast<double>(n_bytes) / static_cast<double>(n_params) : 0.0);
+  return out + totals;
+}
+
+// Sliding-window layers (gemma3, phi3, gpt-oss): how many, their window and
+// rope base (the last local layer's), for inspect's two outputs.
+struct SlidingLayers {
+  int64_t n_local = 0, window = 0;
+  float rope_base = 0;
+};
+SlidingLayers sliding_layers(const ModelConfig& c) {
+  SlidingLayers s{.rope_base = c.rope_freq_base};
+  for (const LayerConfig& l : c.layers) {
+    if (l.sliding_window == 0) continue;
+    ++s.n_local, s.window = l.sliding_window, s.rope_base = c.ropes[l.rope].freq_base;
+  }
+  return s;
+}
+
+// `inspect --json`'s "model" member: what the text output's model lines say.
+std::string inspect_model_json(const Model& m) {
+  const ModelConfig& c = m.config;
+  std::string out = "\"model\": {\"arch\": ";
+  api::append_json_string(out, c.arch_name);
+  char buf[512];
+  std::snprintf(buf, sizeof buf,
+                ", \"n_layer\": %" PRId64 ", \"n_embd\": %" PRId64 ", \"n_head\": %" PRId64 ", \"n_head_kv\": %" PRId64
+                ", \"head_dim\": %" PRId64 ", \"n_ff\": %" PRId64 ", \"n_vocab\": %" PRId64 ", \"n_ctx_train\": %" PRId64
+                ", \"rope_freq_base\": %.9g, \"tied_output\": %s, \"rope_freqs\": %s",
+                c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_ff, c.n_vocab, c.n_ctx_train,
+                static_cast<double>(c.rope_freq_base), c.tied_output ? "true" : "false", m.rope_freqs ? "true" : "false");
+  out += buf;
+  if (const SlidingLayers sw = sliding_layers(c); sw.n_local > 0) {
+    std::snprintf(buf, sizeof buf,
+                  ", \"sliding_window\": {\"window\": %" PRId64 ", \"n_layers\": %" PRId64 ", \"rope_freq_base\": %.9g}",
+                  sw.window, sw.n_local, static_cast<double>(sw.rope_base));
+    out += buf;
+  } else {
+    out += ", \"sliding_window\": null";
+  }
+  if (m.rope_factors_long) {
+    std::snprintf(buf, sizeof buf, ", \"long_rope\": {\"original_context\": %" PRId64 ", \"attn_factor\": %.9g}",
+                  c.rope_orig_ctx, static_cast<double>(c.rope_attn_factor));
+    out += buf;
+  } else {
+    out += ", \"long_rope\": null";
+  }
+  return out + "}";
 }
 
 // The --ids list sizes everything `logits` allocates: an F32 KV cache of
@@ -337,13 +454,32 @@ int cmd_generate(int argc, char** argv, int first) {
 
 int cmd_inspect(int argc, char** argv, int first) {
   int code = 0;
-  auto args = parse_command(argc, argv, first, "inspect", "--model PATH [--json]",
-                            {{"model", true, "GGUF model file"}, {"all", false, "print long arrays in full"}}, &code);
+  auto args = parse_command(argc, argv, first, "inspect", "--model PATH [--all] [--json]",
+                            {{"model", true, "GGUF model file"},
+                             {"all", false, "print long arrays and strings in full"},
+                             {"json", false,
+                              "print one JSON object: file, version, alignment, file_size, metadata (arrays as "
+                              "{type, count, items}), tensors, n_params, tensor_bytes, bits_per_weight and model "
+                              "(or model_error when it does not load)"}},
+                            &code);
   if (!args) return code;
   if (!args->has("model")) return report_error("inspect", invalid_argument("--model is required"));
   auto file = GgufFile::open(*args->get("model"));
   if (!file.ok()) return report_error("inspect", file.status());
   const GgufFile& f = **file;
+  if (args->has("json")) {
+    std::string out = inspect_file_json(f, args->has("all"));
+    auto model = load_model(std::move(file).value());
+    if (model.ok()) {
+      out += ",\n" + inspect_model_json(**model) + "}\n";
+    } else {
+      out += ",\n\"model\": null, \"model_error\": ";
+      api::append_json_string(out, model.status().to_string());
+      out += "}\n";
+    }
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    return model.ok() ? kExitOk : kExitRuntime;
+  }
   std::printf("file: %s\nGGUF version %u, alignment %" PRIu64 ", %zu metadata keys, %zu tensors, %" PRIu64 " bytes\n",
               f.path().c_str(), f.version(), f.alignment(), f.metadata().size(), f.tensors().size(), f.file_size());
   if (auto desc = f.get_string("general.description"); desc.ok()) std::printf("description: %s\n", desc->c_str());
@@ -375,16 +511,9 @@ int cmd_inspect(int argc, char** argv, int first) {
               c.arch_name.c_str(), c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_ff, c.n_vocab,
               c.n_ctx_train, c.rope_freq_base, c.tied_output ? ", tied output" : "",
               (*model)->rope_freqs ? ", rope_freqs" : "");
-  // Sliding-window layers (gemma3, phi3): how many, their window and rope base.
-  int64_t n_local = 0, window = 0;
-  float local_base = c.rope_freq_base;
-  for (const LayerConfig& l : c.layers) {
-    if (l.sliding_window == 0) continue;
-    ++n_local, window = l.sliding_window, local_base = c.ropes[l.rope].freq_base;
-  }
-  if (n_local > 0) {
+  if (const SlidingLayers sw = sliding_layers(c); sw.n_local > 0) {
     std::printf("sliding window: %" PRId64 " positions on %" PRId64 " of %" PRId64 " layers (rope base %g there)\n",
-                window, n_local, c.n_layer, local_base);
+                sw.window, sw.n_local, c.n_layer, static_cast<double>(sw.rope_base));
   }
   if ((*model)->rope_factors_long) {
     std::printf("LongRoPE: long factors past %" PRId64 " tokens of context, attention factor %g\n", c.rope_orig_ctx,

@@ -1,5 +1,6 @@
 #include "cli/draft_setup.h"
 
+#include "cli/args.h"  // parse_bool_word
 #include "cli/model_loading.h"
 #include "engine/draft_model.h"  // check_draft_vocabulary
 
@@ -10,10 +11,9 @@ Result<std::string> resolve_spec_method(const std::string& value, const std::str
                                         bool config_sources) {
   const bool has_draft = !draft_path.empty();
   std::string method = value.empty() ? (has_draft ? "draft" : "off") : value;
-  // The boolean forms (TOML speculative = true, ZEROLAYER_SPECULATIVE=1): on is the method the
-  // draft model setting implies.
-  if (method == "true" || method == "1" || method == "yes") method = has_draft ? "draft" : "ngram";
-  if (method == "false" || method == "0" || method == "no") method = "off";
+  // The boolean forms (TOML speculative = true, ZEROLAYER_SPECULATIVE=false), exactly the words
+  // the message lists: on is the method the draft model setting implies.
+  if (const std::optional<bool> on = parse_bool_word(method)) method = !*on ? "off" : has_draft ? "draft" : "ngram";
   if (method != "off" && method != "ngram" && method != "draft") {
     return invalid_argument(speculative_given + ": speculative must be off, ngram, draft, true or false, got '" +
                             value + "'");

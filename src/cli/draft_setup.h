@@ -24,7 +24,7 @@
 
 namespace zl::cli {
 
-// The method of `value` (off|ngram|draft, or true/false/1/0/yes/no; empty: not given) with or
+// The method of `value` (off|ngram|draft, or true|false; empty: not given) with or
 // without a draft model (`draft_path` empty: none): "off", "ngram" or "draft" as the table above
 // says. InvalidArgument naming the settings as the user gave them otherwise (`speculative_given`:
 // "--speculative ngram", "ZEROLAYER_SPECULATIVE=ngram", "speculative = ngram in x.toml";

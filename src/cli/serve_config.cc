@@ -9,6 +9,7 @@
 #include <sstream>
 #include <unistd.h>  // gethostname
 
+#include "cli/args.h"            // parse_bool_word
 #include "cli/draft_setup.h"     // resolve_spec_method
 #include "engine/request.h"     // kMaxSpecDraft
 #include "kernels/attention.h"  // parse_kv_type
@@ -156,17 +157,14 @@ Status parse_seconds(const Sources& src, const std::string& name, double min, do
   return {};
 }
 
+// true or false, the words the message names (as speculative's boolean forms).
 Status parse_bool(const Sources& src, const std::string& name, bool* out) {
   auto it = src.values.find(name);
   if (it == src.values.end()) return {};
   const std::string& v = it->second;
-  if (v == "true" || v == "1" || v == "yes") {
-    *out = true;
-  } else if (v == "false" || v == "0" || v == "no") {
-    *out = false;
-  } else {
-    return invalid_argument(src.origin.at(name) + ": " + name + " must be true or false, got '" + v + "'");
-  }
+  const std::optional<bool> b = parse_bool_word(v);
+  if (!b) return invalid_argument(src.origin.at(name) + ": " + name + " must be true or false, got '" + v + "'");
+  *out = *b;
   return {};
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/log.h"
+#include "format/gguf.h"  // gguf_quoted
 
 namespace zl {
 
@@ -12,7 +13,8 @@ Status check_draft_vocabulary(const Vocab& target, int64_t target_n_vocab, const
                               int64_t draft_n_vocab) {
   const std::string what = "the draft model's vocabulary differs from the model's: ";
   if (draft.kind() != target.kind() || draft.model_name() != target.model_name()) {
-    return invalid_argument(what + "tokenizer '" + draft.model_name() + "' against '" + target.model_name() + "'");
+    return invalid_argument(what + "tokenizer " + gguf_quoted(draft.model_name()) + " against " +
+                            gguf_quoted(target.model_name()));
   }
   if (draft.n_tokens() != target.n_tokens() || draft_n_vocab != target_n_vocab) {
     return invalid_argument(what + std::to_string(draft.n_tokens()) + " tokens (" + std::to_string(draft_n_vocab) +
@@ -21,8 +23,8 @@ Status check_draft_vocabulary(const Vocab& target, int64_t target_n_vocab, const
   }
   for (int32_t id = 0; id < target.n_tokens(); ++id) {
     if (draft.text(id) != target.text(id)) {
-      return invalid_argument(what + "token " + std::to_string(id) + " is '" + draft.text(id) + "' against '" +
-                              target.text(id) + "'");
+      return invalid_argument(what + "token " + std::to_string(id) + " is " + gguf_quoted(draft.text(id)) +
+                              " against " + gguf_quoted(target.text(id)));
     }
   }
   if (draft.bos() != target.bos() || draft.eos() != target.eos() || draft.eot() != target.eot()) {

@@ -5,7 +5,7 @@
 // reservation), metadata (keys, value types, string and array sizes, bools,
 // nesting), `general.alignment`, tensor infos (name, dims, type, block
 // geometry, offset alignment), and finally the placement of each tensor's
-// data inside the file and the absence of overlaps. Every error is a
+// data inside the file, back to back in info order. Every error is a
 // kCorruptFile (kUnsupported for GGUF v1 and big-endian files) whose message
 // names the key, tensor, offset or count at fault.
 #include "format/gguf.h"
@@ -106,6 +106,24 @@ std::string_view gguf_value_type_name(GgufValueType t) {
       return "float64";
   }
   return "unknown";
+}
+
+std::string gguf_quoted(std::string_view s) {
+  constexpr size_t kMaxShown = 100;
+  std::string out = "'";
+  for (size_t i = 0; i < s.size() && i < kMaxShown; ++i) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+      out += buf;
+    }
+  }
+  if (s.size() > kMaxShown) out += "...";
+  out += "'";
+  return out;
 }
 
 GgufValue GgufValue::scalar(GgufValueType t, int64_t v) {
@@ -469,12 +487,19 @@ Status GgufParser::parse_tensor_info(uint64_t index, uint64_t n_tensors) {
   return {};
 }
 
-// Places each tensor in the data section and rejects data outside the file
-// and overlapping tensors. The file may end right after the last tensor.
+// Places each tensor in the data section. As llama.cpp's reader requires, the
+// tensors lie back to back in the order of their infos: each starts at the
+// running offset, the previous tensor's offset + size aligned up to
+// general.alignment (0 for the first). A gap (a tensor whose declared type
+// is smaller than the bytes it was written with, say) or an overlap is an
+// error naming the tensor, as is data past the end of the file. The file may
+// end right after the last tensor.
 Status GgufParser::place_tensors() {
   const uint64_t header_end = r_.pos();  // <= file size < 2^63
   f_->data_offset_ = align_up(header_end, f_->alignment_);
   const uint64_t size = f_->size_;
+  uint64_t expected = 0;  // the running offset, relative to the data section
+  const GgufTensor* prev = nullptr;
   for (GgufTensor& t : f_->tensors_) {
     uint64_t begin = 0;
     uint64_t end = 0;
@@ -487,27 +512,19 @@ Status GgufParser::place_tensors() {
       return corrupt_file(cat("tensor ", quoted(t.name), ": data ", range(begin, end),
                               " lies past the end of the file (size ", size, ")"));
     }
+    if (t.offset != expected) {
+      const std::string after =
+          prev == nullptr ? std::string("the start of the data section")
+                          : cat("the end of ", quoted(prev->name), " ",
+                                range(prev->offset, prev->offset + prev->n_bytes), " aligned to ",
+                                f_->alignment_);
+      return corrupt_file(cat("tensor ", quoted(t.name), " has offset ", t.offset, ", expected ",
+                              expected, " (", after, ")"));
+    }
     t.data = f_->base_ + begin;
-  }
-  // Sort by start; a tensor overlaps if it starts before the furthest end so far.
-  std::vector<const GgufTensor*> order;
-  order.reserve(f_->tensors_.size());
-  for (const GgufTensor& t : f_->tensors_) {
-    if (t.n_bytes > 0) order.push_back(&t);
-  }
-  std::stable_sort(order.begin(), order.end(),
-                   [](const GgufTensor* a, const GgufTensor* b) { return a->offset < b->offset; });
-  const GgufTensor* furthest = nullptr;
-  for (const GgufTensor* t : order) {
-    if (furthest != nullptr && t->offset < furthest->offset + furthest->n_bytes) {
-      return corrupt_file(cat(
-          "tensors ", quoted(furthest->name), " ",
-          range(furthest->offset, furthest->offset + furthest->n_bytes), " and ", quoted(t->name),
-          " ", range(t->offset, t->offset + t->n_bytes), " overlap in the data section"));
-    }
-    if (furthest == nullptr || t->offset + t->n_bytes > furthest->offset + furthest->n_bytes) {
-      furthest = t;
-    }
+    // No overflow: the tensor ends inside the file (< 2^63).
+    expected = align_up(t.offset + t.n_bytes, f_->alignment_);
+    prev = &t;
   }
   return {};
 }

@@ -10,7 +10,9 @@
 //   magic "GGUF", u32 version, u64 n_tensors, u64 n_kv,
 //   n_kv × { string key, u32 value_type, value },
 //   n_tensors × { string name, u32 n_dims, u64 ne[n_dims], u32 ggml_type, u64 offset },
-//   padding to `general.alignment` (default 32), tensor data section.
+//   padding to `general.alignment` (default 32), tensor data section: the
+//   tensors back to back in info order, each at the previous one's end
+//   aligned up to `general.alignment` (offsets are relative to the section).
 //   string = u64 length + bytes (no NUL); array = u32 elem_type, u64 count, elems.
 #pragma once
 
@@ -46,6 +48,14 @@ enum class GgufValueType : uint32_t {
 };
 
 std::string_view gguf_value_type_name(GgufValueType t);
+
+// `s` in quotes for a message: 'text', every byte outside printable ASCII
+// (NUL, control bytes, ESC, UTF-8 sequences), the backslash and the quote as
+// \xNN, cut after 100 bytes ("..."). Every message that quotes a string read
+// from a GGUF file (a key, a tensor name, the architecture, the tokenizer
+// model, a token) goes through it: a file cannot put control bytes on a
+// terminal or cut a message short with a NUL.
+std::string gguf_quoted(std::string_view s);
 
 class GgufValue;
 struct GgufArray {

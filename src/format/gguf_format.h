@@ -44,23 +44,9 @@ inline std::string cat(const Args&... args) {
   return s;
 }
 
-// 'name' for messages: non-printable bytes as \xNN, long names cut short.
+// 'name' for messages (gguf_quoted, gguf.h).
 inline std::string quoted(std::string_view s) {
-  constexpr size_t kMaxShown = 100;
-  std::string out = "'";
-  for (size_t i = 0; i < s.size() && i < kMaxShown; ++i) {
-    auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
-      out += buf;
-    }
-  }
-  if (s.size() > kMaxShown) out += "...";
-  out += "'";
-  return out;
+  return gguf_quoted(s);
 }
 
 inline std::string range(uint64_t begin, uint64_t end) {

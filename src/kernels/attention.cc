@@ -34,10 +34,8 @@ namespace {
 
 // The SIMD attention kernel for this shape: 2 = AVX-512, 1 = AVX2, 0 = none.
 int simd_path(const AttentionShape& s) {
-  if (s.head_dim > kMaxHeadDim) return 0;
-  if (active_isa() == KernelIsa::kAvx512 && s.head_dim % 16 == 0) return 2;
-  if (active_isa() != KernelIsa::kScalar && s.head_dim % 8 == 0) return 1;
-  return 0;
+  if (!attention_simd_head_dim(s.head_dim) || active_isa() == KernelIsa::kScalar) return 0;
+  return active_isa() == KernelIsa::kAvx512 && s.head_dim % 16 == 0 ? 2 : 1;
 }
 
 // Row of position p, kv head h, as floats into dst.

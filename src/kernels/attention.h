@@ -54,6 +54,16 @@ inline int64_t attention_first_position(const AttentionShape& s, int64_t n_kv) {
 
 inline constexpr int64_t kMaxHeadDim = 256;
 
+// Whether the SIMD attention kernels take heads of head_dim at all: a
+// multiple of 8 (the AVX2 width; AVX-512 wants 16 and otherwise falls back
+// to AVX2) up to kMaxHeadDim. The head sizes that attention sinks (gpt-oss),
+// which only those kernels compute, can run with; the active ISA decides
+// the rest (attention_range_supported). make-model refuses other sizes for
+// gpt-oss shapes by this same rule.
+constexpr bool attention_simd_head_dim(int64_t head_dim) {
+  return head_dim > 0 && head_dim <= kMaxHeadDim && head_dim % 8 == 0;
+}
+
 // q: [n_head * head_dim]; out: [n_head * head_dim]. Computes the query heads
 // of kv heads [kv_h0, kv_h1) only (callers split heads over threads); the
 // overload without a range does all of them. n_kv >= 1.

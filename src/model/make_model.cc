@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/memory.h"
+#include "kernels/attention.h"  // attention_simd_head_dim
 #include "kernels/quant.h"
 #include "format/gguf.h"
 #include "model/model.h"  // load_model: the written file must load
@@ -138,7 +139,7 @@ Status check_writer_memory(const ModelShape& s, const MakeModelOptions& opts, in
 // The shape rules the loader (model.cc) applies, checked before anything is
 // written, each with the flags to change. Row lengths that are not a
 // multiple of the type's block need no check: matrix_type falls back.
-Status check_shape(const ModelShape& s, bool moe) {
+Status check_shape(const ModelShape& s, bool moe, bool gpt_oss) {
   const struct {
     const char* flag;
     int64_t v;
@@ -159,6 +160,13 @@ Status check_shape(const ModelShape& s, bool moe) {
   if (s.n_head % s.n_head_kv != 0) {
     return invalid_argument("--n-head " + std::to_string(s.n_head) + " is not a multiple of --n-head-kv " +
                             std::to_string(s.n_head_kv));
+  }
+  // gpt-oss's attention sinks: only the SIMD kernels compute them
+  // (ModelRunner::check_kernels refuses the model otherwise).
+  if (gpt_oss && !attention_simd_head_dim(head_dim)) {
+    return invalid_argument("gpt-oss's attention sinks need a head dimension that is a multiple of 8 up to " +
+                            std::to_string(kMaxHeadDim) + ", not " + std::to_string(head_dim) +
+                            " (--n-embd / --n-head, or --head-dim)");
   }
   if (moe) {
     if (s.n_expert <= 0 || s.n_ff_exp <= 0 || s.n_expert_used <= 0) {
@@ -291,7 +299,7 @@ Status make_model(const MakeModelOptions& opts, ThreadPool* pool,
   const bool gemma3 = s.arch == "gemma3", phi3 = s.arch == "phi3";
   auto traits = ggml_type_traits(static_cast<uint32_t>(opts.type));
   if (!traits || !traits->supported) return invalid_argument("unsupported tensor type " + ggml_type_name(opts.type) + " (supported: " + supported_ggml_type_names() + ")");
-  RETURN_IF_ERROR(check_shape(s, moe));
+  RETURN_IF_ERROR(check_shape(s, moe, gpt_oss));
   ASSIGN_OR_RETURN(auto vocab, GgufFile::open(opts.vocab_path));
   const GgufArray* tokens = vocab->get_array("tokenizer.ggml.tokens");
   if (!tokens || tokens->items.empty()) {

@@ -13,7 +13,7 @@ const float* f32_data(const GgufTensor* t) { return reinterpret_cast<const float
 
 Result<int64_t> required_int(const GgufFile& f, const std::string& key) {
   ASSIGN_OR_RETURN(int64_t v, f.get_int(key));
-  if (v <= 0 || v > kMaxDim) return corrupt_file("'" + key + "' = " + std::to_string(v) + " is out of range");
+  if (v <= 0 || v > kMaxDim) return corrupt_file(gguf_quoted(key) + " = " + std::to_string(v) + " is out of range");
   return v;
 }
 
@@ -30,11 +30,15 @@ Result<int64_t> optional_window(const GgufFile& f, const std::string& key) {
   return required_int(f, key);
 }
 
+Result<float> required_float(const GgufFile& f, const std::string& key) {
+  ASSIGN_OR_RETURN(double v, f.get_float(key));
+  if (!std::isfinite(v)) return corrupt_file(gguf_quoted(key) + " is not finite");
+  return static_cast<float>(v);
+}
+
 Result<float> optional_float(const GgufFile& f, const std::string& key, float def) {
   if (!f.find(key)) return def;
-  ASSIGN_OR_RETURN(double v, f.get_float(key));
-  if (!std::isfinite(v)) return corrupt_file("'" + key + "' is not finite");
-  return static_cast<float>(v);
+  return required_float(f, key);
 }
 
 // Binds a tensor and checks its shape (ne[0], ne[1]; ne1 = 1 for vectors) and type.
@@ -43,22 +47,22 @@ Result<const GgufTensor*> bind_tensor(const GgufFile& f, const std::string& name
   const GgufTensor* t = f.find_tensor(name);
   if (!t) {
     if (!required) return static_cast<const GgufTensor*>(nullptr);
-    return corrupt_file("missing tensor '" + name + "'");
+    return corrupt_file("missing tensor " + gguf_quoted(name));
   }
   const bool is_vector = ne1 == 1;
   if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != 1 || t->ne[3] != 1) {
-    return corrupt_file("tensor '" + name + "' has shape [" + std::to_string(t->ne[0]) + ", " +
+    return corrupt_file("tensor " + gguf_quoted(name) + " has shape [" + std::to_string(t->ne[0]) + ", " +
                         std::to_string(t->ne[1]) + ", " + std::to_string(t->ne[2]) + ", " +
                         std::to_string(t->ne[3]) + "], expected [" + std::to_string(ne0) + ", " +
                         std::to_string(ne1) + "]");
   }
   auto traits = ggml_type_traits(static_cast<uint32_t>(t->type));
   if (!traits || !traits->supported) {
-    return unsupported("tensor '" + name + "' has type " + ggml_type_name(t->type) +
+    return unsupported("tensor " + gguf_quoted(name) + " has type " + ggml_type_name(t->type) +
                        ", which zerolayer does not support (supported: " + supported_ggml_type_names() + ")");
   }
   if (is_vector && t->type != GgmlType::kF32) {
-    return unsupported("tensor '" + name + "' is " + ggml_type_name(t->type) + "; 1-D tensors must be F32");
+    return unsupported("tensor " + gguf_quoted(name) + " is " + ggml_type_name(t->type) + "; 1-D tensors must be F32");
   }
   return t;
 }
@@ -67,16 +71,16 @@ Result<const GgufTensor*> bind_tensor(const GgufFile& f, const std::string& name
 Result<const GgufTensor*> bind_experts(const GgufFile& f, const std::string& name, int64_t ne0, int64_t ne1,
                                        int64_t n_expert) {
   const GgufTensor* t = f.find_tensor(name);
-  if (!t) return corrupt_file("missing tensor '" + name + "'");
+  if (!t) return corrupt_file("missing tensor " + gguf_quoted(name));
   if (t->ne[0] != ne0 || t->ne[1] != ne1 || t->ne[2] != n_expert || t->ne[3] != 1) {
-    return corrupt_file("tensor '" + name + "' has shape [" + std::to_string(t->ne[0]) + ", " +
+    return corrupt_file("tensor " + gguf_quoted(name) + " has shape [" + std::to_string(t->ne[0]) + ", " +
                         std::to_string(t->ne[1]) + ", " + std::to_string(t->ne[2]) + ", " +
                         std::to_string(t->ne[3]) + "], expected [" + std::to_string(ne0) + ", " +
                         std::to_string(ne1) + ", " + std::to_string(n_expert) + "]");
   }
   auto traits = ggml_type_traits(static_cast<uint32_t>(t->type));
   if (!traits || !traits->supported) {
-    return unsupported("tensor '" + name + "' has type " + ggml_type_name(t->type) +
+    return unsupported("tensor " + gguf_quoted(name) + " has type " + ggml_type_name(t->type) +
                        ", which zerolayer does not support (supported: " + supported_ggml_type_names() + ")");
   }
   return t;
@@ -104,12 +108,12 @@ Result<std::vector<bool>> sliding_layers(const GgufFile& f, const std::string& k
   std::vector<bool> local(n_layer);
   if (const GgufArray* arr = f.get_array(key)) {
     if (static_cast<int64_t>(arr->items.size()) != n_layer) {
-      return corrupt_file("'" + key + "' has " + std::to_string(arr->items.size()) + " entries for " +
+      return corrupt_file(gguf_quoted(key) + " has " + std::to_string(arr->items.size()) + " entries for " +
                           std::to_string(n_layer) + " layers");
     }
     for (int64_t i = 0; i < n_layer; ++i) {
       auto v = arr->items[i].as_int();
-      if (!v) return corrupt_file("'" + key + "' must hold booleans or integers");
+      if (!v) return corrupt_file(gguf_quoted(key) + " must hold booleans or integers");
       local[i] = *v != 0;
     }
     return local;
@@ -219,7 +223,8 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
     if (c.arch_name == i.name) info = &i;
   }
   if (!info) {
-    return unsupported("architecture '" + c.arch_name + "' is not supported (supported: " + supported_arch_names() + ")");
+    return unsupported("architecture " + gguf_quoted(c.arch_name) + " is not supported (supported: " +
+                       supported_arch_names() + ")");
   }
   c.arch = info->arch;
   c.rope_type = info->rope_type;
@@ -230,7 +235,9 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
   ASSIGN_OR_RETURN(c.n_ff, required_int(f, a + "feed_forward_length"));
   ASSIGN_OR_RETURN(c.n_head, required_int(f, a + "attention.head_count"));
   ASSIGN_OR_RETURN(c.n_head_kv, optional_int(f, a + "attention.head_count_kv", c.n_head));
-  ASSIGN_OR_RETURN(c.n_ctx_train, optional_int(f, a + "context_length", 2048));
+  // Required, as llama.cpp requires them: a guessed training context or
+  // norm epsilon would run the model wrong without a word.
+  ASSIGN_OR_RETURN(c.n_ctx_train, required_int(f, a + "context_length"));
   if (c.n_embd % c.n_head != 0 && !f.find(a + "attention.key_length")) {
     return corrupt_file("embedding_length " + std::to_string(c.n_embd) + " is not a multiple of head_count " +
                         std::to_string(c.n_head));
@@ -248,8 +255,9 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
                         std::to_string(c.head_dim));
   }
   if (c.head_dim % 2 != 0) return corrupt_file("head_dim must be even");
-  ASSIGN_OR_RETURN(c.rms_eps, optional_float(f, a + "attention.layer_norm_rms_epsilon",
-                                             c.arch == Arch::kGemma3 ? 1e-6f : 1e-5f));
+  // Every supported architecture normalizes with RMSNorm (none reads
+  // attention.layer_norm_epsilon).
+  ASSIGN_OR_RETURN(c.rms_eps, required_float(f, a + "attention.layer_norm_rms_epsilon"));
   ASSIGN_OR_RETURN(c.rope_freq_base, optional_float(f, a + "rope.freq_base", 10000.0f));
   if (!(c.rms_eps > 0) || !(c.rope_freq_base > 0)) return corrupt_file("rms epsilon and rope.freq_base must be positive");
   if (auto type = f.get_string(a + "rope.scaling.type"); type.ok() && *type == "linear") {
@@ -270,7 +278,7 @@ Result<ModelConfig> read_model_config(const GgufFile& f) {
     }
   } else if (type.ok() && *type != "none" && *type != "llama3" &&
              !(c.arch == Arch::kPhi3 && (*type == "longrope" || *type == "su"))) {
-    return unsupported("rope scaling type '" + *type + "' is not supported");
+    return unsupported("rope scaling type " + gguf_quoted(*type) + " is not supported");
   }
   // Vocabulary size: the token embedding is the source of truth.
   const GgufTensor* emb = f.find_tensor("token_embd.weight");
@@ -371,7 +379,7 @@ Result<std::unique_ptr<Model>> load_model(std::unique_ptr<GgufFile> file) {
         ASSIGN_OR_RETURN(l.ffn_up_exps_b, bind_tensor(f, p + "ffn_up_exps.bias", c.n_ff_exp, c.n_expert));
         ASSIGN_OR_RETURN(l.ffn_down_exps_b, bind_tensor(f, p + "ffn_down_exps.bias", c.n_embd, c.n_expert));
         for (const GgufTensor* b : {l.ffn_gate_exps_b, l.ffn_up_exps_b, l.ffn_down_exps_b}) {
-          if (b->type != GgmlType::kF32) return unsupported("tensor '" + b->name + "' must be F32");
+          if (b->type != GgmlType::kF32) return unsupported("tensor " + gguf_quoted(b->name) + " must be F32");
         }
       }
       continue;

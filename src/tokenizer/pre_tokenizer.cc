@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "core/utf8.h"
+#include "format/gguf.h"  // gguf_quoted
 #include "tokenizer/unicode.h"
 
 namespace zl {
@@ -381,7 +382,7 @@ Result<PreTokenizerKind> pre_tokenizer_from_name(std::string_view name) {
   for (const Entry& e : kNames) {
     if (e.name == name) return e.kind;
   }
-  return unsupported("BPE pre-tokenizer '" + std::string(name) + "'");
+  return unsupported("BPE pre-tokenizer " + gguf_quoted(name));  // tokenizer.ggml.pre
 }
 
 const char* pre_tokenizer_name(PreTokenizerKind kind) {

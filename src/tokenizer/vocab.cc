@@ -87,7 +87,7 @@ Result<Vocab> Vocab::from_gguf(const GgufFile& file) {
   } else if (v.model_ == "gpt2") {
     v.kind_ = VocabKind::kBpe;
   } else {
-    return unsupported("tokenizer model '" + v.model_ + "' (supported: llama, gpt2)");
+    return unsupported("tokenizer model " + gguf_quoted(v.model_) + " (supported: llama, gpt2)");
   }
   if (auto pre = file.get_string("tokenizer.ggml.pre"); pre.ok() && !pre->empty()) v.pre_ = *pre;
   if (auto name = file.get_string("general.name"); name.ok()) {

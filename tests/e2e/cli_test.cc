@@ -4,13 +4,18 @@
 // never std::bad_alloc (exit 134) or the OOM killer.
 #include <gtest/gtest.h>
 
+#include <boost/json.hpp>
+#include <cstdio>
 #include <fstream>
 #include <string>
 
+#include "support/json_object.h"
 #include "support/process.h"
 
 namespace zl::test {
 namespace {
+
+namespace json = boost::json;
 
 // Runs `cmd` with stderr folded into the output; stdin from /dev/null.
 CommandResult run(const std::string& cmd) { return run_command(cmd + " </dev/null 2>&1"); }
@@ -104,16 +109,19 @@ TEST(CliE2e, KvTypeQ8SizesTheCacheAndUnknownTypesAreUsageErrors) {
   }
 }
 
-// bench --depth: 0 is a usage error; past the training context (stories260K: 2048) it warns;
-// the text output's attention label says what it computes.
+// bench --depth: 0 is a usage error, with the same range as every other value outside it
+// (review 23 #3); past the training context (stories260K: 2048) it warns; the text output's
+// attention label says what it computes.
 TEST(CliE2e, BenchDepthBoundsAndWarning) {
   if (!file_exists(stories())) GTEST_SKIP() << "SKIPPED: " << stories() << " is absent (needs ../shared)";
-  CommandResult r = run(bin() + " bench --model " + stories() + " --depth 0");
-  EXPECT_EQ(r.exit_code, 2) << r.out;
-  EXPECT_TRUE(contains(r.out, "--depth must be at least 1")) << r.out;
-  EXPECT_EQ(run(bin() + " bench --model " + stories() + " --depth -1").exit_code, 2);
+  for (const char* depth : {"0", "-1", "1048577", "x"}) {
+    CommandResult r = run(bin() + " bench --model " + stories() + " --depth " + depth);
+    EXPECT_EQ(r.exit_code, 2) << depth << ": " << r.out;
+    EXPECT_TRUE(contains(r.out, std::string("--depth must be an integer in [1, 1048576], got '") + depth + "'"))
+        << depth << ": " << r.out;
+  }
   // One real run (~5 s: the bandwidth probes), one token past the training context.
-  r = run(bin() + " bench --model " + stories() + " --depth 2049 --reps 1 --threads 1");
+  CommandResult r = run(bin() + " bench --model " + stories() + " --depth 2049 --reps 1 --threads 1");
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_TRUE(contains(r.out, "larger than the context the model was trained on")) << r.out;
   EXPECT_TRUE(contains(r.out, "\"depth\":2049,\"n_ctx_train\":2048")) << r.out;
@@ -170,6 +178,75 @@ TEST(CliE2e, GenerateRatesSizingLineAndKvTypeWarning) {
                   " kill $pid; wait $pid; cat " + log + " )");
   EXPECT_TRUE(contains(r.out, "head_dim below 32")) << r.out;
   EXPECT_TRUE(contains(r.out, "\"kv_type\":\"q8_0\",\"kv_bytes_per_token\":340,\"speculative\":\"ngram\"")) << r.out;
+}
+
+// --prompt-ids and --ids: an empty item is the same usage error as any malformed list (review 23 #4).
+TEST(CliE2e, EmptyTokenIdItemsAreUsageErrors) {
+  if (!file_exists(stories())) GTEST_SKIP() << "SKIPPED: " << stories() << " is absent (needs ../shared)";
+  for (const char* ids : {"1,,2", "1,2,", ",1"}) {
+    for (const std::string cmd : {" generate -n 1 --prompt-ids '", " logits --ids '"}) {
+      CommandResult r = run(bin() + cmd + ids + "' --model " + stories());
+      EXPECT_EQ(r.exit_code, 2) << cmd << ids << ": " << r.out;
+      EXPECT_TRUE(contains(r.out, std::string("bad token id list '") + ids + "' (expected e.g. 1,2,3)")) << r.out;
+    }
+  }
+  EXPECT_EQ(run(bin() + " generate -n 1 --temperature 0 --prompt-ids '1, 2' --model " + stories()).exit_code, 0);
+}
+
+// inspect --json, which its help advertises (review 22 #7): the metadata, the tensors and the
+// model's shape as the text output shows them, one JSON object; a model that does not load is
+// model_error and exit 1, as in the text output.
+TEST(CliE2e, InspectJson) {
+  if (!file_exists(stories())) GTEST_SKIP() << "SKIPPED: " << stories() << " is absent (needs ../shared)";
+  CommandResult help = run(bin() + " inspect --help");
+  EXPECT_TRUE(contains(help.out, "--json")) << help.out;
+  const CommandResult r = run_command(bin() + " inspect --json --model " + stories() + " 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const json::object o = parse_obj(r.out);
+  EXPECT_EQ(o.at("file").as_string(), stories());
+  EXPECT_EQ(o.at("version").as_int64(), 3);
+  EXPECT_EQ(o.at("alignment").as_int64(), 32);
+  EXPECT_EQ(o.at("file_size").as_int64(), 1185376);
+  const json::object& meta = o.at("metadata").as_object();
+  EXPECT_EQ(meta.at("general.architecture").as_string(), "llama");
+  EXPECT_EQ(meta.at("llama.block_count").as_int64(), 5);
+  EXPECT_NEAR(meta.at("llama.attention.layer_norm_rms_epsilon").as_double(), 1e-5, 1e-9);
+  const json::object& tokens = meta.at("tokenizer.ggml.tokens").as_object();
+  EXPECT_EQ(tokens.at("type").as_string(), "string");
+  EXPECT_EQ(tokens.at("count").as_int64(), 512);
+  ASSERT_EQ(tokens.at("items").as_array().size(), 8u);  // as the text shows them
+  EXPECT_EQ(tokens.at("items").as_array()[1].as_string(), "<s>");
+  const json::array& tensors = o.at("tensors").as_array();
+  ASSERT_EQ(tensors.size(), 48u);
+  const json::object& embd = tensors[0].as_object();
+  EXPECT_EQ(embd.at("name").as_string(), "token_embd.weight");
+  EXPECT_EQ(embd.at("type").as_string(), "F32");
+  EXPECT_EQ(json::serialize(embd.at("shape")), "[64,512]");
+  EXPECT_EQ(embd.at("offset").as_int64(), 0);
+  EXPECT_EQ(embd.at("n_bytes").as_int64(), 64 * 512 * 4);
+  const json::object& model = o.at("model").as_object();
+  EXPECT_EQ(model.at("arch").as_string(), "llama");
+  EXPECT_EQ(model.at("n_layer").as_int64(), 5);
+  EXPECT_EQ(model.at("head_dim").as_int64(), 8);
+  EXPECT_EQ(model.at("n_vocab").as_int64(), 512);
+  EXPECT_TRUE(model.at("sliding_window").is_null());
+  // --all: every item.
+  const json::object all = parse_obj(run_command(bin() + " inspect --json --all --model " + stories() + " 2>/dev/null").out);
+  EXPECT_EQ(all.at("metadata").as_object().at("tokenizer.ggml.tokens").as_object().at("items").as_array().size(), 512u);
+  // A file that parses but does not load (stories260K relabelled `mamba`).
+  std::string bytes = read_file(stories());
+  const size_t at = bytes.find("general.architecture") + std::string("general.architecture").size() + 4 + 8;
+  ASSERT_EQ(bytes.substr(at, 5), "llama");
+  bytes.replace(at, 5, "mamba");
+  const std::string path = ::testing::TempDir() + "zl_cli_inspect_mamba.gguf";
+  std::ofstream(path, std::ios::binary) << bytes;
+  const CommandResult bad = run_command(bin() + " inspect --json --model " + path + " 2>/dev/null");
+  EXPECT_EQ(bad.exit_code, 1) << bad.out;
+  const json::object b = parse_obj(bad.out);
+  EXPECT_TRUE(b.at("model").is_null());
+  EXPECT_TRUE(contains(std::string(b.at("model_error").as_string()), "architecture 'mamba' is not supported")) << bad.out;
+  EXPECT_EQ(b.at("metadata").as_object().at("general.architecture").as_string(), "mamba");
+  std::remove(path.c_str());
 }
 
 TEST(CliE2e, ImpossibleContextIsAnErrorNamingTheFlag) {

@@ -5,8 +5,12 @@
 // `make-model` into a temp dir, with the committed demo model's tokenizer.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <string>
+#include <vector>
 
+#include "format/gguf.h"
 #include "support/process.h"
 #include "support/temp_files.h"
 
@@ -60,12 +64,35 @@ TEST(LoadChecksE2e, ScalarKernelsRefuseAGptOssModelAtStartupInEveryCommand) {
   EXPECT_EQ(ok.exit_code, 0) << ok.out;
 }
 
+// make-model refuses such a shape (below), so the file comes from rewriting a
+// good one: the same matrices cut into 16 heads of 4 (8 KV heads), and 16 sinks.
 TEST(LoadChecksE2e, AGptOssHeadDimNoSimdKernelTakesIsRefusedAtStartup) {
-  const std::string model = make_gpt_oss("goss512.gguf", "--head-dim 512");
+  auto good = GgufFile::open(make_gpt_oss("goss16.gguf", ""));  // 4 heads of 16, 2 KV heads
+  ASSERT_TRUE(good.ok()) << good.status().to_string();
+  GgufWriter w;
+  for (const auto& [k, v] : (*good)->metadata()) {
+    if (k != "general.alignment") w.set(k, v);
+  }
+  for (const char* key : {"gpt-oss.attention.key_length", "gpt-oss.attention.value_length",
+                          "gpt-oss.rope.dimension_count"}) {
+    w.set(key, GgufValue::u32(4));
+  }
+  w.set("gpt-oss.attention.head_count", GgufValue::u32(16));
+  w.set("gpt-oss.attention.head_count_kv", GgufValue::u32(8));
+  for (const GgufTensor& t : (*good)->tensors()) {
+    std::vector<int64_t> ne(t.ne.begin(), t.ne.begin() + t.n_dims);
+    const uint8_t* data = t.data;
+    const uint64_t n = t.n_bytes;
+    if (t.name.ends_with("attn_sinks.weight")) ne = {16};  // zeros
+    w.add_tensor(t.name, t.type, ne, [=](uint8_t* dst, uint64_t size) { std::memcpy(dst, data, std::min(n, size)); });
+  }
+  const std::string model = temp_path("goss-hd4.gguf");
+  ASSERT_TRUE(w.write(model).ok());
   CommandResult r = run(bin() + " serve --port 0 --threads 1 --model " + model);
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_TRUE(contains(r.out, kSinks)) << r.out;
-  EXPECT_TRUE(contains(r.out, "head_dim 512")) << r.out;
+  EXPECT_TRUE(contains(r.out, "(head_dim 4, kernels ")) << r.out;
+  EXPECT_FALSE(contains(r.out, "serving")) << r.out;
 }
 
 TEST(LoadChecksE2e, MakeModelShapeErrorsNameTheFlags) {
@@ -79,6 +106,16 @@ TEST(LoadChecksE2e, MakeModelShapeErrorsNameTheFlags) {
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_TRUE(contains(r.out, "--n-expert-used 9 exceeds --n-expert 8")) << r.out;
   EXPECT_FALSE(file_exists(out));
+  // gpt-oss heads the attention-sink kernels refuse (review 22 #6): 256 / 64 heads = 4, and 512.
+  for (const std::string flags : {"--shape gpt-oss-20b --n-layer 1 --n-embd 256 --n-ff 512 --n-ff-exp 32 --n-expert 4 "
+                                  "--n-expert-used 2",
+                                  "--shape tiny-moe --arch gpt-oss --n-layer 1 --n-embd 512 --n-head 1 --n-head-kv 1"}) {
+    r = run(bin() + " make-model " + flags + " --type F32 --vocab " + demo_vocab() + " --out " + out);
+    EXPECT_EQ(r.exit_code, 2) << flags << ": " << r.out;
+    EXPECT_TRUE(contains(r.out, "gpt-oss's attention sinks need a head dimension that is a multiple of 8 up to 256"))
+        << r.out;
+    EXPECT_FALSE(file_exists(out)) << flags;
+  }
 }
 
 // generate runs one sequence: the sizing log says so, not a KV-budget

@@ -1,6 +1,7 @@
 // libFuzzer target fuzz_gguf: the GGUF parser (-DZL_FUZZ=ON; scripts/fuzz.sh).
 // Any input must parse or fail with a Status; a parsed file must keep every
-// tensor inside the input and every lookup consistent.
+// tensor inside the input, back to back in info order, and every lookup
+// consistent.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -44,8 +45,11 @@ ZL_FUZZ_TARGET(fuzz_gguf) {
     FUZZ_CHECK(f.find(key) == &value);
     walk(value, &sink);
   }
+  uint64_t expected_offset = 0;  // the previous tensor's end, aligned up
   for (const zl::GgufTensor& t : f.tensors()) {
     FUZZ_CHECK(f.find_tensor(t.name) == &t);
+    FUZZ_CHECK(t.offset == expected_offset);
+    expected_offset = (t.offset + t.n_bytes + f.alignment() - 1) / f.alignment() * f.alignment();
     FUZZ_CHECK(t.data >= bytes.get() && t.data + t.n_bytes <= bytes.get() + size);
     FUZZ_CHECK(t.n_dims >= 1 && t.n_dims <= 4 && t.n_elements() >= 0);
     for (uint64_t i = 0; i < t.n_bytes; ++i) sink += t.data[i];

@@ -10,6 +10,7 @@
 
 #include "cli/args.h"
 #include "cli/serve.h"
+#include "cli/serve_config.h"
 
 namespace zl::cli {
 namespace {
@@ -171,6 +172,38 @@ TEST(ServeCommandLine, ScheduleAndDefaultParallel) {
   ASSERT_TRUE(c) << f.code;
   EXPECT_EQ(c->config.schedule, "latency");
   EXPECT_FALSE(f.parse({"--schedule", "fast"}));
+  EXPECT_EQ(f.code, kExitUsage);
+}
+
+// The boolean settings take the words their message names, true and false, from a flag, the
+// environment or the config file (a TOML boolean), and nothing else: 1, yes, on are refused, as
+// speculative refuses them.
+TEST(ServeCommandLine, BooleanSettingsTakeTrueOrFalseOnly) {
+  const auto env = [](const char*) -> const char* { return nullptr; };
+  auto c = resolve_serve_config({{"ui", "false"}, {"request-log", "false"}, {"metrics-auth", "true"}}, {}, env);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_FALSE(c->ui);
+  EXPECT_FALSE(c->request_log);
+  EXPECT_TRUE(c->metrics_auth);
+  const std::string path = write_toml("cli_serve_bools.toml", "ui = false\nmetrics_auth = true\n");
+  c = resolve_serve_config({{"config", path}}, {}, env);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_FALSE(c->ui);
+  EXPECT_TRUE(c->metrics_auth);
+  for (const char* name : {"ui", "request-log", "metrics-auth"}) {
+    for (const char* bad : {"1", "0", "yes", "no", "on", "TRUE"}) {
+      auto r = resolve_serve_config({{name, bad}}, {}, env);
+      ASSERT_FALSE(r.ok()) << name << " " << bad;
+      EXPECT_EQ(r.status().message(), std::string("--") + name + ": " + name + " must be true or false, got '" + bad + "'");
+    }
+  }
+  c = resolve_serve_config({{"config", write_toml("cli_serve_bool_int.toml", "request_log = 0\n")}}, {}, env);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("request-log must be true or false, got '0'"), std::string::npos)
+      << c.status().message();
+  ServeFixture f;
+  f.env = {{"ZEROLAYER_UI", "no"}};
+  EXPECT_FALSE(f.parse({}));
   EXPECT_EQ(f.code, kExitUsage);
 }
 

@@ -169,6 +169,17 @@ TEST(Args, IdLists) {
   EXPECT_FALSE(cli::parse_id_list("1,x").ok());
   EXPECT_FALSE(cli::parse_id_list("-3").ok());
   EXPECT_FALSE(cli::parse_id_list("99999999999").ok());
+  EXPECT_EQ(*cli::parse_id_list(" [ 6 , 7 ] "), (std::vector<int32_t>{6, 7}));
+  EXPECT_EQ(*cli::parse_id_list("2147483647"), (std::vector<int32_t>{INT32_MAX}));
+  EXPECT_TRUE(cli::parse_id_list("[]")->empty());
+  EXPECT_TRUE(cli::parse_id_list("  ")->empty());
+  // An empty item is as malformed as any other (review 23 #4), and so is a list with no commas.
+  for (const char* bad : {"1,,2", "1,2,", ",1", ",", "[1,]", "[,1]", "1, ,2", "1 2", "[1,2", "1]", "1;2", "+1"}) {
+    auto r = cli::parse_id_list(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().kind(), ErrorKind::kInvalidArgument);
+    EXPECT_EQ(r.status().message(), std::string("bad token id list '") + bad + "' (expected e.g. 1,2,3)");
+  }
 }
 
 }  // namespace

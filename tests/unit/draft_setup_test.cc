@@ -35,13 +35,10 @@ TEST(DraftSetup, MethodTable) {
                                          {"off", "", "off"},
                                          {"off", "d.gguf", "off"},
                                          {"false", "d.gguf", "off"},
-                                         {"0", "", "off"},
-                                         {"no", "d.gguf", "off"},
+                                         {"false", "", "off"},
                                          {"ngram", "", "ngram"},
                                          {"draft", "d.gguf", "draft"},
                                          {"true", "", "ngram"},
-                                         {"1", "", "ngram"},
-                                         {"yes", "d.gguf", "draft"},
                                          {"true", "d.gguf", "draft"}}) {
     auto m = resolve_spec_method(c.value, "--speculative " + c.value, c.draft, "--draft-model " + c.draft);
     ASSERT_TRUE(m.ok()) << c.value << " / " << c.draft << ": " << m.status().to_string();
@@ -57,11 +54,15 @@ TEST(DraftSetup, MethodTable) {
   EXPECT_NE(conflict.status().message().find("ZEROLAYER_SPECULATIVE=ngram conflicts with draft_model = d.gguf in x.toml"),
             std::string::npos)
       << conflict.status().message();
-  for (const char* bad : {"eagle", "Draft", "on", "2"}) {
-    auto m = resolve_spec_method(bad, std::string("--speculative ") + bad, "d.gguf", "--draft-model d.gguf");
-    ASSERT_FALSE(m.ok()) << bad;
-    EXPECT_NE(m.status().message().find("off, ngram, draft"), std::string::npos) << m.status().message();
-    EXPECT_NE(m.status().message().find(std::string("got '") + bad + "'"), std::string::npos) << m.status().message();
+  // Exactly the words the message lists (review 23 #2): no other spelling of a boolean.
+  for (const char* bad : {"eagle", "Draft", "on", "2", "1", "0", "yes", "no", "TRUE", "False"}) {
+    for (const char* draft : {"", "d.gguf"}) {
+      auto m = resolve_spec_method(bad, std::string("--speculative ") + bad, draft, "--draft-model d.gguf");
+      ASSERT_FALSE(m.ok()) << bad;
+      EXPECT_EQ(m.status().kind(), ErrorKind::kInvalidArgument);
+      EXPECT_EQ(m.status().message(), std::string("--speculative ") + bad +
+                                          ": speculative must be off, ngram, draft, true or false, got '" + bad + "'");
+    }
   }
 }
 
@@ -115,6 +116,25 @@ TEST(DraftSetup, ServeSettingsFromFlagEnvAndToml) {
   auto on = resolve_serve_config({{"config", path}}, {}, env.fn());
   ASSERT_TRUE(on.ok()) << on.status().to_string();
   EXPECT_EQ(on->speculative, "draft");
+
+  // A TOML integer or another spelling of a boolean is refused, as from the environment.
+  std::ofstream(path) << "speculative = 1\n";
+  auto one = resolve_serve_config({{"config", path}}, {}, env.fn());
+  ASSERT_FALSE(one.ok());
+  EXPECT_NE(one.status().message().find("speculative = 1 in " + path + ": speculative must be off, ngram, draft, true or "
+                                        "false, got '1'"),
+            std::string::npos)
+      << one.status().message();
+  env.vars["ZEROLAYER_SPECULATIVE"] = "yes";
+  auto yes = resolve_serve_config({}, {}, env.fn());
+  ASSERT_FALSE(yes.ok());
+  EXPECT_NE(yes.status().message().find("ZEROLAYER_SPECULATIVE=yes: speculative must be off"), std::string::npos)
+      << yes.status().message();
+  env.vars["ZEROLAYER_SPECULATIVE"] = "false";
+  auto off = resolve_serve_config({}, {}, env.fn());
+  ASSERT_TRUE(off.ok()) << off.status().to_string();
+  EXPECT_EQ(off->speculative, "off");
+  env.vars.clear();
 
   std::ofstream(path) << "draft_model = \"/m/draft.gguf\"\nspeculative = \"ngram\"\n";
   auto conflict = resolve_serve_config({{"config", path}}, {}, env.fn());

@@ -12,6 +12,8 @@
 #include "engine/draft_model.h"
 #include "core/thread_pool.h"
 #include "engine/engine.h"
+#include "format/gguf.h"
+#include "tokenizer/vocab.h"
 #include "support/engine_fixture.h"
 #include "support/wait.h"
 
@@ -238,6 +240,28 @@ TEST(EngineDraftModel, ADifferentVocabularyIsRefused) {
   EngineConfig c = with_draft(m.target);
   c.draft_tokenizer = nullptr;
   EXPECT_FALSE(Engine::create(*m.target.model, *m.target.tokenizer, c).ok());
+}
+
+// The texts and names from the two files reach the message escaped (review 22 #5).
+TEST(EngineDraftModel, AVocabularyMismatchQuotesTheFilesStringsEscaped) {
+  auto vocab = [](const std::string& model, const std::string& token) {
+    GgufWriter w;
+    w.set("tokenizer.ggml.model", GgufValue::string(model));
+    w.set("tokenizer.ggml.tokens", GgufValue::string_array({"<unk>", "<s>", "</s>", token}));
+    w.set("tokenizer.ggml.merges", GgufValue::string_array({"a b"}));
+    const std::vector<uint8_t> bytes = w.to_bytes();
+    auto f = GgufFile::parse(bytes.data(), bytes.size());
+    EXPECT_TRUE(f.ok()) << f.status().to_string();
+    auto v = Vocab::from_gguf(**f);
+    EXPECT_TRUE(v.ok()) << v.status().to_string();
+    return std::move(v).value();
+  };
+  const Vocab target = vocab("llama", "x");
+  Status st = check_draft_vocabulary(target, 4, vocab("llama", std::string("x") + '\0' + "\x1b[1m"), 4);
+  EXPECT_EQ(st.message(), "the draft model's vocabulary differs from the model's: token 3 is 'x\\x00\\x1b[1m' "
+                          "against 'x'");
+  st = check_draft_vocabulary(target, 4, vocab("gpt2", "x"), 4);
+  EXPECT_EQ(st.message(), "the draft model's vocabulary differs from the model's: tokenizer 'gpt2' against 'llama'");
 }
 
 // The class alone: drafts are a function of the tokens; a freed slot's K/V serves the next

@@ -603,11 +603,11 @@ TEST(GgufCorruptTest, TensorPlacement) {
           },
           1, 100),
       "tensor 'blk.0.attn_q.weight': data [96, 352) lies past the end of the file (size 196)");
+  // Overlaps: a tensor must start where the one before it ends.
   expect_corrupt(
       tensors_file([](Bytes& b) { b.tensor("a", {8}, kGgmlF32, 0).tensor("b", {8}, kGgmlF32, 0); },
                    2, 64),
-      "tensors 'a' [0, 32) and 'b' [0, 32) overlap");
-  // A small tensor inside a large one that is not its neighbour in offset order.
+      "tensor 'b' has offset 0, expected 32 (the end of 'a' [0, 32) aligned to 32)");
   expect_corrupt(tensors_file(
                      [](Bytes& b) {
                        b.tensor("big", {64}, kGgmlF32, 0)
@@ -615,7 +615,7 @@ TEST(GgufCorruptTest, TensorPlacement) {
                            .tensor("y", {4}, kGgmlF32, 128);
                      },
                      3, 256),
-                 "overlap");
+                 "tensor 'x' has offset 64, expected 256");
   expect_corrupt(tensors_file([](Bytes& b) { b.tensor("a", {4}, kGgmlF32, 16); }, 1, 64),
                  "tensor 'a': offset 16 is not a multiple of the alignment 32");
   expect_corrupt(
@@ -627,6 +627,54 @@ TEST(GgufCorruptTest, TensorPlacement) {
       tensors_file([](Bytes& b) { b.tensor("a", {4}, kGgmlF32, 0).tensor("a", {4}, kGgmlF32, 32); },
                    2, 64),
       "duplicate tensor name 'a'");
+}
+
+// Each tensor at the running offset, as llama.cpp's reader requires (review
+// 22 #3): a gap between tensors means some declared size does not match the
+// data written (a tensor re-typed to a smaller type, say), so it is refused,
+// naming the tensor, its offset and the expected one.
+TEST(GgufCorruptTest, TensorsLieBackToBackInInfoOrder) {
+  // A 16-byte tensor is followed at 32: the running offset is aligned up.
+  auto f = parse_ok(tensors_file(
+      [](Bytes& b) { b.tensor("a", {4}, kGgmlF32, 0).tensor("b", {4}, kGgmlF32, 32); }, 2, 48));
+  ASSERT_NE(f, nullptr);
+  // A gap of one alignment unit after 'a'.
+  expect_corrupt(
+      tensors_file([](Bytes& b) { b.tensor("a", {8}, kGgmlF32, 0).tensor("b", {4}, kGgmlF32, 64); },
+                   2, 80),
+      "tensor 'b' has offset 64, expected 32 (the end of 'a' [0, 32) aligned to 32)");
+  // 'a' declared Q4_0 (18 bytes, so 'b' belongs at 32) but spaced as if F32.
+  expect_corrupt(
+      tensors_file(
+          [](Bytes& b) { b.tensor("a", {32}, kGgmlQ4_0, 0).tensor("b", {4}, kGgmlF32, 128); }, 2,
+          144),
+      "tensor 'b' has offset 128, expected 32 (the end of 'a' [0, 18) aligned to 32)");
+  // The first tensor starts the data section.
+  expect_corrupt(tensors_file([](Bytes& b) { b.tensor("a", {4}, kGgmlF32, 32); }, 1, 48),
+                 "tensor 'a' has offset 32, expected 0 (the start of the data section)");
+  // No gap and no overlap, but not in info order.
+  expect_corrupt(
+      tensors_file([](Bytes& b) { b.tensor("a", {8}, kGgmlF32, 32).tensor("b", {8}, kGgmlF32, 0); },
+                   2, 64),
+      "tensor 'a' has offset 32, expected 0");
+  // An empty tensor takes no room: the next one starts at the same offset.
+  f = parse_ok(tensors_file(
+      [](Bytes& b) {
+        b.tensor("w", {4}, kGgmlF32, 0).tensor("empty", {0}, kGgmlF32, 32).tensor("v", {4}, kGgmlF32, 32);
+      },
+      3, 48));
+  ASSERT_NE(f, nullptr);
+  // The file's own alignment rounds the running offset: 80 bytes end at 128 with 64.
+  auto aligned64 = [](uint64_t second) {
+    Bytes b;
+    b.header(2, 1).kv_u32("general.alignment", 64);
+    b.tensor("a", {20}, kGgmlF32, 0).tensor("b", {4}, kGgmlF32, second).pad_to(64).zeros(second + 16);
+    return b.data;
+  };
+  f = parse_ok(aligned64(128));
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->find_tensor("b")->data, f->find_tensor("a")->data + 128);
+  expect_corrupt(aligned64(192), "tensor 'b' has offset 192, expected 128 (the end of 'a' [0, 80) aligned to 64)");
 }
 
 TEST(GgufCorruptTest, TensorShapesAndTypes) {

@@ -13,12 +13,15 @@
 #include "cli/model_loading.h"
 #include "core/memory.h"
 #include "core/thread_pool.h"
+#include "kernels/attention.h"  // attention_simd_head_dim
+#include "kernels/matmul.h"  // active_isa
 #include "kernels/quant.h"
 #include "model/forward.h"
 #include "format/gguf.h"
 #include "model/make_model.h"
 #include "model/model.h"
 #include "model/packed_weights.h"
+#include "model/runner.h"
 #include "support/process.h"
 #include "support/temp_files.h"
 
@@ -257,6 +260,47 @@ TEST(MakeModel, GptOssHasNoQkNormsAndTinyMoeAWindow) {
   EXPECT_EQ((*q)->config.layers[0].sliding_window, 0);
 }
 
+// gpt-oss's attention sinks run on the SIMD attention kernels only: a head
+// dimension they refuse (not a multiple of 8, or above kMaxHeadDim) is a
+// shape error before anything is written, not a file no command can run
+// (review 22 #6). Other architectures keep such heads.
+TEST(MakeModel, GptOssHeadDimTheSinkKernelsRefuseIsAShapeError) {
+  ModelShape s = *model_shape_preset("tiny-moe");
+  s.arch = "gpt-oss";
+  s.n_embd = 64, s.n_head = 4, s.n_head_kv = 2, s.n_ff_exp = 32, s.n_layer = 1;
+  MakeModelOptions o{.shape = s, .type = GgmlType::kF32, .vocab_path = write_vocab(96),
+                     .out_path = temp_path("goss-hd.gguf"), .seed = 1, .name = ""};
+  const struct {
+    int64_t n_embd, n_head, head_dim, want;  // head_dim 0: n_embd / n_head
+  } cases[] = {{16, 4, 0, 4}, {48, 4, 0, 12}, {512, 1, 0, 512}, {64, 4, 264, 264}};
+  for (const auto& c : cases) {
+    std::remove(o.out_path.c_str());
+    o.shape = s;
+    o.shape.n_embd = c.n_embd, o.shape.n_head = c.n_head, o.shape.n_head_kv = 1, o.shape.head_dim = c.head_dim;
+    Status st = make_model(o, nullptr, nullptr);
+    EXPECT_EQ(st.kind(), ErrorKind::kInvalidArgument) << c.want << ": " << st.to_string();
+    EXPECT_EQ(st.message(), "gpt-oss's attention sinks need a head dimension that is a multiple of 8 up to 256, not " +
+                                std::to_string(c.want) + " (--n-embd / --n-head, or --head-dim)");
+    EXPECT_FALSE(test::file_exists(o.out_path)) << c.want;
+    EXPECT_FALSE(attention_simd_head_dim(c.want));  // the rule ModelRunner::check_kernels applies
+  }
+  // The sizes the kernels take: 8 and 256 (n_embd 64, 8 heads; --head-dim 256).
+  for (const auto& [n_head, head_dim] : {std::pair<int64_t, int64_t>{8, 0}, {4, 256}}) {
+    o.shape = s;
+    o.shape.n_head = n_head, o.shape.n_head_kv = 2, o.shape.head_dim = head_dim;
+    Status st = make_model(o, nullptr, nullptr);
+    EXPECT_TRUE(st.ok()) << st.to_string();
+    auto m = load_model(o.out_path);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    EXPECT_TRUE(ModelRunner::check_kernels(**m).ok() || active_isa() == KernelIsa::kScalar);
+  }
+  // A llama shape with 4-wide heads has no sinks: written.
+  ModelShape l = small_shape("llama");
+  l.n_embd = 16, l.n_head = 4, l.n_head_kv = 2;
+  o.shape = l;
+  EXPECT_TRUE(make_model(o, nullptr, nullptr).ok());
+}
+
 TEST(MakeModel, TensorsThatDoNotFitInMemoryAreAnErrorBeforeWriting) {
   MakeModelOptions o{.shape = small_shape("llama"), .type = GgmlType::kF32, .vocab_path = write_vocab(96),
                      .out_path = temp_path("too-big.gguf"), .seed = 1, .name = "", .memory_budget = 1000};
@@ -404,6 +448,54 @@ TEST(LoadModel, UnknownArchitectureIsUnsupported) {
   EXPECT_NE(m.status().message().find("mamba"), std::string::npos);
   EXPECT_NE(m.status().message().find("supported: llama, qwen2, qwen3, gemma3, phi3"), std::string::npos)
       << m.status().message();
+}
+
+// Strings read from the file reach the messages escaped as the bad-magic
+// error escapes them (review 22 #5): a NUL does not cut the message short,
+// and control bytes and invalid UTF-8 do not reach the terminal raw.
+TEST(LoadModel, StringsFromTheFileAreEscapedInErrors) {
+  const std::string model = make("llama", GgmlType::kF32, 1, "esc.gguf");
+  const std::string arch = std::string("ll") + '\0' + "a\x1b[31m\xff\xfe'\\";
+  auto m = load_model(mutate(model, "", "", "", GgmlType::kF32, {{"general.architecture", GgufValue::string(arch)}}));
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().kind(), ErrorKind::kUnsupported);
+  EXPECT_EQ(m.status().message(), "architecture 'll\\x00a\\x1b[31m\\xff\\xfe\\x27\\x5c' is not supported (supported: " +
+                                      supported_arch_names() + ")");
+  m = load_model(mutate(model, "", "", "", GgmlType::kF32,
+                        {{"llama.rope.scaling.type", GgufValue::string(std::string("\x1b[2J") + '\0' + "x")}}));
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().message(), "rope scaling type '\\x1b[2J\\x00x' is not supported");
+}
+
+// The training context and the norm epsilon are required, as llama.cpp
+// requires them (review 22 #9): a file without one is refused naming the
+// key, where a default was silently taken (2048 tokens; 1e-5, 1e-6 for
+// gemma3). Every supported architecture reads the RMS epsilon.
+TEST(LoadModel, MissingContextLengthOrRmsEpsilonIsAnErrorNamingTheKey) {
+  for (const std::string arch : {"llama", "gemma3", "phi3"}) {
+    const std::string model = make(arch, GgmlType::kF32, 1, arch + "-keys.gguf");
+    ASSERT_TRUE(load_model(model).ok()) << arch;
+    for (const std::string& key : {arch + ".context_length", arch + ".attention.layer_norm_rms_epsilon"}) {
+      auto f = GgufFile::open(model);
+      ASSERT_TRUE(f.ok());
+      GgufWriter w;
+      for (const auto& [k, v] : (*f)->metadata()) {
+        if (k != key && k != "general.alignment") w.set(k, v);
+      }
+      for (const auto& t : (*f)->tensors()) {
+        const uint8_t* data = t.data;
+        const uint64_t n = t.n_bytes;
+        w.add_tensor(t.name, t.type, std::vector<int64_t>(t.ne.begin(), t.ne.begin() + t.n_dims),
+                     [data, n](uint8_t* dst, uint64_t) { std::memcpy(dst, data, n); });
+      }
+      const std::string path = temp_path("without-key.gguf");
+      ASSERT_TRUE(w.write(path).ok());
+      auto m = load_model(path);
+      ASSERT_FALSE(m.ok()) << key;
+      EXPECT_EQ(m.status().kind(), ErrorKind::kNotFound) << key;
+      EXPECT_EQ(m.status().message(), "metadata key '" + key + "' not found");
+    }
+  }
 }
 
 // The per-layer data read from gemma3 metadata: sliding_window_pattern 3

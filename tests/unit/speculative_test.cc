@@ -420,7 +420,7 @@ TEST(ServeConfigSpeculative, FlagEnvTomlAndBadValues) {
   EXPECT_EQ(flag->speculative, "off");
   EXPECT_EQ(flag->spec_ngram_min, 3);
   env.clear();
-  // Booleans: TOML true / false, and the env var's boolean forms.
+  // Booleans: TOML true / false, and the env var's true / false.
   for (const auto& [text, want] : std::vector<std::pair<std::string, std::string>>{
            {"speculative = true\n", "ngram"}, {"speculative = false\n", "off"}}) {
     std::ofstream(path) << text;
@@ -434,11 +434,19 @@ TEST(ServeConfigSpeculative, FlagEnvTomlAndBadValues) {
   EXPECT_FALSE(other->ui);
   EXPECT_FALSE(other->request_log);
   for (const auto& [value, want] : std::vector<std::pair<std::string, std::string>>{
-           {"true", "ngram"}, {"1", "ngram"}, {"false", "off"}, {"0", "off"}}) {
+           {"true", "ngram"}, {"false", "off"}}) {
     env["ZEROLAYER_SPECULATIVE"] = value;
     auto e = cli::resolve_serve_config({}, {}, getenv);
     ASSERT_TRUE(e.ok()) << value;
     EXPECT_EQ(e->speculative, want) << value;
+  }
+  // Only the words the error lists (review 23 #2).
+  for (const char* value : {"1", "0", "yes"}) {
+    env["ZEROLAYER_SPECULATIVE"] = value;
+    auto e = cli::resolve_serve_config({}, {}, getenv);
+    ASSERT_FALSE(e.ok()) << value;
+    EXPECT_NE(e.status().message().find("must be off, ngram, draft, true or false"), std::string::npos)
+        << e.status().message();
   }
   env.clear();
   std::ofstream(path) << "speculative = 3\n";

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "core/utf8.h"
+#include "format/gguf.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
@@ -335,6 +336,32 @@ INSTANTIATE_TEST_SUITE_P(AllVocabs, VocabTest, ::testing::ValuesIn(kVocabs),
                            return n;
                          });
 
+
+// The tokenizer model and the BPE pre-tokenizer named by the file reach their
+// "unsupported" messages escaped as the GGUF reader escapes every string
+// (review 22 #5): a NUL does not cut the message, an ESC is not sent raw.
+TEST(VocabErrors, NamesFromTheFileAreEscaped) {
+  auto load = [](const std::string& model, const std::string& pre) {
+    GgufWriter w;
+    w.set("tokenizer.ggml.model", GgufValue::string(model));
+    if (!pre.empty()) w.set("tokenizer.ggml.pre", GgufValue::string(pre));
+    w.set("tokenizer.ggml.tokens", GgufValue::string_array({"a", "b", "ab"}));
+    w.set("tokenizer.ggml.merges", GgufValue::string_array({"a b"}));
+    const std::vector<uint8_t> bytes = w.to_bytes();
+    auto f = GgufFile::parse(bytes.data(), bytes.size());
+    EXPECT_TRUE(f.ok()) << f.status().to_string();
+    return Tokenizer::from_gguf(**f);
+  };
+  auto model = load(std::string("bp") + '\0' + "e\x1b[0m\xc3", "");
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().kind(), ErrorKind::kUnsupported);
+  EXPECT_EQ(model.status().message(), "tokenizer model 'bp\\x00e\\x1b[0m\\xc3' (supported: llama, gpt2)");
+  auto pre = load("gpt2", std::string("q") + '\0' + "\x07wen");
+  ASSERT_FALSE(pre.ok());
+  EXPECT_EQ(pre.status().kind(), ErrorKind::kUnsupported);
+  EXPECT_EQ(pre.status().message(), "BPE pre-tokenizer 'q\\x00\\x07wen'");
+  EXPECT_TRUE(load("gpt2", "qwen2").ok());  // the same file with a known pre-tokenizer
+}
 
 // ../shared/vocab/README.md's table: sizes, BOS ids and the add-BOS default.
 TEST(VocabFacts, MatchReadme) {
