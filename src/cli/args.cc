@@ -118,8 +118,8 @@ std::string usage(const std::string& cmd, const std::string& synopsis, const std
 }
 
 std::optional<bool> parse_bool_word(std::string_view v) {
-  if (v == "true") return true;
-  if (v == "false") return false;
+  if (v == "true" || v == "1" || v == "yes") return true;
+  if (v == "false" || v == "0" || v == "no") return false;
   return std::nullopt;
 }
 

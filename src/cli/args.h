@@ -53,8 +53,9 @@ class Args {
 // "Usage: zerolayer <cmd> <synopsis>\n\n" followed by one line per flag.
 std::string usage(const std::string& cmd, const std::string& synopsis, const std::vector<FlagSpec>& specs);
 
-// A boolean setting's value: exactly "true" or "false", the words the
-// messages name; nullopt for anything else (1, yes, on, TRUE...).
+// A boolean setting's value: "true" or "false", or 1/0, yes/no (the
+// spellings environment variables use), the words the messages name;
+// nullopt for anything else (on, TRUE, 2...).
 std::optional<bool> parse_bool_word(std::string_view v);
 
 // Parses "1,2,3" into ids: ids between commas, spaces around them allowed,

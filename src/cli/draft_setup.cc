@@ -15,7 +15,7 @@ Result<std::string> resolve_spec_method(const std::string& value, const std::str
   // the message lists: on is the method the draft model setting implies.
   if (const std::optional<bool> on = parse_bool_word(method)) method = !*on ? "off" : has_draft ? "draft" : "ngram";
   if (method != "off" && method != "ngram" && method != "draft") {
-    return invalid_argument(speculative_given + ": speculative must be off, ngram, draft, true or false, got '" +
+    return invalid_argument(speculative_given + ": speculative must be off, ngram, draft, true or false (or 1/0, yes/no), got '" +
                             value + "'");
   }
   if (method == "draft" && !has_draft) {

@@ -157,13 +157,14 @@ Status parse_seconds(const Sources& src, const std::string& name, double min, do
   return {};
 }
 
-// true or false, the words the message names (as speculative's boolean forms).
+// true or false (also 1/0, yes/no: environment variables are often written
+// so), the words the message names, as speculative's boolean forms.
 Status parse_bool(const Sources& src, const std::string& name, bool* out) {
   auto it = src.values.find(name);
   if (it == src.values.end()) return {};
   const std::string& v = it->second;
   const std::optional<bool> b = parse_bool_word(v);
-  if (!b) return invalid_argument(src.origin.at(name) + ": " + name + " must be true or false, got '" + v + "'");
+  if (!b) return invalid_argument(src.origin.at(name) + ": " + name + " must be true or false (or 1/0, yes/no), got '" + v + "'");
   *out = *b;
   return {};
 }

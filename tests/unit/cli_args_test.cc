@@ -175,10 +175,10 @@ TEST(ServeCommandLine, ScheduleAndDefaultParallel) {
   EXPECT_EQ(f.code, kExitUsage);
 }
 
-// The boolean settings take the words their message names, true and false, from a flag, the
-// environment or the config file (a TOML boolean), and nothing else: 1, yes, on are refused, as
-// speculative refuses them.
-TEST(ServeCommandLine, BooleanSettingsTakeTrueOrFalseOnly) {
+// The boolean settings take the words their message names, true and false (also 1/0, yes/no),
+// from a flag, the environment or the config file (a TOML boolean), and nothing else: on, TRUE
+// are refused, as speculative refuses them.
+TEST(ServeCommandLine, BooleanSettingsTakeTheWordsTheirMessageNames) {
   const auto env = [](const char*) -> const char* { return nullptr; };
   auto c = resolve_serve_config({{"ui", "false"}, {"request-log", "false"}, {"metrics-auth", "true"}}, {}, env);
   ASSERT_TRUE(c.ok()) << c.status().to_string();
@@ -191,18 +191,24 @@ TEST(ServeCommandLine, BooleanSettingsTakeTrueOrFalseOnly) {
   EXPECT_FALSE(c->ui);
   EXPECT_TRUE(c->metrics_auth);
   for (const char* name : {"ui", "request-log", "metrics-auth"}) {
-    for (const char* bad : {"1", "0", "yes", "no", "on", "TRUE"}) {
+    for (const char* bad : {"on", "TRUE", "2", ""}) {
       auto r = resolve_serve_config({{name, bad}}, {}, env);
       ASSERT_FALSE(r.ok()) << name << " " << bad;
-      EXPECT_EQ(r.status().message(), std::string("--") + name + ": " + name + " must be true or false, got '" + bad + "'");
+      EXPECT_EQ(r.status().message(),
+                std::string("--") + name + ": " + name + " must be true or false (or 1/0, yes/no), got '" + bad + "'");
     }
   }
-  c = resolve_serve_config({{"config", write_toml("cli_serve_bool_int.toml", "request_log = 0\n")}}, {}, env);
+  for (const auto& [word, want] : std::vector<std::pair<std::string, bool>>{{"1", true}, {"yes", true}, {"0", false}, {"no", false}}) {
+    auto r = resolve_serve_config({{"request-log", word}}, {}, env);
+    ASSERT_TRUE(r.ok()) << word;
+    EXPECT_EQ(r->request_log, want) << word;
+  }
+  c = resolve_serve_config({{"config", write_toml("cli_serve_bool_int.toml", "request_log = 2\n")}}, {}, env);
   ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.status().message().find("request-log must be true or false, got '0'"), std::string::npos)
+  EXPECT_NE(c.status().message().find("request-log must be true or false (or 1/0, yes/no), got '2'"), std::string::npos)
       << c.status().message();
   ServeFixture f;
-  f.env = {{"ZEROLAYER_UI", "no"}};
+  f.env = {{"ZEROLAYER_UI", "on"}};
   EXPECT_FALSE(f.parse({}));
   EXPECT_EQ(f.code, kExitUsage);
 }

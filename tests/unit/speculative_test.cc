@@ -434,18 +434,18 @@ TEST(ServeConfigSpeculative, FlagEnvTomlAndBadValues) {
   EXPECT_FALSE(other->ui);
   EXPECT_FALSE(other->request_log);
   for (const auto& [value, want] : std::vector<std::pair<std::string, std::string>>{
-           {"true", "ngram"}, {"false", "off"}}) {
+           {"true", "ngram"}, {"false", "off"}, {"1", "ngram"}, {"0", "off"}, {"yes", "ngram"}, {"no", "off"}}) {
     env["ZEROLAYER_SPECULATIVE"] = value;
     auto e = cli::resolve_serve_config({}, {}, getenv);
     ASSERT_TRUE(e.ok()) << value;
     EXPECT_EQ(e->speculative, want) << value;
   }
   // Only the words the error lists (review 23 #2).
-  for (const char* value : {"1", "0", "yes"}) {
+  for (const char* value : {"on", "2", "TRUE"}) {
     env["ZEROLAYER_SPECULATIVE"] = value;
     auto e = cli::resolve_serve_config({}, {}, getenv);
     ASSERT_FALSE(e.ok()) << value;
-    EXPECT_NE(e.status().message().find("must be off, ngram, draft, true or false"), std::string::npos)
+    EXPECT_NE(e.status().message().find("must be off, ngram, draft, true or false (or 1/0, yes/no)"), std::string::npos)
         << e.status().message();
   }
   env.clear();
