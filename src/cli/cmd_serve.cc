@@ -143,6 +143,9 @@ std::vector<FlagSpec> serve_flags() {
       {"h2-max-resets-per-s", true, "HTTP/2 stream resets a client may send per second before the connection closes (default 100)"},
       {"metrics-compat", true, "also export other servers' metric names on /metrics: vllm (default: none)"},
       {"metrics-auth", true, "/metrics requires an API key like the API routes (default false: open)"},
+      {"mmap", true,
+       "read the model's embeddings and norms from the file's mapping (default true); false: load them into memory "
+       "and unmap the file, which may then change on disk while served (llama-server's --no-mmap)"},
       {"ui", true, "serve the web playground and dashboard to browsers at / and /ui/ (default true)"},
       {"keys", true, "TOML file of API keys with per-key quotas (re-read on SIGHUP; beside --api-key)"},
       {"max-queue", true, "requests waiting for a batch slot at most; more are 529/503 overloaded (default 4 x the resolved parallel)"},

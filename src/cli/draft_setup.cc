@@ -34,9 +34,10 @@ Result<std::string> resolve_spec_method(const std::string& value, const std::str
 }
 
 Result<std::unique_ptr<LoadedDraft>> load_draft_model(const std::string& path, const std::string& origin,
-                                                      const Model& target, const Tokenizer& target_tokenizer) {
+                                                      const Model& target, const Tokenizer& target_tokenizer,
+                                                      bool in_memory) {
   auto draft = std::make_unique<LoadedDraft>();
-  auto loaded = load_model_with_progress(path);
+  auto loaded = load_model_with_progress(path, std::nullopt, in_memory);
   if (!loaded.ok()) return loaded.status().with_context(origin);
   draft->model = std::move(loaded->model);
   draft->weights = std::move(loaded->weights);

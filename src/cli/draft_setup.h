@@ -45,9 +45,11 @@ struct LoadedDraft {
 // Loads `path` like the target (load_model_with_progress), builds its tokenizer and checks its
 // vocabulary against the target's (check_draft_vocabulary), before any KV cache is allocated.
 // Errors name `origin` ("--draft-model x.gguf") and the cause: the file's (NotFound, a bad
-// GGUF), a shortfall of memory, or the first vocabulary difference.
+// GGUF), a shortfall of memory, or the first vocabulary difference. `in_memory`: as the
+// target's (serve --mmap false).
 Result<std::unique_ptr<LoadedDraft>> load_draft_model(const std::string& path, const std::string& origin,
-                                                      const Model& target, const Tokenizer& target_tokenizer);
+                                                      const Model& target, const Tokenizer& target_tokenizer,
+                                                      bool in_memory = false);
 
 // Points `config` at `draft` (null: no draft model); `draft_slots` 0: the engine's default.
 void attach_draft_model(const LoadedDraft* draft, int32_t draft_slots, EngineConfig* config);

@@ -11,7 +11,8 @@
 
 namespace zl::cli {
 
-Result<LoadedModel> load_model_with_progress(const std::string& path, std::optional<uint64_t> memory_budget) {
+Result<LoadedModel> load_model_with_progress(const std::string& path, std::optional<uint64_t> memory_budget,
+                                             bool in_memory) {
   const auto t0 = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(auto model, load_model(path));
   RETURN_IF_ERROR(ModelRunner::check_kernels(*model));  // refused now, not on every request
@@ -31,6 +32,7 @@ Result<LoadedModel> load_model_with_progress(const std::string& path, std::optio
   progress.finish();
   LoadedModel out;
   ASSIGN_OR_RETURN(out.weights, PackedWeights::create(*model, pack));
+  if (in_memory) RETURN_IF_ERROR(load_into_memory(*model, *out.weights).with_context(path));
   out.model = std::move(model);
   out.t_load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return out;

@@ -27,8 +27,11 @@ struct LoadedModel {
 // need <bytes>, <available> available" when the prepared copies do not fit
 // in `memory_budget` bytes (nullopt: the memory available now), checked
 // before the file is paged in.
+// With `in_memory`, the model is then loaded into memory and its file
+// unmapped (load_into_memory, model/packed_weights.h).
 Result<LoadedModel> load_model_with_progress(const std::string& path,
-                                             std::optional<uint64_t> memory_budget = std::nullopt);
+                                             std::optional<uint64_t> memory_budget = std::nullopt,
+                                             bool in_memory = false);
 
 // The model to use when no --model is given: $ZEROLAYER_MODEL, else the
 // built-in demo model (models/zerolayer-demo.gguf) found next to the

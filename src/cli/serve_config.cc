@@ -217,7 +217,7 @@ const std::vector<std::string>& serve_setting_names() {
       "record-requests", "ui",
       "max-header-bytes", "tls-cert",      "tls-key",        "h2-max-concurrent-streams", "h2-max-resets-per-s", "schedule",
       "speculative",     "spec-draft-max", "spec-ngram-min", "draft-model",   "draft-slots",
-      "draft-p-min"};
+      "draft-p-min",     "mmap"};
   return kNames;
 }
 
@@ -325,6 +325,7 @@ Result<ServeConfig> resolve_serve_config(const std::map<std::string, std::string
   RETURN_IF_ERROR(parse_bool(src, "request-log", &c.request_log));
   RETURN_IF_ERROR(parse_bool(src, "metrics-auth", &c.metrics_auth));
   RETURN_IF_ERROR(parse_bool(src, "ui", &c.ui));
+  RETURN_IF_ERROR(parse_bool(src, "mmap", &c.mmap));
   str("metrics-compat", &c.metrics_compat);
   if (!c.metrics_compat.empty() && c.metrics_compat != "vllm" && c.metrics_compat != "none") {
     return invalid_argument(src.origin.at("metrics-compat") + ": metrics-compat must be vllm or none, got '" +

@@ -73,6 +73,10 @@ struct ServeConfig {
   std::string metrics_compat;         // "vllm": the vllm:* aliases on /metrics; "": none
   bool metrics_auth = false;          // /metrics requires an API key (when keys are configured)
   bool ui = true;                     // the web playground at / and /ui/ (--ui false: the plain banner only)
+  // Serve the model files from their mapping (llama-server's default), or
+  // (false) load what is read in place into memory and unmap them, so that
+  // the files may change on disk while served (llama-server's --no-mmap).
+  bool mmap = true;
   // Admission (src/limits/). Keys file with per-key quotas; empty: none.
   std::string keys_file;
   int64_t max_queue = -1;             // waiting requests at most; -1: 4 × the resolved parallel

@@ -39,7 +39,7 @@ Result<ServeBackend> make_backend(const ServeConfig& config, obs::EngineSink* ob
     ASSIGN_OR_RETURN(path, default_model_path());
   }
   auto loaded = std::make_shared<LoadedBackend>();
-  ASSIGN_OR_RETURN(LoadedModel lm, load_model_with_progress(path));
+  ASSIGN_OR_RETURN(LoadedModel lm, load_model_with_progress(path, std::nullopt, /*in_memory=*/!config.mmap));
   loaded->model = std::move(lm.model);
   ASSIGN_OR_RETURN(loaded->tokenizer, Tokenizer::from_gguf(*loaded->model->file));
   ASSIGN_OR_RETURN(std::unique_ptr<api::PromptCodec> codec,
@@ -51,7 +51,7 @@ Result<ServeBackend> make_backend(const ServeConfig& config, obs::EngineSink* ob
   };
   if (!config.draft_model_path.empty()) {  // before the KV sizing below: the memory left counts its weights
     ASSIGN_OR_RETURN(loaded->draft, load_draft_model(config.draft_model_path, given("draft-model"), *loaded->model,
-                                                     *loaded->tokenizer));
+                                                     *loaded->tokenizer, /*in_memory=*/!config.mmap));
   } else {
     if (config.draft_slots > 0) log::warn("draft-slots is unused without draft-model", {{"draft_slots", given("draft-slots")}});
     if (config.given.contains("draft-p-min")) {

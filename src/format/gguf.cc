@@ -579,6 +579,41 @@ Result<std::unique_ptr<GgufFile>> GgufFile::open(const std::string& path,
 
 GgufFile::~GgufFile() {
   if (map_ != nullptr) ::munmap(map_, size_);
+  if (owned_ != nullptr) ::munmap(owned_, owned_size_);
+}
+
+Status GgufFile::own_data(const std::function<bool(const GgufTensor&)>& keep) {
+  if (map_ == nullptr) return {};  // an in-memory image, or done already
+  constexpr uint64_t kAlign = 64;
+  uint64_t total = 0;
+  for (const GgufTensor& t : tensors_) {
+    if (t.data != nullptr && keep(t)) total += align_up(t.n_bytes, kAlign);
+  }
+  uint8_t* dst = nullptr;
+  if (total > 0) {
+    void* p = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      return resource_exhausted(cat("cannot allocate ", total, " bytes to hold the tensors of ", quoted(path_),
+                                    " in memory: ", std::strerror(errno)));
+    }
+    owned_ = p;
+    owned_size_ = total;
+    dst = static_cast<uint8_t*>(p);
+  }
+  for (GgufTensor& t : tensors_) {
+    if (t.data != nullptr && keep(t)) {
+      std::memcpy(dst, t.data, t.n_bytes);
+      t.data = dst;
+      dst += align_up(t.n_bytes, kAlign);
+    } else {
+      t.data = nullptr;
+    }
+  }
+  if (owned_ != nullptr) ::mprotect(owned_, owned_size_, PROT_READ);  // read-only, as the mapping was
+  ::munmap(map_, size_);
+  map_ = nullptr;
+  base_ = nullptr;
+  return {};
 }
 
 uint64_t GgufFile::release_pages(const GgufTensor& t) const {

@@ -175,11 +175,24 @@ class GgufFile {
   // No-op for an in-memory image (parse()). Returns the bytes released.
   uint64_t release_pages(const GgufTensor& t) const;
 
+  // Detaches the tensors from the file: the data of each tensor `keep`
+  // names is copied into memory of this object's own, every other tensor's
+  // data becomes null (its users hold copies of it), and the file is
+  // unmapped. From then on the file may be overwritten, truncated or removed
+  // on disk without affecting the process. The metadata is unaffected (it is
+  // parsed into copies). No-op for an in-memory image (parse()) and after a
+  // first call; ResourceExhausted when the copy cannot be allocated.
+  Status own_data(const std::function<bool(const GgufTensor&)>& keep);
+  // own_data() has run: no tensor data lies in the file's mapping.
+  bool owns_data() const { return owned_ != nullptr || (map_ == nullptr && base_ == nullptr); }
+
  private:
   GgufFile() = default;
   friend class GgufParser;
   std::string path_;
   void* map_ = nullptr;  // munmap'ed on destruction when non-null
+  void* owned_ = nullptr;  // own_data()'s copies (anonymous mapping), munmap'ed on destruction
+  uint64_t owned_size_ = 0;
   const uint8_t* base_ = nullptr;
   uint64_t size_ = 0;
   uint32_t version_ = 0;

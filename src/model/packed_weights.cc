@@ -224,7 +224,19 @@ Status PackedWeights::init(const Model& model, KernelIsa isa, bool stack) {
   if (model.file) {
     for (const GgufTensor* t : copied) released_bytes_ += model.file->release_pages(*t);
   }
+  copied_.insert(copied.begin(), copied.end());
+  isa_ = isa;
   return {};
+}
+
+Status load_into_memory(Model& model, const PackedWeights& weights) {
+  if (!model.file) return {};
+  if (weights.isa() == KernelIsa::kScalar) {
+    return unsupported("loading the model into memory (--mmap false) needs the SIMD kernels: the scalar kernels "
+                       "(ZL_KERNELS=scalar) read the weights in place");
+  }
+  const GgufTensor* embd = model.token_embd;
+  return model.file->own_data([&](const GgufTensor& t) { return &t == embd || !weights.holds_copy_of(&t); });
 }
 
 const PackedMatrix& PackedWeights::get(const GgufTensor& t) const {

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/status.h"
@@ -76,6 +77,9 @@ class PackedWeights {
   // Bytes of the model file's mapping released from the resident set after
   // the copies were made (GgufFile::release_pages).
   uint64_t released_bytes() const { return released_bytes_; }
+  // The kernels read a copy of `t` (never its bytes in the file).
+  bool holds_copy_of(const GgufTensor* t) const { return copied_.contains(t); }
+  KernelIsa isa() const { return isa_; }
 
  private:
   PackedWeights() = default;
@@ -93,6 +97,18 @@ class PackedWeights {
   std::vector<PackedMatrix> expert_stacks_;
   uint64_t n_bytes_per_token_ = 0;
   uint64_t released_bytes_ = 0;
+  std::unordered_set<const GgufTensor*> copied_;
+  KernelIsa isa_ = KernelIsa::kScalar;
 };
+
+// Loads `model` into memory (`serve --no-mmap`): what its forward pass
+// still reads from the file (norms, biases, the token embeddings) is copied,
+// the matrices are left to `weights`' copies, and the file is unmapped
+// (GgufFile::own_data), so it may change on disk while the model serves.
+// Costs the token embedding table in resident memory where the output is
+// tied to it (its pages are otherwise read row by row). No PackedWeights may
+// be made of `model` afterwards. Unsupported with the scalar kernels, which
+// read every matrix in place.
+Status load_into_memory(Model& model, const PackedWeights& weights);
 
 }  // namespace zl

@@ -5,7 +5,11 @@
 // prefix cache gives the same tokens. Skipped when ../shared is absent.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <boost/json.hpp>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -101,6 +105,40 @@ INSTANTIATE_TEST_SUITE_P(Models, ArchServerTest, ::testing::Values("tiny-gemma3-
                            }
                            return n;
                          });
+
+// `--mmap false` (llama-server's --no-mmap): the served model, and its
+// draft model, no longer depend on their files. Overwriting them in place
+// (shorter, then another model of the same size) changes no answer and
+// stops nothing; with the default mapping a truncated file is a SIGBUS.
+TEST(ArchServerTest, MmapFalseServesThroughAnInPlaceOverwriteOfTheFiles) {
+  const std::string q4k = shared_dir() + "/models/tiny-llama-Q4_K_M.gguf";
+  const std::string other = shared_dir() + "/models/tiny-llama-F16.gguf";
+  if (!file_exists(q4k) || !file_exists(other)) GTEST_SKIP() << "SKIPPED: ../shared/models is absent";
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("zl_mmap_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string model = (dir / "m.gguf").string(), draft = (dir / "d.gguf").string();
+  fs::copy_file(q4k, model, fs::copy_options::overwrite_existing);
+  fs::copy_file(q4k, draft, fs::copy_options::overwrite_existing);
+  {
+    ServerProcess s({"--model", model, "--draft-model", draft, "--threads", "1", "--request-log", "false", "--mmap",
+                     "false"});
+    ASSERT_TRUE(s.ok()) << s.startup_line();
+    const Chat before = chat(s.port(), "a", kStory, false);
+    ASSERT_EQ(before.status, 200);
+    ASSERT_FALSE(before.text.empty());
+    for (const std::string& path : {model, draft}) fs::resize_file(path, 0);
+    const Chat truncated = chat(s.port(), "b", kStory, false);
+    ASSERT_EQ(truncated.status, 200);
+    EXPECT_EQ(truncated.text, before.text);
+    for (const std::string& path : {model, draft}) fs::copy_file(other, path, fs::copy_options::overwrite_existing);
+    const Chat rewritten = chat(s.port(), "c", kStory, true);
+    ASSERT_EQ(rewritten.status, 200);
+    EXPECT_EQ(rewritten.text, before.text);
+    EXPECT_EQ(::kill(s.pid(), 0), 0);  // still running
+  }
+  fs::remove_all(dir);
+}
 
 }  // namespace
 }  // namespace zl::test

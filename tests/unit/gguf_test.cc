@@ -746,6 +746,40 @@ TEST(GgufCorruptTest, ByteFlipsStayInBounds) {
 
 // --- files on disk ---------------------------------------------------------------------
 
+// own_data: the kept tensors' bytes move into memory of the file object's
+// own, the others' data become null, and the file is unmapped: truncating
+// or rewriting it on disk afterwards changes nothing the process reads (it
+// would be a SIGBUS or other bytes through the mapping).
+TEST(GgufOpenTest, OwnDataDetachesTheTensorsFromTheFile) {
+  GgufWriter w;
+  w.set("general.architecture", GgufValue::string("llama"));
+  w.add_tensor("kept.f32", GgmlType::kF32, {8, 3}, pattern_fill(0));
+  w.add_tensor("dropped.q4", GgmlType::kQ4_0, {64, 2}, pattern_fill(1));
+  w.add_tensor("kept.q8", GgmlType::kQ8_0, {32, 2, 3, 1}, pattern_fill(2));
+  const std::string path = temp_path("gguf_own_data");
+  ASSERT_TRUE(w.write(path).ok());
+  auto r = GgufFile::open(path);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  GgufFile& f = **r;
+  EXPECT_FALSE(f.owns_data());
+  ASSERT_TRUE(f.own_data([](const GgufTensor& t) { return t.name.starts_with("kept."); }).ok());
+  EXPECT_TRUE(f.owns_data());
+  std::ofstream(path, std::ios::trunc | std::ios::binary) << "overwritten in place";  // shorter: pages gone
+  fs::resize_file(path, 0);
+  EXPECT_EQ(f.find_tensor("dropped.q4")->data, nullptr);
+  for (const auto& [name, t] : std::vector<std::pair<std::string, int>>{{"kept.f32", 0}, {"kept.q8", 2}}) {
+    const GgufTensor* tensor = f.find_tensor(name);
+    ASSERT_NE(tensor->data, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(tensor->data) % 64, 0u);
+    for (uint64_t i = 0; i < tensor->n_bytes; ++i) ASSERT_EQ(tensor->data[i], pattern(t, i)) << name << " byte " << i;
+  }
+  EXPECT_EQ(f.get_string("general.architecture").value(), "llama");  // metadata: copies all along
+  EXPECT_EQ(f.release_pages(*f.find_tensor("kept.f32")), 0u);
+  ASSERT_TRUE(f.own_data([](const GgufTensor&) { return true; }).ok());  // a second call: nothing to do
+  EXPECT_NE(f.find_tensor("kept.q8")->data, nullptr);
+  fs::remove(path);
+}
+
 TEST(GgufOpenTest, OsErrors) {
   auto missing = GgufFile::open("/nonexistent/dir/model.gguf");
   ASSERT_FALSE(missing.ok());
