@@ -602,7 +602,7 @@ Status GgufFile::own_data(const std::function<bool(const GgufTensor&)>& keep) {
   }
   for (GgufTensor& t : tensors_) {
     if (t.data != nullptr && keep(t)) {
-      std::memcpy(dst, t.data, t.n_bytes);
+      if (t.n_bytes > 0) std::memcpy(dst, t.data, t.n_bytes);
       t.data = dst;
       dst += align_up(t.n_bytes, kAlign);
     } else {
