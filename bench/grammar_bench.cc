@@ -3,7 +3,11 @@
 // (stories260K), against the decode step of a 1B-shape model measured in the
 // same run.
 //
-//   grammar_bench [--model 1B.gguf] [--outputs N] [--threads N]
+//   grammar_bench [--model 1B.gguf] [--outputs N] [--threads N] [--regex P | --gbnf G]
+//
+// --regex / --gbnf: that grammar (a guided_regex pattern, a GBNF text)
+// instead of the built-in schemas — to see what a client's grammar costs
+// the engine thread, which computes every sequence's mask in turn.
 //
 // For each vocabulary and schema, N outputs are decoded by a stand-in for
 // the model: at each step the engine's ConstrainedOutput computes the mask
@@ -25,7 +29,9 @@
 #include "engine/constraint.h"
 #include "engine/engine.h"
 #include "format/gguf.h"
+#include "grammar/gbnf.h"
 #include "grammar/json_schema.h"
+#include "grammar/regex.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -46,6 +52,8 @@ const char* kSchemas[][2] = {
 struct Stats {
   std::vector<double> us;
   int64_t n_walks = 0;
+  uint64_t max_work = 0;  // the largest mask walk's matcher work
+  int64_t n_truncated = 0;  // masks cut at TokenMasker::kMaxMaskWork
 };
 
 double pct(std::vector<double> v, double q) {
@@ -54,8 +62,11 @@ double pct(std::vector<double> v, double q) {
   return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
 }
 
+// end_early: stop an output at random where its end is allowed (the
+// schemas); else the end is never picked: the output runs until nothing else
+// is allowed, or 400 steps.
 Stats run(const zl::grammar::TokenTrie& trie, const std::vector<std::string>& pieces, int32_t eos,
-          const std::shared_ptr<const zl::grammar::Grammar>& g, int n_outputs) {
+          const std::shared_ptr<const zl::grammar::Grammar>& g, int n_outputs, bool end_early) {
   Stats s;
   std::mt19937 rng(1);
   zl::TokenMask mask(static_cast<int32_t>(pieces.size()));
@@ -67,9 +78,10 @@ Stats run(const zl::grammar::TokenTrie& trie, const std::vector<std::string>& pi
       const zl::TokenMask* m = c.mask(mask);
       zl::sampling::apply_mask(logits, *m);
       s.us.push_back(ms_since(t0) * 1000);
+      s.n_truncated += c.mask_truncated();
       std::vector<int32_t> allowed, closing;
       for (int32_t id = 0; id < static_cast<int32_t>(pieces.size()); ++id) {
-        if (m->forbidden(id)) continue;
+        if (m->forbidden(id) || (id == eos && !end_early)) continue;
         allowed.push_back(id);
         if (id != eos && std::strchr("\"]}", pieces[id][0])) closing.push_back(id);
       }
@@ -82,6 +94,7 @@ Stats run(const zl::grammar::TokenTrie& trie, const std::vector<std::string>& pi
       c.accept(id, pieces[id]);
       if (c.phase() == zl::ConstrainedOutput::Phase::kEnded) break;
     }
+    s.max_work = std::max(s.max_work, c.max_mask_work());
   }
   return s;
 }
@@ -125,10 +138,12 @@ double decode_step_ms(const std::string& path, int threads) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model_path;
+  std::string model_path, regex, gbnf;
   int n_outputs = 40, threads = 2;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--model")) model_path = argv[i + 1];
+    if (!std::strcmp(argv[i], "--regex")) regex = argv[i + 1];
+    if (!std::strcmp(argv[i], "--gbnf")) gbnf = argv[i + 1];
     if (!std::strcmp(argv[i], "--outputs")) n_outputs = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
   }
@@ -158,12 +173,20 @@ int main(int argc, char** argv) {
     zl::grammar::TokenTrie trie(pieces);
     std::printf("\n%s: %d tokens, trie of %zu nodes built in %.1f ms\n", vocab_path.c_str(), n_vocab, trie.n_nodes(),
                 ms_since(t0));
-    for (const auto& [name, schema] : kSchemas) {
-      auto g = *schema ? zl::grammar::compile_json_schema(schema)
-                       : zl::Result<std::shared_ptr<const zl::grammar::Grammar>>(zl::grammar::json_object_grammar());
-      if (!g.ok()) return 1;
+    std::vector<std::pair<const char*, const char*>> grammars;
+    for (const auto& sc : kSchemas) grammars.emplace_back(sc[0], sc[1]);
+    if (!regex.empty() || !gbnf.empty()) grammars = {{!regex.empty() ? "regex" : "gbnf", nullptr}};
+    for (const auto& [name, schema] : grammars) {
+      auto g = !regex.empty()  ? zl::grammar::compile_text_regex(regex)
+               : !gbnf.empty() ? zl::grammar::compile_gbnf(gbnf)
+               : *schema       ? zl::grammar::compile_json_schema(schema)
+                               : zl::Result<std::shared_ptr<const zl::grammar::Grammar>>(zl::grammar::json_object_grammar());
+      if (!g.ok()) {
+        std::fprintf(stderr, "%s: %s\n", name, g.status().to_string().c_str());
+        return 1;
+      }
       // Cold walks are counted by timing: a step over 4x the median is taken as one.
-      const Stats s = run(trie, pieces, eos, *g, n_outputs);
+      const Stats s = run(trie, pieces, eos, *g, n_outputs, schema != nullptr);
       const double mean = [&] {
         double sum = 0;
         for (double x : s.us) sum += x;
@@ -172,6 +195,8 @@ int main(int argc, char** argv) {
       const double med = pct(s.us, 0.5), p99 = pct(s.us, 0.99);
       std::printf("  %-12s %6zu steps  per token: mean %8.1f us  median %7.1f us  p99 %8.1f us", name, s.us.size(),
                   mean, med, p99);
+      std::printf("  largest walk %.2g units (bound %.2g), %lld cut", static_cast<double>(s.max_work),
+                  static_cast<double>(zl::grammar::TokenMasker::kMaxMaskWork), static_cast<long long>(s.n_truncated));
       if (step_ms > 0) std::printf("  = %.2f%% (mean) of a decode step", 100 * mean / 1000 / step_ms);
       std::printf("\n");
     }

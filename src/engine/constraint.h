@@ -51,6 +51,12 @@ class ConstrainedOutput {
   void accept(int32_t token, std::string_view piece);
   // The grammar was abandoned after a token it refused (see above).
   bool failed() const { return failed_; }
+  // Whether this step's mask (the last mask() in kGrammar) came from a walk
+  // cut at the masker's work bound (TokenMasker::kMaxMaskWork): a subset of
+  // what the grammar allows, possibly empty.
+  bool mask_truncated() const { return phase_ == Phase::kGrammar && masker_ && masker_->truncated(); }
+  // The largest work a mask walk of this output took (grammar_bench).
+  uint64_t max_mask_work() const { return masker_ ? masker_->max_walk_work() : 0; }
 
  private:
   void start(const std::shared_ptr<const grammar::Grammar>& g);

@@ -693,9 +693,16 @@ bool Engine::step() {
       // write -inf) came from the model: a server fault, not the client's.
       scheduler_.on_step_done(it.id, 0);
       const bool model_fault = std::any_of(logits.begin(), logits.end(), [](float l) { return std::isnan(l); });
+      // A grammar whose mask was cut at the masker's work bound before any
+      // token was found: the client's grammar, named as the cause.
+      const bool grammar_bound = grammar_mask != nullptr && live.constraint->mask_truncated();
       finish(live, FinishReason::kError,
-             model_fault ? internal_error("the model produced non-finite logits (NaN): no token can be sampled")
-                         : token.status());
+             model_fault     ? internal_error("the model produced non-finite logits (NaN): no token can be sampled")
+             : grammar_bound ? invalid_argument(
+                                   "the grammar is too ambiguous to follow: no allowed token was found within the "
+                                   "server's work bound for one token's mask (a repetition of something that may "
+                                   "be empty, such as (x?){1000} written out item by item; write x{0,1000})")
+                             : token.status());
       continue;
     }
     live.out_guard.accept(*token);

@@ -101,20 +101,54 @@ void GrammarBuilder::append_literal(Seq& seq, std::string_view text) {
   for (char c : text) seq.push_back(bytes(ByteSet::of(static_cast<uint8_t>(c))));
 }
 
-uint32_t GrammarBuilder::optional(const Seq& seq) { return rule({seq, {}}); }
+uint32_t GrammarBuilder::optional(const Seq& seq) {
+  const uint32_t r = rule({seq, {}});
+  zero_based_[r] = {seq, 1};
+  return r;
+}
 
 uint32_t GrammarBuilder::star(const Seq& seq) {
   const uint32_t r = new_rule();
   Seq more = seq;
   more.push_back(ref(r));
   define(r, {std::move(more), {}});
+  zero_based_[r] = {seq, -1};
   return r;
 }
 
+const GrammarBuilder::ZeroBased* GrammarBuilder::zero_based(const Seq& seq) const {
+  if (seq.size() != 1 || !seq[0].is_rule) return nullptr;
+  uint32_t r = seq[0].value;
+  // Through rules that only wrap another (a group around the repetition).
+  for (int hops = 0; hops < 64; ++hops) {
+    if (auto it = zero_based_.find(r); it != zero_based_.end()) return &it->second;
+    if (r >= rules_.size() || !defined_[r] || rules_[r].size() != 1 || rules_[r][0].size() != 1 ||
+        !rules_[r][0][0].is_rule) {
+      return nullptr;
+    }
+    r = rules_[r][0][0].value;
+  }
+  return nullptr;
+}
+
 uint32_t GrammarBuilder::repeat(const Seq& seq, int64_t min, int64_t max) {
+  const int64_t limit = static_cast<int64_t>(kMaxSyms);
+  // A repetition of a repetition that may be empty, (X{0,k}){min,max} (X?
+  // and X* too), is X{0,k*max}: the same texts. Written as it stands, it
+  // is ambiguous — a run of X's splits between the copies in many ways, and
+  // the matcher would carry a parse stack per way ((x?){1000} after some
+  // x's: ~1000 stacks, each with ~1000 successors a byte) — while
+  // X{0,k*max} is one nested optional per count. Kept as written when the
+  // product would be too large to unroll.
+  if (const ZeroBased* z = zero_based(seq); z != nullptr && min >= 0 && max != 0) {
+    const ZeroBased inner = *z;  // zero_based_ may grow below
+    const int64_t w = static_cast<int64_t>(inner.seq.size()) + 1;
+    if (inner.max == 0) return repeat(inner.seq, 0, 0);  // copies of the empty text
+    if (inner.max < 0 || max < 0) return repeat(inner.seq, 0, -1);
+    if (max <= limit / 4 / w / inner.max) return repeat(inner.seq, 0, inner.max * max);
+  }
   // seq{min,max} = seq^min then (max - min) nested optionals: o_k ::= seq o_{k-1} | ε.
   Seq out;
-  const int64_t limit = static_cast<int64_t>(kMaxSyms);
   const int64_t width = static_cast<int64_t>(seq.size()) + 1;
   if (min > limit / width || (max >= 0 && max - min > limit / width)) {
     too_large_ = true;
@@ -123,7 +157,9 @@ uint32_t GrammarBuilder::repeat(const Seq& seq, int64_t min, int64_t max) {
   if (max < 0) {
     for (int64_t i = 0; i < min && !too_large_; ++i) out.insert(out.end(), seq.begin(), seq.end());
     out.push_back(ref(star(seq)));
-    return rule({std::move(out)});
+    const uint32_t r = rule({std::move(out)});
+    if (min == 0) zero_based_[r] = {seq, -1};
+    return r;
   }
   uint32_t tail = rule({{}});  // ε
   for (int64_t i = 0; i < max - min && !too_large_; ++i) {
@@ -135,7 +171,9 @@ uint32_t GrammarBuilder::repeat(const Seq& seq, int64_t min, int64_t max) {
     out.insert(out.end(), seq.begin(), seq.end());
   }
   out.push_back(ref(tail));
-  return rule({std::move(out)});
+  const uint32_t r = rule({std::move(out)});
+  if (min == 0) zero_based_[r] = {seq, max};
+  return r;
 }
 
 Result<Grammar> GrammarBuilder::build(uint32_t root) {

@@ -20,6 +20,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "core/status.h"
@@ -123,6 +124,17 @@ class GrammarBuilder {
   Result<Grammar> build(uint32_t root);
 
  private:
+  // Rules made as seq{0,max} (max < 0: seq*), by optional, star and
+  // repeat with min 0: what repeat() folds a repetition of them into.
+  struct ZeroBased {
+    Seq seq;
+    int64_t max;
+  };
+  // The ZeroBased rule that `seq` is (a single reference to it, or to rules
+  // that only wrap it), else null.
+  const ZeroBased* zero_based(const Seq& seq) const;
+
+  std::unordered_map<uint32_t, ZeroBased> zero_based_;
   std::vector<std::vector<Seq>> rules_;
   std::vector<bool> defined_;
   std::vector<ByteSet> byte_sets_;

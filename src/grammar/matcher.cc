@@ -42,6 +42,7 @@ void Matcher::expand(State& out) {
     const auto [pos, parent] = todo_.back();
     todo_.pop_back();
     // What an expansion adds depends on (pos, parent) alone: a second visit adds nothing.
+    work_ += kExpandWork;
     if (!expanded_.insert((uint64_t{pos} << 32) | parent).second) continue;
     const Sym& s = g.sym(pos);
     switch (s.kind) {
@@ -94,6 +95,7 @@ std::pair<uint32_t, uint32_t> Matcher::successors(uint32_t node, uint8_t byte) {
 }
 
 bool Matcher::may_take(const State& from, uint8_t byte) const {
+  work_ += from.size();
   for (uint32_t node : from) {
     if (node == kAccept) continue;
     if (grammar_->byte_set(grammar_->sym(nodes_[node].pos).value).has(byte)) return true;
@@ -103,19 +105,42 @@ bool Matcher::may_take(const State& from, uint8_t byte) const {
 
 void Matcher::step(const State& from, uint8_t byte, State& to) {
   to.clear();
+  if (work_ >= work_limit_) return;  // the budget is spent: refused
+  work_ += from.size();
   int n_sources = 0;
+  // The union of the sources' successor lists, each node once: an ambiguous
+  // grammar's stacks share most successors ((x?){1000} after some x's:
+  // ~1000 stacks of ~1000 successors each), so the lists are merged through
+  // marks (O(total length)) and only the union is sorted — concatenating
+  // and sorting all of them cost ~50 ms a byte there.
+  if (++epoch_ == 0) {  // the marks wrapped: clear them
+    std::fill(mark_.begin(), mark_.end(), 0u);
+    epoch_ = 1;
+  }
   for (uint32_t node : from) {
     // The top's byte set first: most stacks of a state refuse most bytes.
     if (node == kAccept || !grammar_->byte_set(grammar_->sym(nodes_[node].pos).value).has(byte)) continue;
     const auto [b, e] = successors(node, byte);
-    to.insert(to.end(), results_.begin() + b, results_.begin() + e);
+    work_ += 1 + (e - b);
+    if (work_ > work_limit_) {  // spent midway: the whole byte is refused
+      to.clear();
+      return;
+    }
+    if (mark_.size() < nodes_.size()) mark_.resize(nodes_.size(), 0u);
+    for (uint32_t i = b; i < e; ++i) {
+      const uint32_t r = results_[i];
+      if (mark_[r] == epoch_) continue;
+      mark_[r] = epoch_;
+      to.push_back(r);
+    }
     n_sources += b != e;
   }
-  if (n_sources > 1) sort_unique(to);
+  if (n_sources > 1) std::sort(to.begin(), to.end());
   if (grammar_->bounded() && to.size() > kMaxStacks) to.resize(kMaxStacks);  // the oldest stacks
 }
 
 const ByteSet& Matcher::self_loops(const State& s) {
+  work_ += s.size();  // the lookup hashes and compares the state
   if (auto it = loops_.find(s); it != loops_.end()) return it->second;
   ByteSet loops;
   State next;
@@ -123,6 +148,10 @@ const ByteSet& Matcher::self_loops(const State& s) {
     if (!may_take(s, static_cast<uint8_t>(b))) continue;
     step(s, static_cast<uint8_t>(b), next);
     if (next == s) loops.add(static_cast<uint8_t>(b));
+  }
+  if (work_ >= work_limit_) {  // cut by the budget: right for now (fewer loops), not remembered
+    cut_loops_ = loops;
+    return cut_loops_;
   }
   return loops_.emplace(s, loops).first->second;
 }

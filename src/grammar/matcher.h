@@ -78,6 +78,24 @@ class Matcher {
 
   size_t n_nodes() const { return nodes_.size(); }
 
+  // A work bound for a stretch of calls (a token mask's trie walk). The
+  // units are stacks scanned (step, may_take, self_loops' lookup), successor
+  // entries merged by step(), and (position, stack) pairs visited by
+  // expansions, kExpandWork each (hash-set and intern lookups): roughly what
+  // each costs, and deterministic for a given grammar and input. Once
+  // `units` are spent, step() refuses every byte until end_budget() (as at
+  // the node bound: what was accepted still follows the grammar, some texts
+  // are no longer reachable). A grammar ambiguous enough that a byte merges
+  // thousands of stacks' successors (1000 optional letters written out one
+  // by one: ~10^6 entries a byte over most of a 151k vocabulary's trie)
+  // would otherwise hold the engine thread for minutes.
+  static constexpr uint64_t kExpandWork = 32;
+  void start_budget(uint64_t units) { work_ = 0, work_limit_ = units; }
+  void end_budget() { work_limit_ = UINT64_MAX; }
+  // Whether the current budget ran out (read it before end_budget()).
+  bool budget_spent() const { return work_ >= work_limit_; }
+  uint64_t work() const { return work_; }
+
   struct StateHash {
     size_t operator()(const State& s) const;
   };
@@ -106,9 +124,14 @@ class Matcher {
   std::unordered_map<uint64_t, std::pair<uint32_t, uint32_t>> memo_;  // (node, byte) -> [begin, end) in results_
   std::vector<uint32_t> results_;
   std::unordered_map<State, ByteSet, StateHash> loops_;
+  ByteSet cut_loops_;  // self_loops() of a call cut by the budget
   State start_;
   State state_;
   State scratch_;
+  mutable uint64_t work_ = 0;  // units since start_budget()
+  uint64_t work_limit_ = UINT64_MAX;
+  std::vector<uint32_t> mark_;  // per node: the step() that last added it (epoch_)
+  uint32_t epoch_ = 0;
   std::unordered_set<uint64_t> expanded_;  // (pos, parent) pairs of the current expansion
   std::vector<std::pair<uint32_t, uint32_t>> todo_;  // (pos, parent) pairs still to expand
 };

@@ -81,13 +81,20 @@ void TokenTrie::fill_allowed(Matcher& m, std::span<uint64_t> allowed) const {
 }
 
 std::span<const uint64_t> TokenMasker::allowed(Matcher& m) {
-  if (auto it = cache_.find(m.state()); it != cache_.end()) return it->second;
+  if (auto it = cache_.find(m.state()); it != cache_.end()) {
+    truncated_ = it->second.truncated;
+    return it->second.bits;
+  }
   const size_t n_words = (static_cast<size_t>(trie_->n_vocab()) + 63) / 64;
   if ((cache_.size() + 1) * n_words * 8 > kMaxCachedBytes) cache_.clear();
   std::vector<uint64_t> bits(n_words);
+  m.start_budget(kMaxMaskWork);
   trie_->fill_allowed(m, bits);
+  truncated_ = m.budget_spent();
+  max_walk_work_ = std::max(max_walk_work_, m.work());
+  m.end_budget();
   ++n_walks_;
-  return cache_.emplace(m.state(), std::move(bits)).first->second;
+  return cache_.emplace(m.state(), Mask{std::move(bits), truncated_}).first->second.bits;
 }
 
 }  // namespace zl::grammar

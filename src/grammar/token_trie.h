@@ -75,6 +75,13 @@ class TokenMasker {
  public:
   // Cached masks at most; then the cache starts over.
   static constexpr size_t kMaxCachedBytes = 32 << 20;
+  // The matcher's work bound for one mask (Matcher::start_budget): ~8x
+  // the largest walk of the schemas in bench/grammar_bench.cc on the 151k
+  // qwen2 vocabulary (1.7e7 units, ~35 ms), so ~0.1-0.3 s of the engine
+  // thread at most. A walk that reaches it keeps the tokens found so far (a
+  // subset of what the grammar allows, possibly none; cached like any mask)
+  // and says so (truncated()).
+  static constexpr uint64_t kMaxMaskWork = uint64_t{1} << 27;
 
   explicit TokenMasker(const TokenTrie& trie) : trie_(&trie) {}
   // The allowed tokens (n_vocab bits) for `m`'s current state. The span is
@@ -82,11 +89,21 @@ class TokenMasker {
   std::span<const uint64_t> allowed(Matcher& m);
   size_t n_cached() const { return cache_.size(); }
   int64_t n_walks() const { return n_walks_; }
+  // Whether the last allowed() mask (walked or cached) came from a walk cut
+  // at kMaxMaskWork, and the largest matcher work a walk of this masker took.
+  bool truncated() const { return truncated_; }
+  uint64_t max_walk_work() const { return max_walk_work_; }
 
  private:
   const TokenTrie* trie_;
-  std::unordered_map<Matcher::State, std::vector<uint64_t>, Matcher::StateHash> cache_;
+  struct Mask {
+    std::vector<uint64_t> bits;
+    bool truncated;
+  };
+  std::unordered_map<Matcher::State, Mask, Matcher::StateHash> cache_;
   int64_t n_walks_ = 0;
+  bool truncated_ = false;
+  uint64_t max_walk_work_ = 0;
 };
 
 }  // namespace zl::grammar

@@ -9,6 +9,7 @@
 #include <random>
 #include <regex>
 
+#include "grammar/gbnf.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
 #include "grammar/regex.h"
@@ -176,6 +177,45 @@ TEST(GrammarTextTest, NestedRepetitionsAreBoundedInAll) {
   for (const std::string p : {"(\\d{1,3}\\.){3}\\d{1,3}", "(x{0,10}){0,100}", "((a?){10}){100}", "(ab{2,5})*c{1000}",
                               "(a{1000})*", "(a{1000}|b{1000})+", "a{1000}b{1000}", "((x?){100}y){10}"}) {
     EXPECT_TRUE(compile_text_regex(p).ok()) << p;
+  }
+}
+
+// A repetition of something that may be empty — (x?){1000}, ((ab?){0,2}){2},
+// (x*){3} — is compiled as one repetition (GrammarBuilder::repeat): the same
+// texts, checked here against std::regex on every string up to 7 characters
+// over the pattern's letters and one more; and a run of x's leaves one or two
+// parse stacks, not one per way of splitting it between the copies (~1000
+// for (x?){1000}, each step then merging ~10^6 successors).
+TEST(GrammarTextTest, RepetitionsOfRepetitionsKeepTheirTexts) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"(x?){5}", "xy"},        {"(x?){2,4}y", "xy"},      {"((ab?){0,2}){2}", "abc"}, {"(x*){3}", "xy"},
+      {"(x{0,2}){0,3}", "xy"},  {"(x?){0}z", "xz"},        {"(x*){0}z", "xz"},         {"((x?){0,0}){3}y", "xy"},
+      {"((x{0,0})*){2}y", "xy"}, {"(x?)+y", "xy"},         {"(x?){3,}y", "xy"},        {"((x|yz)?){3}", "xyz"},
+      {"(x?){2}(x?){2}", "xy"}, {"(?:x{1,2}){0,2}y", "xy"}};
+  for (const auto& [pattern, letters] : cases) {
+    auto g = compile_text_regex(pattern);
+    ASSERT_TRUE(g.ok()) << pattern << ": " << g.status().to_string();
+    std::string core = pattern;
+    if (core.rfind("(?:", 0) == 0) core = "(" + core.substr(3);
+    const std::regex re(core);
+    std::vector<std::string> texts = {""};
+    for (size_t i = 0; i < texts.size(); ++i) {
+      const std::string t = texts[i];
+      EXPECT_EQ(matches(*g, t), std::regex_match(t, re)) << pattern << " on \"" << t << "\"";
+      if (t.size() < 7) {
+        for (char c : letters) texts.push_back(t + c);
+      }
+    }
+  }
+  for (const std::string p : {"(x?){1000}", "((x?){30}){30}", "([a-z]?){1000}", "(x*){1000}"}) {
+    auto g = compile_text_regex(p);
+    ASSERT_TRUE(g.ok()) << p;
+    Matcher m(*g);
+    for (int i = 0; i < 900; ++i) {
+      ASSERT_TRUE(m.advance('x')) << p << " at " << i;
+      ASSERT_LE(m.state().size(), 2u) << p << " at " << i;
+    }
+    EXPECT_TRUE(m.accepting()) << p;
   }
 }
 
@@ -350,6 +390,49 @@ TEST(GrammarMaskTest, TrieWalkEqualsBruteForce) {
       EXPECT_EQ(((bits[id >> 6] >> (id & 63)) & 1) != 0, expect) << "prefix " << prefix << " token " << vocab[id];
     }
   }
+}
+
+// A grammar ambiguous in a way that does not fold (1000 optional letters
+// written out one by one, a bounded client grammar): after any letter ~1000
+// parse stacks, each with ~1000 successors a byte, over a vocabulary of all
+// words of 1 to 3 letters. Its mask walk stops at TokenMasker::kMaxMaskWork
+// (minutes of the engine thread without the bound) and says so; the tokens
+// it found are all ones the grammar allows, and the next mask of the same
+// state is the cached one.
+TEST(GrammarMaskTest, AmbiguousGrammarStopsAtTheWorkBound) {
+  std::string text = "root ::=";
+  for (int i = 0; i < 1000; ++i) text += " [a-z]?";
+  auto g = compile_gbnf(text);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  std::vector<std::string> vocab = {""};
+  for (char a = 'a'; a <= 'z'; ++a) {
+    vocab.push_back(std::string{a});
+    for (char b = 'a'; b <= 'z'; ++b) {
+      vocab.push_back(std::string{a, b});
+      for (char c = 'a'; c <= 'z'; ++c) vocab.push_back(std::string{a, b, c});
+    }
+  }
+  TokenTrie trie(vocab);
+  Matcher m(*g);
+  ASSERT_TRUE(m.advance('q'));
+  ASSERT_GT(m.state().size(), 500u);
+  TokenMasker masker(trie);
+  const std::span<const uint64_t> bits = masker.allowed(m);
+  EXPECT_TRUE(masker.truncated());
+  EXPECT_EQ(masker.n_walks(), 1);
+  EXPECT_LE(masker.max_walk_work(), TokenMasker::kMaxMaskWork + 4 * Matcher::kMaxStacks * Matcher::kMaxStacks);
+  size_t n_allowed = 0;
+  for (size_t id = 0; id < vocab.size(); ++id) {
+    if (((bits[id >> 6] >> (id & 63)) & 1) == 0) continue;
+    ++n_allowed;
+    Matcher probe = m;
+    EXPECT_TRUE(probe.advance(vocab[id])) << vocab[id];
+  }
+  EXPECT_GT(n_allowed, 0u);
+  EXPECT_LT(n_allowed, vocab.size() - 1);  // not all of them: the walk was cut
+  masker.allowed(m);
+  EXPECT_EQ(masker.n_walks(), 1);
+  EXPECT_TRUE(masker.truncated());
 }
 
 // Random decoding through the masks: every finished text validates.

@@ -12,6 +12,7 @@
 #include "api/openai/chat_completions.h"
 #include "api/structured_output.h"
 #include "engine/constraint.h"
+#include "grammar/gbnf.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
 #include "support/engine_fixture.h"
@@ -135,6 +136,41 @@ TEST_P(StructuredOnModel, AnAnswerCompletedOnTheLastAllowedTokenIsWhole) {
     ++checked;
   }
   EXPECT_GT(checked, 0) << path << ": no answer finished";
+}
+
+// A client grammar too ambiguous to follow (4000 optional letters written
+// out one by one, then "~": the first letter alone merges ~4000 stacks'
+// successors of ~4000 each) reaches the mask's work bound before any token
+// is found. The
+// answer ends in an error that names the grammar (the engine thread spent
+// ~0.3 s on it, not minutes), and the engine serves the next request.
+TEST_P(StructuredOnModel, AGrammarTooAmbiguousToFollowEndsInANamedError) {
+  const std::string path = GetParam();
+  LoadedModel l = load_path(path);
+  if (!l.model) GTEST_SKIP() << "SKIPPED: " << path << " not found";
+  auto engine = Engine::create(*l.model, *l.tokenizer,
+                               EngineConfig{.n_ctx = 256, .max_seqs = 2, .kv_type = KvType::kF32, .n_threads = 2});
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  std::string text = "root ::=";
+  for (int i = 0; i < 4000; ++i) text += " [a-z]?";
+  // Not complete at the start (the end is not allowed either), and "~" comes
+  // after the letters in the trie's byte order: the walk spends the bound on
+  // the letters first.
+  text += " \"~\"";
+  auto g = grammar::compile_gbnf(text);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  Request r{.id = "amb", .tenant = "t", .prompt_ids = l.tokenizer->encode("Once upon a time")};
+  r.stop.max_tokens = 8;
+  r.constraint = GrammarConstraint{.start = *g, .end_when_complete = true};
+  const Outcome o = collect(*(*engine)->submit(std::move(r)));
+  EXPECT_EQ(o.last.finish, FinishReason::kError) << "[" << o.text << "] " << o.last.usage.n_generated_tokens;
+  EXPECT_EQ(o.last.error.kind(), ErrorKind::kInvalidArgument) << o.last.error.to_string();
+  EXPECT_NE(o.last.error.message().find("too ambiguous"), std::string::npos) << o.last.error.to_string();
+  Request next{.id = "next", .tenant = "t", .prompt_ids = l.tokenizer->encode("Once upon a time")};
+  next.sampling.temperature = 0;
+  next.stop.max_tokens = 4;
+  next.stop.ignore_eos = true;
+  EXPECT_EQ(collect(*(*engine)->submit(std::move(next))).last.finish, FinishReason::kMaxTokens);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, StructuredOnModel,
