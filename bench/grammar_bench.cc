@@ -3,10 +3,10 @@
 // (stories260K), against the decode step of a 1B-shape model measured in the
 // same run.
 //
-//   grammar_bench [--model 1B.gguf] [--outputs N] [--threads N] [--regex P | --gbnf G]
+//   grammar_bench [--model 1B.gguf] [--outputs N] [--threads N] [--regex P | --gbnf G | --schema S]
 //
-// --regex / --gbnf: that grammar (a guided_regex pattern, a GBNF text)
-// instead of the built-in schemas — to see what a client's grammar costs
+// --regex / --gbnf / --schema: that grammar (a guided_regex pattern, a GBNF
+// text, a JSON Schema's text) instead of the built-in schemas — to see what a client's grammar costs
 // the engine thread, which computes every sequence's mask in turn.
 //
 // For each vocabulary and schema, N outputs are decoded by a stand-in for
@@ -138,12 +138,13 @@ double decode_step_ms(const std::string& path, int threads) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model_path, regex, gbnf;
+  std::string model_path, regex, gbnf, schema_arg;
   int n_outputs = 40, threads = 2;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--model")) model_path = argv[i + 1];
     if (!std::strcmp(argv[i], "--regex")) regex = argv[i + 1];
     if (!std::strcmp(argv[i], "--gbnf")) gbnf = argv[i + 1];
+    if (!std::strcmp(argv[i], "--schema")) schema_arg = argv[i + 1];
     if (!std::strcmp(argv[i], "--outputs")) n_outputs = std::atoi(argv[i + 1]);
     if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
   }
@@ -176,6 +177,7 @@ int main(int argc, char** argv) {
     std::vector<std::pair<const char*, const char*>> grammars;
     for (const auto& sc : kSchemas) grammars.emplace_back(sc[0], sc[1]);
     if (!regex.empty() || !gbnf.empty()) grammars = {{!regex.empty() ? "regex" : "gbnf", nullptr}};
+    if (!schema_arg.empty()) grammars = {{"schema", schema_arg.c_str()}};
     for (const auto& [name, schema] : grammars) {
       auto g = !regex.empty()  ? zl::grammar::compile_text_regex(regex)
                : !gbnf.empty() ? zl::grammar::compile_gbnf(gbnf)

@@ -152,7 +152,7 @@ TEST_P(StructuredOnModel, AGrammarTooAmbiguousToFollowEndsInANamedError) {
                                EngineConfig{.n_ctx = 256, .max_seqs = 2, .kv_type = KvType::kF32, .n_threads = 2});
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();
   std::string text = "root ::=";
-  for (int i = 0; i < 4000; ++i) text += " [a-z]?";
+  for (int i = 0; i < 6000; ++i) text += " [a-z]?";
   // Not complete at the start (the end is not allowed either), and "~" comes
   // after the letters in the trie's byte order: the walk spends the bound on
   // the letters first.
