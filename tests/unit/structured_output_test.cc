@@ -84,12 +84,17 @@ Tally run_schema(Engine& engine, const Tokenizer& tok, const std::string& schema
 
 class StructuredOnModel : public ::testing::TestWithParam<std::string> {};
 
+// The engine these tests run on the loaded model: F32 cache, 2 threads.
+Result<std::unique_ptr<Engine>> engine_on(const LoadedModel& l, int64_t n_ctx, int32_t max_seqs) {
+  return Engine::create(*l.model, *l.tokenizer,
+                        EngineConfig{.n_ctx = n_ctx, .max_seqs = max_seqs, .kv_type = KvType::kF32, .n_threads = 2});
+}
+
 TEST_P(StructuredOnModel, EveryAnswerValidatesAtTemperatureOne) {
   const std::string path = GetParam();
   LoadedModel l = load_path(path);
   if (!l.model) GTEST_SKIP() << "SKIPPED: " << path << " not found";
-  auto engine = Engine::create(*l.model, *l.tokenizer,
-                               EngineConfig{.n_ctx = 512, .max_seqs = 4, .kv_type = KvType::kF32, .n_threads = 2});
+  auto engine = engine_on(l, 512, 4);
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();
   for (const char* schema : {kPerson, kShapes}) {
     const Tally t = run_schema(**engine, *l.tokenizer, schema, 24, 160);
@@ -108,8 +113,7 @@ TEST_P(StructuredOnModel, AnAnswerCompletedOnTheLastAllowedTokenIsWhole) {
   const std::string path = GetParam();
   LoadedModel l = load_path(path);
   if (!l.model) GTEST_SKIP() << "SKIPPED: " << path << " not found";
-  auto engine = Engine::create(*l.model, *l.tokenizer,
-                               EngineConfig{.n_ctx = 512, .max_seqs = 2, .kv_type = KvType::kF32, .n_threads = 2});
+  auto engine = engine_on(l, 512, 2);
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();
   auto g = grammar::compile_json_schema(kPerson);
   ASSERT_TRUE(g.ok());
@@ -138,18 +142,17 @@ TEST_P(StructuredOnModel, AnAnswerCompletedOnTheLastAllowedTokenIsWhole) {
   EXPECT_GT(checked, 0) << path << ": no answer finished";
 }
 
-// A client grammar too ambiguous to follow (4000 optional letters written
-// out one by one, then "~": the first letter alone merges ~4000 stacks'
-// successors of ~4000 each) reaches the mask's work bound before any token
-// is found. The
-// answer ends in an error that names the grammar (the engine thread spent
-// ~0.3 s on it, not minutes), and the engine serves the next request.
+// A client grammar too ambiguous to follow (6000 optional letters written
+// out one by one, then "~": the first letter alone expands ~6000 stacks into
+// ~6000 successors each) reaches the mask's work bound before any token is
+// found. The answer ends in an error that names the grammar (the engine
+// thread spent ~0.2 s on it, not minutes), and the engine serves the next
+// request.
 TEST_P(StructuredOnModel, AGrammarTooAmbiguousToFollowEndsInANamedError) {
   const std::string path = GetParam();
   LoadedModel l = load_path(path);
   if (!l.model) GTEST_SKIP() << "SKIPPED: " << path << " not found";
-  auto engine = Engine::create(*l.model, *l.tokenizer,
-                               EngineConfig{.n_ctx = 256, .max_seqs = 2, .kv_type = KvType::kF32, .n_threads = 2});
+  auto engine = engine_on(l, 256, 2);
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();
   std::string text = "root ::=";
   for (int i = 0; i < 6000; ++i) text += " [a-z]?";
