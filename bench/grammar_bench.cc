@@ -6,8 +6,9 @@
 //   grammar_bench [--model 1B.gguf] [--outputs N] [--threads N] [--regex P | --gbnf G | --schema S]
 //
 // --regex / --gbnf / --schema: that grammar (a guided_regex pattern, a GBNF
-// text, a JSON Schema's text) instead of the built-in schemas — to see what a client's grammar costs
-// the engine thread, which computes every sequence's mask in turn.
+// text, a JSON Schema's text) instead of the built-in schemas — to see what
+// a client's grammar costs the engine thread, which computes every
+// sequence's mask in turn.
 //
 // For each vocabulary and schema, N outputs are decoded by a stand-in for
 // the model: at each step the engine's ConstrainedOutput computes the mask

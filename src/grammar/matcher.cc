@@ -107,16 +107,14 @@ void Matcher::step(const State& from, uint8_t byte, State& to) {
   to.clear();
   if (work_ >= work_limit_) return;  // the budget is spent: refused
   work_ += from.size();
-  int n_sources = 0;
-  // The union of the sources' successor lists, each node once: an ambiguous
-  // grammar's stacks share most successors ((x?){1000} after some x's:
-  // ~1000 stacks of ~1000 successors each), so the lists are merged through
-  // marks (O(total length)) and only the union is sorted — concatenating
-  // and sorting all of them cost ~50 ms a byte there.
-  if (++epoch_ == 0) {  // the marks wrapped: clear them
-    std::fill(mark_.begin(), mark_.end(), 0u);
-    epoch_ = 1;
-  }
+  // The union of the sources' successor lists, each node once. The first
+  // list is copied as it is (sorted, unique: most steps have one source);
+  // from the second on, the lists are merged through marks (O(total
+  // length)) and only the union is sorted: an ambiguous grammar's stacks
+  // share most successors ((x?){1000} written out, after some x's: ~1000
+  // stacks of ~1000 successors each), and concatenating and sorting them
+  // all cost ~50 ms a byte there.
+  bool marking = false;
   for (uint32_t node : from) {
     // The top's byte set first: most stacks of a state refuse most bytes.
     if (node == kAccept || !grammar_->byte_set(grammar_->sym(nodes_[node].pos).value).has(byte)) continue;
@@ -126,6 +124,20 @@ void Matcher::step(const State& from, uint8_t byte, State& to) {
       to.clear();
       return;
     }
+    if (b == e) continue;
+    if (to.empty()) {
+      to.assign(results_.begin() + b, results_.begin() + e);
+      continue;
+    }
+    if (!marking) {  // a second source: mark what the first gave
+      if (mark_.size() < nodes_.size()) mark_.resize(nodes_.size(), 0u);
+      if (++epoch_ == 0) {  // the marks wrapped: clear them
+        std::fill(mark_.begin(), mark_.end(), 0u);
+        epoch_ = 1;
+      }
+      for (uint32_t r : to) mark_[r] = epoch_;
+      marking = true;
+    }
     if (mark_.size() < nodes_.size()) mark_.resize(nodes_.size(), 0u);
     for (uint32_t i = b; i < e; ++i) {
       const uint32_t r = results_[i];
@@ -133,9 +145,8 @@ void Matcher::step(const State& from, uint8_t byte, State& to) {
       mark_[r] = epoch_;
       to.push_back(r);
     }
-    n_sources += b != e;
   }
-  if (n_sources > 1) std::sort(to.begin(), to.end());
+  if (marking) std::sort(to.begin(), to.end());
   if (grammar_->bounded() && to.size() > kMaxStacks) to.resize(kMaxStacks);  // the oldest stacks
 }
 
