@@ -51,6 +51,15 @@ Status queue_timeout_error(int64_t timeout_ms, int64_t retry_after_ms) {
                             {.reason = ErrorReason::kQueueTimeout, .numbers = {.retry_after_ms = retry_after_ms}});
 }
 
+// A grammar whose masks keep reaching the masker's work bound
+// (ConstrainedOutput::too_ambiguous), or whose cut mask allowed nothing.
+Status grammar_too_ambiguous() {
+  return invalid_argument(
+      "the grammar is too ambiguous to follow: its token masks reached the server's work bound (a repetition of "
+      "something that may be empty, such as (x?){1000} written out item by item; write x{0,1000})",
+      {.reason = ErrorReason::kUnsupportedValue});
+}
+
 }  // namespace
 
 struct Engine::Live {
@@ -672,6 +681,15 @@ bool Engine::step() {
     const std::optional<int32_t> forced = live.span ? live.span->forced_next() : std::nullopt;
     if (forced) live.sampler.accept(*forced);
     const TokenMask* grammar_mask = !forced && live.constraint ? live.constraint->mask(grammar_mask_) : nullptr;
+    if (grammar_mask != nullptr && live.constraint->too_ambiguous()) {
+      // The grammar keeps reaching the mask's work bound: ended before it
+      // holds the engine thread (and every co-batched sequence) at each of
+      // its tokens.
+      ++row;
+      scheduler_.on_step_done(it.id, 0);
+      finish(live, FinishReason::kError, grammar_too_ambiguous());
+      continue;
+    }
     const std::span<float> logits(logits_.data() + row * n_vocab, n_vocab);
     // The sampler transforms the logits in place; a forced token leaves them as they are.
     const bool wants_logprobs = live.request.logprobs >= 0;
@@ -698,10 +716,7 @@ bool Engine::step() {
       const bool grammar_bound = grammar_mask != nullptr && live.constraint->mask_truncated();
       finish(live, FinishReason::kError,
              model_fault     ? internal_error("the model produced non-finite logits (NaN): no token can be sampled")
-             : grammar_bound ? invalid_argument(
-                                   "the grammar is too ambiguous to follow: no allowed token was found within the "
-                                   "server's work bound for one token's mask (a repetition of something that may "
-                                   "be empty, such as (x?){1000} written out item by item; write x{0,1000})")
+             : grammar_bound ? grammar_too_ambiguous()
                              : token.status());
       continue;
     }

@@ -94,6 +94,7 @@ std::span<const uint64_t> TokenMasker::allowed(Matcher& m) {
   max_walk_work_ = std::max(max_walk_work_, m.work());
   m.end_budget();
   ++n_walks_;
+  n_cut_walks_ += truncated_ ? 1 : 0;
   return cache_.emplace(m.state(), Mask{std::move(bits), truncated_}).first->second.bits;
 }
 

@@ -92,6 +92,8 @@ class TokenMasker {
   std::span<const uint64_t> allowed(Matcher& m);
   size_t n_cached() const { return cache_.size(); }
   int64_t n_walks() const { return n_walks_; }
+  // Walks cut at kMaxMaskWork (cached masks not counted again).
+  int64_t n_cut_walks() const { return n_cut_walks_; }
   // Whether the last allowed() mask (walked or cached) came from a walk cut
   // at kMaxMaskWork, and the largest matcher work a walk of this masker took.
   bool truncated() const { return truncated_; }
@@ -105,6 +107,7 @@ class TokenMasker {
   };
   std::unordered_map<Matcher::State, Mask, Matcher::StateHash> cache_;
   int64_t n_walks_ = 0;
+  int64_t n_cut_walks_ = 0;
   bool truncated_ = false;
   uint64_t max_walk_work_ = 0;
 };
