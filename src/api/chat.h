@@ -114,6 +114,10 @@ struct ChatRequest {
   // The last message is an assistant turn to continue (prefill): the prompt
   // ends inside that turn, and the answer is the continuation only.
   bool continue_final_message = false;
+  // false: the prompt ends after the last message, no assistant turn opened
+  // (vLLM's add_generation_prompt; /tokenize only: a generation always
+  // opens one).
+  bool add_generation_prompt = true;
   std::string tools_json;   // the tools array as sent (JSON), empty when none
   std::vector<ToolDef> tools;  // the same tools, one form for both APIs
   // "", "auto", "any", "none", or "tool:<name>" (<name> is one of `tools`).

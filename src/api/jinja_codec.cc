@@ -205,7 +205,7 @@ ToolSyntax detect_tool_syntax(std::string_view src) {
 }
 
 JinjaCodec::JinjaCodec(const Tokenizer* tokenizer, tmpl::Template jinja, std::string name)
-    : tokenizer_(tokenizer), jinja_(std::move(jinja)), name_(std::move(name)), bos_text_("<s>"), eos_text_("</s>") {
+    : TokenizerBackedCodec(tokenizer), jinja_(std::move(jinja)), name_(std::move(name)), bos_text_("<s>"), eos_text_("</s>") {
   if (tokenizer_) {
     const Vocab& v = tokenizer_->vocab();
     bos_text_ = v.bos() != kNoToken ? v.text(v.bos()) : "";
@@ -309,7 +309,7 @@ Value JinjaCodec::context(const ChatRequest& chat) const {
     }
     ctx.set("tools", Value(std::move(tools)));
   }
-  ctx.set("add_generation_prompt", Value(!chat.continue_final_message));
+  ctx.set("add_generation_prompt", Value(chat.add_generation_prompt && !chat.continue_final_message));
   ctx.set("bos_token", Value(bos_text_));
   ctx.set("eos_token", Value(eos_text_));
   // As the request says, else the template's default (probe_thinking_default;
@@ -368,7 +368,8 @@ Result<std::string> JinjaCodec::render_text(const ChatRequest& chat) const {
 }
 
 PromptThought JinjaCodec::prompt_thought(const ChatRequest& chat) const {
-  if (!thinking_.enabled || chat.continue_final_message || !plan_tools(chat, syntax_).prefill.empty()) {
+  if (!thinking_.enabled || chat.continue_final_message || !chat.add_generation_prompt ||
+      !plan_tools(chat, syntax_).prefill.empty()) {
     return PromptThought::kNone;
   }
   auto r = render(chat);
@@ -389,16 +390,5 @@ Result<std::vector<int32_t>> JinjaCodec::encode_chat(const ChatRequest& chat) co
   return tokenizer_->encode(segments, /*add_special=*/true);
 }
 
-Result<std::vector<int32_t>> JinjaCodec::encode_text(std::string_view text) const {
-  return tokenizer_->encode(text, EncodeOptions{.add_special = true, .parse_special = false});
-}
-
-Result<std::string> JinjaCodec::decode_prompt(std::span<const int32_t> ids) const {
-  return decode_prompt_ids(*tokenizer_, ids);
-}
-
-Result<std::vector<int32_t>> JinjaCodec::encode_markup(std::string_view text) const {
-  return tokenizer_->encode(text, EncodeOptions{.add_special = false, .parse_special = true});
-}
 
 }  // namespace zl::api

@@ -13,7 +13,8 @@
 //              templates that only render text (probed once at load)
 //   tools      the tools as sent ({type: "function", function: {…}}); absent
 //              when the request has none
-//   add_generation_prompt  true, unless the last message is a prefill
+//   add_generation_prompt  true, unless the last message is a prefill (or the
+//                          request says false: /tokenize)
 //   bos_token, eos_token   the vocabulary's texts
 //   enable_thinking, thinking  as the request says (Anthropic thinking,
 //              chat_template_kwargs.enable_thinking, reasoning_effort
@@ -38,6 +39,7 @@
 #pragma once
 
 #include "api/prompt_codec.h"
+#include "api/tokenizer_codec.h"
 #include "template/jinja.h"
 #include "tokenizer/tokenizer.h"
 
@@ -50,20 +52,17 @@ namespace zl::api {
 // kNone for every other format (their calls stay text).
 ToolSyntax detect_tool_syntax(std::string_view jinja);
 
-class JinjaCodec final : public PromptCodec {
+class JinjaCodec final : public TokenizerBackedCodec {
  public:
   // `tokenizer` must outlive the codec (null: render() alone, BOS/EOS "<s>"/"</s>").
   JinjaCodec(const Tokenizer* tokenizer, tmpl::Template jinja, std::string name);
 
   Result<std::vector<int32_t>> encode_chat(const ChatRequest& chat) const override;
-  Result<std::vector<int32_t>> encode_text(std::string_view text) const override;
-  Result<std::string> decode_prompt(std::span<const int32_t> ids) const override;
   Result<std::string> render_text(const ChatRequest& chat) const override;
   ToolSyntax tool_syntax() const override { return syntax_; }
   std::string template_name() const override { return name_; }
   ThinkingFormat thinking_format() const override { return thinking_; }
   PromptThought prompt_thought(const ChatRequest& chat) const override;
-  Result<std::vector<int32_t>> encode_markup(std::string_view text) const override;
 
   // The prompt encode_chat tokenizes, in parts (request text / markup).
   Result<tmpl::Rendered> render(const ChatRequest& chat) const;
@@ -76,7 +75,6 @@ class JinjaCodec final : public PromptCodec {
   bool probe_object_arguments();
   bool probe_thinking_default();
 
-  const Tokenizer* tokenizer_;
   tmpl::Template jinja_;
   std::string name_;
   std::string bos_text_;

@@ -36,6 +36,23 @@ class PromptCodec {
   virtual Result<std::string> decode_prompt(std::span<const int32_t> ids) const {
     return unsupported("this codec cannot decode token ids");
   }
+  // Text as token ids with the caller's choice of BOS/EOS (add_special, as
+  // the vocabulary says) and of special-token text (parse_special: it
+  // becomes the control token), for /tokenize. Thread-safe.
+  virtual Result<std::vector<int32_t>> encode_with(std::string_view text, bool add_special, bool parse_special) const {
+    return unsupported("this codec cannot tokenize text with options");
+  }
+  // Per id: its bytes as the output would show them (special tokens
+  // rendered), and its string in the vocabulary. An id outside the
+  // vocabulary is an InvalidArgument naming its index. Thread-safe.
+  virtual Result<std::vector<std::string>> token_pieces(std::span<const int32_t> ids) const {
+    return unsupported("this codec cannot show token pieces");
+  }
+  virtual Result<std::vector<std::string>> token_strings(std::span<const int32_t> ids) const {
+    return unsupported("this codec cannot show token strings");
+  }
+  // The size of the vocabulary (0: unknown).
+  virtual int64_t n_vocab() const { return 0; }
   // The tool-call syntax of the model's chat format: how encode_chat renders
   // tools (with plan_tools(), api/tool_prompt.h) and how the output is
   // parsed. kNone: tools are rendered generically and never parsed.

@@ -15,6 +15,7 @@
 #include "api/json_util.h"
 #include "api/openai/chat_completions.h"
 #include "api/shadow_glue.h"
+#include "api/tokenize_api.h"
 #include "api/trace_request.h"
 #include "api/validate.h"
 #include "core/hash.h"
@@ -80,6 +81,7 @@ ApiService::ApiService(ApiConfig config, EngineApi* engine, const PromptCodec* c
 ApiService::Api ApiService::api_of(const http::HttpRequest& req) {
   const std::string_view p = req.path;
   if (p.starts_with("/v1/chat/") || p == "/v1/completions" || p.starts_with("/v1/completions/")) return Api::kOpenAI;
+  if (p == "/tokenize" || p == "/detokenize") return Api::kOpenAI;  // llama-server's and vLLM's routes
   return Api::kAnthropic;
 }
 
@@ -118,6 +120,8 @@ void ApiService::register_routes(http::Router& router) {
              [this](HttpRequest& q, R res) { handle_count_tokens(q, std::move(res)); });
   router.add("POST", "/v1/chat/completions", [this](HttpRequest& q, R res) { handle_openai(q, std::move(res), true); });
   router.add("POST", "/v1/completions", [this](HttpRequest& q, R res) { handle_openai(q, std::move(res), false); });
+  router.add("POST", "/tokenize", [this](HttpRequest& q, R res) { handle_tokenize(q, std::move(res)); });
+  router.add("POST", "/detokenize", [this](HttpRequest& q, R res) { handle_detokenize(q, std::move(res)); });
   router.add("GET", "/v1/models", [this](HttpRequest& q, R res) { handle_models(q, std::move(res)); });
   router.add("GET", "/v1/models/{id}", [this](HttpRequest& q, R res) { handle_model(q, std::move(res)); });
 }
@@ -449,6 +453,53 @@ void ApiService::handle_count_tokens(http::HttpRequest& req, std::shared_ptr<htt
   Result<std::vector<int32_t>> ids = codec_->encode_chat(chat.value());
   if (!ids.ok()) return send_error(req, *res, route, from_status(ids.status()));
   send_json(req, *res, route, boost::json::serialize(boost::json::object{{"input_tokens", ids->size()}}));
+}
+
+void ApiService::handle_tokenize(http::HttpRequest& req, std::shared_ptr<http::Responder> res) {
+  const std::string route = "/tokenize";
+  if (!authorize(req, *res, route)) return;
+  ApiResult<TokenizeQuery> q = parse_tokenize_request(req.body);
+  if (!q.ok()) return send_error(req, *res, route, q.error());
+  // What the model would see: screened (redacted or refused) as a generation would be.
+  ChatRequest raw{.raw_prompt = true, .prompt = q.value().text};
+  ChatRequest& screened = q.value().chat ? *q.value().chat : raw;
+  if (auto refused = guard_chat_input(config_.guard.get(), screened, req.request_id, &metrics_root_->engine)) {
+    return send_error(req, *res, route, *refused);
+  }
+  const TokenizeQuery& query = q.value();
+  Result<std::vector<int32_t>> ids = query.chat ? codec_->encode_chat(*query.chat)
+                                                : codec_->encode_with(raw.prompt, query.add_special, query.parse_special);
+  if (!ids.ok()) return send_error(req, *res, route, from_status(ids.status()));
+  std::vector<std::string> pieces, strs;
+  if (query.with_pieces) {
+    Result<std::vector<std::string>> p = codec_->token_pieces(*ids);
+    if (!p.ok()) return send_error(req, *res, route, from_status(p.status()));
+    pieces = std::move(p).value();
+  }
+  if (query.token_strs) {
+    Result<std::vector<std::string>> t = codec_->token_strings(*ids);
+    if (!t.ok()) return send_error(req, *res, route, from_status(t.status()));
+    strs = std::move(t).value();
+  }
+  send_json(req, *res, route, tokenize_response(query, *ids, pieces, strs, engine_->stats().n_ctx));
+}
+
+void ApiService::handle_detokenize(http::HttpRequest& req, std::shared_ptr<http::Responder> res) {
+  const std::string route = "/detokenize";
+  if (!authorize(req, *res, route)) return;
+  ApiResult<std::vector<int32_t>> ids = parse_detokenize_request(req.body);
+  if (!ids.ok()) return send_error(req, *res, route, ids.error());
+  Result<std::string> text = codec_->decode_prompt(ids.value());
+  if (!text.ok()) {
+    ApiError e = from_status(text.status());
+    e.param = "tokens";
+    if (e.message.starts_with("prompt[")) {  // the codec names the prompt: "prompt[3] = …"
+      e.message = "tokens" + e.message.substr(6);
+      e.param = e.message.substr(0, e.message.find(']') + 1);
+    }
+    return send_error(req, *res, route, e);
+  }
+  send_json(req, *res, route, detokenize_response(*text));
 }
 
 void ApiService::handle_openai(http::HttpRequest& req, std::shared_ptr<http::Responder> res, bool chat_api) {

@@ -128,6 +128,9 @@ class ApiService {
 
   void handle_messages(http::HttpRequest& req, std::shared_ptr<http::Responder> res);
   void handle_count_tokens(http::HttpRequest& req, std::shared_ptr<http::Responder> res);
+  // POST /tokenize, /detokenize (api/tokenize_api.h).
+  void handle_tokenize(http::HttpRequest& req, std::shared_ptr<http::Responder> res);
+  void handle_detokenize(http::HttpRequest& req, std::shared_ptr<http::Responder> res);
   void handle_openai(http::HttpRequest& req, std::shared_ptr<http::Responder> res, bool chat);
   void handle_models(http::HttpRequest& req, std::shared_ptr<http::Responder> res);
   void handle_model(http::HttpRequest& req, std::shared_ptr<http::Responder> res);

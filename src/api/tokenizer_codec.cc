@@ -153,7 +153,7 @@ Result<ChatPrompt> TokenizerCodec::render(const ChatRequest& chat) const {
   ChatRenderOptions opts;
   opts.continue_final_message = (chat.continue_final_message || forced_call) && !messages.empty() &&
                                 messages.back().role == "assistant";
-  opts.add_generation_prompt = !opts.continue_final_message;
+  opts.add_generation_prompt = chat.add_generation_prompt && !opts.continue_final_message;
   opts.enable_thinking = chat.thinking.enabled;
   return template_.render(messages, opts);
 }
@@ -164,13 +164,12 @@ Result<std::string> TokenizerCodec::render_text(const ChatRequest& chat) const {
 }
 
 PromptThought TokenizerCodec::prompt_thought(const ChatRequest& chat) const {
-  if (chat.continue_final_message || !plan_tools(chat, tool_syntax()).prefill.empty()) return PromptThought::kNone;
+  if (chat.continue_final_message || !chat.add_generation_prompt || !plan_tools(chat, tool_syntax()).prefill.empty()) {
+    return PromptThought::kNone;
+  }
   return template_.prompt_thought(ChatRenderOptions{.enable_thinking = chat.thinking.enabled});
 }
 
-Result<std::vector<int32_t>> TokenizerCodec::encode_markup(std::string_view text) const {
-  return tokenizer_->encode(text, EncodeOptions{.add_special = false, .parse_special = true});
-}
 
 Result<std::vector<int32_t>> TokenizerCodec::encode_chat(const ChatRequest& chat) const {
   ASSIGN_OR_RETURN(ChatPrompt prompt, render(chat));
@@ -178,15 +177,11 @@ Result<std::vector<int32_t>> TokenizerCodec::encode_chat(const ChatRequest& chat
   return tokenizer_->encode(segments, /*add_special=*/true);
 }
 
-Result<std::vector<int32_t>> TokenizerCodec::encode_text(std::string_view text) const {
-  return tokenizer_->encode(text, EncodeOptions{.add_special = true, .parse_special = false});
-}
+namespace {
 
-Result<std::string> TokenizerCodec::decode_prompt(std::span<const int32_t> ids) const {
-  return decode_prompt_ids(*tokenizer_, ids);
-}
-
-Result<std::string> decode_prompt_ids(const Tokenizer& tokenizer, std::span<const int32_t> ids) {
+// OK when every id is in the vocabulary, else an InvalidArgument naming the
+// first one that is not ("prompt[3] = ...": the service renames the field).
+Status check_ids(const Tokenizer& tokenizer, std::span<const int32_t> ids) {
   for (size_t i = 0; i < ids.size(); ++i) {
     if (!tokenizer.vocab().is_valid(ids[i])) {
       return invalid_argument("prompt[" + std::to_string(i) + "] = " + std::to_string(ids[i]) +
@@ -195,7 +190,45 @@ Result<std::string> decode_prompt_ids(const Tokenizer& tokenizer, std::span<cons
                               {.reason = ErrorReason::kInvalidValue});
     }
   }
-  return tokenizer.decode(ids, DecodeOptions{.render_special = true});
+  return Status();
 }
+
+}  // namespace
+
+Result<std::vector<int32_t>> TokenizerBackedCodec::encode_text(std::string_view text) const {
+  return encode_with(text, /*add_special=*/true, /*parse_special=*/false);
+}
+
+Result<std::vector<int32_t>> TokenizerBackedCodec::encode_markup(std::string_view text) const {
+  return encode_with(text, /*add_special=*/false, /*parse_special=*/true);
+}
+
+Result<std::vector<int32_t>> TokenizerBackedCodec::encode_with(std::string_view text, bool add_special,
+                                                               bool parse_special) const {
+  return tokenizer_->encode(text, EncodeOptions{.add_special = add_special, .parse_special = parse_special});
+}
+
+Result<std::string> TokenizerBackedCodec::decode_prompt(std::span<const int32_t> ids) const {
+  RETURN_IF_ERROR(check_ids(*tokenizer_, ids));
+  return tokenizer_->decode(ids, DecodeOptions{.render_special = true});
+}
+
+Result<std::vector<std::string>> TokenizerBackedCodec::token_pieces(std::span<const int32_t> ids) const {
+  RETURN_IF_ERROR(check_ids(*tokenizer_, ids));
+  std::vector<std::string> out;
+  out.reserve(ids.size());
+  for (int32_t id : ids) out.push_back(tokenizer_->token_to_piece(id, /*render_special=*/true));
+  return out;
+}
+
+Result<std::vector<std::string>> TokenizerBackedCodec::token_strings(std::span<const int32_t> ids) const {
+  RETURN_IF_ERROR(check_ids(*tokenizer_, ids));
+  std::vector<std::string> out;
+  out.reserve(ids.size());
+  for (int32_t id : ids) out.push_back(tokenizer_->vocab().text(id));
+  return out;
+}
+
+int64_t TokenizerBackedCodec::n_vocab() const { return tokenizer_ ? tokenizer_->vocab().n_tokens() : 0; }
 
 }  // namespace zl::api

@@ -31,24 +31,38 @@
 
 namespace zl::api {
 
-// PromptCodec::decode_prompt on `tokenizer` (shared by the codecs that wrap one).
-Result<std::string> decode_prompt_ids(const Tokenizer& tokenizer, std::span<const int32_t> ids);
+// The PromptCodec calls that need only the tokenizer (raw text, ids, pieces),
+// shared by the codecs that wrap one (TokenizerCodec, JinjaCodec).
+// `tokenizer` must outlive the codec; it may be null for rendering alone,
+// and then these calls must not be made.
+class TokenizerBackedCodec : public PromptCodec {
+ public:
+  explicit TokenizerBackedCodec(const Tokenizer* tokenizer) : tokenizer_(tokenizer) {}
 
-class TokenizerCodec final : public PromptCodec {
+  Result<std::vector<int32_t>> encode_text(std::string_view text) const override;
+  Result<std::string> decode_prompt(std::span<const int32_t> ids) const override;
+  Result<std::vector<int32_t>> encode_markup(std::string_view text) const override;
+  Result<std::vector<int32_t>> encode_with(std::string_view text, bool add_special, bool parse_special) const override;
+  Result<std::vector<std::string>> token_pieces(std::span<const int32_t> ids) const override;
+  Result<std::vector<std::string>> token_strings(std::span<const int32_t> ids) const override;
+  int64_t n_vocab() const override;
+
+ protected:
+  const Tokenizer* tokenizer_;
+};
+
+class TokenizerCodec final : public TokenizerBackedCodec {
  public:
   // `tokenizer` must outlive the codec (it may be null for to_template_messages/render alone).
   TokenizerCodec(const Tokenizer* tokenizer, ChatTemplate chat_template)
-      : tokenizer_(tokenizer), template_(std::move(chat_template)) {}
+      : TokenizerBackedCodec(tokenizer), template_(std::move(chat_template)) {}
 
   Result<std::vector<int32_t>> encode_chat(const ChatRequest& chat) const override;
-  Result<std::vector<int32_t>> encode_text(std::string_view text) const override;
-  Result<std::string> decode_prompt(std::span<const int32_t> ids) const override;
   Result<std::string> render_text(const ChatRequest& chat) const override;
   ToolSyntax tool_syntax() const override;
   std::string template_name() const override { return template_.name(); }
   ThinkingFormat thinking_format() const override { return template_.thinking(); }
   PromptThought prompt_thought(const ChatRequest& chat) const override;
-  Result<std::vector<int32_t>> encode_markup(std::string_view text) const override;
 
   // The template's view of `chat`, a forced call's prefill last (exposed for tests).
   std::vector<zl::ChatMessage> to_template_messages(const ChatRequest& chat) const;
@@ -60,7 +74,6 @@ class TokenizerCodec final : public PromptCodec {
   std::vector<zl::ChatMessage> hermes_messages(const ChatRequest& chat, const ToolPlan& plan) const;
   std::vector<zl::ChatMessage> llama3_messages(const ChatRequest& chat, const ToolPlan& plan) const;
 
-  const Tokenizer* tokenizer_;
   ChatTemplate template_;
 };
 

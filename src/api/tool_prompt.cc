@@ -104,8 +104,9 @@ ToolPlan plan_tools(const ChatRequest& chat, ToolSyntax native) {
   }
   // A forced call opens the call in the prompt: the block syntaxes
   // (api/tool_formats.h) with their opener, the model writes the name (the
-  // grammar keeps it to the named tool).
-  if (chat.continue_final_message) return plan;
+  // grammar keeps it to the named tool). Not in a prompt that continues a
+  // turn, nor in one that opens none (add_generation_prompt: false).
+  if (chat.continue_final_message || !chat.add_generation_prompt) return plan;
   if (tool_formats::is_block_syntax(native)) {
     if (chat.tool_choice == "any" || chat.tool_choice.starts_with("tool:")) {
       plan.prefill = std::string(tool_formats::forced_opener(native));

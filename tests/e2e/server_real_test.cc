@@ -262,6 +262,79 @@ TEST(ServerRealTest, PrefixCacheIsNotSharedAcrossApiKeys) {
   EXPECT_EQ(call("key-A", "u2"), 0);
 }
 
+// POST /tokenize and /detokenize (llama-server's and vLLM's shapes) count
+// what a generation counts: a chat's ids are its prompt_tokens, a vLLM
+// prompt's are /v1/completions' and `zerolayer tokenize`'s; llama-server's
+// content round-trips through /detokenize; a bad id is a 400 naming it;
+// behind API keys they want one.
+TEST(ServerRealTest, TokenizeCountsWhatAGenerationCounts) {
+  REQUIRE_MODEL();
+  const std::string msgs =
+      R"("messages":[{"role":"system","content":"You tell short stories."},{"role":"user","content":"Tom had a red ball."}])";
+  HttpReply t = fetch(main_port(), "POST", "/tokenize", "{" + msgs + "}");
+  ASSERT_EQ(t.status, 200) << t.body;
+  json::object tok = parse_obj(t.body);
+  const int64_t n_chat = num(at(tok, {"count"}));
+  EXPECT_EQ(static_cast<int64_t>(tok["tokens"].as_array().size()), n_chat);
+  EXPECT_EQ(num(at(tok, {"max_model_len"})), 2048);
+  HttpReply g = fetch(main_port(), "POST", "/v1/chat/completions",
+                      R"({"model":"m","max_tokens":1,"temperature":0,)" + msgs + "}", {}, 60000);
+  ASSERT_EQ(g.status, 200) << g.body;
+  EXPECT_EQ(num(at(parse_obj(g.body), {"usage", "prompt_tokens"})), n_chat);
+  // Without the generation prompt: fewer ids, the same beginning.
+  HttpReply closed = fetch(main_port(), "POST", "/tokenize", "{" + msgs + R"(,"add_generation_prompt":false})");
+  ASSERT_EQ(closed.status, 200) << closed.body;
+  json::object closed_obj = parse_obj(closed.body);
+  const json::array& ca = closed_obj["tokens"].as_array();
+  ASSERT_LT(static_cast<int64_t>(ca.size()), n_chat);
+  for (size_t i = 0; i < ca.size(); ++i) EXPECT_EQ(ca[i], tok["tokens"].as_array()[i]) << i;
+
+  const std::string text = "Once upon a time, Lily saw a cat.";
+  HttpReply p = fetch(main_port(), "POST", "/tokenize", R"({"model":"m","prompt":)" + jquote(text) + R"(,"return_token_strs":true})");
+  ASSERT_EQ(p.status, 200) << p.body;
+  json::object pj = parse_obj(p.body);
+  CommandResult cli = run_command(zerolayer_bin() + " tokenize --json --model " + model_path() + " --text " +
+                                  jquote(text) + " 2>/dev/null");
+  ASSERT_EQ(cli.exit_code, 0) << cli.out;
+  EXPECT_EQ(json::serialize(pj["tokens"]), json::serialize(json::parse(cli.out)));
+  EXPECT_EQ(pj["token_strs"].as_array().size(), pj["tokens"].as_array().size());
+  HttpReply c = fetch(main_port(), "POST", "/v1/completions",
+                      R"({"model":"m","max_tokens":1,"temperature":0,"prompt":)" + jquote(text) + "}", {}, 60000);
+  ASSERT_EQ(c.status, 200) << c.body;
+  EXPECT_EQ(num(at(parse_obj(c.body), {"usage", "prompt_tokens"})), static_cast<int64_t>(pj["tokens"].as_array().size()));
+
+  // llama-server: content without BOS, each id with its piece; the ids detokenize to the text.
+  HttpReply l = fetch(main_port(), "POST", "/tokenize", R"({"content":)" + jquote(text) + R"(,"with_pieces":true})");
+  ASSERT_EQ(l.status, 200) << l.body;
+  json::array ids;
+  std::string joined;
+  json::object lj = parse_obj(l.body);
+  for (const json::value& e : lj["tokens"].as_array()) {
+    ids.push_back(e.as_object().at("id"));
+    joined += e.as_object().at("piece").as_string();
+  }
+  // (stories260K is a SentencePiece vocabulary with a space prefix: its first
+  // piece is " Once", as llama-server shows it too.)
+  EXPECT_EQ(joined, " " + text);
+  EXPECT_EQ(ids.size() + 1, pj["tokens"].as_array().size());  // the vLLM prompt has BOS
+  HttpReply d = fetch(main_port(), "POST", "/detokenize", R"({"tokens":)" + json::serialize(ids) + "}");
+  ASSERT_EQ(d.status, 200) << d.body;
+  EXPECT_EQ(str(at(parse_obj(d.body), {"content"})), " " + text);
+  EXPECT_EQ(str(at(parse_obj(d.body), {"prompt"})), " " + text);
+
+  HttpReply bad = fetch(main_port(), "POST", "/detokenize", R"({"tokens":[1,512]})");
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_EQ(str(at(parse_obj(bad.body), {"error", "param"})), "tokens[1]") << bad.body;
+  HttpReply none = fetch(main_port(), "POST", "/tokenize", "{}");
+  EXPECT_EQ(none.status, 400) << none.body;
+  EXPECT_EQ(str(at(parse_obj(none.body), {"error", "type"})), "invalid_request_error") << none.body;
+
+  const int keyed = server("keys", {"--api-key", "key-A", "--api-key", "key-B"}).port();
+  EXPECT_EQ(fetch(keyed, "POST", "/tokenize", R"({"content":"hi"})").status, 401);
+  EXPECT_EQ(fetch(keyed, "POST", "/detokenize", R"({"tokens":[1]})").status, 401);
+  EXPECT_EQ(fetch(keyed, "POST", "/tokenize", R"({"content":"hi"})", {"Authorization: Bearer key-B"}).status, 200);
+}
+
 TEST(ServerRealTest, StopSequencesStopWithTheString) {
   REQUIRE_MODEL();
   Answer base = anthropic_call(main_port(), msg_body("Once upon a time", R"("max_tokens":48)"));

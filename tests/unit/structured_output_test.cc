@@ -142,6 +142,28 @@ TEST_P(StructuredOnModel, AnAnswerCompletedOnTheLastAllowedTokenIsWhole) {
   EXPECT_GT(checked, 0) << path << ": no answer finished";
 }
 
+// `n_items` optional letters written out one by one in GBNF, then `tail`,
+// as the constraint of a request on `engine`: its outcome.
+Outcome run_letters(Engine& engine, const Tokenizer& tok, int n_items, const std::string& tail, int32_t max_tokens,
+                    bool ignore_eos) {
+  std::string text = "root ::=";
+  for (int i = 0; i < n_items; ++i) text += " [a-z]?";
+  auto g = grammar::compile_gbnf(text + tail);
+  EXPECT_TRUE(g.ok()) << g.status().to_string();
+  if (!g.ok()) return {};
+  Request r{.id = "letters", .tenant = "t", .prompt_ids = tok.encode("Once upon a time")};
+  r.stop.max_tokens = max_tokens;
+  r.stop.ignore_eos = ignore_eos;
+  r.constraint = GrammarConstraint{.start = *g, .end_when_complete = true};
+  return collect(*engine.submit(std::move(r)));
+}
+
+void expect_too_ambiguous(const Outcome& o) {
+  EXPECT_EQ(o.last.finish, FinishReason::kError) << "[" << o.text << "] " << o.last.usage.n_generated_tokens;
+  EXPECT_EQ(o.last.error.kind(), ErrorKind::kInvalidArgument) << o.last.error.to_string();
+  EXPECT_NE(o.last.error.message().find("too ambiguous"), std::string::npos) << o.last.error.to_string();
+}
+
 // A client grammar too ambiguous to follow (6000 optional letters written
 // out one by one, then "~": the first letter alone expands ~6000 stacks into
 // ~6000 successors each) reaches the mask's work bound before any token is
@@ -154,21 +176,10 @@ TEST_P(StructuredOnModel, AGrammarTooAmbiguousToFollowEndsInANamedError) {
   if (!l.model) GTEST_SKIP() << "SKIPPED: " << path << " not found";
   auto engine = engine_on(l, 256, 2);
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();
-  std::string text = "root ::=";
-  for (int i = 0; i < 6000; ++i) text += " [a-z]?";
   // Not complete at the start (the end is not allowed either), and "~" comes
   // after the letters in the trie's byte order: the walk spends the bound on
   // the letters first.
-  text += " \"~\"";
-  auto g = grammar::compile_gbnf(text);
-  ASSERT_TRUE(g.ok()) << g.status().to_string();
-  Request r{.id = "amb", .tenant = "t", .prompt_ids = l.tokenizer->encode("Once upon a time")};
-  r.stop.max_tokens = 8;
-  r.constraint = GrammarConstraint{.start = *g, .end_when_complete = true};
-  const Outcome o = collect(*(*engine)->submit(std::move(r)));
-  EXPECT_EQ(o.last.finish, FinishReason::kError) << "[" << o.text << "] " << o.last.usage.n_generated_tokens;
-  EXPECT_EQ(o.last.error.kind(), ErrorKind::kInvalidArgument) << o.last.error.to_string();
-  EXPECT_NE(o.last.error.message().find("too ambiguous"), std::string::npos) << o.last.error.to_string();
+  expect_too_ambiguous(run_letters(**engine, *l.tokenizer, 6000, " \"~\"", 8, false));
   Request next{.id = "next", .tenant = "t", .prompt_ids = l.tokenizer->encode("Once upon a time")};
   next.sampling.temperature = 0;
   next.stop.max_tokens = 4;
@@ -188,18 +199,9 @@ TEST_P(StructuredOnModel, AGrammarThatKeepsReachingTheWorkBoundEndsAfterAFewMask
   if (!l.model) GTEST_SKIP() << "SKIPPED: " << path << " not found";
   auto engine = engine_on(l, 256, 2);
   ASSERT_TRUE(engine.ok()) << engine.status().to_string();
-  std::string text = "root ::=";
-  for (int i = 0; i < 1000; ++i) text += " [a-z]?";
-  auto g = grammar::compile_gbnf(text);
-  ASSERT_TRUE(g.ok()) << g.status().to_string();
-  Request r{.id = "amb2", .tenant = "t", .prompt_ids = l.tokenizer->encode("Once upon a time")};
-  r.stop.max_tokens = 40;
-  r.stop.ignore_eos = true;  // the grammar is complete from the start: the end would be allowed
-  r.constraint = GrammarConstraint{.start = *g, .end_when_complete = true};
-  const Outcome o = collect(*(*engine)->submit(std::move(r)));
-  EXPECT_EQ(o.last.finish, FinishReason::kError) << "[" << o.text << "] " << o.last.usage.n_generated_tokens;
-  EXPECT_EQ(o.last.error.kind(), ErrorKind::kInvalidArgument) << o.last.error.to_string();
-  EXPECT_NE(o.last.error.message().find("too ambiguous"), std::string::npos) << o.last.error.to_string();
+  // ignore_eos: the grammar is complete from the start, so the end would be allowed.
+  const Outcome o = run_letters(**engine, *l.tokenizer, 1000, "", 40, true);
+  expect_too_ambiguous(o);
   EXPECT_LT(o.last.usage.n_generated_tokens, ConstrainedOutput::kMaxCutMasks);
   for (char ch : o.text) EXPECT_TRUE(ch >= 'a' && ch <= 'z') << o.text;  // what came before was the grammar's
 }
