@@ -4,7 +4,7 @@
 // rendered and tokenized (prepare_request, on the demo vocabulary with its
 // own template and the chatml / llama3 / gemma families, so tools are
 // rendered in every syntax) after context editing, and the API's formatter writing an answer that
-// echoes the request's fields.
+// echoes the request's fields. The same bytes as a /tokenize and a /detokenize body.
 // Invariants: a parse is a ChatRequest or a 4xx with a message, never an
 // exception or a crash; stream_options only with stream; a forced tool is
 // one of the tools; a prepared request fits the window with valid token ids
@@ -21,6 +21,7 @@
 #include "api/context_edits.h"
 #include "api/errors.h"
 #include "api/generation.h"
+#include "api/tokenize_api.h"
 #include "fuzz/fuzz_support.h"
 
 namespace zl::fuzz {
@@ -135,6 +136,35 @@ inline void check_context_edits(api::ChatRequest* chat, size_t codec_index) {
   FUZZ_CHECK(ids.ok() && static_cast<int64_t>(ids->size()) == e.n_tokens);
 }
 
+// POST /tokenize and /detokenize on the same bytes: a query or a 4xx; a
+// query's ids are valid and its answer is JSON with one entry an id; ids
+// that detokenize give text, others a 4xx.
+inline void check_tokenize(std::string_view body, size_t codec_index) {
+  const api::TokenizerCodec& codec = fuzz_codec(codec_index);
+  auto q = api::parse_tokenize_request(body);
+  if (!q.ok()) {
+    FUZZ_CHECK(api::http_status(q.error()) >= 400 && api::http_status(q.error()) < 500);
+    FUZZ_CHECK(!q.error().message.empty());
+  } else {
+    const api::TokenizeQuery& query = q.value();
+    auto ids = query.chat ? codec.encode_chat(*query.chat) : codec.encode_with(query.text, query.add_special, query.parse_special);
+    if (ids.ok()) {
+      for (int32_t id : *ids) FUZZ_CHECK(fuzz_tokenizer().vocab().is_valid(id));
+      auto pieces = codec.token_pieces(*ids);
+      auto strs = codec.token_strings(*ids);
+      FUZZ_CHECK(pieces.ok() && strs.ok() && pieces->size() == ids->size());
+      FUZZ_CHECK(is_json(api::tokenize_response(query, *ids, *pieces, *strs, 512)));
+    }
+  }
+  auto d = api::parse_detokenize_request(body);
+  if (!d.ok()) {
+    FUZZ_CHECK(api::http_status(d.error()) >= 400 && api::http_status(d.error()) < 500);
+    return;
+  }
+  auto text = codec.decode_prompt(d.value());
+  if (text.ok()) FUZZ_CHECK(is_json(api::detokenize_response(*text)));
+}
+
 inline int fuzz_request(const RequestApi& api, const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
   for (auto* parse : {api.parse, api.parse_other}) {
@@ -145,6 +175,7 @@ inline int fuzz_request(const RequestApi& api, const uint8_t* data, size_t size)
     check_prepared(r.value(), size % kNumFuzzCodecs);
     check_formatter(api, r.value());
   }
+  check_tokenize(body, size % kNumFuzzCodecs);
   return 0;
 }
 
