@@ -390,5 +390,4 @@ Result<std::vector<int32_t>> JinjaCodec::encode_chat(const ChatRequest& chat) co
   return tokenizer_->encode(segments, /*add_special=*/true);
 }
 
-
 }  // namespace zl::api

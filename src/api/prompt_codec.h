@@ -51,8 +51,6 @@ class PromptCodec {
   virtual Result<std::vector<std::string>> token_strings(std::span<const int32_t> ids) const {
     return unsupported("this codec cannot show token strings");
   }
-  // The size of the vocabulary (0: unknown).
-  virtual int64_t n_vocab() const { return 0; }
   // The tool-call syntax of the model's chat format: how encode_chat renders
   // tools (with plan_tools(), api/tool_prompt.h) and how the output is
   // parsed. kNone: tools are rendered generically and never parsed.

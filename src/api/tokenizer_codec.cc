@@ -170,7 +170,6 @@ PromptThought TokenizerCodec::prompt_thought(const ChatRequest& chat) const {
   return template_.prompt_thought(ChatRenderOptions{.enable_thinking = chat.thinking.enabled});
 }
 
-
 Result<std::vector<int32_t>> TokenizerCodec::encode_chat(const ChatRequest& chat) const {
   ASSIGN_OR_RETURN(ChatPrompt prompt, render(chat));
   const std::vector<TextSegment> segments = prompt.segments();
@@ -228,7 +227,5 @@ Result<std::vector<std::string>> TokenizerBackedCodec::token_strings(std::span<c
   for (int32_t id : ids) out.push_back(tokenizer_->vocab().text(id));
   return out;
 }
-
-int64_t TokenizerBackedCodec::n_vocab() const { return tokenizer_ ? tokenizer_->vocab().n_tokens() : 0; }
 
 }  // namespace zl::api

@@ -45,7 +45,6 @@ class TokenizerBackedCodec : public PromptCodec {
   Result<std::vector<int32_t>> encode_with(std::string_view text, bool add_special, bool parse_special) const override;
   Result<std::vector<std::string>> token_pieces(std::span<const int32_t> ids) const override;
   Result<std::vector<std::string>> token_strings(std::span<const int32_t> ids) const override;
-  int64_t n_vocab() const override;
 
  protected:
   const Tokenizer* tokenizer_;
