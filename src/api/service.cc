@@ -575,6 +575,7 @@ boost::json::object ApiService::model_object() const {
     const int64_t room = kv_fit ? std::min(stats.n_ctx - 1, *kv_fit) : stats.n_ctx - 1;
     m["max_input_tokens"] = room;
     m["max_tokens"] = room;
+    m["max_model_len"] = stats.n_ctx;  // vLLM's field: the context window
   }
   return m;
 }

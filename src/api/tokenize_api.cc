@@ -5,6 +5,8 @@
 
 #include "api/json_fields.h"
 #include "api/openai/chat_completions.h"
+#include "core/json_escape.h"
+#include "core/utf8.h"
 
 namespace zl::api {
 
@@ -19,21 +21,14 @@ bool bool_field(const json::object& o, std::string_view key, bool fallback) {
 
 // A piece as llama-server writes it: the text when it is valid UTF-8, else
 // its bytes (a byte-fallback token, half of a character).
-json::value piece_value(const std::string& piece) {
-  size_t i = 0;
-  while (i < piece.size()) {
-    const auto c = static_cast<unsigned char>(piece[i]);
-    const size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    if (n == 0 || i + n > piece.size()) break;
-    bool ok = true;
-    for (size_t k = 1; k < n; ++k) ok = ok && (static_cast<unsigned char>(piece[i + k]) >> 6) == 0x2;
-    if (!ok) break;
-    i += n;
+void append_piece(const std::string& piece, std::string* out) {
+  if (utf8::is_valid(piece)) return append_json_string(*out, piece);
+  out->push_back('[');
+  for (size_t k = 0; k < piece.size(); ++k) {
+    if (k > 0) out->push_back(',');
+    out->append(std::to_string(static_cast<unsigned char>(piece[k])));
   }
-  if (i == piece.size()) return json::string(piece);
-  json::array bytes;
-  for (char ch : piece) bytes.push_back(static_cast<unsigned char>(ch));
-  return bytes;
+  out->push_back(']');
 }
 
 }  // namespace
@@ -98,28 +93,37 @@ ApiResult<std::vector<int32_t>> parse_detokenize_request(std::string_view body) 
   });
 }
 
+// Written directly, not as a JSON tree: the answer's memory is its own size
+// (~30 bytes a token with pieces), bounded by the body limit times that.
 std::string tokenize_response(const TokenizeQuery& q, std::span<const int32_t> ids,
                               std::span<const std::string> pieces, std::span<const std::string> token_strs,
                               int64_t max_model_len) {
-  json::array tokens;
-  tokens.reserve(ids.size());
+  std::string out = "{\"tokens\":[";
+  out.reserve(out.size() + ids.size() * (q.with_pieces ? 32 : 8) + 64);
   for (size_t i = 0; i < ids.size(); ++i) {
+    if (i > 0) out.push_back(',');
     if (q.with_pieces && i < pieces.size()) {
-      tokens.push_back(json::object{{"id", ids[i]}, {"piece", piece_value(pieces[i])}});
+      out.append("{\"id\":").append(std::to_string(ids[i])).append(",\"piece\":");
+      append_piece(pieces[i], &out);
+      out.push_back('}');
     } else {
-      tokens.push_back(ids[i]);
+      out.append(std::to_string(ids[i]));
     }
   }
-  json::value strs = nullptr;
-  if (q.token_strs) {
-    json::array a;
-    for (const std::string& t : token_strs) a.push_back(json::string(t));
-    strs = std::move(a);
+  out.append("],\"count\":").append(std::to_string(ids.size()));
+  out.append(",\"max_model_len\":").append(std::to_string(max_model_len)).append(",\"token_strs\":");
+  if (!q.token_strs) {
+    out.append("null");
+  } else {
+    out.push_back('[');
+    for (size_t i = 0; i < token_strs.size(); ++i) {
+      if (i > 0) out.push_back(',');
+      append_json_string(out, token_strs[i]);  // (a malformed vocabulary's bytes: U+FFFD)
+    }
+    out.push_back(']');
   }
-  return json::serialize(json::object{{"tokens", std::move(tokens)},
-                                      {"count", ids.size()},
-                                      {"max_model_len", max_model_len},
-                                      {"token_strs", std::move(strs)}});
+  out.push_back('}');
+  return out;
 }
 
 std::string detokenize_response(std::string_view text) {

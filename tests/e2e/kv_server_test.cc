@@ -214,6 +214,7 @@ TEST(KvServer, ModelsListTheRoomOfOneSequence) {
   HttpReply r = fetch(strict_port(), "GET", "/v1/models");
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_NE(r.body.find("\"max_tokens\":" + std::to_string(kKvTokens - 1)), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("\"max_model_len\":256"), std::string::npos) << r.body;  // vLLM's: the window (--ctx)
 }
 
 // ---- Decay under pressure, on the fake engine ----

@@ -118,6 +118,10 @@ TEST(TokenizeApi, TheAnswerCarriesBothShapes) {
   EXPECT_EQ(json::serialize(a["tokens"]), "[{\"id\":5,\"piece\":\" h\xc3\xa9\"},{\"id\":6,\"piece\":[226,130]}]");
   EXPECT_EQ(a["token_strs"].as_array().size(), 2u);
   EXPECT_EQ(a["token_strs"].as_array()[1].as_string(), "<0xE2>");
+  // A vocabulary string that is not UTF-8 (a malformed file) still makes valid JSON.
+  const std::vector<std::string> bad_strs = {"ok", "\xff"};
+  a = json::parse(tokenize_response(q, ids, pieces, bad_strs, 8)).as_object();
+  EXPECT_EQ(a["token_strs"].as_array()[1].as_string(), "\xEF\xBF\xBD");
   json::object d = json::parse(detokenize_response("once")).as_object();
   EXPECT_EQ(d["content"].as_string(), "once");  // llama-server
   EXPECT_EQ(d["prompt"].as_string(), "once");   // vLLM
