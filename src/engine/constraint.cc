@@ -6,6 +6,7 @@ namespace zl {
 
 ConstrainedOutput::ConstrainedOutput(GrammarConstraint c, const grammar::TokenTrie& trie, std::vector<int32_t> end_ids)
     : c_(std::move(c)), trie_(&trie), end_ids_(std::move(end_ids)) {
+  if (!c_.cut_masks) c_.cut_masks = std::make_shared<MaskCutCount>();  // (a moved-from constraint's copy)
   if (c_.start) {
     start(c_.start);
     if (!c_.start_prefix.empty() && phase_ == Phase::kGrammar) {
@@ -38,7 +39,9 @@ const TokenMask* ConstrainedOutput::mask(TokenMask& mask) {
   const int32_t n_vocab = mask.n_vocab();
   bool allow_end = true;
   if (phase_ == Phase::kGrammar) {
+    const int64_t cut_before = masker_->n_cut_walks();
     std::span<const uint64_t> allowed = masker_->allowed(*matcher_);
+    c_.cut_masks->n += masker_->n_cut_walks() - cut_before;
     const size_t n = std::min(words.size(), allowed.size());
     for (size_t i = 0; i < n; ++i) words[i] = ~allowed[i];
     std::fill(words.begin() + static_cast<ptrdiff_t>(n), words.end(), ~uint64_t{0});

@@ -55,15 +55,17 @@ class ConstrainedOutput {
   // cut at the masker's work bound (TokenMasker::kMaxMaskWork): a subset of
   // what the grammar allows, possibly empty.
   bool mask_truncated() const { return phase_ == Phase::kGrammar && masker_ && masker_->truncated(); }
-  // Masks of this output that may be walked to the work bound before it is
-  // ended as too ambiguous (too_ambiguous()): each such walk holds the
-  // engine thread, and every co-batched sequence with it, ~0.1-0.3 s. A
-  // grammar that reaches the bound once may still be followed (the mask is
-  // a valid subset); one that keeps reaching it would stall the batch at
-  // every token of its output.
+  // Masks of a request (all its outputs: the copies of its constraint share
+  // GrammarConstraint::cut_masks) that may be walked to the work bound
+  // before its outputs are ended as too ambiguous (too_ambiguous()): each
+  // such walk holds the engine thread, and every co-batched sequence with
+  // it, ~0.1-0.3 s. A grammar that reaches the bound once may still be
+  // followed (the mask is a valid subset); one that keeps reaching it would
+  // stall the batch at every token of every choice.
   static constexpr int64_t kMaxCutMasks = 3;
-  // Whether kMaxCutMasks walks of this output were cut: the output must end.
-  bool too_ambiguous() const { return masker_ && masker_->n_cut_walks() >= kMaxCutMasks; }
+  // Whether the request's outputs had kMaxCutMasks walks cut while this one
+  // is in its grammar: it must end (checked before and after mask()).
+  bool too_ambiguous() const { return phase_ == Phase::kGrammar && c_.cut_masks->n >= kMaxCutMasks; }
   // The largest work a mask walk of this output took (grammar_bench).
   uint64_t max_mask_work() const { return masker_ ? masker_->max_walk_work() : 0; }
 

@@ -680,11 +680,14 @@ bool Engine::step() {
     // (nor vetoed by the guard's mask, which still sees it through accept()).
     const std::optional<int32_t> forced = live.span ? live.span->forced_next() : std::nullopt;
     if (forced) live.sampler.accept(*forced);
-    const TokenMask* grammar_mask = !forced && live.constraint ? live.constraint->mask(grammar_mask_) : nullptr;
-    if (grammar_mask != nullptr && live.constraint->too_ambiguous()) {
-      // The grammar keeps reaching the mask's work bound: ended before it
-      // holds the engine thread (and every co-batched sequence) at each of
-      // its tokens.
+    // A grammar that keeps reaching the mask's work bound (in this output or
+    // the request's others) ends before it holds the engine thread, and
+    // every co-batched sequence, at each of its tokens: no more walks once
+    // the request's count is reached.
+    const bool ambiguous = !forced && live.constraint && live.constraint->too_ambiguous();
+    const TokenMask* grammar_mask =
+        !forced && !ambiguous && live.constraint ? live.constraint->mask(grammar_mask_) : nullptr;
+    if (ambiguous || (grammar_mask != nullptr && live.constraint->too_ambiguous())) {
       ++row;
       scheduler_.on_step_done(it.id, 0);
       finish(live, FinishReason::kError, grammar_too_ambiguous());

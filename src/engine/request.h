@@ -95,6 +95,13 @@ struct StopParams {
 //                  free again after it (text, then maybe the trigger again).
 // Costs: engine/constraint.h. max_tokens and the window still end the
 // output wherever it is (finish kMaxTokens: the text is a prefix only).
+// How many mask walks of a request's outputs were cut at the masker's work
+// bound (ConstrainedOutput::too_ambiguous): one count for every copy of a
+// constraint, so a request's choices (n) share it. Engine thread only.
+struct MaskCutCount {
+  int64_t n = 0;
+};
+
 struct GrammarConstraint {
   std::shared_ptr<const grammar::Grammar> start;
   std::string start_prefix;  // bytes `start` has already read (an assistant prefill in the prompt)
@@ -104,6 +111,7 @@ struct GrammarConstraint {
   // What the grammars were made from (a schema's text, the tools and the
   // syntax): equal identities, equal constraints (the response cache's key).
   std::string identity;
+  std::shared_ptr<MaskCutCount> cut_masks = std::make_shared<MaskCutCount>();
 };
 
 // Speculative decoding of one request (engine.cc, spec/ngram_draft.h): drafts taken from its

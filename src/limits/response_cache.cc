@@ -12,8 +12,10 @@ namespace {
 static_assert(sizeof(SamplingParams) == 96, "SamplingParams changed: add the new field to cache_key()");
 static_assert(sizeof(StopParams) == 184, "StopParams changed: add the new field to cache_key()");
 static_assert(sizeof(SpanBudget) == 104, "SpanBudget changed: add the new field to cache_key()");
-// (Request::speculative is left out: speculation never changes the tokens, seeded ones included.)
-static_assert(sizeof(Request) == 544, "Request changed: add the new field to cache_key() if it can change the answer");
+// (Request::speculative is left out: speculation never changes the tokens, seeded ones included;
+// nor GrammarConstraint::cut_masks, a count shared by a request's choices: the constraint is
+// keyed by its identity.)
+static_assert(sizeof(Request) == 560, "Request changed: add the new field to cache_key() if it can change the answer");
 
 // Bumped when the key's layout changes (keys never outlive the process; the
 // byte only keeps layouts apart if two ever coexist).

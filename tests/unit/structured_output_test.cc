@@ -266,6 +266,51 @@ TEST(ConstrainedOutputTest, EndOnlyWhenComplete) {
   EXPECT_FALSE(mask.forbidden(0));
 }
 
+// The cut masks are counted per request: the copies of one constraint (a
+// request's n choices) share the count, so the choices together take at
+// most kMaxCutMasks walks to the bound, and then every one of them stops
+// (checked before its next walk); another request's constraint keeps its own.
+TEST(ConstrainedOutputTest, CutMasksAreCountedOncePerRequest) {
+  std::vector<std::string> vocab = {""};
+  for (char a = 'a'; a <= 'z'; ++a) {
+    vocab.push_back(std::string{a});
+    for (char b = 'a'; b <= 'z'; ++b) {
+      vocab.push_back(std::string{a, b});
+      for (char c = 'a'; c <= 'z'; ++c) vocab.push_back(std::string{a, b, c});
+    }
+  }
+  grammar::TokenTrie trie(vocab);
+  std::string text = "root ::=";
+  for (int i = 0; i < 1000; ++i) text += " [a-z]?";
+  auto g = grammar::compile_gbnf(text);
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  const GrammarConstraint request{.start = *g};
+  ConstrainedOutput first(request, trie, {0}), second(request, trie, {0});
+  ConstrainedOutput other(GrammarConstraint{.start = *g}, trie, {0});
+  TokenMask mask(static_cast<int32_t>(vocab.size()));
+  // One step of an output: its mask, then the first letter it allows.
+  const auto step = [&](ConstrainedOutput& c) {
+    ASSERT_NE(c.mask(mask), nullptr);
+    for (int32_t id = 1; id < static_cast<int32_t>(vocab.size()); ++id) {
+      if (!mask.forbidden(id)) return c.accept(id, vocab[id]);
+    }
+    FAIL() << "no letter allowed";
+  };
+  step(first);   // each walk from a state with many stacks reaches the bound
+  EXPECT_TRUE(first.mask_truncated());
+  EXPECT_FALSE(first.too_ambiguous());
+  step(second);
+  EXPECT_TRUE(second.mask_truncated());
+  EXPECT_FALSE(second.too_ambiguous());
+  step(first);
+  EXPECT_TRUE(first.too_ambiguous());   // the request's third cut walk
+  EXPECT_TRUE(second.too_ambiguous());  // before it walks again
+  EXPECT_EQ(request.cut_masks->n, ConstrainedOutput::kMaxCutMasks);
+  step(other);
+  EXPECT_TRUE(other.mask_truncated());
+  EXPECT_FALSE(other.too_ambiguous());  // a request of its own
+}
+
 // The API side: requests parse into constraints, bad schemas into 400s.
 TEST(StructuredOutputApiTest, ResponseFormatParsesAndRefusesUnsupportedKeywords) {
   auto ok = api::openai::parse_chat_request(
