@@ -14,6 +14,7 @@
 #include "grammar/matcher.h"
 #include "grammar/regex.h"
 #include "grammar/token_trie.h"
+#include "support/ambiguous_grammar.h"
 #include "support/schema_validator.h"
 
 namespace zl::grammar {
@@ -400,18 +401,9 @@ TEST(GrammarMaskTest, TrieWalkEqualsBruteForce) {
 // it found are all ones the grammar allows, and the next mask of the same
 // state is the cached one.
 TEST(GrammarMaskTest, AmbiguousGrammarStopsAtTheWorkBound) {
-  std::string text = "root ::=";
-  for (int i = 0; i < 1000; ++i) text += " [a-z]?";
-  auto g = compile_gbnf(text);
+  auto g = compile_gbnf(zl::test::optional_letters_gbnf(1000));
   ASSERT_TRUE(g.ok()) << g.status().to_string();
-  std::vector<std::string> vocab = {""};
-  for (char a = 'a'; a <= 'z'; ++a) {
-    vocab.push_back(std::string{a});
-    for (char b = 'a'; b <= 'z'; ++b) {
-      vocab.push_back(std::string{a, b});
-      for (char c = 'a'; c <= 'z'; ++c) vocab.push_back(std::string{a, b, c});
-    }
-  }
+  const std::vector<std::string> vocab = zl::test::short_words_vocab();
   TokenTrie trie(vocab);
   Matcher m(*g);
   ASSERT_TRUE(m.advance('q'));

@@ -15,6 +15,7 @@
 #include "grammar/gbnf.h"
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
+#include "support/ambiguous_grammar.h"
 #include "support/engine_fixture.h"
 #include "support/schema_validator.h"
 
@@ -146,9 +147,7 @@ TEST_P(StructuredOnModel, AnAnswerCompletedOnTheLastAllowedTokenIsWhole) {
 // as the constraint of a request on `engine`: its outcome.
 Outcome run_letters(Engine& engine, const Tokenizer& tok, int n_items, const std::string& tail, int32_t max_tokens,
                     bool ignore_eos) {
-  std::string text = "root ::=";
-  for (int i = 0; i < n_items; ++i) text += " [a-z]?";
-  auto g = grammar::compile_gbnf(text + tail);
+  auto g = grammar::compile_gbnf(optional_letters_gbnf(n_items) + tail);
   EXPECT_TRUE(g.ok()) << g.status().to_string();
   if (!g.ok()) return {};
   Request r{.id = "letters", .tenant = "t", .prompt_ids = tok.encode("Once upon a time")};
@@ -271,18 +270,9 @@ TEST(ConstrainedOutputTest, EndOnlyWhenComplete) {
 // most kMaxCutMasks walks to the bound, and then every one of them stops
 // (checked before its next walk); another request's constraint keeps its own.
 TEST(ConstrainedOutputTest, CutMasksAreCountedOncePerRequest) {
-  std::vector<std::string> vocab = {""};
-  for (char a = 'a'; a <= 'z'; ++a) {
-    vocab.push_back(std::string{a});
-    for (char b = 'a'; b <= 'z'; ++b) {
-      vocab.push_back(std::string{a, b});
-      for (char c = 'a'; c <= 'z'; ++c) vocab.push_back(std::string{a, b, c});
-    }
-  }
+  const std::vector<std::string> vocab = short_words_vocab();
   grammar::TokenTrie trie(vocab);
-  std::string text = "root ::=";
-  for (int i = 0; i < 1000; ++i) text += " [a-z]?";
-  auto g = grammar::compile_gbnf(text);
+  auto g = grammar::compile_gbnf(optional_letters_gbnf(1000));
   ASSERT_TRUE(g.ok()) << g.status().to_string();
   const GrammarConstraint request{.start = *g};
   ConstrainedOutput first(request, trie, {0}), second(request, trie, {0});
