@@ -82,6 +82,13 @@ struct StopParams {
   std::optional<SpanBudget> span;  // a budgeted span (reasoning), see SpanBudget
 };
 
+// How many mask walks of a request's outputs were cut at the masker's work
+// bound (ConstrainedOutput::too_ambiguous): one count for every copy of a
+// constraint, so a request's choices (n) share it. Engine thread only.
+struct MaskCutCount {
+  int64_t n = 0;
+};
+
 // Constrained decoding (grammar/): the output, as bytes, must follow a
 // grammar; the sampler masks every token that would leave it, and EOS is
 // allowed only where the grammar is complete. API-neutral: the API layer
@@ -92,16 +99,11 @@ struct StopParams {
 //                  follow `after_trigger` (nullable: no trigger);
 //   end_when_complete  a grammar that is complete and cannot go on allows
 //                  only the end (EOS / stop ids); otherwise the output is
-//                  free again after it (text, then maybe the trigger again).
+//                  free again after it (text, then maybe the trigger again);
+//   cut_masks      the request's count of cut mask walks (MaskCutCount),
+//                  shared by the copies of the constraint.
 // Costs: engine/constraint.h. max_tokens and the window still end the
 // output wherever it is (finish kMaxTokens: the text is a prefix only).
-// How many mask walks of a request's outputs were cut at the masker's work
-// bound (ConstrainedOutput::too_ambiguous): one count for every copy of a
-// constraint, so a request's choices (n) share it. Engine thread only.
-struct MaskCutCount {
-  int64_t n = 0;
-};
-
 struct GrammarConstraint {
   std::shared_ptr<const grammar::Grammar> start;
   std::string start_prefix;  // bytes `start` has already read (an assistant prefill in the prompt)
