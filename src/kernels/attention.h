@@ -79,6 +79,13 @@ void attention_chunk(const AttentionShape& s, const float* q, int64_t n_q, const
                      KvType kv_type, const int32_t* block_table, int64_t n_kv_first, float* out, int64_t kv_h0,
                      int64_t kv_h1);
 
+// Query rows (tokens x the query heads of one kv head) that attention_chunk
+// walks the context with at once: each chunk of K/V is read, transposed and
+// converted once for all of them. A caller that splits a long prefill into
+// items of tokens per kv head fills a tile with kAttentionTileRows / (n_head
+// / n_head_kv) tokens an item.
+inline constexpr int64_t kAttentionTileRows = 256;
+
 // Split decode, for one query token over a long context: the positions
 // [0, n_kv) in ranges of kAttentionRange, each range's partial softmax state
 // computed on its own (any thread, any order: attention_range), then merged

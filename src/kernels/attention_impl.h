@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <type_traits>
 
 #include "kernels/attention.h"
@@ -602,8 +603,24 @@ inline void prefetch_rows(const void* k_cache, const void* v_cache, const int64_
 // the group) walk the context together, range by range, so that a range's
 // K/V rows of the head (kAttentionRange x head_dim, 64 KB in F16 at
 // head_dim 64) come from memory once and serve every row group of the tile
-// (head_rows). 2 x kTileRows x kMaxHeadDim floats of state on the stack.
-inline constexpr int kTileRows = 64;
+// (head_rows), and each chunk's K transposition and V conversion serve them
+// all. Its state (TileScratch) is the calling thread's.
+inline constexpr int kTileRows = static_cast<int>(kAttentionTileRows);
+
+// head_rows' state of a tile: two online-softmax states (the range being
+// walked and the ranges before it) and, over a Q8_0 cache, the quantized
+// query rows; ~0.9 MB, once per thread (heap, not stack).
+template <KvType kType>
+struct TileScratch {
+  alignas(64) float acc[kTileRows * kMaxHeadDim];
+  alignas(64) float acc_b[kTileRows * kMaxHeadDim];
+  QueryRowsFor<kType, kTileRows> qrows;
+};
+template <KvType kType>
+TileScratch<kType>& tile_scratch() {
+  thread_local const std::unique_ptr<TileScratch<kType>> s = std::make_unique<TileScratch<kType>>();
+  return *s;
+}
 // Tiles of at least this many rows transpose each chunk's K once for GEMM
 // form scores (score_gemm, or Vec::score_q8_t) and convert its V once to
 // floats; fewer rows would not repay the transposition.
@@ -629,13 +646,14 @@ void head_rows(const AttentionShape& s, const float* const* q_in, float* const* 
   // Over a Q8_0 cache the rows are quantized once for the whole walk.
   const float* q[kTileRows];
   std::copy(q_in, q_in + nr, q);
-  [[maybe_unused]] QueryRowsFor<kType, kTileRows> qrows;
+  TileScratch<kType>& scratch = tile_scratch<kType>();
   const QueryQ8* const* q8 = nullptr;
   if constexpr (kType == KvType::kQ8_0) {
-    for (int r = 0; r < nr; ++r) qrows.set(r, &q[r], hd);
-    q8 = qrows.q8r;
+    for (int r = 0; r < nr; ++r) scratch.qrows.set(r, &q[r], hd);
+    q8 = scratch.qrows.q8r;
   }
-  alignas(64) float acc[kTileRows][kMaxHeadDim], acc_b[kTileRows][kMaxHeadDim];
+  float* const acc = scratch.acc;  // row r at r * hd
+  float* const acc_b = scratch.acc_b;
   float m[kTileRows], l[kTileRows], m_b[kTileRows], l_b[kTileRows];
   int64_t n_kv = 0, lo = INT64_MAX, start[kTileRows];
   for (int r = 0; r < nr; ++r) {
@@ -651,8 +669,8 @@ void head_rows(const AttentionShape& s, const float* const* q_in, float* const* 
     g_rb0[g] = g_lo / kAttentionRange * kAttentionRange, g_c0[g] = g_lo / kChunk * kChunk, g_n_kv[g] = g_hi;
   }
   const auto state = [&](int g, bool b) {
-    return b ? RowsState{&acc_b[g * R][0], kMaxHeadDim, m_b + g * R, l_b + g * R}
-             : RowsState{&acc[g * R][0], kMaxHeadDim, m + g * R, l + g * R};
+    return b ? RowsState{acc_b + g * R * hd, hd, m_b + g * R, l_b + g * R}
+             : RowsState{acc + g * R * hd, hd, m + g * R, l + g * R};
   };
   // The range's chunk offsets. The tile walks a range chunk by chunk, every
   // group of rows that counts the chunk in turn: the chunk's K/V rows come

@@ -44,12 +44,13 @@ TEST(AttentionTile, ManyTokensAreBitwiseTheSingleTokenAndSplitPaths) {
   std::normal_distribution<float> dist(0.0f, 1.0f);
   // GQA 4 (Llama 3.2 1B's shape), 8, 1; block sizes that do and do not
   // divide the chunk and range sizes.
-  const Case cases[] = {{32, 8, 64, 16}, {16, 2, 64, 7}, {4, 4, 32, 33}};
+  const Case cases[] = {{32, 8, 64, 16}, {16, 2, 64, 7}, {4, 4, 32, 33}, {12, 4, 64, 16}};
   for (const Case& c : cases) {
     for (KvType type : {KvType::kF16, KvType::kQ8_0}) {
-      // n_q 37: tiles of 64 rows end inside a token's heads (GQA 8: 296
-      // rows); contexts end inside a chunk and cross range boundaries.
-      for (auto [n_q, n_kv_first] : {std::pair<int64_t, int64_t>{37, 230}, {19, 501}, {5, 1}}) {
+      // n_q 90: more rows than a tile (kAttentionTileRows), and with GQA 3
+      // a tile that ends inside a token's heads (270 rows); contexts end
+      // inside a chunk and cross range boundaries.
+      for (auto [n_q, n_kv_first] : {std::pair<int64_t, int64_t>{90, 230}, {37, 230}, {19, 501}, {5, 1}}) {
         for (int64_t window : {0, 200}) {
           SCOPED_TRACE("n_head " + std::to_string(c.n_head) + " n_head_kv " + std::to_string(c.n_head_kv) + " " +
                        kv_type_name(type) + " n_q " + std::to_string(n_q) + " n_kv_first " +
