@@ -14,7 +14,7 @@
 // The K/V pool comes from allocate_large as the runner's KvStorage does (2 MiB
 // aligned, MADV_HUGEPAGE); --small-pages puts it in plain 4 KiB pages (a
 // std::vector) to see what the TLB costs.
-//   attention_bench [--kv-type f16|q8_0] [--depth 8192] [--reps 5] [--tokens-per-item 16] [--small-pages] [--decode-only]
+//   attention_bench [--kv-type f16|q8_0] [--depth 8192] [--reps 5] [--tokens-per-item 64] [--small-pages] [--decode-only]
 //                   [--layers 16]
 // --layers 1 --depth 256 keeps the K/V in L2 (the kernel's compute floor).
 #include <time.h>
@@ -116,7 +116,8 @@ double read_seconds(const Cache& c, int reps) {
 
 int main(int argc, char** argv) {
   KvType type = KvType::kF16;
-  int64_t depth = 8192, per_item = 16, n_layers = 16;
+  // per_item: what the runner makes for this shape (a whole tile of rows).
+  int64_t depth = 8192, per_item = kAttentionTileRows / (kHead / kHeadKv), n_layers = 16;
   int reps = 5;
   bool huge = true, decode_only = false;
   for (int i = 1; i < argc; ++i) {
