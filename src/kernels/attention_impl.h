@@ -609,7 +609,8 @@ inline constexpr int kTileRows = static_cast<int>(kAttentionTileRows);
 
 // head_rows' state of a tile: two online-softmax states (the range being
 // walked and the ranges before it) and, over a Q8_0 cache, the quantized
-// query rows; ~0.9 MB, once per thread (heap, not stack).
+// query rows; ~0.9 MB once per thread (heap, not stack; left uninitialized,
+// so only the pages the rows use are ever touched).
 template <KvType kType>
 struct TileScratch {
   alignas(64) float acc[kTileRows * kMaxHeadDim];
@@ -618,7 +619,7 @@ struct TileScratch {
 };
 template <KvType kType>
 TileScratch<kType>& tile_scratch() {
-  thread_local const std::unique_ptr<TileScratch<kType>> s = std::make_unique<TileScratch<kType>>();
+  thread_local const std::unique_ptr<TileScratch<kType>> s = std::make_unique_for_overwrite<TileScratch<kType>>();
   return *s;
 }
 // Tiles of at least this many rows transpose each chunk's K once for GEMM
