@@ -42,7 +42,7 @@ TEST(AttentionTile, ManyTokensAreBitwiseTheSingleTokenAndSplitPaths) {
   if (!attention_range_supported(probe)) GTEST_SKIP() << "no SIMD attention on this machine";
   std::mt19937 rng(41);
   std::normal_distribution<float> dist(0.0f, 1.0f);
-  // GQA 4 (Llama 3.2 1B's shape), 8, 1; block sizes that do and do not
+  // GQA 4 (Llama 3.2 1B's shape), 8, 1, 3; block sizes that do and do not
   // divide the chunk and range sizes.
   const Case cases[] = {{32, 8, 64, 16}, {16, 2, 64, 7}, {4, 4, 32, 33}, {12, 4, 64, 16}};
   for (const Case& c : cases) {
