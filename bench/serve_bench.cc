@@ -589,5 +589,6 @@ int main(int argc, char** argv) {
                  percentile(best_served.client_cpu_ms, 0.5));
   }
   server.stop();
+  service.stop();
   return 0;
 }

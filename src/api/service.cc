@@ -115,13 +115,18 @@ void ApiService::register_routes(http::Router& router) {
   router.add("GET", "/health", [this](HttpRequest& q, R res) { send_json(q, *res, "/health", R"({"status":"ok"})"); });
   router.add("GET", "/ready", [this](HttpRequest& q, R res) { handle_ready(q, std::move(res)); });
   router.add("GET", "/metrics", [this](HttpRequest& q, R res) { handle_metrics(q, std::move(res)); });
-  router.add("POST", "/v1/messages", [this](HttpRequest& q, R res) { handle_messages(q, std::move(res)); });
+  // (offload_: large bodies handled off the I/O thread, ApiConfig::offload_threads)
+  router.add("POST", "/v1/messages",
+             offload_.wrap([this](HttpRequest& q, R res) { handle_messages(q, std::move(res)); }));
   router.add("POST", "/v1/messages/count_tokens",
-             [this](HttpRequest& q, R res) { handle_count_tokens(q, std::move(res)); });
-  router.add("POST", "/v1/chat/completions", [this](HttpRequest& q, R res) { handle_openai(q, std::move(res), true); });
-  router.add("POST", "/v1/completions", [this](HttpRequest& q, R res) { handle_openai(q, std::move(res), false); });
-  router.add("POST", "/tokenize", [this](HttpRequest& q, R res) { handle_tokenize(q, std::move(res)); });
-  router.add("POST", "/detokenize", [this](HttpRequest& q, R res) { handle_detokenize(q, std::move(res)); });
+             offload_.wrap([this](HttpRequest& q, R res) { handle_count_tokens(q, std::move(res)); }));
+  router.add("POST", "/v1/chat/completions",
+             offload_.wrap([this](HttpRequest& q, R res) { handle_openai(q, std::move(res), true); }));
+  router.add("POST", "/v1/completions",
+             offload_.wrap([this](HttpRequest& q, R res) { handle_openai(q, std::move(res), false); }));
+  router.add("POST", "/tokenize", offload_.wrap([this](HttpRequest& q, R res) { handle_tokenize(q, std::move(res)); }));
+  router.add("POST", "/detokenize",
+             offload_.wrap([this](HttpRequest& q, R res) { handle_detokenize(q, std::move(res)); }));
   router.add("GET", "/v1/models", [this](HttpRequest& q, R res) { handle_models(q, std::move(res)); });
   router.add("GET", "/v1/models/{id}", [this](HttpRequest& q, R res) { handle_model(q, std::move(res)); });
 }

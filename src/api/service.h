@@ -37,6 +37,7 @@
 #include "api/server_timing.h"
 #include "engine/request.h"
 #include "guard/guard.h"
+#include "http/offload.h"
 #include "http/router.h"
 #include "limits/response_cache.h"
 #include "limits/kv_admission.h"
@@ -92,6 +93,14 @@ struct ApiConfig {
   std::shared_ptr<rollout::Shadow> shadow;
   // --record-requests (rollout/request_recorder.h): Messages bodies for `zerolayer diff`. Null: none.
   std::shared_ptr<rollout::RequestRecorder> request_recorder;
+  // Requests whose work grows with their body (the generation routes,
+  // count_tokens, /tokenize, /detokenize: JSON, template, tokenizer, guard)
+  // are handled on offload_threads threads of their own from
+  // offload_min_body_bytes of body on (http/offload.h), so that a large one
+  // does not hold up the other answers of its I/O thread; smaller ones on
+  // the I/O thread. 0 threads: all on the I/O thread.
+  int offload_threads = 2;
+  size_t offload_min_body_bytes = size_t{64} << 10;
 };
 
 class ApiService {
@@ -103,6 +112,9 @@ class ApiService {
   // Called before each /metrics render (any I/O thread), e.g. to copy the
   // server's connection counters into their gauges.
   void set_on_scrape(std::function<void()> fn) { on_scrape_ = std::move(fn); }
+  // Once the HTTP server has stopped, before the engine goes: lets the
+  // handlers running off the I/O thread (ApiConfig::offload_threads) finish.
+  void stop() { offload_.stop(); }
 
  private:
   using Api = ApiKind;
@@ -174,6 +186,8 @@ class ApiService {
   std::mutex ready_mu_;
   int64_t last_steps_ = -1;
   std::chrono::steady_clock::time_point last_step_change_ = std::chrono::steady_clock::now();
+  // Last: its threads stop (finishing the handlers they run) before the rest goes.
+  http::HandlerOffload offload_{config_.offload_threads, config_.offload_min_body_bytes};
 };
 
 }  // namespace zl::api

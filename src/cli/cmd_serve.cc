@@ -379,6 +379,7 @@ int run_serve(int argc, char** argv, int first, const ServeHooks& hooks) {
   // Order: no more I/O, then the engine (its thread may still notify channels),
   // then the server's connections (destroyed with it).
   server.stop();
+  service.stop();  // handlers still running off the I/O threads, before the engine goes
   b.engine.reset();
   tracer.reset();  // flushes the last spans (bounded by its shutdown timeout)
   return kExitOk;

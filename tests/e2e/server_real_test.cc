@@ -477,6 +477,67 @@ TEST(ServerRealTest, ClientDisconnectCancelsTheSequence) {
   }
 }
 
+// A body of 64 KB or more is handled off the I/O thread (http/offload.h):
+// the same answers as inline, a client's leaving still cancels its sequence,
+// and a 24 MB count_tokens (seconds of parsing and tokenizing) does not hold
+// up the other answers of the server's one I/O thread.
+TEST(ServerRealTest, LargeBodiesAreHandledOffTheIoThread) {
+  REQUIRE_MODEL();
+  const int port = main_port();
+  const auto padded = [](std::string body) {  // JSON whitespace: the same request, 70 KB more body
+    body.insert(body.size() - 1, std::string(70000, ' '));
+    return body;
+  };
+  const std::string body = msg_body("Once upon a time", R"("max_tokens":24)");
+  const Answer inline_answer = anthropic_call(port, body);
+  const Answer offloaded = anthropic_call(port, padded(body));
+  ASSERT_EQ(inline_answer.status, 200);
+  ASSERT_EQ(offloaded.status, 200) << json::serialize(offloaded.raw);
+  EXPECT_EQ(offloaded.text, inline_answer.text);
+  EXPECT_EQ(offloaded.output_tokens, inline_answer.output_tokens);
+  const Answer streamed = anthropic_stream(port, padded(msg_body("Once upon a time", R"("max_tokens":24,"stream":true)")));
+  ASSERT_EQ(streamed.status, 200);
+  EXPECT_EQ(streamed.text, inline_answer.text);
+  // Two choices (joined by a fan-out), and an error answer.
+  HttpReply two = fetch(port, "POST", "/v1/chat/completions",
+                        padded(R"({"model":"m","max_tokens":8,"temperature":0,"n":2,"messages":[{"role":"user","content":"Once upon a time"}]})"),
+                        {}, 60000);
+  ASSERT_EQ(two.status, 200) << two.body.substr(0, 300);
+  json::object two_obj = parse_obj(two.body);
+  ASSERT_EQ(two_obj["choices"].as_array().size(), 2u);
+  EXPECT_EQ(str(at(two_obj, {"choices", "0", "message", "content"})), str(at(two_obj, {"choices", "1", "message", "content"})));
+  HttpReply bad = fetch(port, "POST", "/v1/messages", padded(R"({"model":"m","max_tokens":-1,"messages":[]})"));
+  EXPECT_EQ(bad.status, 400) << bad.body.substr(0, 300);
+  EXPECT_EQ(str(at(parse_obj(bad.body), {"type"})), "error");
+  {
+    const int64_t before = metric(port, "engine_generation_tokens_total");
+    RawClient c(port);
+    const std::string body = padded(std::string(R"({"model":"m","max_tokens":100000,)") + kNoEos +
+                                    R"(,"stream":true,"messages":[{"role":"user","content":"Tell me a long story"}]})");
+    ASSERT_TRUE(c.send_raw(http_request("POST", "/v1/chat/completions", body)));
+    ASSERT_TRUE(c.read_until([](const std::string& b) { return b.find("\"content\"") != std::string::npos; }, 20000));
+    EXPECT_EQ(wait_metric(port, "engine_requests_running", 1, 5000), 1);
+    c.abort_now();
+    EXPECT_EQ(wait_metric(port, "engine_requests_running", 0, 5000), 0) << "the sequence kept running after the client left";
+    EXPECT_LT(metric(port, "engine_generation_tokens_total") - before, 1000) << "the sequence was not cancelled early";
+  }
+  // The count on one connection; /health on another while it runs.
+  const std::string sentence = "Once upon a time, Lily saw a cat. ";
+  std::string text;
+  text.reserve(24u << 20);
+  while (text.size() < (24u << 20)) text += sentence;
+  RawClient counting(port);
+  ASSERT_TRUE(counting.send_raw(http_request(
+      "POST", "/v1/messages/count_tokens", R"({"model":"m","messages":[{"role":"user","content":")" + text + R"("}]})")));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the body read; its tokens take seconds
+  HttpReply health = fetch(port, "GET", "/health");
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(counting.read_some(1, 0), 0u) << "the count was answered before /health: /health waited for it";
+  HttpReply count = counting.read_response(120000);
+  ASSERT_EQ(count.status, 200) << count.body.substr(0, 300);
+  EXPECT_GT(num(at(parse_obj(count.body), {"input_tokens"})), static_cast<int64_t>(text.size() / 8));
+}
+
 TEST(ServerRealTest, SixteenConcurrentStreamsCompleteWithTheirSoloText) {
   REQUIRE_MODEL();
   constexpr int kN = 16;

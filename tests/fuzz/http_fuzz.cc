@@ -136,8 +136,9 @@ struct Service {
 };
 
 Service& service(bool with_keys) {
-  static Service open({.sse_ping_interval = std::chrono::milliseconds(0)}, &fuzz::fuzz_codec(1));
-  static Service keyed({.api_keys = {"sk-fuzz"}}, &fuzz::fuzz_codec(0));
+  // (offload_threads 0: every handler answers before dispatch returns, which check_answer reads)
+  static Service open({.sse_ping_interval = std::chrono::milliseconds(0), .offload_threads = 0}, &fuzz::fuzz_codec(1));
+  static Service keyed({.api_keys = {"sk-fuzz"}, .offload_threads = 0}, &fuzz::fuzz_codec(0));
   return with_keys ? keyed : open;
 }
 

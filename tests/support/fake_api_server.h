@@ -28,6 +28,7 @@ class FakeApiServer {
   }
   ~FakeApiServer() {
     server_->stop();
+    service_->stop();
     engine_.reset();
     server_.reset();
   }
