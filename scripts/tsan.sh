@@ -5,7 +5,8 @@
 #   scripts/tsan.sh [--soak SECONDS]   also run the soak test (tests/soak) for
 #                                      SECONDS against the TSan-built server
 # Suites: the engine (on the real tiny models; SKIPPED without ../shared), the
-# scheduler and KV cache, the thread pool, the HTTP server and API service,
+# scheduler and KV cache, the thread pool, the HTTP server and API service
+# (offload_test: handlers run off the I/O thread),
 # and the TSan-built `zerolayer serve` on stories260K (server_real_test; a
 # race kills the server, halt_on_error, and fails the test).
 # Not in CI's default run (too long for 2 cores: see the cost below);
@@ -18,7 +19,7 @@ cd "$(dirname "$0")/.."
 soak=0
 if [ "${1:-}" = "--soak" ]; then soak="${2:?usage: scripts/tsan.sh [--soak SECONDS]}"; fi
 jobs=$(nproc 2>/dev/null || echo 2)
-suites=(core_test kv_cache_test scheduler_test engine_test server_api_test server_tools_test server_real_test)
+suites=(core_test kv_cache_test scheduler_test engine_test server_api_test server_tools_test offload_test server_real_test)
 targets=("${suites[@]}")
 if [ "$soak" != 0 ]; then targets+=(zerolayer soak_test); fi
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZL_SANITIZE=thread >/dev/null

@@ -12,6 +12,11 @@
 #include <thread>
 #include <vector>
 
+#include "api/service.h"
+#include "limits/response_cache.h"
+#include "support/fake_api_server.h"
+#include "support/http_client.h"
+#include "support/json_object.h"
 #include "support/null_responder.h"
 
 namespace zl::http {
@@ -168,6 +173,68 @@ TEST(HandlerOffload, AThrowingHandlerThrowsOnTheIoSide) {
   ASSERT_TRUE(real->wait_posted(10000));
   // The server runs posted jobs behind its exception boundary, which answers 500.
   EXPECT_THROW(real->run_posted(), std::runtime_error);
+}
+
+// Every POST handled off the I/O thread (offload_min_body_bytes 0), over
+// the fake engine: the paths a generation's answer can take arrive whole.
+class OffloadedRoutes : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    api::ApiConfig api;
+    api.offload_min_body_bytes = 0;
+    api.sse_ping_interval = std::chrono::milliseconds(20);
+    api.response_cache = std::make_shared<limits::ResponseCache>(1 << 20);
+    server_ = std::make_unique<test::FakeApiServer>(
+        fake::FakeEngineConfig{.n_ctx = 4096, .step_time = std::chrono::microseconds(2000)}, std::move(api),
+        ServerConfig{});
+    ASSERT_TRUE(server_->listening());
+  }
+  void TearDown() override { server_.reset(); }
+  test::HttpReply post(const std::string& path, const std::string& body, std::vector<std::string> headers = {}) {
+    return test::fetch(server_->port(), "POST", path, body, headers, 20000);
+  }
+  std::unique_ptr<test::FakeApiServer> server_;
+};
+
+std::string messages(const std::string& content, const std::string& extra = "") {
+  return R"({"model":"m","max_tokens":12,"temperature":0,"messages":[{"role":"user","content":")" + content + "\"}]" +
+         extra + "}";
+}
+
+TEST_F(OffloadedRoutes, AnswersStreamsCacheHitsAndValidation) {
+  test::HttpReply first = post("/v1/messages", messages("hello"));
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(first.header("x-engine-cache"), "miss");
+  test::HttpReply again = post("/v1/messages", messages("hello"));  // replayed from the response cache
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.header("x-engine-cache"), "hit");
+  EXPECT_EQ(test::parse_obj(again.body)["content"], test::parse_obj(first.body)["content"]);
+  // A slow stream: keep-alive pings (armed while the handler ran) before its tokens.
+  test::HttpReply stream = post("/v1/messages", messages("[[fake:slow]] story", R"(,"max_tokens":3,"stream":true)"));
+  ASSERT_EQ(stream.status, 200);
+  EXPECT_NE(stream.body.find("event: ping"), std::string::npos) << stream.body;
+  EXPECT_NE(stream.body.find("event: message_stop"), std::string::npos) << stream.body;
+  test::HttpReply validated = post("/v1/messages", messages("hello"), {"X-Engine-Mode: validate"});
+  EXPECT_EQ(validated.status, 200) << validated.body;
+  test::HttpReply counted = post("/v1/messages/count_tokens", R"({"model":"m","messages":[{"role":"user","content":"hello"}]})");
+  EXPECT_EQ(counted.status, 200) << counted.body;
+  test::HttpReply bad = post("/v1/chat/completions", "{not json");
+  EXPECT_EQ(bad.status, 400) << bad.body;
+}
+
+TEST_F(OffloadedRoutes, AClientLeavingCancelsItsSequence) {
+  const int64_t before = server_->engine().n_cancelled();
+  {
+    test::RawClient c(server_->port());
+    ASSERT_TRUE(c.send_raw(test::http_request("POST", "/v1/messages", messages("[[fake:long]] go", R"(,"max_tokens":100000,"stream":true)"))));
+    ASSERT_TRUE(c.read_until([](const std::string& b) { return b.find("content_block_delta") != std::string::npos; }));
+    c.abort_now();
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (server_->engine().n_cancelled() == before && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(server_->engine().n_cancelled(), before + 1);
 }
 
 }  // namespace
