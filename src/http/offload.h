@@ -7,12 +7,12 @@
 //   router.add("POST", "/v1/messages", offload.wrap(handler));
 //
 // A wrapped handler with a body of at least min_body_bytes runs on one of
-// the offload's threads (in arrival order) with a DeferredResponder: every
-// call it makes on its Responder while it runs (send, begin_stream, write,
-// hold, on_client_gone, post, ...) is recorded, and replayed in order on
-// the connection's I/O thread once the handler has returned; later calls go
-// straight through (they come from jobs posted to the I/O thread, as
-// always). So handler code written for the I/O thread runs unchanged: what
+// the offload's threads (started in arrival order) with a
+// DeferredResponder: every call it makes on its Responder while it runs
+// (send, begin_stream, write, hold, on_client_gone, post, ...) is recorded,
+// and replayed in order on the connection's I/O thread once the handler has
+// returned; later calls go straight through (they come from jobs posted to
+// the I/O thread, as always). So handler code written for the I/O thread runs unchanged: what
 // it touches besides its Responder must be thread-safe, as handlers on
 // several I/O threads already require. Smaller requests run inline.
 //
