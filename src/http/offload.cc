@@ -10,13 +10,6 @@ DeferredResponder::DeferredResponder(std::shared_ptr<Responder> real) : real_(st
 
 DeferredResponder::~DeferredResponder() = default;
 
-bool DeferredResponder::record(std::function<void()> call) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!recording_) return false;
-  recorded_.push_back(std::move(call));
-  return true;
-}
-
 void DeferredResponder::release() {
   // The replay holds us (and so what the recorded calls hold) until it runs;
   // when the exchange is over first, Responder::post drops it unrun, and
@@ -63,36 +56,32 @@ void DeferredResponder::replay() {
 }
 
 void DeferredResponder::send(HttpResponse response) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (recording_) {
-      answered_ = true;
-      recorded_.push_back([r = real_, response = std::move(response)]() mutable { r->send(std::move(response)); });
-      return;
-    }
-  }
+  if (record(
+          [&] {
+            return [r = real_, response = std::move(response)]() mutable {
+              r->send(std::move(response));
+            };
+          },
+          /*answers=*/true))
+    return;
   real_->send(std::move(response));
 }
 
 void DeferredResponder::begin_stream(HttpResponse head) {
-  if (record([r = real_, head]() mutable { r->begin_stream(std::move(head)); })) return;
+  if (record([&] {
+        return [r = real_, head = std::move(head)]() mutable { r->begin_stream(std::move(head)); };
+      }))
+    return;
   real_->begin_stream(std::move(head));
 }
 
 void DeferredResponder::write(std::string_view bytes) {
-  if (record([r = real_, b = std::string(bytes)] { r->write(b); })) return;
+  if (record([&] { return [r = real_, b = std::string(bytes)] { r->write(b); }; })) return;
   real_->write(bytes);
 }
 
 void DeferredResponder::end_stream() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (recording_) {
-      answered_ = true;
-      recorded_.push_back([r = real_] { r->end_stream(); });
-      return;
-    }
-  }
+  if (record([&] { return [r = real_] { r->end_stream(); }; }, /*answers=*/true)) return;
   real_->end_stream();
 }
 
@@ -121,23 +110,34 @@ bool DeferredResponder::done() const {
 }
 
 void DeferredResponder::on_client_gone(std::function<void()> fn) {
-  if (record([r = real_, fn]() mutable { r->on_client_gone(std::move(fn)); })) return;
+  if (record([&] {
+        return [r = real_, fn = std::move(fn)]() mutable { r->on_client_gone(std::move(fn)); };
+      }))
+    return;
   real_->on_client_gone(std::move(fn));
 }
 
 void DeferredResponder::on_drained(std::function<void()> fn) {
-  if (record([r = real_, fn]() mutable { r->on_drained(std::move(fn)); })) return;
+  if (record([&] {
+        return [r = real_, fn = std::move(fn)]() mutable { r->on_drained(std::move(fn)); };
+      }))
+    return;
   real_->on_drained(std::move(fn));
 }
 
 void DeferredResponder::hold(std::shared_ptr<void> state) {
-  if (record([r = real_, state]() mutable { r->hold(std::move(state)); })) return;
+  if (record([&] {
+        return [r = real_, state = std::move(state)]() mutable { r->hold(std::move(state)); };
+      }))
+    return;
   real_->hold(std::move(state));
 }
 
 void DeferredResponder::post(std::function<void()> fn) {
-  if (record([r = real_, fn] {
-        if (!r->done()) fn();
+  if (record([&] {
+        return [r = real_, fn = std::move(fn)] {
+          if (!r->done()) fn();
+        };
       })) {
     return;
   }
@@ -145,7 +145,12 @@ void DeferredResponder::post(std::function<void()> fn) {
 }
 
 void DeferredResponder::post_after(std::chrono::milliseconds delay, std::function<void()> fn) {
-  if (record([r = real_, delay, fn]() mutable { r->post_after(delay, std::move(fn)); })) return;
+  if (record([&] {
+        return [r = real_, delay, fn = std::move(fn)]() mutable {
+          r->post_after(delay, std::move(fn));
+        };
+      }))
+    return;
   real_->post_after(delay, std::move(fn));
 }
 
@@ -154,7 +159,9 @@ HandlerOffload::HandlerOffload(int n_threads, size_t min_body_bytes)
   for (int i = 0; i < n_threads_; ++i) threads_.emplace_back([this] { run(); });
 }
 
-HandlerOffload::~HandlerOffload() { stop(); }
+HandlerOffload::~HandlerOffload() {
+  stop();
+}
 
 void HandlerOffload::stop() {
   {
@@ -188,7 +195,8 @@ void HandlerOffload::run() {
 
 Handler HandlerOffload::wrap(Handler h) {
   return [this, h = std::move(h)](HttpRequest& request, std::shared_ptr<Responder> responder) {
-    if (n_threads_ == 0 || request.body.size() < min_body_bytes_) return h(request, std::move(responder));
+    if (n_threads_ == 0 || request.body.size() < min_body_bytes_)
+      return h(request, std::move(responder));
     // The request is the server's local (http1_connection.cc, http2_session.cc): ours from here.
     auto req = std::make_shared<HttpRequest>(std::move(request));
     auto deferred = std::make_shared<DeferredResponder>(responder);

@@ -12,9 +12,10 @@
 // (send, begin_stream, write, hold, on_client_gone, post, ...) is recorded,
 // and replayed in order on the connection's I/O thread once the handler has
 // returned; later calls go straight through (they come from jobs posted to
-// the I/O thread, as always). So handler code written for the I/O thread runs unchanged: what
-// it touches besides its Responder must be thread-safe, as handlers on
-// several I/O threads already require. Smaller requests run inline.
+// the I/O thread, as always). So handler code written for the I/O thread
+// runs unchanged: what it touches besides its Responder must be
+// thread-safe, as handlers on several I/O threads already require. Smaller
+// requests run inline.
 //
 // Not answered: the I/O thread's connection is gone before the replay (the
 // replay does not run; what the handler held, e.g. a generation session, is
@@ -35,7 +36,8 @@
 
 namespace zl::http {
 
-class DeferredResponder final : public Responder, public std::enable_shared_from_this<DeferredResponder> {
+class DeferredResponder final : public Responder,
+                                public std::enable_shared_from_this<DeferredResponder> {
  public:
   explicit DeferredResponder(std::shared_ptr<Responder> real);
   ~DeferredResponder() override;
@@ -61,8 +63,18 @@ class DeferredResponder final : public Responder, public std::enable_shared_from
   void post_after(std::chrono::milliseconds delay, std::function<void()> fn) override;
 
  private:
-  // Records `call` while recording (true), else returns false: run it now.
-  bool record(std::function<void()> call);
+  // While recording: records the call make() returns (made only then: no
+  // copy of the bytes once calls go straight through) and returns true
+  // (`answers`: the call completes the answer, done() is true from now);
+  // else false: make the call now.
+  template <typename Make>
+  bool record(Make&& make, bool answers = false) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!recording_) return false;
+    answered_ = answered_ || answers;
+    recorded_.emplace_back(make());
+    return true;
+  }
   // On the I/O thread: the recorded calls, in order.
   void replay();
   void drop_recorded();

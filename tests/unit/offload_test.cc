@@ -36,7 +36,9 @@ class RecordingResponder final : public test::NullResponder {
     log("hold");
     if (!done()) held_.push_back(std::move(state));
   }
-  void on_client_gone(std::function<void()> fn) override { log("on_gone"), on_gone_ = std::move(fn); }
+  void on_client_gone(std::function<void()> fn) override {
+    log("on_gone"), on_gone_ = std::move(fn);
+  }
   void post(std::function<void()> fn) override {
     std::lock_guard<std::mutex> lock(mu_);
     posted_.push_back(std::move(fn));
@@ -60,7 +62,8 @@ class RecordingResponder final : public test::NullResponder {
   }
   bool wait_posted(int timeout_ms) {
     std::unique_lock<std::mutex> lock(mu_);
-    return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return !posted_.empty(); });
+    return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                        [&] { return !posted_.empty(); });
   }
   void client_leaves() {
     gone_ = true;
@@ -86,7 +89,8 @@ TEST(DeferredResponder, RecordsThenReplaysInOrderThenPassesThrough) {
   d->begin_stream(HttpResponse{.body = "head"});
   d->write("a");
   int ran = 0;
-  d->post([&] { ++ran, d->write("from a job"); });  // a job posted while recording runs in the replay
+  d->post(
+      [&] { ++ran, d->write("from a job"); });  // a job posted while recording runs in the replay
   d->write("b");
   EXPECT_FALSE(d->done());
   EXPECT_FALSE(d->client_gone());
@@ -96,7 +100,8 @@ TEST(DeferredResponder, RecordsThenReplaysInOrderThenPassesThrough) {
   EXPECT_TRUE(real->calls.empty());
   EXPECT_EQ(real->run_posted(), 1);  // the replay itself
   EXPECT_EQ(ran, 1);
-  EXPECT_EQ(real->calls, (std::vector<std::string>{"hold", "begin head", "write a", "write from a job", "write b"}));
+  EXPECT_EQ(real->calls, (std::vector<std::string>{"hold", "begin head", "write a",
+                                                   "write from a job", "write b"}));
   d->write("c");  // after the replay: straight through
   d->end_stream();
   EXPECT_TRUE(d->done());
@@ -166,7 +171,8 @@ TEST(HandlerOffload, SmallBodiesInlineLargeOnesOnItsThreadAnsweredOnTheIoSide) {
 
 TEST(HandlerOffload, AThrowingHandlerThrowsOnTheIoSide) {
   HandlerOffload offload(1, 0);
-  Handler h = offload.wrap([](HttpRequest&, std::shared_ptr<Responder>) { throw std::runtime_error("boom"); });
+  Handler h = offload.wrap(
+      [](HttpRequest&, std::shared_ptr<Responder>) { throw std::runtime_error("boom"); });
   auto real = std::make_shared<RecordingResponder>();
   HttpRequest req{.body = "x"};
   h(req, real);
@@ -185,38 +191,44 @@ class OffloadedRoutes : public ::testing::Test {
     api.sse_ping_interval = std::chrono::milliseconds(20);
     api.response_cache = std::make_shared<limits::ResponseCache>(1 << 20);
     server_ = std::make_unique<test::FakeApiServer>(
-        fake::FakeEngineConfig{.n_ctx = 4096, .step_time = std::chrono::microseconds(2000)}, std::move(api),
-        ServerConfig{});
+        fake::FakeEngineConfig{.n_ctx = 4096, .step_time = std::chrono::microseconds(2000)},
+        std::move(api), ServerConfig{});
     ASSERT_TRUE(server_->listening());
   }
   void TearDown() override { server_.reset(); }
-  test::HttpReply post(const std::string& path, const std::string& body, std::vector<std::string> headers = {}) {
+  test::HttpReply post(const std::string& path, const std::string& body,
+                       std::vector<std::string> headers = {}) {
     return test::fetch(server_->port(), "POST", path, body, headers, 20000);
   }
   std::unique_ptr<test::FakeApiServer> server_;
 };
 
-std::string messages(const std::string& content, const std::string& extra = "") {
-  return R"({"model":"m","max_tokens":12,"temperature":0,"messages":[{"role":"user","content":")" + content + "\"}]" +
-         extra + "}";
+std::string messages(const std::string& content, int max_tokens = 12,
+                     const std::string& extra = "") {
+  return R"({"model":"m","max_tokens":)" + std::to_string(max_tokens) +
+         R"(,"temperature":0,"messages":[{"role":"user","content":")" + content + "\"}]" + extra +
+         "}";
 }
 
 TEST_F(OffloadedRoutes, AnswersStreamsCacheHitsAndValidation) {
   test::HttpReply first = post("/v1/messages", messages("hello"));
   ASSERT_EQ(first.status, 200) << first.body;
   EXPECT_EQ(first.header("x-engine-cache"), "miss");
-  test::HttpReply again = post("/v1/messages", messages("hello"));  // replayed from the response cache
+  test::HttpReply again =
+      post("/v1/messages", messages("hello"));  // replayed from the response cache
   ASSERT_EQ(again.status, 200) << again.body;
   EXPECT_EQ(again.header("x-engine-cache"), "hit");
   EXPECT_EQ(test::parse_obj(again.body)["content"], test::parse_obj(first.body)["content"]);
   // A slow stream: keep-alive pings (armed while the handler ran) before its tokens.
-  test::HttpReply stream = post("/v1/messages", messages("[[fake:slow]] story", R"(,"max_tokens":3,"stream":true)"));
+  test::HttpReply stream =
+      post("/v1/messages", messages("[[fake:slow]] story", 3, R"(,"stream":true)"));
   ASSERT_EQ(stream.status, 200);
   EXPECT_NE(stream.body.find("event: ping"), std::string::npos) << stream.body;
   EXPECT_NE(stream.body.find("event: message_stop"), std::string::npos) << stream.body;
   test::HttpReply validated = post("/v1/messages", messages("hello"), {"X-Engine-Mode: validate"});
   EXPECT_EQ(validated.status, 200) << validated.body;
-  test::HttpReply counted = post("/v1/messages/count_tokens", R"({"model":"m","messages":[{"role":"user","content":"hello"}]})");
+  test::HttpReply counted = post("/v1/messages/count_tokens",
+                                 R"({"model":"m","messages":[{"role":"user","content":"hello"}]})");
   EXPECT_EQ(counted.status, 200) << counted.body;
   test::HttpReply bad = post("/v1/chat/completions", "{not json");
   EXPECT_EQ(bad.status, 400) << bad.body;
@@ -226,8 +238,10 @@ TEST_F(OffloadedRoutes, AClientLeavingCancelsItsSequence) {
   const int64_t before = server_->engine().n_cancelled();
   {
     test::RawClient c(server_->port());
-    ASSERT_TRUE(c.send_raw(test::http_request("POST", "/v1/messages", messages("[[fake:long]] go", R"(,"max_tokens":100000,"stream":true)"))));
-    ASSERT_TRUE(c.read_until([](const std::string& b) { return b.find("content_block_delta") != std::string::npos; }));
+    ASSERT_TRUE(c.send_raw(test::http_request(
+        "POST", "/v1/messages", messages("[[fake:long]] go", 100000, R"(,"stream":true)"))));
+    ASSERT_TRUE(c.read_until(
+        [](const std::string& b) { return b.find("content_block_delta") != std::string::npos; }));
     c.abort_now();
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
